@@ -1,0 +1,23 @@
+//! `strata bench ...`: benchmarks of whole paths.
+
+use clap::Subcommand;
+
+/// Benchmarks of whole paths.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Subcommand)]
+enum Which {
+    /// Fill a segment store, reopen it, then read it back cold.
+    Store(super::bench_store::Args),
+}
+
+/// Runs the chosen benchmark.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.which {
+        Which::Store(a) => super::bench_store::run(a),
+    }
+}

@@ -1,0 +1,13 @@
+//! One module per subcommand (or family of subcommands).
+
+pub mod analyze;
+pub mod bench;
+pub mod bench_store;
+pub mod cost;
+pub mod mrc;
+pub mod model;
+pub mod provision;
+pub mod report;
+pub mod sim;
+pub mod store;
+pub mod trace;

@@ -1,0 +1,63 @@
+//! `strata`: the single command line of Strata's store and lab.
+//!
+//! Each subcommand lives in its own module under `cmd/`; this file only
+//! parses the command line and dispatches.
+
+mod cmd;
+mod progress;
+mod units;
+
+use clap::{Parser, Subcommand};
+
+/// Strata: a store for billions of small objects on RAM, flash and disk, and
+/// the lab that decides how to tier them.
+#[derive(Parser)]
+#[command(name = "strata", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect and check a segment store directory.
+    Store(cmd::store::Args),
+    /// Benchmarks of whole paths (the segment store, the HTTP node).
+    Bench(cmd::bench::Args),
+    /// Read, convert and summarise storage traces.
+    Trace(cmd::trace::Args),
+    /// Replay a trace through cache and tier policies.
+    Sim(cmd::sim::Args),
+    /// Miss-ratio curves: exact LRU in one pass, or SHARDS-sampled.
+    Mrc(cmd::mrc::Args),
+    /// Janus flash provisioning: cacheability curves, allocation, tier plan.
+    Provision(cmd::provision::Args),
+    /// Characterise a trace's workload (op mix, sizes, lifetimes, locality, heat).
+    Analyze(cmd::analyze::Args),
+    /// Layered device model: replication, disks with seeks and a scheduler, flash, RAM.
+    Model(cmd::model::Args),
+    /// Hardware cost explorer: simulate a grid of RAM x flash x disk systems.
+    Cost(cmd::cost::Args),
+    /// Write a self-contained HTML report of a trace.
+    Report(cmd::report::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Store(a) => cmd::store::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
+        Command::Sim(a) => cmd::sim::run(a),
+        Command::Mrc(a) => cmd::mrc::run(a),
+        Command::Provision(a) => cmd::provision::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Model(a) => cmd::model::run(a),
+        Command::Cost(a) => cmd::cost::run(a),
+        Command::Report(a) => cmd::report::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("strata: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -40,6 +40,8 @@ enum Command {
     Cost(cmd::cost::Args),
     /// Write a self-contained HTML report of a trace.
     Report(cmd::report::Args),
+    /// Generate a synthetic multi-workload trace.
+    Synth(cmd::synth::Args),
 }
 
 fn main() {
@@ -55,6 +57,7 @@ fn main() {
         Command::Model(a) => cmd::model::run(a),
         Command::Cost(a) => cmd::cost::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Synth(a) => cmd::synth::run(a),
     };
     if let Err(e) = result {
         eprintln!("strata: error: {e:#}");

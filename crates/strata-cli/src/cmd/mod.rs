@@ -10,4 +10,5 @@ pub mod provision;
 pub mod report;
 pub mod sim;
 pub mod store;
+pub mod synth;
 pub mod trace;

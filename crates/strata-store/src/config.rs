@@ -1,0 +1,75 @@
+//! Store configuration.
+
+use crate::format::superblock::Tier;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One device directory of a store and its tier class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceConfig {
+    /// Directory holding this device's segment files.
+    pub path: PathBuf,
+    /// Tier class of the device.
+    pub tier: Tier,
+}
+
+/// How to open a store. [`StoreConfig::new`] gives working defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreConfig {
+    /// Device directories; the RAM index covers all of them.
+    pub devices: Vec<DeviceConfig>,
+    /// A segment is sealed once it reaches this many bytes (default 1 GiB;
+    /// at most 16 GiB).
+    pub segment_size: u64,
+    /// Largest object accepted (default 64 MiB).
+    pub max_object_size: u64,
+    /// Create missing device directories instead of failing (default false).
+    pub create_dirs: bool,
+    /// Compact a sealed segment by itself once this fraction of its bytes is
+    /// garbage (deleted or overwritten needles). Default 0.4.
+    pub compaction_garbage_ratio: f64,
+    /// Run compactions in the background (default true).
+    pub auto_compaction: bool,
+    /// Upper bound on compaction I/O (bytes read plus written per second),
+    /// so that GETs keep their latency during a compaction. Default 64 MiB/s;
+    /// `None` for unthrottled.
+    pub compaction_bytes_per_s: Option<u64>,
+    /// How often dirty index checkpoints are written in the background
+    /// (default 1 s).
+    pub checkpoint_interval: Duration,
+    /// Fingerprint bits per object in sealed indexes (default 24; 8..=40).
+    pub fingerprint_bits: u32,
+    /// Advise the kernel that segment reads are random (no readahead), so
+    /// that a GET costs exactly the pages of its needle (default true).
+    pub random_access_advice: bool,
+}
+
+impl StoreConfig {
+    /// A single-device store at `path` with the given tier and defaults.
+    pub fn new(path: impl Into<PathBuf>, tier: Tier) -> Self {
+        StoreConfig {
+            devices: vec![DeviceConfig {
+                path: path.into(),
+                tier,
+            }],
+            segment_size: 1 << 30,
+            max_object_size: 64 << 20,
+            create_dirs: false,
+            compaction_garbage_ratio: 0.4,
+            auto_compaction: true,
+            compaction_bytes_per_s: Some(64 << 20),
+            checkpoint_interval: Duration::from_secs(1),
+            fingerprint_bits: crate::index::DEFAULT_FINGERPRINT_BITS,
+            random_access_advice: true,
+        }
+    }
+
+    /// Adds a device directory.
+    pub fn with_device(mut self, path: impl Into<PathBuf>, tier: Tier) -> Self {
+        self.devices.push(DeviceConfig {
+            path: path.into(),
+            tier,
+        });
+        self
+    }
+}

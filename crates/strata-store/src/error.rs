@@ -1,0 +1,94 @@
+//! The store's errors, in the user's terms: which directory, which segment
+//! file, which offset, which object.
+
+use std::path::PathBuf;
+
+/// Everything the segment store can report.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A device directory does not exist.
+    #[error("store directory {0} does not exist")]
+    MissingDirectory(PathBuf),
+    /// A path that should be a directory is something else.
+    #[error("{0} is not a directory")]
+    NotADirectory(PathBuf),
+    /// The configuration is unusable.
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+    /// A file named like a segment is not a Strata segment.
+    #[error("{path} is not a Strata segment: {reason}")]
+    NotASegment {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A needle failed its checksum or magic checks: the bytes on disk are
+    /// damaged. Never answered with the damaged bytes.
+    #[error("corrupt needle in segment {segment:016x} ({path}) at offset {offset}: {reason}")]
+    Corrupt {
+        /// Segment id.
+        segment: u64,
+        /// Segment file.
+        path: PathBuf,
+        /// Byte offset of the needle.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// An object larger than the store's maximum.
+    #[error("object of {size} bytes is over the maximum object size of {max} bytes")]
+    ObjectTooLarge {
+        /// Size given.
+        size: u64,
+        /// Configured maximum.
+        max: u64,
+    },
+    /// No device of the requested tier.
+    #[error("the store has no {0} device")]
+    NoDeviceForTier(crate::Tier),
+    /// The segment id names no segment of this store.
+    #[error("no segment {0:016x} in this store")]
+    NoSuchSegment(u64),
+    /// The operation needs a sealed segment.
+    #[error("segment {0:016x} is the active segment of its device; only sealed segments can be compacted or moved")]
+    SegmentActive(u64),
+    /// The device index is out of range.
+    #[error("no device number {0} in this store")]
+    NoSuchDevice(usize),
+    /// The store's write path failed earlier and was poisoned.
+    #[error("the store hit a write error and is read-only until reopened: {0}")]
+    Poisoned(String),
+    /// An I/O error, with what was being done.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done ("writing", "reading", ...).
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn io(
+        what: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> StoreError {
+        let path = path.into();
+        move |source| StoreError::Io { what, path, source }
+    }
+
+    /// True when the error means the device ran out of space (ENOSPC, or a
+    /// file-size limit, EFBIG).
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => matches!(source.raw_os_error(), Some(28) | Some(27)),
+            _ => false,
+        }
+    }
+}
+
+/// Result alias of the store.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,10 +1,384 @@
-//! `strata bench_store` (being built; see the open issue).
+//! `strata bench store`: fill a segment store with N objects, reopen it,
+//! then read it back with random GETs, cold (the store's files dropped from
+//! the page cache with posix_fadvise DONTNEED, readahead off).
 
-/// Arguments (being built).
+use crate::progress;
+use crate::units::{format_bytes, parse_bytes};
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strata_store::{PutItem, Store, StoreConfig, Tier};
+
+/// Fill a segment store, reopen it, then read it back cold.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory for the store; must be empty or absent. Default: a new
+    /// temporary directory (removed afterwards).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Number of objects to write.
+    #[arg(long, default_value_t = 300_000)]
+    objects: u64,
+    /// Object size (e.g. 4096, 4KiB, 64k).
+    #[arg(long, default_value = "4KiB", value_parser = parse_size)]
+    size: u64,
+    /// Objects per multi-write (one fdatasync per batch).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Writer threads, then reader threads: the number of requests in flight.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Random GETs in the read phase (default: min(objects, 50000)); each
+    /// reads a distinct object.
+    #[arg(long)]
+    gets: Option<u64>,
+    /// Segment size (a segment is sealed when it reaches it).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    segment_size: u64,
+    /// Tier class of the directory.
+    #[arg(long, default_value = "flash")]
+    tier: Tier,
+    /// Also measure GETs while a compaction runs: delete half the objects
+    /// of the oldest sealed segment, then run the GET phase twice, without
+    /// and with a compaction of that segment going on. Adds
+    /// get_p50_us_quiet, get_p99_us_quiet, get_p50_us_compacting,
+    /// get_p99_us_compacting and compaction_seconds to the output.
+    #[arg(long)]
+    compaction: bool,
+    /// Keep the store's files afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
 
-/// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("this command is not built yet")
+fn parse_size(s: &str) -> Result<u64, String> {
+    parse_bytes(s).map_err(|e| format!("{e:#}"))
+}
+
+/// xorshift64*: fast, deterministic object contents and key orders.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn fill(&mut self, buf: &mut [u8]) {
+        for c in buf.chunks_mut(8) {
+            let v = self.next().to_le_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    }
+}
+
+fn cookie_of(key: u64) -> u32 {
+    (Rng(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1).next() >> 32) as u32
+}
+
+fn config(dir: &std::path::Path, a: &Args) -> StoreConfig {
+    let mut cfg = StoreConfig::new(dir, a.tier);
+    cfg.segment_size = a.segment_size;
+    cfg.create_dirs = true;
+    cfg.auto_compaction = false;
+    cfg.max_object_size = cfg.max_object_size.max(a.size);
+    cfg
+}
+
+struct GetStats {
+    p50: f64,
+    p99: f64,
+    per_s: f64,
+    reads_per_get: f64,
+}
+
+/// Runs `gets` random GETs of distinct objects on `threads` threads.
+fn get_phase(store: &Arc<Store>, a: &Args, gets: u64, seed: u64, label: &str) -> anyhow::Result<GetStats> {
+    get_phase_mapped(store, a.objects, a.threads, gets, seed, label, |k| k)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.objects == 0 || a.batch == 0 || a.threads == 0 {
+        bail!("--objects, --batch and --threads must be at least 1");
+    }
+    let _tmp;
+    let dir = match &a.dir {
+        Some(d) => {
+            if d.exists() && std::fs::read_dir(d).with_context(|| format!("listing {}", d.display()))?.next().is_some() {
+                bail!("{} is not empty: give an empty or new directory for the benchmark store", d.display());
+            }
+            d.clone()
+        }
+        None => {
+            _tmp = TempDir::new()?;
+            _tmp.0.clone()
+        }
+    };
+    let size = usize::try_from(a.size).context("object size")?;
+    let gets = a.gets.unwrap_or(a.objects.min(50_000)).min(a.objects);
+
+    // Fill.
+    let store = Arc::new(Store::open(config(&dir, &a)).with_context(|| format!("opening store in {}", dir.display()))?);
+    let pb = progress::bar(a.objects, "put");
+    let next = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..a.threads {
+        let store = store.clone();
+        let next = next.clone();
+        let pb = pb.clone();
+        let (batch, objects, tier) = (a.batch as u64, a.objects, a.tier);
+        handles.push(std::thread::spawn(move || -> anyhow::Result<()> {
+            let mut rng = Rng(0x5151_u64 + t as u64 * 7919);
+            let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; size]).collect();
+            loop {
+                let first = next.fetch_add(batch, Ordering::Relaxed);
+                if first >= objects {
+                    return Ok(());
+                }
+                let last = (first + batch).min(objects);
+                for b in bufs.iter_mut() {
+                    rng.fill(b);
+                }
+                let items: Vec<PutItem> = (first..last)
+                    .zip(bufs.iter())
+                    .map(|(k, b)| PutItem {
+                        key: k,
+                        alt_key: 0,
+                        cookie: cookie_of(k),
+                        data: b,
+                    })
+                    .collect();
+                store.put_batch(tier, &items)?;
+                pb.inc(last - first);
+            }
+        }));
+    }
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
+    }
+    let put_secs = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("store still shared"))?;
+    store.close().context("closing store")?;
+
+    // Reopen (loads the checkpoints).
+    let t1 = Instant::now();
+    let store = Store::open(config(&dir, &a)).context("reopening store")?;
+    let restart_secs = t1.elapsed().as_secs_f64();
+    let mem = store.memory();
+    let store = Arc::new(store);
+
+    // Cold random GETs.
+    store.drop_page_cache().context("dropping the page cache")?;
+    let cold = get_phase(&store, &a, gets, 0xC01D, "get")?;
+
+    let mut extra = serde_json::Map::new();
+    if a.compaction {
+        compaction_phase(&store, &a, gets, &mut extra)?;
+    }
+
+    let put_per_s = a.objects as f64 / put_secs;
+    let mut fields: Vec<(String, serde_json::Value)> = Vec::new();
+    let mut f = |k: &str, v: f64| {
+        fields.push((k.to_string(), serde_json::json!((v * 1000.0).round() / 1000.0)));
+    };
+    f("put_objects_per_s", put_per_s);
+    f("put_mb_per_s", put_per_s * a.size as f64 / 1e6);
+    f("get_objects_per_s", cold.per_s);
+    f("get_p50_us", cold.p50);
+    f("get_p99_us", cold.p99);
+    f("device_reads_per_get", cold.reads_per_get);
+    f(
+        "ram_bytes_per_object_sealed",
+        if mem.sealed_objects > 0 { mem.sealed_bytes_per_object() } else { 0.0 },
+    );
+    f(
+        "ram_bytes_per_object_active",
+        if mem.active_objects > 0 { mem.active_bytes_per_object() } else { 0.0 },
+    );
+    f("restart_seconds", restart_secs);
+    fields.extend(extra);
+    if a.json {
+        let out: serde_json::Map<String, serde_json::Value> = fields.into_iter().collect();
+        println!("{}", serde_json::Value::Object(out));
+    } else {
+        println!(
+            "strata bench store: {} objects of {} in batches of {}, {} threads, {} segments, {} cold GETs",
+            a.objects,
+            format_bytes(a.size),
+            a.batch,
+            a.threads,
+            store.segments().len(),
+            gets
+        );
+        for (k, v) in &fields {
+            println!("  {k:<30} {v}");
+        }
+        if mem.sealed_objects == 0 {
+            println!("  (no sealed segment yet: use more objects or a smaller --segment-size for the sealed figure)");
+        }
+    }
+    let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("store still shared"))?;
+    store.close().context("closing store")?;
+    if a.dir.is_some() && !a.keep {
+        remove_store_files(&dir)?;
+    }
+    Ok(())
+}
+
+fn compaction_phase(
+    store: &Arc<Store>,
+    a: &Args,
+    gets: u64,
+    extra: &mut serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let Some(seg) = store.segments().into_iter().filter(|s| !s.active).min_by_key(|s| s.id) else {
+        bail!("--compaction needs a sealed segment: use more objects or a smaller --segment-size");
+    };
+    // Delete every other object of that segment.
+    for n in store.needles(seg.id)? {
+        let n = n?;
+        if n.key % 2 == 0 {
+            store.delete(n.key, n.alt_key)?;
+        }
+    }
+    // GET only odd keys (never deleted) in both phases.
+    let odd = |store: &Arc<Store>, seed: u64, label: &str| {
+        get_phase_mapped(store, a.objects / 2, a.threads, gets / 2, seed, label, |k| 2 * k + 1)
+    };
+    store.drop_page_cache()?;
+    let quiet = odd(store, 0xA11CE, "get (quiet)")?;
+    store.drop_page_cache()?;
+    let s2 = store.clone();
+    let id = seg.id;
+    let t = Instant::now();
+    let compactor = std::thread::spawn(move || s2.compact(id, &mut |_| {}));
+    // Let the compaction start before measuring.
+    std::thread::sleep(Duration::from_millis(50));
+    let busy = odd(store, 0xB0B, "get (compacting)")?;
+    let still_running = !compactor.is_finished();
+    compactor
+        .join()
+        .map_err(|_| anyhow::anyhow!("compaction thread panicked"))?
+        .context("compaction")?;
+    let secs = t.elapsed().as_secs_f64();
+    let mut put = |k: &str, v: f64| {
+        extra.insert(k.into(), serde_json::json!((v * 1000.0).round() / 1000.0));
+    };
+    put("get_p50_us_quiet", quiet.p50);
+    put("get_p99_us_quiet", quiet.p99);
+    put("get_p50_us_compacting", busy.p50);
+    put("get_p99_us_compacting", busy.p99);
+    put("compaction_seconds", secs);
+    if !still_running {
+        eprintln!("note: the compaction finished before the GET phase did; use more --gets for a fully overlapped measurement");
+    }
+    Ok(())
+}
+
+/// GETs of `gets` distinct keys `map(i)`, i a random permutation of 0..n.
+fn get_phase_mapped(
+    store: &Arc<Store>,
+    n: u64,
+    threads: usize,
+    gets: u64,
+    seed: u64,
+    label: &str,
+    map: fn(u64) -> u64,
+) -> anyhow::Result<GetStats> {
+    let n = n.max(1);
+    let gets = gets.min(n);
+    let mut rng = Rng(seed | 1);
+    let mut mult = rng.next() % n.max(2) | 1;
+    while gcd(mult, n) != 1 {
+        mult += 2;
+    }
+    let offset = rng.next() % n;
+    let pb = progress::bar(gets, label);
+    let next = Arc::new(AtomicU64::new(0));
+    let reads0 = store.counters().preads;
+    let t0 = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..threads {
+        let store = store.clone();
+        let next = next.clone();
+        let pb = pb.clone();
+        handles.push(std::thread::spawn(move || -> anyhow::Result<Vec<u32>> {
+            let mut lat = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= gets {
+                    return Ok(lat);
+                }
+                let key = map(((i as u128 * mult as u128 + offset as u128) % n as u128) as u64);
+                let t = Instant::now();
+                let got = store.get(key, 0, cookie_of(key))?;
+                lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                if got.is_none() {
+                    bail!("object {key} is missing");
+                }
+                pb.inc(1);
+            }
+        }));
+    }
+    let mut lat = Vec::new();
+    for h in handles {
+        lat.extend(h.join().map_err(|_| anyhow::anyhow!("a reader thread panicked"))??);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let reads = store.counters().preads - reads0;
+    lat.sort_unstable();
+    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0) as f64;
+    Ok(GetStats {
+        p50: pct(0.50),
+        p99: pct(0.99),
+        per_s: gets as f64 / secs,
+        reads_per_get: reads as f64 / gets.max(1) as f64,
+    })
+}
+
+/// Removes the segment and checkpoint files the benchmark made in `dir`.
+fn remove_store_files(dir: &std::path::Path) -> anyhow::Result<()> {
+    for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let p = e?.path();
+        if matches!(p.extension().and_then(|x| x.to_str()), Some("seg") | Some("idx")) {
+            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new() -> anyhow::Result<TempDir> {
+        let base = std::env::temp_dir();
+        for i in 0..1000u32 {
+            let p = base.join(format!("strata-bench-store-{}-{i}", std::process::id()));
+            if std::fs::create_dir(&p).is_ok() {
+                return Ok(TempDir(p));
+            }
+        }
+        bail!("could not create a temporary directory in {}", base.display())
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

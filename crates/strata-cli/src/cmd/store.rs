@@ -1,10 +1,214 @@
-//! `strata store` (being built; see the open issue).
+//! `strata store ...`: inspect, check and compact a segment store directory.
 
-/// Arguments (being built).
+use crate::progress;
+use crate::units::format_bytes;
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use std::path::PathBuf;
+use strata_store::verify::verify_dir;
+use strata_store::{Store, StoreConfig, Tier};
+
+/// Inspect, check and compact a segment store directory.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Subcommand)]
+enum Which {
+    /// Read every needle of every segment in DIR and check magics and
+    /// checksums; print live / deleted / overwritten counts and bytes and
+    /// every corruption with its segment and offset. Read-only. Exits
+    /// non-zero when a needle is corrupt (a torn tail of the newest segment,
+    /// which opening the store cuts off, is reported but is not corruption).
+    Verify {
+        /// A store (device) directory.
+        dir: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the segments of DIR: id, generation, tier, size, needles,
+    /// garbage ratio, creation time. Opens the store (recovering it if
+    /// needed).
+    Ls {
+        /// A store (device) directory.
+        dir: PathBuf,
+        /// Tier class of the directory (flash or disk) for new segments.
+        #[arg(long, default_value = "flash")]
+        tier: Tier,
+    },
+    /// Compact sealed segments of DIR online: rewrite them without deleted
+    /// and overwritten needles, then swap atomically. Without --segment,
+    /// every sealed segment whose garbage ratio is at least --min-garbage.
+    Compact {
+        /// A store (device) directory.
+        dir: PathBuf,
+        /// Only this segment (hex id as `strata store ls` prints it).
+        #[arg(long, value_parser = parse_hex)]
+        segment: Option<u64>,
+        /// Minimum garbage ratio (0..=1) of the segments to compact.
+        #[arg(long, default_value_t = 0.0)]
+        min_garbage: f64,
+        /// Tier class of the directory (flash or disk) for new segments.
+        #[arg(long, default_value = "flash")]
+        tier: Tier,
+    },
+}
+
+fn parse_hex(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|e| format!("bad segment id {s:?}: {e}"))
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("this command is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.which {
+        Which::Verify { dir, json } => verify(dir, json),
+        Which::Ls { dir, tier } => ls(dir, tier),
+        Which::Compact {
+            dir,
+            segment,
+            min_garbage,
+            tier,
+        } => compact(dir, segment, min_garbage, tier),
+    }
+}
+
+fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
+    let mut cfg = StoreConfig::new(&dir, tier);
+    cfg.auto_compaction = false;
+    let store = Store::open(cfg).with_context(|| format!("opening store {}", dir.display()))?;
+    let r = store.open_report();
+    for (seg, at, bytes) in &r.torn_tails {
+        eprintln!("recovered: cut a torn tail of {bytes} bytes at offset {at} of segment {seg:016x}");
+    }
+    Ok(store)
+}
+
+fn verify(dir: PathBuf, json: bool) -> anyhow::Result<()> {
+    let pb = progress::bytes_bar(0, "verify");
+    let rep = verify_dir(&dir, &mut |done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    })
+    .with_context(|| format!("verifying {}", dir.display()))?;
+    pb.finish_and_clear();
+    let bad: Vec<_> = rep.corruptions.iter().filter(|c| !c.torn_tail).collect();
+    if json {
+        let corr: Vec<serde_json::Value> = rep
+            .corruptions
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "segment": format!("{:016x}", c.segment), "path": c.path, "offset": c.offset,
+                    "len": c.len, "reason": c.reason, "torn_tail": c.torn_tail,
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "segments": rep.segments, "bytes": rep.bytes,
+            "live_needles": rep.live.needles, "live_bytes": rep.live.bytes,
+            "deleted_needles": rep.deleted.needles, "deleted_bytes": rep.deleted.bytes,
+            "overwritten_needles": rep.overwritten.needles, "overwritten_bytes": rep.overwritten.bytes,
+            "corruptions": corr,
+        });
+        println!("{v}");
+    } else {
+        println!("{}: {} segments, {}", dir.display(), rep.segments, format_bytes(rep.bytes));
+        println!("  live        {:>12} needles {:>14}", rep.live.needles, format_bytes(rep.live.bytes));
+        println!("  deleted     {:>12} needles {:>14}", rep.deleted.needles, format_bytes(rep.deleted.bytes));
+        println!("  overwritten {:>12} needles {:>14}", rep.overwritten.needles, format_bytes(rep.overwritten.bytes));
+        for c in &rep.corruptions {
+            println!(
+                "  {} segment {:016x} ({}) offset {} length {}: {}",
+                if c.torn_tail { "torn tail (cut when the store opens):" } else { "CORRUPT:" },
+                c.segment,
+                c.path.display(),
+                c.offset,
+                c.len,
+                c.reason
+            );
+        }
+        if bad.is_empty() {
+            println!("  no corruption");
+        }
+    }
+    if !bad.is_empty() {
+        bail!("{} corrupt region(s) in {}", bad.len(), dir.display());
+    }
+    Ok(())
+}
+
+fn ls(dir: PathBuf, tier: Tier) -> anyhow::Result<()> {
+    let store = open(dir, tier)?;
+    println!(
+        "{:<16} {:>4} {:<5} {:>12} {:>10} {:>8} {:<6} created",
+        "segment", "gen", "tier", "size", "needles", "garbage", "state"
+    );
+    for s in store.segments() {
+        let secs = s.created_unix_ns / 1_000_000_000;
+        println!(
+            "{:016x} {:>4} {:<5} {:>12} {:>10} {:>7.1}% {:<6} {}",
+            s.id,
+            s.generation,
+            s.tier,
+            format_bytes(s.size),
+            s.needles,
+            s.garbage_ratio * 100.0,
+            if s.active { "active" } else { "sealed" },
+            secs
+        );
+    }
+    let m = store.memory();
+    println!(
+        "index RAM: sealed {} for {} objects ({:.2} B/object), active {} for {} objects",
+        format_bytes(m.sealed_bytes),
+        m.sealed_objects,
+        m.sealed_bytes_per_object(),
+        format_bytes(m.active_bytes),
+        m.active_objects
+    );
+    store.close().context("closing store")?;
+    Ok(())
+}
+
+fn compact(dir: PathBuf, segment: Option<u64>, min_garbage: f64, tier: Tier) -> anyhow::Result<()> {
+    if !(0.0..=1.0).contains(&min_garbage) {
+        bail!("--min-garbage must be between 0 and 1, got {min_garbage}");
+    }
+    let store = open(dir, tier)?;
+    let ids: Vec<u64> = match segment {
+        Some(id) => vec![id],
+        None => store
+            .segments()
+            .into_iter()
+            .filter(|s| !s.active && s.garbage_ratio >= min_garbage)
+            .map(|s| s.id)
+            .collect(),
+    };
+    if ids.is_empty() {
+        println!("nothing to compact");
+    }
+    for id in ids {
+        let pb = progress::bytes_bar(0, &format!("{id:016x}"));
+        let r = store
+            .compact(id, &mut |p| {
+                pb.set_length(p.total);
+                pb.set_position(p.done);
+            })
+            .with_context(|| format!("compacting segment {id:016x}"))?;
+        pb.finish_and_clear();
+        println!(
+            "segment {:016x}: {} -> {} ({} -> {} needles) in {:.2} s",
+            id,
+            format_bytes(r.bytes_before),
+            format_bytes(r.bytes_after),
+            r.needles_before,
+            r.needles_after,
+            r.seconds
+        );
+    }
+    store.close().context("closing store")?;
+    Ok(())
 }

@@ -1024,7 +1024,7 @@ fn background(weak: Weak<Inner>) {
             // themselves stay authoritative.
             let _ = inner.write_checkpoints();
         }
-        if inner.cfg.auto_compaction && last_compact.elapsed() >= Duration::from_millis(500) {
+        if inner.cfg.auto_compaction && last_compact.elapsed() >= inner.cfg.checkpoint_interval {
             last_compact = Instant::now();
             let candidate = read(&inner.segs)
                 .iter()

@@ -1,0 +1,269 @@
+//! Crash consistency: a child process writes batches, deletes and
+//! compacts; the parent SIGKILLs it at random moments, reopens the store
+//! and checks that every acknowledged write reads back byte-identical,
+//! every acknowledged delete stays deleted, and verify finds no corruption.
+//!
+//! The child is this same test binary, re-run with `STRATA_CRASH_DIR` set
+//! and only the `crash_child_writer` test selected.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use strata_store::{PutItem, Store, StoreConfig, Tier};
+
+const KEYS: u64 = 400;
+
+fn config(dir: &std::path::Path) -> StoreConfig {
+    let mut c = StoreConfig::new(dir, Tier::Flash);
+    c.segment_size = 48 << 10;
+    c.checkpoint_interval = Duration::from_millis(15);
+    c.compaction_garbage_ratio = 0.3;
+    c.compaction_bytes_per_s = None;
+    c
+}
+
+/// Object bytes of version `ver` of `key`.
+fn data(key: u64, ver: u64) -> Vec<u8> {
+    let len = 16 + ((key * 31 + ver * 17) % 900) as usize;
+    let mut x = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ver;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Not a test by itself: the writer that the crash test runs as a child.
+#[test]
+fn crash_child_writer() {
+    let Ok(dir) = std::env::var("STRATA_CRASH_DIR") else {
+        return;
+    };
+    let seed: u64 = std::env::var("STRATA_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let store = Store::open(config(std::path::Path::new(&dir))).unwrap();
+    let mut out = std::io::stdout().lock();
+    let mut rng = Rng(seed | 1);
+    let mut ver = seed << 32;
+    loop {
+        if rng.next() % 40 == 0 {
+            store.compact_all(0.25, &mut |_| {}).unwrap();
+            continue;
+        }
+        if rng.next() % 5 == 0 {
+            let key = rng.next() % KEYS;
+            writeln!(out, "@I D {key}").unwrap();
+            out.flush().unwrap();
+            store.delete(key, 0).unwrap();
+            writeln!(out, "@A").unwrap();
+        } else {
+            let n = 1 + rng.next() % 8;
+            let items: Vec<(u64, u64)> = (0..n)
+                .map(|_| {
+                    ver += 1;
+                    (rng.next() % KEYS, ver)
+                })
+                .collect();
+            let line: Vec<String> = items.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+            writeln!(out, "@I P {}", line.join(" ")).unwrap();
+            out.flush().unwrap();
+            let datas: Vec<Vec<u8>> = items.iter().map(|&(k, v)| data(k, v)).collect();
+            let batch: Vec<PutItem> = items
+                .iter()
+                .zip(&datas)
+                .map(|(&(k, v), d)| PutItem {
+                    key: k,
+                    alt_key: 0,
+                    cookie: v as u32,
+                    data: d,
+                })
+                .collect();
+            store.put_batch(Tier::Flash, &batch).unwrap();
+            writeln!(out, "@A").unwrap();
+        }
+        out.flush().unwrap();
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Pending {
+    Delete(u64),
+    Put(Vec<(u64, u64)>),
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_nothing_acknowledged() {
+    let iterations: u64 = std::env::var("STRATA_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    // key -> Some(version) live, None deleted/absent
+    let mut model: HashMap<u64, Option<u64>> = HashMap::new();
+    let mut rng = Rng(0xC0FFEE);
+    let mut total_acked = 0u64;
+    for it in 0..iterations {
+        let mut child = Command::new(&exe)
+            .args([
+                "crash_child_writer",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("STRATA_CRASH_DIR", dir.path())
+            .env("STRATA_CRASH_SEED", (it + 1).to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            // The harness may print "test ... " before the first line.
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.find('@').map(|i| l[i..].to_string()))
+                .collect::<Vec<String>>()
+        });
+        std::thread::sleep(Duration::from_millis(40 + rng.next() % 200));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let lines = reader.join().unwrap();
+        // Apply acknowledged operations; keep the last unacknowledged one.
+        let mut pending: Option<Pending> = None;
+        for l in &lines {
+            if let Some(rest) = l.strip_prefix("@I D ") {
+                pending = Some(Pending::Delete(rest.parse().unwrap()));
+            } else if let Some(rest) = l.strip_prefix("@I P ") {
+                pending = Some(Pending::Put(
+                    rest.split(' ')
+                        .map(|kv| {
+                            let (k, v) = kv.split_once(':').unwrap();
+                            (k.parse().unwrap(), v.parse().unwrap())
+                        })
+                        .collect(),
+                ));
+            } else if l == "@A" {
+                match pending.take() {
+                    Some(Pending::Delete(k)) => {
+                        model.insert(k, None);
+                    }
+                    Some(Pending::Put(items)) => {
+                        for (k, v) in items {
+                            model.insert(k, Some(v));
+                        }
+                    }
+                    None => panic!("ack without intent"),
+                }
+                total_acked += 1;
+            }
+        }
+        // Recover and check.
+        let store = Store::open(config(dir.path())).unwrap();
+        // The operation in flight may or may not have happened: accept both
+        // outcomes, all or nothing, and learn which one it was.
+        let mut in_flight: HashMap<u64, Option<u64>> = HashMap::new();
+        match &pending {
+            Some(Pending::Delete(k)) => {
+                in_flight.insert(*k, None);
+            }
+            Some(Pending::Put(items)) => {
+                for &(k, v) in items {
+                    in_flight.insert(k, Some(v));
+                }
+            }
+            None => {}
+        }
+        let mut applied: Option<bool> = None;
+        for k in 0..KEYS {
+            let old = model.get(&k).copied().flatten();
+            let got = match old {
+                Some(v) => store.get(k, 0, v as u32).unwrap(),
+                None => None,
+            };
+            let got_new = match in_flight.get(&k) {
+                Some(Some(v)) => store.get(k, 0, *v as u32).unwrap(),
+                _ => None,
+            };
+            let old_ok = match old {
+                Some(v) => got.as_ref().map(|o| &o.data) == Some(&data(k, v)),
+                None => !store.contains(k, 0).unwrap(),
+            };
+            let new_ok = match in_flight.get(&k) {
+                None => old_ok,
+                Some(Some(v)) => got_new.as_ref().map(|o| &o.data) == Some(&data(k, *v)),
+                Some(None) => !store.contains(k, 0).unwrap(),
+            };
+            assert!(
+                old_ok || new_ok,
+                "iteration {it}: key {k} has neither its acknowledged nor its in-flight value"
+            );
+            if in_flight.contains_key(&k) && old_ok != new_ok {
+                assert!(
+                    applied.is_none_or(|a| a == new_ok),
+                    "iteration {it}: in-flight batch applied partially"
+                );
+                applied = Some(new_ok);
+            }
+        }
+        if applied == Some(true) {
+            for (k, v) in in_flight {
+                model.insert(k, v);
+            }
+        }
+        drop(store);
+        let rep = strata_store::verify::verify_dir(dir.path(), &mut |_, _| {}).unwrap();
+        assert!(
+            !rep.has_corruption(),
+            "iteration {it}: {:?}",
+            rep.corruptions
+        );
+        assert!(
+            rep.corruptions.is_empty(),
+            "iteration {it}: torn tail left after recovery: {:?}",
+            rep.corruptions
+        );
+    }
+    let compacted = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".seg")
+        })
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with("-00000000.seg")
+        })
+        .count();
+    eprintln!(
+        "{iterations} kills, {total_acked} acknowledged operations, {compacted} compacted segments"
+    );
+    assert!(compacted > 0, "no compaction ran during the crash test");
+    assert!(
+        total_acked > iterations * 3,
+        "the child acknowledged only {total_acked} operations"
+    );
+}

@@ -1,0 +1,134 @@
+//! Property test: random sequences of put / overwrite / delete / compact /
+//! move / seal / reopen agree with an in-memory model.
+
+use proptest::prelude::*;
+use std::collections::HashMap;
+use strata_store::{PutItem, Store, StoreConfig, Tier};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put {
+        tier: bool,
+        items: Vec<(u64, u32, u32, u16)>,
+    },
+    Delete(u64, u32),
+    Compact,
+    Seal(bool),
+    Move,
+    Reopen,
+    Get(u64, u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let id = (0u64..24, 0u32..2);
+    prop_oneof![
+        6 => (any::<bool>(), prop::collection::vec((0u64..24, 0u32..2, any::<u32>(), 0u16..700), 1..6))
+            .prop_map(|(tier, items)| Op::Put { tier, items }),
+        3 => id.clone().prop_map(|(k, a)| Op::Delete(k, a)),
+        1 => Just(Op::Compact),
+        1 => any::<bool>().prop_map(Op::Seal),
+        1 => Just(Op::Move),
+        1 => Just(Op::Reopen),
+        3 => id.prop_map(|(k, a)| Op::Get(k, a)),
+    ]
+}
+
+fn bytes(seed: u32, len: u16) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (seed.wrapping_mul(2_654_435_761).wrapping_add(i * 97) >> 7) as u8)
+        .collect()
+}
+
+fn config(flash: &std::path::Path, disk: &std::path::Path) -> StoreConfig {
+    let mut c = StoreConfig::new(flash, Tier::Flash).with_device(disk, Tier::Disk);
+    c.segment_size = 4096;
+    c.auto_compaction = false;
+    c
+}
+
+fn check_all(
+    store: &Store,
+    model: &HashMap<(u64, u32), (u32, Vec<u8>)>,
+) -> Result<(), TestCaseError> {
+    for k in 0..24u64 {
+        for a in 0..2u32 {
+            match model.get(&(k, a)) {
+                Some((cookie, data)) => {
+                    let got = store
+                        .get(k, a, *cookie)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(
+                        got.map(|o| o.data),
+                        Some(data.clone()),
+                        "key {} alt {}",
+                        k,
+                        a
+                    );
+                    prop_assert_eq!(store.get(k, a, cookie.wrapping_add(1)).ok().flatten(), None);
+                }
+                None => {
+                    let got = store
+                        .get(k, a, 0)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert!(got.is_none(), "key {} alt {} should be absent", k, a);
+                    prop_assert!(!store.contains(k, a).unwrap());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_agrees_with_model(ops in prop::collection::vec(op(), 1..40)) {
+        let flash = tempfile::tempdir().unwrap();
+        let disk = tempfile::tempdir().unwrap();
+        let mut store = Store::open(config(flash.path(), disk.path())).unwrap();
+        let mut model: HashMap<(u64, u32), (u32, Vec<u8>)> = HashMap::new();
+        for op in ops {
+            match op {
+                Op::Put { tier, items } => {
+                    let datas: Vec<Vec<u8>> = items.iter().map(|&(_, _, c, l)| bytes(c, l)).collect();
+                    let batch: Vec<PutItem> = items.iter().zip(&datas)
+                        .map(|(&(key, alt_key, cookie, _), d)| PutItem { key, alt_key, cookie, data: d })
+                        .collect();
+                    store.put_batch(if tier { Tier::Flash } else { Tier::Disk }, &batch).unwrap();
+                    for (&(k, a, c, _), d) in items.iter().zip(datas) {
+                        model.insert((k, a), (c, d));
+                    }
+                }
+                Op::Delete(k, a) => {
+                    let existed = store.delete(k, a).unwrap();
+                    prop_assert_eq!(existed, model.remove(&(k, a)).is_some());
+                }
+                Op::Compact => {
+                    store.compact_all(0.0, &mut |_| {}).unwrap();
+                }
+                Op::Seal(flash) => store.seal_active(if flash { 0 } else { 1 }).unwrap(),
+                Op::Move => {
+                    if let Some(s) = store.segments().into_iter().find(|s| !s.active) {
+                        store.move_segment(s.id, 1 - s.device, &mut |_| {}).unwrap();
+                    }
+                }
+                Op::Reopen => {
+                    drop(store);
+                    store = Store::open(config(flash.path(), disk.path())).unwrap();
+                }
+                Op::Get(k, a) => {
+                    let want = model.get(&(k, a));
+                    let got = store.get(k, a, want.map_or(0, |w| w.0)).unwrap();
+                    prop_assert_eq!(got.map(|o| o.data), want.map(|w| w.1.clone()));
+                }
+            }
+        }
+        check_all(&store, &model)?;
+        drop(store);
+        let store = Store::open(config(flash.path(), disk.path())).unwrap();
+        check_all(&store, &model)?;
+        let store_rep = strata_store::verify::verify_dir(flash.path(), &mut |_, _| {}).unwrap();
+        prop_assert!(!store_rep.has_corruption());
+    }
+}

@@ -1,0 +1,488 @@
+//! Miss-ratio curves of LRU.
+//!
+//! [`ExactMrc`] computes every request's LRU stack distance in one pass: a
+//! Fenwick tree over request positions holds, at each key's latest position,
+//! the key's weight (1 in object mode, its size in byte mode); the distance
+//! of a re-reference is the sum over the positions since the key's previous
+//! one, O(log n). Positions are renumbered when the tree fills, so memory is
+//! O(distinct keys), not O(requests). A request hits in an LRU cache of
+//! capacity C exactly when its distance is at most C, so one pass gives the
+//! miss ratio at every size: all sizes in object mode, and the sizes of a
+//! grid fixed before the pass in byte mode (an object's weight is its latest
+//! size; for traces whose objects keep their size this equals a separate
+//! LRU run; an object larger than a cache is counted as in the stack, where
+//! LRU would refuse it).
+//!
+//! [`Shards`] is SHARDS (Waldspurger et al., FAST'15): only keys whose hash
+//! falls under a threshold are tracked and their distances are scaled by the
+//! sampling rate; fixed rate (with the SHARDS-adj correction) or fixed size
+//! (at most S keys tracked; the threshold drops as new keys arrive).
+
+use crate::fasthash::{key_map, mix, KeyMap};
+use serde::Serialize;
+use std::collections::BinaryHeap;
+use strata_policy::Unit;
+
+/// One point of a curve.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct CurvePoint {
+    /// Cache size in units.
+    pub cache_size: u64,
+    /// Request miss ratio.
+    pub miss_ratio: f64,
+    /// Byte miss ratio.
+    pub byte_miss_ratio: f64,
+}
+
+/// Exact LRU stack distances of a stream, one key at a time.
+pub struct StackDistance {
+    last: KeyMap<(u32, u32)>,
+    tree: Vec<u64>,
+    time: u32,
+    total: u64,
+}
+
+impl Default for StackDistance {
+    fn default() -> Self {
+        StackDistance::new()
+    }
+}
+
+impl StackDistance {
+    /// An empty profiler.
+    pub fn new() -> StackDistance {
+        StackDistance {
+            last: key_map(),
+            tree: vec![0; 1 << 16],
+            time: 1,
+            total: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, pos: u32, delta: i64) {
+        let mut i = pos as usize;
+        let n = self.tree.len();
+        while i < n {
+            self.tree[i] = self.tree[i].wrapping_add(delta as u64);
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    #[inline(always)]
+    fn prefix(&self, pos: u32) -> u64 {
+        let mut i = pos as usize;
+        let mut s = 0u64;
+        while i > 0 {
+            s = s.wrapping_add(self.tree[i]);
+            i &= i - 1;
+        }
+        s
+    }
+
+    /// Renumbers live positions 1..=live in order and rebuilds the tree
+    /// (sized for twice the live keys).
+    fn compact(&mut self) {
+        let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&k, &(p, _))| (p, k)).collect();
+        live.sort_unstable();
+        let size = (live.len() * 2).max(1 << 16) + 1;
+        let mut tree = vec![0u64; size];
+        for (new, &(_, k)) in live.iter().enumerate() {
+            if let Some(e) = self.last.get_mut(&k) {
+                e.0 = new as u32 + 1;
+                tree[new + 1] = e.1 as u64;
+            }
+        }
+        // Linear-time Fenwick build.
+        for i in 1..size {
+            let j = i + (i & i.wrapping_neg());
+            if j < size {
+                tree[j] = tree[j].wrapping_add(tree[i]);
+            }
+        }
+        self.tree = tree;
+        self.time = live.len() as u32 + 1;
+    }
+
+    /// Records a request for `key` of `weight` units; returns its stack
+    /// distance (the weight of the distinct keys requested since its
+    /// previous request, itself included) or `None` for a first request.
+    #[inline]
+    pub fn access(&mut self, key: u64, weight: u32) -> Option<u64> {
+        if self.time as usize >= self.tree.len() {
+            self.compact();
+        }
+        let t = self.time;
+        self.time += 1;
+        let now = self.prefix(t - 1);
+        let (dist, old) = match self.last.insert(key, (t, weight)) {
+            Some((p, w)) => (Some(now - self.prefix(p - 1)), Some((p, w))),
+            None => (None, None),
+        };
+        if let Some((p, w)) = old {
+            self.add(p, -(w as i64));
+        } else {
+            self.total += weight as u64;
+        }
+        if let Some((_, w)) = old {
+            self.total = self.total - w as u64 + weight as u64;
+        }
+        self.add(t, weight as i64);
+        dist
+    }
+
+    /// Forgets `key` (SHARDS fixed-size drops keys from its sample).
+    pub fn forget(&mut self, key: u64) {
+        if let Some((p, w)) = self.last.remove(&key) {
+            self.add(p, -(w as i64));
+            self.total -= w as u64;
+        }
+    }
+
+    /// Distinct keys seen (and not forgotten).
+    pub fn distinct(&self) -> u64 {
+        self.last.len() as u64
+    }
+
+    /// Sum of the latest weights of the keys seen.
+    pub fn total_weight(&self) -> u64 {
+        self.total
+    }
+}
+
+fn weight_of(unit: Unit, size: u64) -> u32 {
+    match unit {
+        Unit::Objects => 1,
+        Unit::Bytes => size.min(u32::MAX as u64) as u32,
+    }
+}
+
+/// The exact LRU miss-ratio curve.
+pub struct ExactMrc {
+    sd: StackDistance,
+    unit: Unit,
+    grid: Vec<u64>,
+    /// Object mode: (requests, bytes) per distance; byte mode: per grid bucket.
+    hist: Vec<(u64, u64)>,
+    requests: u64,
+    bytes: u64,
+    first_bytes: u64,
+}
+
+impl ExactMrc {
+    /// A profiler. In object mode every size is exact; in byte mode the
+    /// curve is exact at the sizes in `grid` (ignored in object mode).
+    pub fn new(unit: Unit, grid: &[u64]) -> ExactMrc {
+        let mut g = grid.to_vec();
+        g.sort_unstable();
+        g.dedup();
+        let buckets = if unit == Unit::Bytes { g.len() + 1 } else { 1 };
+        ExactMrc {
+            sd: StackDistance::new(),
+            unit,
+            grid: g,
+            hist: vec![(0, 0); buckets],
+            requests: 0,
+            bytes: 0,
+            first_bytes: 0,
+        }
+    }
+
+    /// Records one request.
+    #[inline]
+    pub fn access(&mut self, key: u64, size: u64) {
+        self.requests += 1;
+        self.bytes += size;
+        match self.sd.access(key, weight_of(self.unit, size)) {
+            None => self.first_bytes += size,
+            Some(d) => {
+                let b = match self.unit {
+                    Unit::Objects => {
+                        let d = d as usize;
+                        if d >= self.hist.len() {
+                            self.hist.resize((d + 1).max(self.hist.len() * 2), (0, 0));
+                        }
+                        d
+                    }
+                    Unit::Bytes => self.grid.partition_point(|&c| c < d),
+                };
+                let h = &mut self.hist[b];
+                h.0 += 1;
+                h.1 += size;
+            }
+        }
+    }
+
+    /// Requests seen.
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// Distinct objects seen.
+    pub fn distinct_objects(&self) -> u64 {
+        self.sd.distinct()
+    }
+
+    /// The miss ratios at `sizes` (object mode: any sizes; byte mode: sizes
+    /// not on the grid are answered at the largest grid size below them).
+    pub fn curve(&self, sizes: &[u64]) -> Vec<CurvePoint> {
+        // Cumulative hits by bucket.
+        let mut cum = Vec::with_capacity(self.hist.len());
+        let (mut c, mut b) = (0u64, 0u64);
+        for &(n, by) in &self.hist {
+            c += n;
+            b += by;
+            cum.push((c, b));
+        }
+        sizes
+            .iter()
+            .map(|&size| {
+                let idx = match self.unit {
+                    Unit::Objects => (size as usize).min(cum.len().saturating_sub(1)),
+                    Unit::Bytes => {
+                        // Buckets 0..=j hold distances <= grid[j].
+                        let j = self.grid.partition_point(|&g| g <= size);
+                        if j == 0 {
+                            usize::MAX
+                        } else {
+                            j - 1
+                        }
+                    }
+                };
+                let (hits, hit_bytes) = if idx == usize::MAX || cum.is_empty() {
+                    (0, 0)
+                } else {
+                    cum[idx]
+                };
+                point(size, self.requests, self.bytes, hits, hit_bytes)
+            })
+            .collect()
+    }
+}
+
+fn point(size: u64, requests: u64, bytes: u64, hits: u64, hit_bytes: u64) -> CurvePoint {
+    let r = |h: u64, t: u64| {
+        if t == 0 {
+            0.0
+        } else {
+            1.0 - h as f64 / t as f64
+        }
+    };
+    CurvePoint {
+        cache_size: size,
+        miss_ratio: r(hits, requests),
+        byte_miss_ratio: r(hit_bytes, bytes),
+    }
+}
+
+/// How SHARDS bounds its sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ShardsMode {
+    /// Track keys whose hash falls in this fraction of the hash space.
+    FixedRate(f64),
+    /// Track at most this many keys, lowering the rate as needed.
+    FixedSize(usize),
+}
+
+const P: u64 = 1 << 24;
+/// Log-spaced histogram resolution (relative width of a bucket).
+const EPS: f64 = 0.002;
+
+#[inline]
+fn bucket(d: f64) -> usize {
+    if d <= 1.0 {
+        0
+    } else {
+        (d.ln() / EPS.ln_1p()) as usize + 1
+    }
+}
+
+#[inline]
+fn bucket_upper(b: usize) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        (b as f64 * EPS.ln_1p()).exp()
+    }
+}
+
+/// A SHARDS-sampled LRU miss-ratio curve.
+pub struct Shards {
+    sd: StackDistance,
+    unit: Unit,
+    mode: ShardsMode,
+    threshold: u64,
+    heap: BinaryHeap<(u64, u64)>,
+    hist: Vec<(f64, f64)>,
+    sampled: f64,
+    sampled_bytes: f64,
+    sampled_raw: u64,
+    requests: u64,
+    bytes: u64,
+}
+
+impl Shards {
+    /// A sampler in `mode`.
+    pub fn new(unit: Unit, mode: ShardsMode) -> Shards {
+        let threshold = match mode {
+            ShardsMode::FixedRate(r) => ((r.clamp(0.0, 1.0) * P as f64) as u64).max(1),
+            ShardsMode::FixedSize(_) => P,
+        };
+        Shards {
+            sd: StackDistance::new(),
+            unit,
+            mode,
+            threshold,
+            heap: BinaryHeap::new(),
+            hist: Vec::new(),
+            sampled: 0.0,
+            sampled_bytes: 0.0,
+            sampled_raw: 0,
+            requests: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The current sampling rate.
+    pub fn rate(&self) -> f64 {
+        self.threshold as f64 / P as f64
+    }
+
+    /// Records one request.
+    #[inline]
+    pub fn access(&mut self, key: u64, size: u64) {
+        self.requests += 1;
+        self.bytes += size;
+        let h = mix(key) >> 40;
+        if h >= self.threshold {
+            return;
+        }
+        self.sampled_raw += 1;
+        let new_key = !self.sd.last.contains_key(&key);
+        let d = self.sd.access(key, weight_of(self.unit, size));
+        self.sampled += 1.0;
+        self.sampled_bytes += size as f64;
+        if let Some(d) = d {
+            let b = bucket(d as f64 / self.rate());
+            if b >= self.hist.len() {
+                self.hist.resize(b + 1, (0.0, 0.0));
+            }
+            self.hist[b].0 += 1.0;
+            self.hist[b].1 += size as f64;
+        }
+        if let ShardsMode::FixedSize(max) = self.mode {
+            if new_key {
+                self.heap.push((h, key));
+            }
+            while self.sd.distinct() as usize > max.max(1) {
+                let Some((top, _)) = self.heap.peek().copied() else {
+                    break;
+                };
+                // Drop every key at the largest hash value.
+                while let Some(&(hh, k)) = self.heap.peek() {
+                    if hh != top {
+                        break;
+                    }
+                    self.heap.pop();
+                    self.sd.forget(k);
+                }
+                let old = self.rate();
+                self.threshold = top;
+                let scale = self.rate() / old;
+                for e in &mut self.hist {
+                    e.0 *= scale;
+                    e.1 *= scale;
+                }
+                self.sampled *= scale;
+                self.sampled_bytes *= scale;
+            }
+        }
+    }
+
+    /// Requests seen (sampled or not).
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// Requests that were sampled.
+    pub fn sampled_requests(&self) -> u64 {
+        self.sampled_raw
+    }
+
+    /// The estimated working set (distinct objects, or bytes) of the trace.
+    pub fn estimated_working_set(&self) -> u64 {
+        (self.sd.total_weight() as f64 / self.rate()) as u64
+    }
+
+    /// The estimated miss ratios at `sizes`.
+    pub fn curve(&self, sizes: &[u64]) -> Vec<CurvePoint> {
+        let mut hist = self.hist.clone();
+        let (mut total, mut total_bytes) = (self.sampled, self.sampled_bytes);
+        if let ShardsMode::FixedRate(_) = self.mode {
+            // SHARDS-adj: the sample's size differs from its expectation;
+            // the difference is credited to the smallest distances.
+            let expected = self.requests as f64 * self.rate();
+            let diff = expected - self.sampled;
+            if hist.is_empty() {
+                hist.push((0.0, 0.0));
+            }
+            hist[0].0 += diff;
+            total += diff;
+            let mean = if self.sampled > 0.0 {
+                self.sampled_bytes / self.sampled
+            } else {
+                0.0
+            };
+            hist[0].1 += diff * mean;
+            total_bytes += diff * mean;
+        }
+        sizes
+            .iter()
+            .map(|&size| {
+                let c = size as f64;
+                let (mut hits, mut hit_bytes) = (0.0, 0.0);
+                for (b, &(n, by)) in hist.iter().enumerate() {
+                    let hi = bucket_upper(b);
+                    if hi <= c {
+                        hits += n;
+                        hit_bytes += by;
+                    } else {
+                        let lo = if b == 0 { 0.0 } else { bucket_upper(b - 1) };
+                        if c > lo {
+                            let f = (c - lo) / (hi - lo);
+                            hits += n * f;
+                            hit_bytes += by * f;
+                        }
+                        break;
+                    }
+                }
+                let r = |h: f64, t: f64| {
+                    if t <= 0.0 {
+                        0.0
+                    } else {
+                        (1.0 - h / t).clamp(0.0, 1.0)
+                    }
+                };
+                CurvePoint {
+                    cache_size: size,
+                    miss_ratio: r(hits, total),
+                    byte_miss_ratio: r(hit_bytes, total_bytes),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Mean absolute difference of the request miss ratios of two curves at the
+/// same sizes.
+pub fn mean_absolute_error(a: &[CurvePoint], b: &[CurvePoint]) -> f64 {
+    let n = a.len().min(b.len());
+    if n == 0 {
+        return 0.0;
+    }
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x.miss_ratio - y.miss_ratio).abs())
+        .sum::<f64>()
+        / n as f64
+}

@@ -97,7 +97,13 @@ struct GetStats {
 }
 
 /// Runs `gets` random GETs of distinct objects on `threads` threads.
-fn get_phase(store: &Arc<Store>, a: &Args, gets: u64, seed: u64, label: &str) -> anyhow::Result<GetStats> {
+fn get_phase(
+    store: &Arc<Store>,
+    a: &Args,
+    gets: u64,
+    seed: u64,
+    label: &str,
+) -> anyhow::Result<GetStats> {
     get_phase_mapped(store, a.objects, a.threads, gets, seed, label, |k| k)
 }
 
@@ -117,8 +123,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let _tmp;
     let dir = match &a.dir {
         Some(d) => {
-            if d.exists() && std::fs::read_dir(d).with_context(|| format!("listing {}", d.display()))?.next().is_some() {
-                bail!("{} is not empty: give an empty or new directory for the benchmark store", d.display());
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .with_context(|| format!("listing {}", d.display()))?
+                    .next()
+                    .is_some()
+            {
+                bail!(
+                    "{} is not empty: give an empty or new directory for the benchmark store",
+                    d.display()
+                );
             }
             d.clone()
         }
@@ -131,7 +145,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let gets = a.gets.unwrap_or(a.objects.min(50_000)).min(a.objects);
 
     // Fill.
-    let store = Arc::new(Store::open(config(&dir, &a)).with_context(|| format!("opening store in {}", dir.display()))?);
+    let store = Arc::new(
+        Store::open(config(&dir, &a))
+            .with_context(|| format!("opening store in {}", dir.display()))?,
+    );
     let pb = progress::bar(a.objects, "put");
     let next = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
@@ -168,7 +185,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }));
     }
     for h in handles {
-        h.join().map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
+        h.join()
+            .map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
     }
     let put_secs = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
@@ -194,7 +212,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let put_per_s = a.objects as f64 / put_secs;
     let mut fields: Vec<(String, serde_json::Value)> = Vec::new();
     let mut f = |k: &str, v: f64| {
-        fields.push((k.to_string(), serde_json::json!((v * 1000.0).round() / 1000.0)));
+        fields.push((
+            k.to_string(),
+            serde_json::json!((v * 1000.0).round() / 1000.0),
+        ));
     };
     f("put_objects_per_s", put_per_s);
     f("put_mb_per_s", put_per_s * a.size as f64 / 1e6);
@@ -204,11 +225,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     f("device_reads_per_get", cold.reads_per_get);
     f(
         "ram_bytes_per_object_sealed",
-        if mem.sealed_objects > 0 { mem.sealed_bytes_per_object() } else { 0.0 },
+        if mem.sealed_objects > 0 {
+            mem.sealed_bytes_per_object()
+        } else {
+            0.0
+        },
     );
     f(
         "ram_bytes_per_object_active",
-        if mem.active_objects > 0 { mem.active_bytes_per_object() } else { 0.0 },
+        if mem.active_objects > 0 {
+            mem.active_bytes_per_object()
+        } else {
+            0.0
+        },
     );
     f("restart_seconds", restart_secs);
     fields.extend(extra);
@@ -246,7 +275,12 @@ fn compaction_phase(
     gets: u64,
     extra: &mut serde_json::Map<String, serde_json::Value>,
 ) -> anyhow::Result<()> {
-    let Some(seg) = store.segments().into_iter().filter(|s| !s.active).min_by_key(|s| s.id) else {
+    let Some(seg) = store
+        .segments()
+        .into_iter()
+        .filter(|s| !s.active)
+        .min_by_key(|s| s.id)
+    else {
         bail!("--compaction needs a sealed segment: use more objects or a smaller --segment-size");
     };
     // Delete every other object of that segment.
@@ -258,7 +292,15 @@ fn compaction_phase(
     }
     // GET only odd keys (never deleted) in both phases.
     let odd = |store: &Arc<Store>, seed: u64, label: &str| {
-        get_phase_mapped(store, a.objects / 2, a.threads, gets / 2, seed, label, |k| 2 * k + 1)
+        get_phase_mapped(
+            store,
+            a.objects / 2,
+            a.threads,
+            gets / 2,
+            seed,
+            label,
+            |k| 2 * k + 1,
+        )
     };
     store.drop_page_cache()?;
     let quiet = odd(store, 0xA11CE, "get (quiet)")?;
@@ -303,7 +345,7 @@ fn get_phase_mapped(
     let n = n.max(1);
     let gets = gets.min(n);
     let mut rng = Rng(seed | 1);
-    let mut mult = rng.next() % n.max(2) | 1;
+    let mut mult = (rng.next() % n.max(2)) | 1;
     while gcd(mult, n) != 1 {
         mult += 2;
     }
@@ -337,13 +379,20 @@ fn get_phase_mapped(
     }
     let mut lat = Vec::new();
     for h in handles {
-        lat.extend(h.join().map_err(|_| anyhow::anyhow!("a reader thread panicked"))??);
+        lat.extend(
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a reader thread panicked"))??,
+        );
     }
     let secs = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
     let reads = store.counters().preads - reads0;
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0) as f64;
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0) as f64
+    };
     Ok(GetStats {
         p50: pct(0.50),
         p99: pct(0.99),
@@ -356,7 +405,10 @@ fn get_phase_mapped(
 fn remove_store_files(dir: &std::path::Path) -> anyhow::Result<()> {
     for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let p = e?.path();
-        if matches!(p.extension().and_then(|x| x.to_str()), Some("seg") | Some("idx")) {
+        if matches!(
+            p.extension().and_then(|x| x.to_str()),
+            Some("seg") | Some("idx")
+        ) {
             std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
         }
     }
@@ -374,7 +426,10 @@ impl TempDir {
                 return Ok(TempDir(p));
             }
         }
-        bail!("could not create a temporary directory in {}", base.display())
+        bail!(
+            "could not create a temporary directory in {}",
+            base.display()
+        )
     }
 }
 impl Drop for TempDir {

@@ -55,10 +55,64 @@ enum Which {
         #[arg(long, default_value = "flash")]
         tier: Tier,
     },
+    /// Store the contents of FILE (or standard input with `-`) as one object;
+    /// returns once it is durable. The directory is created if absent.
+    Put {
+        /// A store (device) directory.
+        dir: PathBuf,
+        /// 64-bit key.
+        #[arg(long)]
+        key: u64,
+        /// 32-bit alternate key.
+        #[arg(long, default_value_t = 0)]
+        alt: u32,
+        /// 32-bit cookie that reads must present.
+        #[arg(long)]
+        cookie: u32,
+        /// Largest object accepted.
+        #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+        max_object_size: u64,
+        /// Tier class of the directory (flash or disk) for new segments.
+        #[arg(long, default_value = "flash")]
+        tier: Tier,
+        /// The object's bytes (`-` for standard input).
+        file: PathBuf,
+    },
+    /// Write one object to standard output (exit status 2 when absent or
+    /// when the cookie is wrong).
+    Get {
+        /// A store (device) directory.
+        dir: PathBuf,
+        /// 64-bit key.
+        #[arg(long)]
+        key: u64,
+        /// 32-bit alternate key.
+        #[arg(long, default_value_t = 0)]
+        alt: u32,
+        /// The object's cookie.
+        #[arg(long)]
+        cookie: u32,
+    },
+    /// Delete one object (its needle is flagged on disk synchronously).
+    Delete {
+        /// A store (device) directory.
+        dir: PathBuf,
+        /// 64-bit key.
+        #[arg(long)]
+        key: u64,
+        /// 32-bit alternate key.
+        #[arg(long, default_value_t = 0)]
+        alt: u32,
+    },
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    crate::units::parse_bytes(s).map_err(|e| format!("{e:#}"))
 }
 
 fn parse_hex(s: &str) -> Result<u64, String> {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|e| format!("bad segment id {s:?}: {e}"))
+    u64::from_str_radix(s.trim_start_matches("0x"), 16)
+        .map_err(|e| format!("bad segment id {s:?}: {e}"))
 }
 
 /// Runs the command.
@@ -72,6 +126,66 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             min_garbage,
             tier,
         } => compact(dir, segment, min_garbage, tier),
+        Which::Put {
+            dir,
+            key,
+            alt,
+            cookie,
+            max_object_size,
+            tier,
+            file,
+        } => {
+            let data = if file.as_os_str() == "-" {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)
+                    .context("reading standard input")?;
+                v
+            } else {
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?
+            };
+            let mut cfg = StoreConfig::new(&dir, tier);
+            cfg.create_dirs = true;
+            cfg.auto_compaction = false;
+            cfg.max_object_size = max_object_size;
+            let store =
+                Store::open(cfg).with_context(|| format!("opening store {}", dir.display()))?;
+            store
+                .put(tier, key, alt, cookie, &data)
+                .with_context(|| format!("storing key {key} alt {alt}"))?;
+            store.close().context("closing store")
+        }
+        Which::Get {
+            dir,
+            key,
+            alt,
+            cookie,
+        } => {
+            let store = open(dir, Tier::Flash)?;
+            match store
+                .get(key, alt, cookie)
+                .with_context(|| format!("reading key {key} alt {alt}"))?
+            {
+                Some(o) => {
+                    std::io::Write::write_all(&mut std::io::stdout().lock(), &o.data)
+                        .context("writing standard output")?;
+                    store.close().context("closing store")
+                }
+                None => {
+                    eprintln!(
+                        "strata: not found: key {key} alt {alt} (absent, deleted or wrong cookie)"
+                    );
+                    std::process::exit(2);
+                }
+            }
+        }
+        Which::Delete { dir, key, alt } => {
+            let store = open(dir, Tier::Flash)?;
+            let existed = store
+                .delete(key, alt)
+                .with_context(|| format!("deleting key {key} alt {alt}"))?;
+            println!("{}", if existed { "deleted" } else { "not found" });
+            store.close().context("closing store")
+        }
     }
 }
 
@@ -81,7 +195,9 @@ fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
     let store = Store::open(cfg).with_context(|| format!("opening store {}", dir.display()))?;
     let r = store.open_report();
     for (seg, at, bytes) in &r.torn_tails {
-        eprintln!("recovered: cut a torn tail of {bytes} bytes at offset {at} of segment {seg:016x}");
+        eprintln!(
+            "recovered: cut a torn tail of {bytes} bytes at offset {at} of segment {seg:016x}"
+        );
     }
     Ok(store)
 }
@@ -115,14 +231,35 @@ fn verify(dir: PathBuf, json: bool) -> anyhow::Result<()> {
         });
         println!("{v}");
     } else {
-        println!("{}: {} segments, {}", dir.display(), rep.segments, format_bytes(rep.bytes));
-        println!("  live        {:>12} needles {:>14}", rep.live.needles, format_bytes(rep.live.bytes));
-        println!("  deleted     {:>12} needles {:>14}", rep.deleted.needles, format_bytes(rep.deleted.bytes));
-        println!("  overwritten {:>12} needles {:>14}", rep.overwritten.needles, format_bytes(rep.overwritten.bytes));
+        println!(
+            "{}: {} segments, {}",
+            dir.display(),
+            rep.segments,
+            format_bytes(rep.bytes)
+        );
+        println!(
+            "  live        {:>12} needles {:>14}",
+            rep.live.needles,
+            format_bytes(rep.live.bytes)
+        );
+        println!(
+            "  deleted     {:>12} needles {:>14}",
+            rep.deleted.needles,
+            format_bytes(rep.deleted.bytes)
+        );
+        println!(
+            "  overwritten {:>12} needles {:>14}",
+            rep.overwritten.needles,
+            format_bytes(rep.overwritten.bytes)
+        );
         for c in &rep.corruptions {
             println!(
                 "  {} segment {:016x} ({}) offset {} length {}: {}",
-                if c.torn_tail { "torn tail (cut when the store opens):" } else { "CORRUPT:" },
+                if c.torn_tail {
+                    "torn tail (cut when the store opens):"
+                } else {
+                    "CORRUPT:"
+                },
                 c.segment,
                 c.path.display(),
                 c.offset,

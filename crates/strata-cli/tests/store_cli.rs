@@ -1,0 +1,235 @@
+//! The segment store from the command line: `strata store ...` and
+//! `strata bench store`, run as the real binary.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn put(dir: &Path, key: u64, cookie: u32, data: &[u8]) -> Output {
+    let f = dir.with_extension(format!("obj{key}"));
+    std::fs::write(&f, data).unwrap();
+    strata(&[
+        "store",
+        "put",
+        dir.to_str().unwrap(),
+        "--key",
+        &key.to_string(),
+        "--cookie",
+        &cookie.to_string(),
+        f.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn verify_of_a_missing_directory_is_a_clear_error() {
+    let o = strata(&["store", "verify", "/nonexistent/strata-store-dir"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("does not exist"), "{}", text(&o));
+}
+
+#[test]
+fn a_file_that_is_not_a_segment_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let junk = d.path().join("0000000000000001-00000000.seg");
+    std::fs::write(&junk, b"this is a text file, not a segment").unwrap();
+    for cmd in ["verify", "ls"] {
+        let o = strata(&["store", cmd, d.path().to_str().unwrap()]);
+        assert!(!o.status.success(), "{cmd}");
+        let t = text(&o);
+        assert!(
+            t.contains("not a Strata segment") && t.contains("0000000000000001-00000000.seg"),
+            "{cmd}: {t}"
+        );
+    }
+}
+
+#[test]
+fn put_get_delete_roundtrip_and_wrong_cookie() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("store");
+    let s = dir.to_str().unwrap();
+    assert!(put(&dir, 7, 1234, b"hello needle").status.success());
+    let o = strata(&["store", "get", s, "--key", "7", "--cookie", "1234"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(o.stdout, b"hello needle");
+    let o = strata(&["store", "get", s, "--key", "7", "--cookie", "1235"]);
+    assert_eq!(o.status.code(), Some(2), "wrong cookie reads as not found");
+    let o = strata(&["store", "delete", s, "--key", "7"]);
+    assert!(o.status.success() && text(&o).contains("deleted"));
+    let o = strata(&["store", "get", s, "--key", "7", "--cookie", "1234"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = strata(&["store", "verify", s]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("deleted                1 needles"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn an_object_over_the_maximum_size_is_refused_and_the_store_stays_consistent() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("store");
+    assert!(put(&dir, 1, 1, b"small").status.success());
+    let big = dir.with_extension("big");
+    std::fs::write(&big, vec![7u8; 4096]).unwrap();
+    let o = strata(&[
+        "store",
+        "put",
+        dir.to_str().unwrap(),
+        "--key",
+        "2",
+        "--cookie",
+        "1",
+        "--max-object-size",
+        "1KiB",
+        big.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("over the maximum object size of 1024 bytes"),
+        "{}",
+        text(&o)
+    );
+    let o = strata(&["store", "verify", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = strata(&[
+        "store",
+        "get",
+        dir.to_str().unwrap(),
+        "--key",
+        "1",
+        "--cookie",
+        "1",
+    ]);
+    assert_eq!(o.stdout, b"small");
+}
+
+#[test]
+fn disk_full_in_the_middle_of_a_batch_is_a_clear_error_and_nothing_is_torn() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("store");
+    let s = dir.to_str().unwrap();
+    // A file-size limit makes the segment write fail with EFBIG part way
+    // through a batch, as a full device would (ENOSPC takes the same path).
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 1024; exec '{}' bench store --dir '{}' --objects 5000 --batch 16 --threads 1 --keep",
+        env!("CARGO_BIN_EXE_strata"),
+        s
+    );
+    let o = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("appending to") && t.contains("File too large"),
+        "{t}"
+    );
+    // The store is consistent: no corruption, no torn tail, and it accepts
+    // writes again once there is room.
+    let o = strata(&["store", "verify", s, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["live_needles"].as_u64().unwrap() > 0);
+    assert_eq!(v["corruptions"].as_array().unwrap().len(), 0, "{v}");
+    assert!(put(&dir, 999_999, 5, b"after the disk was freed")
+        .status
+        .success());
+    let o = strata(&["store", "get", s, "--key", "999999", "--cookie", "5"]);
+    assert_eq!(o.stdout, b"after the disk was freed");
+}
+
+#[test]
+fn verify_reports_a_flipped_byte_with_segment_and_offset() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("store");
+    let s = dir.to_str().unwrap();
+    for k in 0..3u64 {
+        assert!(put(&dir, k, 9, &[k as u8 + 1; 100]).status.success());
+    }
+    let seg = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .unwrap();
+    // needles are 144 bytes (32 header + 100 data + 8 footer, padded); the
+    // second starts at 64 + 144 = 208; flip a data byte of it.
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[208 + 32 + 10] ^= 0x40;
+    std::fs::write(&seg, &bytes).unwrap();
+    let o = strata(&["store", "verify", s]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("CORRUPT") && t.contains("offset 208"), "{t}");
+    let o = strata(&["store", "get", s, "--key", "1", "--cookie", "9"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("corrupt needle") && t.contains("at offset 208"),
+        "{t}"
+    );
+    let o = strata(&["store", "get", s, "--key", "2", "--cookie", "9"]);
+    assert_eq!(o.stdout, vec![3u8; 100]);
+}
+
+#[test]
+fn bench_store_json_has_exactly_the_promised_fields() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("bench");
+    let o = strata(&[
+        "bench",
+        "store",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--objects",
+        "3000",
+        "--size",
+        "4KiB",
+        "--batch",
+        "16",
+        "--threads",
+        "2",
+        "--gets",
+        "1000",
+        "--segment-size",
+        "4MiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys.sort_unstable();
+    let mut want = vec![
+        "put_objects_per_s",
+        "put_mb_per_s",
+        "get_objects_per_s",
+        "get_p50_us",
+        "get_p99_us",
+        "device_reads_per_get",
+        "ram_bytes_per_object_sealed",
+        "ram_bytes_per_object_active",
+        "restart_seconds",
+    ];
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    assert_eq!(v["device_reads_per_get"].as_f64(), Some(1.0));
+    let sealed = v["ram_bytes_per_object_sealed"].as_f64().unwrap();
+    assert!(sealed > 0.0 && sealed <= 8.0, "{sealed}");
+    assert!(v["get_p99_us"].as_f64().unwrap() >= v["get_p50_us"].as_f64().unwrap());
+    // Without --keep the store's files are removed.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}

@@ -16,12 +16,16 @@ pub const DEFAULT_TRACT_SIZE: u64 = 8 << 20;
 pub const FORMAT_VERSION: u32 = 1;
 
 /// A disk, numbered by the metadata service; never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct DiskId(pub u32);
 
 /// A node (one server process), numbered by the metadata service; never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct NodeId(pub u32);
 

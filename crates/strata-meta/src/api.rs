@@ -1,0 +1,236 @@
+//! The metadata service's HTTP API: request and response bodies (JSON).
+//! Nodes and clients use these types; docs/placement.md lists the routes.
+
+use serde::{Deserialize, Serialize};
+use strata_placement::recovery::Transfer;
+use strata_placement::{DiskId, NodeId, PlacementTable};
+
+/// The HTTP header that carries the client's placement-table version on
+/// every data request; a node refuses a stale one with 409 and its own
+/// version in the same header.
+pub const TABLE_VERSION_HEADER: &str = "x-strata-table-version";
+
+/// Tier class of a disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TierClass {
+    /// Flash (SSD, NVMe).
+    Flash,
+    /// Spinning disk (the default).
+    #[default]
+    Disk,
+}
+
+/// A disk a node offers when it registers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskSpec {
+    /// Tier class.
+    pub tier: TierClass,
+    /// Capacity in bytes.
+    pub capacity_bytes: u64,
+    /// The node's name for it (a directory), for operators.
+    pub path: String,
+}
+
+/// `POST /v1/register`: a node joins (or rejoins with its old id).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RegisterRequest {
+    /// `host:port` where the node serves data.
+    pub addr: String,
+    /// Its disks.
+    pub disks: Vec<DiskSpec>,
+    /// The id it had before a restart, if any.
+    pub node_id: Option<NodeId>,
+}
+
+/// Answer to a registration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RegisterResponse {
+    /// The node's id.
+    pub node_id: NodeId,
+    /// Ids of its disks, in the order of the request.
+    pub disk_ids: Vec<DiskId>,
+    /// How often to send heartbeats, in milliseconds.
+    pub heartbeat_ms: u64,
+}
+
+/// `POST /v1/heartbeat`: a node is alive; reports failed disks and finished
+/// recovery transfers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct HeartbeatRequest {
+    /// The node.
+    pub node_id: NodeId,
+    /// Disks the node found broken (I/O errors, missing directory).
+    #[serde(default)]
+    pub failed_disks: Vec<DiskId>,
+    /// Transfers this node (as target) completed since the last heartbeat.
+    #[serde(default)]
+    pub completed: Vec<Transfer>,
+    /// Bytes this node copied for the transfers in `completed`.
+    #[serde(default)]
+    pub recovery_bytes: u64,
+    /// The latest scrub report, if a pass finished.
+    #[serde(default)]
+    pub scrub: Option<ScrubReport>,
+}
+
+/// Answer to a heartbeat.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HeartbeatResponse {
+    /// The current table version (0: no table yet). A node whose table is
+    /// older fetches `GET /v1/map`.
+    pub table_version: u64,
+    /// False when the service no longer knows the node as up (it was
+    /// declared dead or removed): the node must stop serving and re-register.
+    pub member: bool,
+}
+
+/// One node as clients see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEntry {
+    /// Node id.
+    pub id: NodeId,
+    /// `host:port` of its data API.
+    pub addr: String,
+    /// Up, dead, removed or pending.
+    pub state: NodeState,
+}
+
+/// Lifecycle of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    /// Registered but not yet in the table (waiting for the initial node
+    /// count, or for `cluster add-node`).
+    Pending,
+    /// In the table and heart-beating.
+    Up,
+    /// Declared dead by the health checker; its disks were replaced.
+    Dead,
+    /// Taken out by the operator.
+    Removed,
+}
+
+/// `GET /v1/map`: what a client needs to place objects.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClusterMap {
+    /// The current table (absent until enough nodes registered).
+    pub table: Option<PlacementTable>,
+    /// Every node with its address.
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// A recovery task for a target node: pull `row` from `source_addr`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryTask {
+    /// The transfer.
+    pub transfer: Transfer,
+    /// Data address of the source disk's node.
+    pub source_addr: String,
+    /// Table version that created the task.
+    pub version: u64,
+}
+
+/// Per-disk status.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DiskStatus {
+    /// Disk id.
+    pub id: DiskId,
+    /// Tier class.
+    pub tier: TierClass,
+    /// Capacity in bytes.
+    pub capacity_bytes: u64,
+    /// live, dead or removed (or pending).
+    pub state: String,
+    /// Rows of the current table that include it.
+    pub rows: usize,
+}
+
+/// Per-node status.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// Node id.
+    pub id: NodeId,
+    /// Data address.
+    pub addr: String,
+    /// State.
+    pub state: NodeState,
+    /// Milliseconds since its last heartbeat (None if never since the
+    /// service started).
+    pub last_heartbeat_ms_ago: Option<u64>,
+    /// Its disks.
+    pub disks: Vec<DiskStatus>,
+}
+
+/// Progress of the current recovery.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RecoveryStatus {
+    /// Table version the recovery leads to (0: none ever).
+    pub version: u64,
+    /// Row copies planned.
+    pub transfers_total: usize,
+    /// Row copies finished.
+    pub transfers_done: usize,
+    /// Bytes copied by all nodes (as reported).
+    pub bytes_copied: u64,
+    /// Whether every planned copy finished.
+    pub complete: bool,
+    /// Seconds from the failure's table version to the last copy (or now).
+    pub seconds: f64,
+}
+
+/// A scrub pass's findings on one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubReport {
+    /// Rows compared.
+    pub rows_checked: u64,
+    /// Objects re-read and checksum-verified.
+    pub objects_checked: u64,
+    /// Objects whose bytes failed their checksum.
+    pub corrupt: u64,
+    /// Objects a replica lacked.
+    pub missing: u64,
+    /// Objects repaired from a good copy.
+    pub repaired: u64,
+    /// When the pass ended (ms since the Unix epoch).
+    pub finished_ms: u64,
+}
+
+/// `GET /v1/status`: the whole cluster at a glance.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Status {
+    /// Current table version (0: none).
+    pub table_version: u64,
+    /// Replicas per row.
+    pub replication: usize,
+    /// Rows in the table.
+    pub rows: usize,
+    /// Rows with fewer than `replication` complete, live replicas: a dead
+    /// disk not yet replaced, or a replacement still being filled.
+    pub rows_under_replicated: usize,
+    /// Nodes.
+    pub nodes: Vec<NodeStatus>,
+    /// The current recovery.
+    pub recovery: RecoveryStatus,
+    /// Latest scrub report per node.
+    pub scrub: Vec<(NodeId, ScrubReport)>,
+    /// Which metadata store holds the state: "file:PATH" or "etcd:URL".
+    pub backend: String,
+}
+
+/// `POST /v1/nodes/{id}/add` and `/remove` answer: the new version and how
+/// many row copies it starts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChangeResponse {
+    /// New table version.
+    pub table_version: u64,
+    /// Row copies planned.
+    pub transfers: usize,
+}
+
+/// An error body: `{"error": "..."}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: String,
+}

@@ -1,0 +1,282 @@
+//! Where the state lives: a file for a single node (no extra process), or
+//! etcd for a cluster (docs/placement.md, "Metadata storage").
+
+use std::path::{Path, PathBuf};
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use strata_placement::PlacementTable;
+
+use crate::state::{ClusterState, STATE_FORMAT};
+use crate::MetaError;
+
+/// Table versions kept in etcd besides the current one.
+const KEEP_VERSIONS: u64 = 16;
+
+/// The metadata store.
+pub enum Backend {
+    /// One JSON file, replaced atomically (write, fsync, rename).
+    File(FileBackend),
+    /// etcd v3.
+    Etcd(Box<EtcdBackend>),
+}
+
+impl Backend {
+    /// Loads the saved state, if any.
+    pub async fn load(&mut self) -> Result<Option<ClusterState>, MetaError> {
+        match self {
+            Backend::File(f) => f.load().await,
+            Backend::Etcd(e) => e.load().await,
+        }
+    }
+
+    /// Saves `state` (durably, before the change is acknowledged).
+    pub async fn save(&mut self, state: &ClusterState) -> Result<(), MetaError> {
+        match self {
+            Backend::File(f) => f.save(state).await,
+            Backend::Etcd(e) => e.save(state).await,
+        }
+    }
+
+    /// Connects to etcd at `endpoint` and keeps the state under `prefix`.
+    pub async fn etcd(endpoint: &str, prefix: &str) -> Result<Backend, MetaError> {
+        Ok(Backend::Etcd(Box::new(
+            EtcdBackend::connect(endpoint, prefix).await?,
+        )))
+    }
+
+    /// "file:PATH" or "etcd:URL".
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::File(f) => format!("file:{}", f.path.display()),
+            Backend::Etcd(e) => format!("etcd:{}{}", e.endpoint, e.prefix),
+        }
+    }
+}
+
+/// The embedded store: `DIR/meta.json`.
+pub struct FileBackend {
+    path: PathBuf,
+}
+
+impl FileBackend {
+    /// State kept in `dir/meta.json` (the directory is created).
+    pub fn new(dir: &Path) -> Result<FileBackend, MetaError> {
+        std::fs::create_dir_all(dir).map_err(|source| MetaError::File {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        Ok(FileBackend {
+            path: dir.join("meta.json"),
+        })
+    }
+
+    async fn load(&self) -> Result<Option<ClusterState>, MetaError> {
+        let bytes = match tokio::fs::read(&self.path).await {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(MetaError::File {
+                    path: self.path.display().to_string(),
+                    source,
+                })
+            }
+        };
+        decode_state(&bytes, &self.path.display().to_string()).map(Some)
+    }
+
+    async fn save(&self, state: &ClusterState) -> Result<(), MetaError> {
+        let bytes = serde_json::to_vec_pretty(state).map_err(|e| MetaError::Corrupt {
+            what: self.path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let path = self.path.clone();
+        let err_path = path.display().to_string();
+        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
+            .await
+            .map_err(|e| MetaError::File {
+                path: err_path.clone(),
+                source: std::io::Error::other(e),
+            })?
+            .map_err(|source| MetaError::File {
+                path: err_path,
+                source,
+            })
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("json.tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+fn decode_state(bytes: &[u8], what: &str) -> Result<ClusterState, MetaError> {
+    let s: ClusterState = serde_json::from_slice(bytes).map_err(|e| MetaError::Corrupt {
+        what: what.to_string(),
+        reason: e.to_string(),
+    })?;
+    if s.format != STATE_FORMAT {
+        return Err(MetaError::Corrupt {
+            what: what.to_string(),
+            reason: format!(
+                "state format {} (this build reads {STATE_FORMAT})",
+                s.format
+            ),
+        });
+    }
+    Ok(s)
+}
+
+/// The cluster store: keys under a prefix in etcd.
+///
+/// - `PREFIX/state`: the state as JSON, without the table;
+/// - `PREFIX/table/current`: the current table version (decimal);
+/// - `PREFIX/table/VVVVVVVVVVVVVVVVVVVV`: each table version as JSON
+///   (20-digit zero-padded version; the last 16 are kept).
+///
+/// Every save is one transaction guarded by the state key's revision, so
+/// two metadata services on one prefix cannot overwrite each other.
+pub struct EtcdBackend {
+    client: Client,
+    endpoint: String,
+    prefix: String,
+    /// mod_revision of the state key as last read or written (0: absent).
+    revision: i64,
+}
+
+impl EtcdBackend {
+    /// Connects to etcd at `endpoint` (e.g. `http://127.0.0.1:2379`).
+    pub async fn connect(endpoint: &str, prefix: &str) -> Result<EtcdBackend, MetaError> {
+        let err = |source| MetaError::Etcd {
+            endpoint: endpoint.to_string(),
+            source,
+        };
+        let client = Client::connect([endpoint], None).await.map_err(err)?;
+        Ok(EtcdBackend {
+            client,
+            endpoint: endpoint.to_string(),
+            prefix: prefix.trim_end_matches('/').to_string(),
+            revision: 0,
+        })
+    }
+
+    fn key(&self, k: &str) -> String {
+        format!("{}/{k}", self.prefix)
+    }
+
+    fn table_key(&self, v: u64) -> String {
+        self.key(&format!("table/{v:020}"))
+    }
+
+    fn err(&self, source: etcd_client::Error) -> MetaError {
+        MetaError::Etcd {
+            endpoint: self.endpoint.clone(),
+            source,
+        }
+    }
+
+    async fn load(&mut self) -> Result<Option<ClusterState>, MetaError> {
+        let state_key = self.key("state");
+        let resp = self
+            .client
+            .get(state_key.as_str(), None)
+            .await
+            .map_err(|e| self.err(e))?;
+        let Some(kv) = resp.kvs().first() else {
+            self.revision = 0;
+            return Ok(None);
+        };
+        self.revision = kv.mod_revision();
+        let mut state = decode_state(kv.value(), &state_key)?;
+        let cur_key = self.key("table/current");
+        let cur = self
+            .client
+            .get(cur_key.as_str(), None)
+            .await
+            .map_err(|e| self.err(e))?;
+        if let Some(kv) = cur.kvs().first() {
+            let v: u64 = std::str::from_utf8(kv.value())
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| MetaError::Corrupt {
+                    what: cur_key.clone(),
+                    reason: "not a decimal version".into(),
+                })?;
+            let tk = self.table_key(v);
+            let t = self
+                .client
+                .get(tk.as_str(), None)
+                .await
+                .map_err(|e| self.err(e))?;
+            let kv = t.kvs().first().ok_or_else(|| MetaError::Corrupt {
+                what: tk.clone(),
+                reason: "current table version is missing".into(),
+            })?;
+            let table: PlacementTable =
+                serde_json::from_slice(kv.value()).map_err(|e| MetaError::Corrupt {
+                    what: tk.clone(),
+                    reason: e.to_string(),
+                })?;
+            state.table = Some(table);
+        }
+        Ok(Some(state))
+    }
+
+    async fn save(&mut self, state: &ClusterState) -> Result<(), MetaError> {
+        let mut bare = state.clone();
+        let table = bare.table.take();
+        let state_key = self.key("state");
+        let body = serde_json::to_vec(&bare).map_err(|e| MetaError::Corrupt {
+            what: state_key.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut ops = vec![TxnOp::put(state_key.as_str(), body, None)];
+        if let Some(t) = &table {
+            let json = serde_json::to_vec(t).map_err(|e| MetaError::Corrupt {
+                what: self.table_key(t.version()),
+                reason: e.to_string(),
+            })?;
+            ops.push(TxnOp::put(self.table_key(t.version()), json, None));
+            ops.push(TxnOp::put(
+                self.key("table/current"),
+                t.version().to_string(),
+                None,
+            ));
+            if t.version() > KEEP_VERSIONS {
+                // Drop versions older than the last KEEP_VERSIONS.
+                ops.push(TxnOp::delete(
+                    self.table_key(0),
+                    Some(
+                        etcd_client::DeleteOptions::new()
+                            .with_range(self.table_key(t.version() - KEEP_VERSIONS)),
+                    ),
+                ));
+            }
+        }
+        let cmp = if self.revision == 0 {
+            Compare::create_revision(state_key.as_str(), CompareOp::Equal, 0)
+        } else {
+            Compare::mod_revision(state_key.as_str(), CompareOp::Equal, self.revision)
+        };
+        let txn = Txn::new().when([cmp]).and_then(ops);
+        let resp = self.client.txn(txn).await.map_err(|e| self.err(e))?;
+        if !resp.succeeded() {
+            return Err(MetaError::Conflict);
+        }
+        // Learn the new revision of the state key.
+        let got = self
+            .client
+            .get(state_key.as_str(), Some(GetOptions::new().with_keys_only()))
+            .await
+            .map_err(|e| self.err(e))?;
+        self.revision = got.kvs().first().map_or(0, |kv| kv.mod_revision());
+        Ok(())
+    }
+}

@@ -1,0 +1,277 @@
+//! The running service: state behind a lock, persisted before every
+//! acknowledged change, heartbeats in memory, and the health checker.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::TokioExecutor;
+use strata_placement::NodeId;
+use tokio::sync::Mutex;
+
+use crate::api::{
+    HeartbeatRequest, HeartbeatResponse, NodeState, RegisterRequest, RegisterResponse, Status,
+};
+use crate::backend::Backend;
+use crate::state::{ClusterConfig, ClusterState};
+use crate::MetaError;
+
+/// Timing of heartbeats and health checks.
+#[derive(Clone, Debug)]
+pub struct HealthConfig {
+    /// How often nodes send heartbeats.
+    pub heartbeat: Duration,
+    /// A node silent for this long is probed.
+    pub suspect_after: Duration,
+    /// Consecutive failed probes before a silent node is declared dead.
+    pub strikes: u32,
+    /// How often the checker runs.
+    pub check_every: Duration,
+    /// Timeout of one probe.
+    pub probe_timeout: Duration,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            heartbeat: Duration::from_millis(500),
+            suspect_after: Duration::from_secs(3),
+            strikes: 2,
+            check_every: Duration::from_millis(500),
+            probe_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+struct Inner {
+    state: ClusterState,
+    backend: Backend,
+    last_seen: HashMap<NodeId, Instant>,
+    strikes: HashMap<NodeId, u32>,
+}
+
+/// The metadata service.
+pub struct MetaService {
+    inner: Mutex<Inner>,
+    health: HealthConfig,
+    started: Instant,
+    backend_name: String,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl MetaService {
+    /// Opens the service on `backend`: loads the saved state, or starts an
+    /// empty cluster with `config` (a saved state keeps its own config).
+    pub async fn open(
+        mut backend: Backend,
+        config: ClusterConfig,
+        health: HealthConfig,
+    ) -> Result<Arc<MetaService>, MetaError> {
+        let state = match backend.load().await? {
+            Some(s) => s,
+            None => {
+                let s = ClusterState::new(config);
+                backend.save(&s).await?;
+                s
+            }
+        };
+        let backend_name = backend.describe();
+        Ok(Arc::new(MetaService {
+            inner: Mutex::new(Inner {
+                state,
+                backend,
+                last_seen: HashMap::new(),
+                strikes: HashMap::new(),
+            }),
+            health,
+            started: Instant::now(),
+            backend_name,
+        }))
+    }
+
+    /// Applies `f` to a copy of the state, persists the copy, and only then
+    /// makes it current: a change is acknowledged only once it is durable.
+    async fn mutate<T>(
+        &self,
+        f: impl FnOnce(&mut ClusterState) -> Result<T, MetaError>,
+    ) -> Result<T, MetaError> {
+        let mut g = self.inner.lock().await;
+        let mut next = g.state.clone();
+        let out = f(&mut next)?;
+        if next != g.state {
+            match g.backend.save(&next).await {
+                Ok(()) => g.state = next,
+                Err(MetaError::Conflict) => {
+                    if let Ok(Some(s)) = g.backend.load().await {
+                        g.state = s;
+                    }
+                    return Err(MetaError::Conflict);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// A copy of the current state.
+    pub async fn state(&self) -> ClusterState {
+        self.inner.lock().await.state.clone()
+    }
+
+    /// `POST /v1/register`.
+    pub async fn register(&self, req: RegisterRequest) -> Result<RegisterResponse, MetaError> {
+        let mut resp = self.mutate(|s| s.register(&req, now_ms())).await?;
+        resp.heartbeat_ms = self.health.heartbeat.as_millis() as u64;
+        let mut g = self.inner.lock().await;
+        g.last_seen.insert(resp.node_id, Instant::now());
+        g.strikes.remove(&resp.node_id);
+        Ok(resp)
+    }
+
+    /// `POST /v1/heartbeat`.
+    pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatResponse, MetaError> {
+        {
+            let mut g = self.inner.lock().await;
+            if !g.state.nodes.contains_key(&req.node_id.0) {
+                return Err(MetaError::UnknownNode(req.node_id));
+            }
+            g.last_seen.insert(req.node_id, Instant::now());
+            g.strikes.remove(&req.node_id);
+        }
+        if !req.completed.is_empty() || !req.failed_disks.is_empty() || req.scrub.is_some() {
+            self.mutate(|s| {
+                let now = now_ms();
+                if !req.completed.is_empty() {
+                    s.complete(&req.completed, req.recovery_bytes, now);
+                }
+                if let Some(r) = &req.scrub {
+                    s.scrub.insert(req.node_id.0, r.clone());
+                }
+                s.fail_disks(&req.failed_disks, now)
+            })
+            .await?;
+        }
+        let g = self.inner.lock().await;
+        let node = g.state.nodes.get(&req.node_id.0);
+        let member = node.is_some_and(|n| {
+            matches!(
+                n.state,
+                NodeState::Up | NodeState::Pending | NodeState::Removed
+            )
+        });
+        Ok(HeartbeatResponse {
+            table_version: g.state.table_version(),
+            member,
+        })
+    }
+
+    /// `GET /v1/status`.
+    pub async fn status(&self) -> Status {
+        let g = self.inner.lock().await;
+        let now = Instant::now();
+        let seen = |n: NodeId| {
+            g.last_seen
+                .get(&n)
+                .map(|t| now.duration_since(*t).as_millis() as u64)
+        };
+        g.state.status(now_ms(), &seen, self.backend_name.clone())
+    }
+
+    /// `cluster add-node`.
+    pub async fn add_node(&self, node: NodeId) -> Result<(u64, usize), MetaError> {
+        self.mutate(|s| {
+            s.add_node(node, now_ms())?;
+            Ok((s.table_version(), s.recovery.transfers.len()))
+        })
+        .await
+    }
+
+    /// `cluster remove-node`.
+    pub async fn remove_node(&self, node: NodeId) -> Result<(u64, usize), MetaError> {
+        self.mutate(|s| {
+            s.remove_node(node, now_ms())?;
+            Ok((s.table_version(), s.recovery.transfers.len()))
+        })
+        .await
+    }
+
+    /// Stores the lab's tier plan.
+    pub async fn set_tier_plan(&self, plan: serde_json::Value) -> Result<(), MetaError> {
+        self.mutate(|s| {
+            s.tier_plan = Some(plan);
+            Ok(())
+        })
+        .await
+    }
+
+    /// Runs the health checker (Haystack's pitchfork) until the task is
+    /// dropped: a node silent for `suspect_after` is probed over HTTP
+    /// (`GET /cluster/v1/health`, which checks its disks); after `strikes`
+    /// failed probes in a row it is declared dead, which publishes a new
+    /// table version with its disks replaced and plans the recovery.
+    pub async fn run_health_checker(self: Arc<Self>) {
+        let http: HttpClient<_, Empty<Bytes>> =
+            HttpClient::builder(TokioExecutor::new()).build_http();
+        let mut tick = tokio::time::interval(self.health.check_every);
+        loop {
+            tick.tick().await;
+            let suspects: Vec<(NodeId, String)> = {
+                let g = self.inner.lock().await;
+                let now = Instant::now();
+                g.state
+                    .nodes
+                    .values()
+                    .filter(|n| n.state == NodeState::Up)
+                    .filter(|n| {
+                        let last = g.last_seen.get(&n.id).copied().unwrap_or(self.started);
+                        now.duration_since(last) > self.health.suspect_after
+                    })
+                    .map(|n| (n.id, n.addr.clone()))
+                    .collect()
+            };
+            for (id, addr) in suspects {
+                let ok = probe(&http, &addr, self.health.probe_timeout).await;
+                let dead = {
+                    let mut g = self.inner.lock().await;
+                    if ok {
+                        g.strikes.remove(&id);
+                        false
+                    } else {
+                        let s = g.strikes.entry(id).or_default();
+                        *s += 1;
+                        *s >= self.health.strikes
+                    }
+                };
+                if dead {
+                    if let Err(e) = self.mutate(|s| s.declare_dead(id, now_ms())).await {
+                        eprintln!("strata meta: could not declare node {id} dead: {e}");
+                    } else {
+                        eprintln!("strata meta: node {id} at {addr} declared dead; its rows are being re-replicated");
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn probe(
+    http: &HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    addr: &str,
+    timeout: Duration,
+) -> bool {
+    let Ok(uri) = format!("http://{addr}/cluster/v1/health").parse::<hyper::Uri>() else {
+        return false;
+    };
+    match tokio::time::timeout(timeout, http.get(uri)).await {
+        Ok(Ok(resp)) => resp.status().is_success(),
+        _ => false,
+    }
+}

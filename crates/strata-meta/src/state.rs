@@ -1,0 +1,701 @@
+//! The metadata service's state and every change to it, as pure functions
+//! (no I/O, time passed in), so they are tested without a network.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use strata_placement::recovery::{plan, Transfer};
+use strata_placement::{
+    DiskId, DiskState, Movement, NodeId, PlacementTable, DEFAULT_REPLICATION, DEFAULT_TRACT_SIZE,
+};
+
+use crate::api::{
+    ClusterMap, DiskSpec, DiskStatus, NodeEntry, NodeState, NodeStatus, RecoveryStatus,
+    RecoveryTask, RegisterRequest, RegisterResponse, ScrubReport, Status,
+};
+use crate::MetaError;
+
+/// Version of the persisted state's layout (docs/placement.md).
+pub const STATE_FORMAT: u32 = 1;
+
+/// How the cluster is laid out; fixed when the service is first started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    /// Replicas per row.
+    pub replication: usize,
+    /// Bytes per tract.
+    pub tract_size: u64,
+    /// The first table is built once this many nodes have registered.
+    pub initial_nodes: usize,
+    /// Seed of the table's tie-breaks.
+    pub seed: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            replication: DEFAULT_REPLICATION,
+            tract_size: DEFAULT_TRACT_SIZE,
+            initial_nodes: DEFAULT_REPLICATION,
+            seed: 0x0057_4241_5441,
+        }
+    }
+}
+
+/// One disk as the service records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskRecord {
+    /// Id.
+    pub id: DiskId,
+    /// What the node said about it.
+    pub spec: DiskSpec,
+}
+
+/// One node as the service records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// Id.
+    pub id: NodeId,
+    /// Data address.
+    pub addr: String,
+    /// Lifecycle state.
+    pub state: NodeState,
+    /// Its disks.
+    pub disks: Vec<DiskRecord>,
+}
+
+/// The recovery in progress (or the last one).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryRecord {
+    /// Table version it leads to.
+    pub version: u64,
+    /// When the first of its table changes happened (ms since the epoch).
+    pub started_ms: u64,
+    /// When its last copy finished.
+    pub finished_ms: Option<u64>,
+    /// Every planned copy.
+    pub transfers: Vec<Transfer>,
+    /// Which copies finished (same order).
+    pub done: Vec<bool>,
+    /// Bytes copied, as nodes report them.
+    pub bytes_copied: u64,
+}
+
+impl RecoveryRecord {
+    fn pending(&self) -> impl Iterator<Item = &Transfer> {
+        self.transfers
+            .iter()
+            .zip(&self.done)
+            .filter(|(_, &d)| !d)
+            .map(|(t, _)| t)
+    }
+}
+
+/// One entry of the table's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableChange {
+    /// The version created.
+    pub version: u64,
+    /// When (ms since the epoch).
+    pub at_ms: u64,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Everything the metadata service persists.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// [`STATE_FORMAT`].
+    pub format: u32,
+    /// Layout settings.
+    pub config: ClusterConfig,
+    /// Nodes by id.
+    pub nodes: BTreeMap<u32, NodeRecord>,
+    /// Next node id to hand out.
+    pub next_node: u32,
+    /// Next disk id to hand out.
+    pub next_disk: u32,
+    /// The current placement table.
+    pub table: Option<PlacementTable>,
+    /// Why each version was made.
+    pub history: Vec<TableChange>,
+    /// The current or last recovery.
+    pub recovery: RecoveryRecord,
+    /// The lab's tier plan, as the store loads it (opaque JSON here).
+    pub tier_plan: Option<serde_json::Value>,
+    /// Latest scrub report per node.
+    #[serde(default)]
+    pub scrub: BTreeMap<u32, ScrubReport>,
+}
+
+impl ClusterState {
+    /// An empty cluster with `config`.
+    pub fn new(config: ClusterConfig) -> ClusterState {
+        ClusterState {
+            format: STATE_FORMAT,
+            config,
+            nodes: BTreeMap::new(),
+            next_node: 0,
+            next_disk: 0,
+            table: None,
+            history: Vec::new(),
+            recovery: RecoveryRecord::default(),
+            tier_plan: None,
+            scrub: BTreeMap::new(),
+        }
+    }
+
+    /// The table's version, 0 before the first table.
+    pub fn table_version(&self) -> u64 {
+        self.table.as_ref().map_or(0, PlacementTable::version)
+    }
+
+    /// A node registers. A known, non-dead node keeps its ids (a restart);
+    /// otherwise it gets fresh ids and waits as pending. Once
+    /// `initial_nodes` nodes are pending and no table exists, the first
+    /// table is built over all of them.
+    pub fn register(
+        &mut self,
+        req: &RegisterRequest,
+        now_ms: u64,
+    ) -> Result<RegisterResponse, MetaError> {
+        if req.disks.is_empty() {
+            return Err(MetaError::BadRequest(
+                "a node must offer at least one disk".into(),
+            ));
+        }
+        if let Some(id) = req.node_id {
+            if let Some(n) = self.nodes.get_mut(&id.0) {
+                if matches!(n.state, NodeState::Up | NodeState::Pending)
+                    && n.disks.len() == req.disks.len()
+                {
+                    n.addr = req.addr.clone();
+                    return Ok(RegisterResponse {
+                        node_id: n.id,
+                        disk_ids: n.disks.iter().map(|d| d.id).collect(),
+                        heartbeat_ms: 0,
+                    });
+                }
+            }
+        }
+        let id = NodeId(self.next_node);
+        self.next_node += 1;
+        let disks: Vec<DiskRecord> = req
+            .disks
+            .iter()
+            .map(|spec| {
+                let d = DiskRecord {
+                    id: DiskId(self.next_disk),
+                    spec: spec.clone(),
+                };
+                self.next_disk += 1;
+                d
+            })
+            .collect();
+        let disk_ids = disks.iter().map(|d| d.id).collect();
+        self.nodes.insert(
+            id.0,
+            NodeRecord {
+                id,
+                addr: req.addr.clone(),
+                state: NodeState::Pending,
+                disks,
+            },
+        );
+        self.maybe_build(now_ms)?;
+        Ok(RegisterResponse {
+            node_id: id,
+            disk_ids,
+            heartbeat_ms: 0,
+        })
+    }
+
+    fn maybe_build(&mut self, now_ms: u64) -> Result<(), MetaError> {
+        if self.table.is_some() {
+            return Ok(());
+        }
+        let pending: Vec<&NodeRecord> = self
+            .nodes
+            .values()
+            .filter(|n| n.state == NodeState::Pending)
+            .collect();
+        if pending.len() < self.config.initial_nodes.max(self.config.replication) {
+            return Ok(());
+        }
+        let disks: Vec<(DiskId, NodeId)> = pending
+            .iter()
+            .flat_map(|n| n.disks.iter().map(move |d| (d.id, n.id)))
+            .collect();
+        let count = pending.len();
+        let table = PlacementTable::build(
+            &disks,
+            self.config.replication,
+            self.config.tract_size,
+            self.config.seed,
+        )?;
+        for n in self.nodes.values_mut() {
+            if n.state == NodeState::Pending {
+                n.state = NodeState::Up;
+            }
+        }
+        self.history.push(TableChange {
+            version: table.version(),
+            at_ms: now_ms,
+            reason: format!("initial table over {count} nodes"),
+        });
+        self.table = Some(table);
+        Ok(())
+    }
+
+    fn node(&self, id: NodeId) -> Result<&NodeRecord, MetaError> {
+        self.nodes.get(&id.0).ok_or(MetaError::UnknownNode(id))
+    }
+
+    /// The node that holds `disk`.
+    pub fn node_of_disk(&self, disk: DiskId) -> Option<&NodeRecord> {
+        self.nodes
+            .values()
+            .find(|n| n.disks.iter().any(|d| d.id == disk))
+    }
+
+    /// Records finished copies and the bytes they moved; returns whether
+    /// anything changed.
+    pub fn complete(&mut self, done: &[Transfer], bytes: u64, now_ms: u64) -> bool {
+        let mut changed = false;
+        for t in done {
+            for (i, x) in self.recovery.transfers.iter().enumerate() {
+                if x.row == t.row && x.target == t.target && !self.recovery.done[i] {
+                    self.recovery.done[i] = true;
+                    changed = true;
+                }
+            }
+        }
+        self.recovery.bytes_copied += bytes;
+        if changed && self.recovery.finished_ms.is_none() && self.recovery.done.iter().all(|&d| d) {
+            self.recovery.finished_ms = Some(now_ms);
+        }
+        changed
+    }
+
+    /// Declares `node` dead (the health checker's verdict): its disks are
+    /// replaced in every row and a recovery is planned.
+    pub fn declare_dead(&mut self, node: NodeId, now_ms: u64) -> Result<(), MetaError> {
+        let rec = self.node(node)?;
+        if rec.state != NodeState::Up {
+            return Ok(());
+        }
+        let disks: Vec<DiskId> = rec.disks.iter().map(|d| d.id).collect();
+        if let Some(n) = self.nodes.get_mut(&node.0) {
+            n.state = NodeState::Dead;
+        }
+        self.change_disks(&disks, DiskState::Dead, now_ms, format!("node {node} dead"))
+    }
+
+    /// Disks a node reported broken.
+    pub fn fail_disks(&mut self, disks: &[DiskId], now_ms: u64) -> Result<(), MetaError> {
+        let Some(table) = &self.table else {
+            return Ok(());
+        };
+        let live: Vec<DiskId> = disks
+            .iter()
+            .copied()
+            .filter(|&d| table.is_live(d))
+            .collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = live.iter().map(ToString::to_string).collect();
+        self.change_disks(
+            &live,
+            DiskState::Dead,
+            now_ms,
+            format!("disk(s) {} failed", names.join(",")),
+        )
+    }
+
+    fn change_disks(
+        &mut self,
+        disks: &[DiskId],
+        state: DiskState,
+        now_ms: u64,
+        reason: String,
+    ) -> Result<(), MetaError> {
+        let Some(old) = self.table.clone() else {
+            return Ok(());
+        };
+        let known: Vec<DiskId> = disks
+            .iter()
+            .copied()
+            .filter(|&d| old.disk(d).is_some())
+            .collect();
+        let (next, movement) = old.replace_disks(&known, state)?;
+        self.install(old, next, movement, now_ms, reason);
+        Ok(())
+    }
+
+    /// `cluster add-node`: a pending node's disks join the table.
+    pub fn add_node(&mut self, node: NodeId, now_ms: u64) -> Result<(), MetaError> {
+        let rec = self.node(node)?.clone();
+        if rec.state != NodeState::Pending {
+            return Err(MetaError::BadRequest(format!(
+                "node {node} is {:?}, not pending; only a registered, pending node can be added",
+                rec.state
+            )));
+        }
+        let Some(old) = self.table.clone() else {
+            return Err(MetaError::BadRequest(format!(
+                "no table yet: it is built once {} nodes have registered",
+                self.config.initial_nodes
+            )));
+        };
+        let disks: Vec<DiskId> = rec.disks.iter().map(|d| d.id).collect();
+        let (next, movement) = old.add_node(node, &disks)?;
+        if let Some(n) = self.nodes.get_mut(&node.0) {
+            n.state = NodeState::Up;
+        }
+        self.install(old, next, movement, now_ms, format!("node {node} added"));
+        Ok(())
+    }
+
+    /// `cluster remove-node`: the node's rows move to other disks; it stays
+    /// readable as a source while they drain.
+    pub fn remove_node(&mut self, node: NodeId, now_ms: u64) -> Result<(), MetaError> {
+        let rec = self.node(node)?.clone();
+        match rec.state {
+            NodeState::Pending => {
+                self.nodes.remove(&node.0);
+                return Ok(());
+            }
+            NodeState::Up => {}
+            other => {
+                return Err(MetaError::BadRequest(format!(
+                    "node {node} is already {other:?}"
+                )))
+            }
+        }
+        let Some(old) = self.table.clone() else {
+            return Ok(());
+        };
+        let (next, movement) = old.remove_node(node)?;
+        if let Some(n) = self.nodes.get_mut(&node.0) {
+            n.state = NodeState::Removed;
+        }
+        self.install(old, next, movement, now_ms, format!("node {node} removed"));
+        Ok(())
+    }
+
+    /// Installs a new table version and folds its copies into the recovery.
+    fn install(
+        &mut self,
+        old: PlacementTable,
+        next: PlacementTable,
+        movement: Movement,
+        now_ms: u64,
+        reason: String,
+    ) {
+        let fresh = plan(&old, &next, &movement);
+        let rec = &mut self.recovery;
+        let was_complete = rec.done.iter().all(|&d| d);
+        // Keep unfinished copies that still make sense in the new table.
+        let mut transfers = Vec::new();
+        let mut done = Vec::new();
+        if !was_complete {
+            for (t, &d) in rec.transfers.iter().zip(&rec.done) {
+                if d || !next.is_live(t.target) || !next.row(t.row).contains(&t.target) {
+                    continue;
+                }
+                let mut t = *t;
+                if !next.is_live(t.source) || !next.row(t.row).contains(&t.source) {
+                    // The source died too: another replica that is not itself
+                    // still waiting for the row's data.
+                    let waiting: HashSet<DiskId> = rec
+                        .pending()
+                        .filter(|p| p.row == t.row)
+                        .map(|p| p.target)
+                        .collect();
+                    match next
+                        .live_replicas(t.row)
+                        .into_iter()
+                        .find(|d| *d != t.target && !waiting.contains(d))
+                    {
+                        Some(s) => t.source = s,
+                        None => continue,
+                    }
+                }
+                transfers.push(t);
+                done.push(false);
+            }
+        }
+        for t in fresh.transfers {
+            transfers.push(t);
+            done.push(false);
+        }
+        if was_complete {
+            rec.started_ms = now_ms;
+            rec.bytes_copied = 0;
+        }
+        rec.finished_ms = if transfers.is_empty() {
+            Some(now_ms)
+        } else {
+            None
+        };
+        rec.version = next.version();
+        rec.transfers = transfers;
+        rec.done = done;
+        self.history.push(TableChange {
+            version: next.version(),
+            at_ms: now_ms,
+            reason,
+        });
+        self.table = Some(next);
+    }
+
+    /// Copies still to do whose target disk is on `node`.
+    pub fn tasks_for(&self, node: NodeId) -> Vec<RecoveryTask> {
+        let Ok(rec) = self.node(node) else {
+            return Vec::new();
+        };
+        let mine: HashSet<DiskId> = rec.disks.iter().map(|d| d.id).collect();
+        self.recovery
+            .pending()
+            .filter(|t| mine.contains(&t.target))
+            .filter_map(|t| {
+                let src = self.node_of_disk(t.source)?;
+                Some(RecoveryTask {
+                    transfer: *t,
+                    source_addr: src.addr.clone(),
+                    version: self.recovery.version,
+                })
+            })
+            .collect()
+    }
+
+    /// What clients need: the table and every node's address.
+    pub fn map(&self) -> ClusterMap {
+        ClusterMap {
+            table: self.table.clone(),
+            nodes: self
+                .nodes
+                .values()
+                .map(|n| NodeEntry {
+                    id: n.id,
+                    addr: n.addr.clone(),
+                    state: n.state,
+                })
+                .collect(),
+        }
+    }
+
+    /// Rows short of a complete, live replica: a non-live disk still in the
+    /// row, or a replacement still waiting for its copy.
+    pub fn rows_under_replicated(&self) -> usize {
+        let Some(t) = &self.table else { return 0 };
+        let mut rows: HashSet<usize> = (0..t.row_count())
+            .filter(|&r| t.row(r).iter().any(|&d| !t.is_live(d)))
+            .collect();
+        rows.extend(self.recovery.pending().map(|p| p.row));
+        rows.len()
+    }
+
+    /// The status report; `last_seen` gives ms since each node's heartbeat.
+    pub fn status(
+        &self,
+        now_ms: u64,
+        last_seen: &dyn Fn(NodeId) -> Option<u64>,
+        backend: String,
+    ) -> Status {
+        let per_disk = self
+            .table
+            .as_ref()
+            .map(PlacementTable::rows_per_disk)
+            .unwrap_or_default();
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| NodeStatus {
+                id: n.id,
+                addr: n.addr.clone(),
+                state: n.state,
+                last_heartbeat_ms_ago: last_seen(n.id),
+                disks: n
+                    .disks
+                    .iter()
+                    .map(|d| DiskStatus {
+                        id: d.id,
+                        tier: d.spec.tier,
+                        capacity_bytes: d.spec.capacity_bytes,
+                        state: match self.table.as_ref().and_then(|t| t.disk(d.id)) {
+                            Some(x) => format!("{:?}", x.state).to_lowercase(),
+                            None => "pending".into(),
+                        },
+                        rows: per_disk.get(&d.id).copied().unwrap_or(0),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let rec = &self.recovery;
+        let done = rec.done.iter().filter(|&&d| d).count();
+        let end = rec.finished_ms.unwrap_or(now_ms);
+        Status {
+            table_version: self.table_version(),
+            replication: self.config.replication,
+            rows: self.table.as_ref().map_or(0, PlacementTable::row_count),
+            rows_under_replicated: self.rows_under_replicated(),
+            nodes,
+            recovery: RecoveryStatus {
+                version: rec.version,
+                transfers_total: rec.transfers.len(),
+                transfers_done: done,
+                bytes_copied: rec.bytes_copied,
+                complete: done == rec.transfers.len(),
+                seconds: if rec.version == 0 {
+                    0.0
+                } else {
+                    end.saturating_sub(rec.started_ms) as f64 / 1000.0
+                },
+            },
+            scrub: self
+                .scrub
+                .iter()
+                .map(|(&n, r)| (NodeId(n), r.clone()))
+                .collect(),
+            backend,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::TierClass;
+
+    fn reg(s: &mut ClusterState, addr: &str) -> RegisterResponse {
+        s.register(
+            &RegisterRequest {
+                addr: addr.into(),
+                disks: vec![DiskSpec {
+                    tier: TierClass::Disk,
+                    capacity_bytes: 1 << 30,
+                    path: "/d".into(),
+                }],
+                node_id: None,
+            },
+            0,
+        )
+        .unwrap()
+    }
+
+    fn cluster(n: usize) -> ClusterState {
+        let mut s = ClusterState::new(ClusterConfig {
+            initial_nodes: n,
+            ..ClusterConfig::default()
+        });
+        for i in 0..n {
+            reg(&mut s, &format!("127.0.0.1:{}", 9000 + i));
+        }
+        s
+    }
+
+    #[test]
+    fn table_is_built_when_enough_nodes_registered() {
+        let mut s = ClusterState::new(ClusterConfig {
+            initial_nodes: 4,
+            ..ClusterConfig::default()
+        });
+        for i in 0..3 {
+            reg(&mut s, &format!("h:{i}"));
+            assert!(s.table.is_none());
+        }
+        reg(&mut s, "h:3");
+        let t = s.table.as_ref().unwrap();
+        assert_eq!(t.version(), 1);
+        assert!(t.uncovered_pairs().is_empty());
+        assert!(s.nodes.values().all(|n| n.state == NodeState::Up));
+        // A fifth node waits for add-node.
+        let r = reg(&mut s, "h:4");
+        assert_eq!(s.nodes[&r.node_id.0].state, NodeState::Pending);
+    }
+
+    #[test]
+    fn a_dead_node_starts_a_recovery_that_completes() {
+        let mut s = cluster(6);
+        s.declare_dead(NodeId(2), 10).unwrap();
+        let t = s.table.clone().unwrap();
+        assert_eq!(t.version(), 2);
+        assert!(!s.recovery.transfers.is_empty());
+        assert_eq!(s.rows_under_replicated(), {
+            let rows: HashSet<usize> = s.recovery.transfers.iter().map(|t| t.row).collect();
+            rows.len()
+        });
+        // Every task goes to its target's node, with a live source address.
+        let mut all = Vec::new();
+        for n in 0..6 {
+            for task in s.tasks_for(NodeId(n)) {
+                assert_ne!(task.source_addr, "127.0.0.1:9002");
+                all.push(task.transfer);
+            }
+        }
+        assert_eq!(all.len(), s.recovery.transfers.len());
+        assert!(s.tasks_for(NodeId(2)).is_empty());
+        s.complete(&all[..1], 5, 20);
+        assert!(!s.status(30, &|_| None, String::new()).recovery.complete);
+        s.complete(&all, 100, 40);
+        let st = s.status(50, &|_| None, String::new());
+        assert!(st.recovery.complete);
+        assert_eq!(st.rows_under_replicated, 0);
+        assert_eq!(st.recovery.seconds, 0.03);
+    }
+
+    #[test]
+    fn second_failure_during_recovery_re_sources_copies() {
+        let mut s = cluster(7);
+        s.declare_dead(NodeId(0), 1).unwrap();
+        s.declare_dead(NodeId(1), 2).unwrap();
+        let t = s.table.clone().unwrap();
+        for (tr, _) in s.recovery.transfers.iter().zip(&s.recovery.done) {
+            assert!(t.is_live(tr.source), "{tr:?} reads from a dead disk");
+            assert!(t.is_live(tr.target));
+            assert!(t.row(tr.row).contains(&tr.source));
+            assert!(t.row(tr.row).contains(&tr.target));
+        }
+    }
+
+    #[test]
+    fn add_and_remove_node() {
+        let mut s = cluster(5);
+        let r = reg(&mut s, "h:new");
+        s.add_node(r.node_id, 5).unwrap();
+        assert_eq!(s.table_version(), 2);
+        assert!(s.table.as_ref().unwrap().uncovered_pairs().is_empty());
+        assert!(s
+            .recovery
+            .transfers
+            .iter()
+            .all(|t| t.target == r.disk_ids[0]));
+        s.remove_node(NodeId(0), 6).unwrap();
+        assert_eq!(s.table_version(), 3);
+        assert!(s.add_node(NodeId(0), 7).is_err());
+        assert!(s.remove_node(NodeId(0), 7).is_err());
+    }
+
+    #[test]
+    fn restart_keeps_ids() {
+        let mut s = cluster(3);
+        let again = s
+            .register(
+                &RegisterRequest {
+                    addr: "127.0.0.1:1".into(),
+                    disks: vec![DiskSpec {
+                        tier: TierClass::Disk,
+                        capacity_bytes: 1,
+                        path: "/d".into(),
+                    }],
+                    node_id: Some(NodeId(1)),
+                },
+                0,
+            )
+            .unwrap();
+        assert_eq!(again.node_id, NodeId(1));
+        assert_eq!(s.nodes[&1].addr, "127.0.0.1:1");
+    }
+}

@@ -1,0 +1,162 @@
+//! Recovery from damaged files: truncated tails, bit-flipped tails, stale
+//! or damaged checkpoints, garbage appended, flipped bytes mid-segment.
+
+use std::path::{Path, PathBuf};
+use strata_store::{Store, StoreConfig, StoreError, Tier};
+
+fn cfg(dir: &Path) -> StoreConfig {
+    let mut c = StoreConfig::new(dir, Tier::Disk);
+    c.auto_compaction = false;
+    c
+}
+
+fn data(k: u64) -> Vec<u8> {
+    (0..(200 + k as usize * 3)).map(|i| (k as usize * 11 + i) as u8).collect()
+}
+
+/// A store with `n` objects in one (active) segment; returns the segment path.
+fn fill(dir: &Path, n: u64) -> PathBuf {
+    let s = Store::open(cfg(dir)).unwrap();
+    for k in 0..n {
+        s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
+    }
+    drop(s);
+    seg_path(dir)
+}
+
+fn seg_path(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .unwrap()
+}
+
+fn idx_path(dir: &Path) -> PathBuf {
+    seg_path(dir).with_extension("idx")
+}
+
+fn readable(dir: &Path, n: u64) -> Vec<bool> {
+    let s = Store::open(cfg(dir)).unwrap();
+    (0..n)
+        .map(|k| s.get(k, 0, k as u32).unwrap().map(|o| o.data) == Some(data(k)))
+        .collect()
+}
+
+#[test]
+fn truncated_tail_is_cut_and_everything_before_survives() {
+    for cut_back in [1u64, 7, 8, 100, 250] {
+        let d = tempfile::tempdir().unwrap();
+        let seg = fill(d.path(), 20);
+        let len = std::fs::metadata(&seg).unwrap().len();
+        // A torn write: the last needle only partly on disk, and the
+        // checkpoint of a process that died before writing it.
+        std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(len - cut_back).unwrap();
+        std::fs::remove_file(idx_path(d.path())).unwrap();
+        let s = Store::open(cfg(d.path())).unwrap();
+        assert_eq!(s.open_report().torn_tails.len(), 1, "cut {cut_back}");
+        drop(s);
+        let ok = readable(d.path(), 20);
+        assert!(ok[..19].iter().all(|&b| b), "cut {cut_back}: {ok:?}");
+        assert!(!ok[19]);
+        let rep = strata_store::verify::verify_dir(d.path(), &mut |_, _| {}).unwrap();
+        assert!(rep.corruptions.is_empty(), "{:?}", rep.corruptions);
+        assert_eq!(rep.live.needles, 19);
+        // and the store appends after the cut
+        let s = Store::open(cfg(d.path())).unwrap();
+        s.put(Tier::Disk, 19, 0, 19, &data(19)).unwrap();
+        drop(s);
+        assert!(readable(d.path(), 20).iter().all(|&b| b));
+    }
+}
+
+#[test]
+fn truncation_below_the_checkpoint_is_detected() {
+    let d = tempfile::tempdir().unwrap();
+    let seg = fill(d.path(), 20);
+    let len = std::fs::metadata(&seg).unwrap().len();
+    // the checkpoint covers the whole file; the file loses its last 400
+    // bytes (the last needle is 304 bytes long, so two needles are hit)
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(len - 400).unwrap();
+    let ok = readable(d.path(), 20);
+    assert_eq!(ok.iter().filter(|&&b| b).count(), 18, "{ok:?}");
+    assert!(!ok[18] && !ok[19]);
+}
+
+#[test]
+fn bit_flipped_tail_is_recovered_from() {
+    let d = tempfile::tempdir().unwrap();
+    let seg = fill(d.path(), 20);
+    std::fs::remove_file(idx_path(d.path())).unwrap();
+    let mut b = std::fs::read(&seg).unwrap();
+    let n = b.len();
+    b[n - 20] ^= 0x01; // inside the last needle's data
+    std::fs::write(&seg, &b).unwrap();
+    let ok = readable(d.path(), 20);
+    assert!(ok[..19].iter().all(|&x| x));
+    assert!(!ok[19]);
+    let rep = strata_store::verify::verify_dir(d.path(), &mut |_, _| {}).unwrap();
+    assert!(rep.corruptions.is_empty());
+}
+
+#[test]
+fn garbage_appended_after_the_last_needle_is_cut() {
+    let d = tempfile::tempdir().unwrap();
+    let seg = fill(d.path(), 5);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    std::io::Write::write_all(&mut f, b"NEDL partial header and some junk").unwrap();
+    drop(f);
+    let s = Store::open(cfg(d.path())).unwrap();
+    assert_eq!(s.open_report().torn_tails.len(), 1);
+    drop(s);
+    assert!(readable(d.path(), 5).iter().all(|&x| x));
+}
+
+#[test]
+fn a_damaged_checkpoint_falls_back_to_a_scan() {
+    let d = tempfile::tempdir().unwrap();
+    fill(d.path(), 30);
+    let idx = idx_path(d.path());
+    let mut b = std::fs::read(&idx).unwrap();
+    let n = b.len();
+    b[n / 2] ^= 0xff;
+    std::fs::write(&idx, &b).unwrap();
+    let s = Store::open(cfg(d.path())).unwrap();
+    assert_eq!(s.open_report().scanned_segments, 1);
+    drop(s);
+    assert!(readable(d.path(), 30).iter().all(|&x| x));
+}
+
+#[test]
+fn a_flipped_byte_mid_segment_is_a_corruption_error_naming_segment_and_offset() {
+    let d = tempfile::tempdir().unwrap();
+    let seg = fill(d.path(), 10);
+    let s = Store::open(cfg(d.path())).unwrap();
+    s.seal_active(0).unwrap();
+    drop(s);
+    // needle k is at 64 + sum of earlier needle lengths
+    let len = |k: u64| (32 + data(k).len() as u64 + 8).next_multiple_of(8);
+    let off4: u64 = 64 + (0..4).map(len).sum::<u64>();
+    let mut b = std::fs::read(&seg).unwrap();
+    b[(off4 + 40) as usize] ^= 0x80;
+    std::fs::write(&seg, &b).unwrap();
+    let s = Store::open(cfg(d.path())).unwrap();
+    match s.get(4, 0, 4) {
+        Err(StoreError::Corrupt { offset, segment, .. }) => {
+            assert_eq!(offset, off4);
+            assert_eq!(segment, 1);
+        }
+        other => panic!("expected a corruption error, got {other:?}"),
+    }
+    assert_eq!(s.get(5, 0, 5).unwrap().unwrap().data, data(5));
+    drop(s);
+    let rep = strata_store::verify::verify_dir(d.path(), &mut |_, _| {}).unwrap();
+    assert!(rep.has_corruption());
+    assert_eq!(rep.corruptions[0].offset, off4);
+    // Compaction drops the damaged needle and keeps the rest.
+    let s = Store::open(cfg(d.path())).unwrap();
+    let id = s.segments().iter().find(|x| !x.active).unwrap().id;
+    s.compact(id, &mut |_| {}).unwrap();
+    assert_eq!(s.get(4, 0, 4).unwrap(), None);
+    assert_eq!(s.get(9, 0, 9).unwrap().unwrap().data, data(9));
+}

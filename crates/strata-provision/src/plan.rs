@@ -1,0 +1,189 @@
+//! The tier plan: what the store's tier manager loads (docs/tier-plan.md).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ProvisionError, Result};
+
+/// The `format` field of every tier plan.
+pub const PLAN_FORMAT: &str = "strata-tier-plan";
+/// The version of the tier plan format this crate writes and reads.
+pub const PLAN_VERSION: u32 = 1;
+
+/// How a workload's flash evicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Eviction {
+    /// Oldest written first (eviction by age since creation).
+    Fifo,
+    /// Least recently read or written first.
+    Lru,
+}
+
+impl Eviction {
+    /// `fifo` or `lru`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Eviction::Fifo => "fifo",
+            Eviction::Lru => "lru",
+        }
+    }
+}
+
+/// One workload's share of flash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadPlan {
+    /// The workload id (as in the trace).
+    pub id: u32,
+    /// The workload's name, when the trace names workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Flash bytes the workload may hold.
+    pub flash_bytes: u64,
+    /// Probability that a new object of the workload is written to flash.
+    pub write_probability: f64,
+    /// Eviction age: data older than this (FIFO: since creation; LRU: since
+    /// its last access) leaves flash. `null`: the allocation holds the whole
+    /// workload, nothing needs evicting by age.
+    pub ttl_seconds: Option<f64>,
+    /// The eviction policy.
+    pub eviction: Eviction,
+    /// The priority weight the plan was optimised with.
+    pub weight: f64,
+    /// Reads per second the plan expects flash to serve for this workload.
+    pub predicted_flash_reads_per_s: f64,
+}
+
+/// A tier plan: per workload flash bytes, write probability, TTL, policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TierPlan {
+    /// Always [`PLAN_FORMAT`].
+    pub format: String,
+    /// Format version, [`PLAN_VERSION`].
+    pub version: u32,
+    /// Total flash bytes the plan divides.
+    pub total_flash_bytes: u64,
+    /// The bound on the flash write rate used (bytes/s), if any.
+    pub write_bound_bytes_per_s: Option<f64>,
+    /// The training window the plan was computed from (trace seconds).
+    pub train_window: [f64; 2],
+    /// The eviction policy of every workload.
+    pub policy: Eviction,
+    /// The predicted cell-wide flash hit ratio (flash reads / all reads).
+    pub predicted_flash_hit_ratio: f64,
+    /// One entry per workload seen in training; a workload not listed gets
+    /// no flash (its writes go to disk).
+    pub workloads: Vec<WorkloadPlan>,
+}
+
+impl TierPlan {
+    /// Checks the format, version and every field's range.
+    pub fn validate(&self) -> Result<()> {
+        if self.format != PLAN_FORMAT {
+            return Err(ProvisionError::BadPlan(format!(
+                "format is {:?}, expected {PLAN_FORMAT:?}",
+                self.format
+            )));
+        }
+        if self.version != PLAN_VERSION {
+            return Err(ProvisionError::BadPlan(format!(
+                "version {} is not supported (this build reads version {PLAN_VERSION})",
+                self.version
+            )));
+        }
+        let mut sum: u64 = 0;
+        let mut ids = std::collections::HashSet::new();
+        for w in &self.workloads {
+            if !ids.insert(w.id) {
+                return Err(ProvisionError::BadPlan(format!(
+                    "workload {} is listed twice",
+                    w.id
+                )));
+            }
+            if !(0.0..=1.0).contains(&w.write_probability) {
+                return Err(ProvisionError::BadPlan(format!(
+                    "workload {}: write_probability {} is not in [0, 1]",
+                    w.id, w.write_probability
+                )));
+            }
+            if let Some(t) = w.ttl_seconds {
+                if !(t >= 0.0 && t.is_finite()) {
+                    return Err(ProvisionError::BadPlan(format!(
+                        "workload {}: ttl_seconds {t} is not a non-negative number",
+                        w.id
+                    )));
+                }
+            }
+            sum = sum.saturating_add(w.flash_bytes);
+        }
+        if sum > self.total_flash_bytes {
+            return Err(ProvisionError::BadPlan(format!(
+                "workloads hold {sum} flash bytes, more than the total {}",
+                self.total_flash_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Parses and validates a plan from JSON text.
+    pub fn from_json(text: &str) -> Result<TierPlan> {
+        let p: TierPlan =
+            serde_json::from_str(text).map_err(|e| ProvisionError::BadPlan(e.to_string()))?;
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// The plan as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The entry of a workload, if it has one.
+    pub fn workload(&self, id: u32) -> Option<&WorkloadPlan> {
+        self.workloads.iter().find(|w| w.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> TierPlan {
+        TierPlan {
+            format: PLAN_FORMAT.into(),
+            version: PLAN_VERSION,
+            total_flash_bytes: 100,
+            write_bound_bytes_per_s: None,
+            train_window: [0.0, 10.0],
+            policy: Eviction::Fifo,
+            predicted_flash_hit_ratio: 0.5,
+            workloads: vec![WorkloadPlan {
+                id: 3,
+                name: None,
+                flash_bytes: 60,
+                write_probability: 0.5,
+                ttl_seconds: Some(12.5),
+                eviction: Eviction::Fifo,
+                weight: 1.0,
+                predicted_flash_reads_per_s: 4.0,
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_checks() {
+        let p = plan();
+        let back = TierPlan::from_json(&p.to_json()).unwrap();
+        assert_eq!(back, p);
+        assert!(p.to_json().contains("\"eviction\": \"fifo\""));
+        let mut bad = plan();
+        bad.workloads[0].write_probability = 1.5;
+        assert!(TierPlan::from_json(&bad.to_json()).is_err());
+        let mut bad = plan();
+        bad.version = 99;
+        assert!(TierPlan::from_json(&bad.to_json()).is_err());
+        let mut bad = plan();
+        bad.workloads[0].flash_bytes = 101;
+        assert!(TierPlan::from_json(&bad.to_json()).is_err());
+        assert!(TierPlan::from_json("{").is_err());
+    }
+}

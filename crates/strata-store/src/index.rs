@@ -98,6 +98,18 @@ impl SealedIndex {
         Some((a * 8, (b - a) * 8))
     }
 
+    /// Byte offset and length of every needle, in file order.
+    pub fn needles(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut it = self.offsets.iter();
+        let mut prev = it.next();
+        std::iter::from_fn(move || {
+            let a = prev?;
+            let b = it.next()?;
+            prev = Some(b);
+            Some((a * 8, (b - a) * 8))
+        })
+    }
+
     /// Number of needles in the segment (indexed or not).
     pub fn needle_count(&self) -> u64 {
         self.offsets.len().saturating_sub(1) as u64

@@ -907,14 +907,17 @@ fn load_segment(
                 }
             }
         }
+        if idx.end() != start {
+            dirty = true;
+        }
         if let Some(at) = cut {
             file.set_len(at)
                 .and_then(|_| file.sync_all())
                 .map_err(StoreError::io("cutting torn tail of", &f.path))?;
             report.torn_tails.push((sb.id, at, file_len - at));
             file_len = at;
+            dirty = true;
         }
-        dirty = true;
         if is_last && file_len < cfg.segment_size {
             active = Some(idx);
         } else {
@@ -925,6 +928,7 @@ fn load_segment(
                     reason: "its needles could not be indexed (duplicate identities)".into(),
                 })?;
             sealed = Some(s);
+            dirty = true;
         }
     }
     let index = match sealed {
@@ -967,11 +971,17 @@ fn initial_garbage(seg: &Segment) -> u64 {
             a.end().saturating_sub(SUPERBLOCK_LEN as u64 + live)
         }
         SegIndex::Sealed(s) => {
+            let mut indexed = vec![false; s.needle_count() as usize];
+            for o in s.indexed_ordinals() {
+                if let Some(x) = indexed.get_mut(o as usize) {
+                    *x = !s.is_deleted(o);
+                }
+            }
             let live: u64 = s
-                .indexed_ordinals()
-                .filter(|&o| !s.is_deleted(o))
-                .filter_map(|o| s.needle(o))
-                .map(|x| x.1)
+                .needles()
+                .zip(indexed)
+                .filter(|(_, live)| *live)
+                .map(|((_, len), _)| len)
                 .sum();
             seg.len
                 .load(Ordering::Relaxed)

@@ -62,11 +62,11 @@ fn crash_child_writer() {
     let mut rng = Rng(seed | 1);
     let mut ver = seed << 32;
     loop {
-        if rng.next() % 40 == 0 {
+        if rng.next().is_multiple_of(40) {
             store.compact_all(0.25, &mut |_| {}).unwrap();
             continue;
         }
-        if rng.next() % 5 == 0 {
+        if rng.next().is_multiple_of(5) {
             let key = rng.next() % KEYS;
             writeln!(out, "@I D {key}").unwrap();
             out.flush().unwrap();

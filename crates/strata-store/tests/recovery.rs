@@ -11,7 +11,9 @@ fn cfg(dir: &Path) -> StoreConfig {
 }
 
 fn data(k: u64) -> Vec<u8> {
-    (0..(200 + k as usize * 3)).map(|i| (k as usize * 11 + i) as u8).collect()
+    (0..(200 + k as usize * 3))
+        .map(|i| (k as usize * 11 + i) as u8)
+        .collect()
 }
 
 /// A store with `n` objects in one (active) segment; returns the segment path.
@@ -51,7 +53,12 @@ fn truncated_tail_is_cut_and_everything_before_survives() {
         let len = std::fs::metadata(&seg).unwrap().len();
         // A torn write: the last needle only partly on disk, and the
         // checkpoint of a process that died before writing it.
-        std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(len - cut_back).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(len - cut_back)
+            .unwrap();
         std::fs::remove_file(idx_path(d.path())).unwrap();
         let s = Store::open(cfg(d.path())).unwrap();
         assert_eq!(s.open_report().torn_tails.len(), 1, "cut {cut_back}");
@@ -77,7 +84,12 @@ fn truncation_below_the_checkpoint_is_detected() {
     let len = std::fs::metadata(&seg).unwrap().len();
     // the checkpoint covers the whole file; the file loses its last 400
     // bytes (the last needle is 304 bytes long, so two needles are hit)
-    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(len - 400).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(len - 400)
+        .unwrap();
     let ok = readable(d.path(), 20);
     assert_eq!(ok.iter().filter(|&&b| b).count(), 18, "{ok:?}");
     assert!(!ok[18] && !ok[19]);
@@ -142,7 +154,9 @@ fn a_flipped_byte_mid_segment_is_a_corruption_error_naming_segment_and_offset() 
     std::fs::write(&seg, &b).unwrap();
     let s = Store::open(cfg(d.path())).unwrap();
     match s.get(4, 0, 4) {
-        Err(StoreError::Corrupt { offset, segment, .. }) => {
+        Err(StoreError::Corrupt {
+            offset, segment, ..
+        }) => {
             assert_eq!(offset, off4);
             assert_eq!(segment, 1);
         }

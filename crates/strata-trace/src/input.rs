@@ -160,7 +160,6 @@ pub(crate) struct Buf {
 
 pub(crate) const BUF_LEN: usize = 1 << 20;
 
-#[allow(dead_code)] // offset/ensure/skip serve the Strata binary reader
 impl Buf {
     pub fn new(inner: Box<dyn Read + Send>) -> Buf {
         Buf {
@@ -239,21 +238,5 @@ impl Buf {
             }
         }
         Ok(true)
-    }
-
-    /// Discards the next `n` bytes; returns how many there were (less than
-    /// `n` only at the end of the stream).
-    pub fn skip(&mut self, mut n: u64) -> io::Result<u64> {
-        let mut done = 0;
-        while n > 0 {
-            if self.pos == self.end && !self.refill()? {
-                break;
-            }
-            let k = (self.end - self.pos).min(n as usize);
-            self.consume(k);
-            n -= k as u64;
-            done += k as u64;
-        }
-        Ok(done)
     }
 }

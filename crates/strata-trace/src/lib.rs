@@ -63,10 +63,16 @@ mod input;
 mod model;
 mod reader;
 mod readers;
+pub mod stats;
+mod varint;
+mod writer;
 
 pub use columns::BadColumnMap;
 pub use columns::{Column, ColumnMap};
 pub use format::{Format, UnknownFormat};
 pub use hash::{hash_object_id, object_id};
 pub use model::{Op, Request, Tier, TraceError};
-pub use reader::{open, OpenOptions, ReadProgress, TraceReader};
+pub use reader::{open, OpenOptions, ReadProgress, TraceReader, BATCH};
+pub use writer::{
+    CsvWriter, OracleWriter, OutputFormat, TraceWriter, Writer, WriterOptions, CSV_COLUMNS,
+};

@@ -156,7 +156,10 @@ impl TraceReader {
 
     /// The name of workload `id`, if the trace named it.
     pub fn workload_name(&self, id: u32) -> Option<&str> {
-        self.workload_names().get(id as usize).map(|s| s.as_str())
+        self.workload_names()
+            .get(id as usize)
+            .map(|s| s.as_str())
+            .filter(|s| !s.is_empty())
     }
 
     /// The number of records, when the format says so up front (LCS,

@@ -192,6 +192,15 @@ impl EliasFano {
             samples: Vec::new(),
         };
         ef.samples = ef.build_samples();
+        // Stored bits can describe a decreasing sequence or values past the
+        // universe; refuse them.
+        let mut prev = 0u64;
+        for v in ef.iter() {
+            if v < prev || v > universe {
+                return None;
+            }
+            prev = v;
+        }
         Some(ef)
     }
 

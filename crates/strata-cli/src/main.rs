@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Inspect and check a segment store directory.
     Store(cmd::store::Args),
+    /// Run a storage node: objects over HTTP on flash and disk tiers.
+    Server(cmd::server::Args),
     /// Benchmarks of whole paths (the segment store, the HTTP node).
     Bench(cmd::bench::Args),
     /// Read, convert and summarise storage traces.
@@ -48,6 +50,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Store(a) => cmd::store::run(a),
+        Command::Server(a) => cmd::server::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Sim(a) => cmd::sim::run(a),

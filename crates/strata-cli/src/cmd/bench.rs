@@ -13,11 +13,14 @@ pub struct Args {
 enum Which {
     /// Fill a segment store, reopen it, then read it back cold.
     Store(super::bench_store::Args),
+    /// HTTP load generator (Haystress): a Strata node or SeaweedFS side by side.
+    Http(super::bench_http::Args),
 }
 
 /// Runs the chosen benchmark.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.which {
         Which::Store(a) => super::bench_store::run(a),
+        Which::Http(a) => super::bench_http::run(a),
     }
 }

@@ -2,12 +2,14 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_http;
 pub mod bench_store;
 pub mod cost;
 pub mod mrc;
 pub mod model;
 pub mod provision;
 pub mod report;
+pub mod server;
 pub mod sim;
 pub mod store;
 pub mod synth;

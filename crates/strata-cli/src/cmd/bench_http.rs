@@ -1,0 +1,158 @@
+//! `strata bench http`: an HTTP load generator (Haystack's Haystress) for a
+//! Strata node or, side by side, a SeaweedFS master + volume server.
+
+use crate::units::parse_bytes;
+use anyhow::{bail, Context};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use strata_node::loadgen::{self, LoadReport, LoadSpec, Target};
+
+/// Drive a node over HTTP with a synthetic load and report throughput and
+/// latency percentiles per operation.
+///
+/// Writes a prefill of objects first (so reads have targets), then runs the
+/// measured mix for --duration. Multi-writes (--batch K > 1) use the node's
+/// batch PUT; against SeaweedFS, K fids are assigned at once and uploaded
+/// one by one (it has no multi-write).
+///
+/// Examples:
+///   strata bench http --addr 127.0.0.1:8480 --sizes 1KiB --read-fraction 0
+///   strata bench http --sizes 8KiB:70,64KiB:30 --read-fraction 0.98 --batch 16 --popularity age
+///   strata bench http --seaweedfs 127.0.0.1:9333 --sizes 64KiB --read-fraction 1 --json
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The Strata node (host:port).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8480")]
+    addr: String,
+    /// Drive a SeaweedFS master at this host:port instead.
+    #[arg(long, value_name = "HOST:PORT")]
+    seaweedfs: Option<String>,
+    /// Bucket (= workload) to write into on a Strata node.
+    #[arg(long, default_value = "bench")]
+    bucket: String,
+    /// Object sizes: 4KiB, a uniform range 1KiB-64KiB, or a mix 8KiB:70,64KiB:30.
+    #[arg(long, default_value = "4KiB")]
+    sizes: String,
+    /// Fraction of operations that are reads (0: only writes, 1: only reads).
+    #[arg(long, default_value_t = 0.9)]
+    read_fraction: f64,
+    /// Objects per write (a multi-write when above 1).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Seconds the measured phase runs.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Objects written before the measured phase.
+    #[arg(long, default_value_t = 10_000)]
+    prefill: u64,
+    /// Key popularity of reads: uniform, zipf[:S] or age[:S] (newest most read).
+    #[arg(long, default_value = "uniform")]
+    popularity: String,
+    /// Load generator threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the benchmark.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if !(a.duration > 0.0 && a.duration.is_finite()) {
+        bail!("--duration must be a positive number of seconds");
+    }
+    let sizes = loadgen::parse_sizes(&a.sizes, |s| parse_bytes(s).ok())?;
+    let popularity = loadgen::parse_popularity(&a.popularity)?;
+    let target = match &a.seaweedfs {
+        Some(m) => Target::Seaweed { master: m.clone() },
+        None => Target::Strata {
+            addr: a.addr.clone(),
+            bucket: a.bucket.clone(),
+        },
+    };
+    let spec = LoadSpec {
+        target,
+        sizes,
+        read_fraction: a.read_fraction,
+        batch: a.batch,
+        concurrency: a.concurrency,
+        duration: Duration::from_secs_f64(a.duration),
+        prefill: a.prefill,
+        popularity,
+        seed: a.seed,
+    };
+    let progress = Arc::new(AtomicU64::new(0));
+    let pb = crate::progress::spinner("requests");
+    let p2 = progress.clone();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d2 = done.clone();
+    let pb2 = pb.clone();
+    let ticker = std::thread::spawn(move || {
+        while !d2.load(Ordering::Relaxed) {
+            pb2.set_position(p2.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let res = loadgen::run_blocking(spec, progress, a.threads);
+    done.store(true, Ordering::Relaxed);
+    let _ = ticker.join();
+    pb.finish_and_clear();
+    let report = res.with_context(|| match &a.seaweedfs {
+        Some(m) => format!("load against SeaweedFS at {m} failed"),
+        None => format!("load against the Strata node at {} failed", a.addr),
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+fn print_table(r: &LoadReport) {
+    println!(
+        "{}: {:.1} s, {} connections, batch {}, read fraction {}, prefill {} objects",
+        r.target, r.seconds, r.concurrency, r.batch, r.read_fraction, r.prefill_objects
+    );
+    println!(
+        "{:<5} {:>10} {:>10} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "op",
+        "requests",
+        "objects",
+        "objects/s",
+        "MB/s",
+        "p50 us",
+        "p90 us",
+        "p99 us",
+        "p999 us",
+        "max us",
+        "errors"
+    );
+    for (name, s) in [("put", &r.put), ("get", &r.get)] {
+        println!(
+            "{:<5} {:>10} {:>10} {:>12.0} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            name,
+            s.requests,
+            s.objects,
+            s.objects_per_s,
+            s.mb_per_s,
+            s.p50_us,
+            s.p90_us,
+            s.p99_us,
+            s.p999_us,
+            s.max_us,
+            s.errors
+        );
+    }
+    if let Some(e) = &r.first_error {
+        println!("first error: {e}");
+    }
+}

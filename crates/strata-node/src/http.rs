@@ -1,0 +1,575 @@
+//! The HTTP API (docs/node.md): objects at `/{bucket}/{name}`, batch PUT at
+//! `POST /{bucket}`, `/metrics`, `/healthz` and the admin endpoints under
+//! `/_admin/`. Every client mistake gets a 4xx with a one-line reason.
+
+// Helpers return a ready 4xx `Response` as their error: built once per bad
+// request, never on the success path, so its size does not matter.
+#![allow(clippy::result_large_err)]
+
+use crate::metrics::Served;
+use crate::node::{valid_bucket, NewObject, Node, NodeError};
+use crate::object::MAX_NAME_BYTES;
+use crate::range::{parse_range, RangeError};
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use axum::Router;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// The header naming a request's workload (else the bucket is).
+pub const WORKLOAD_HEADER: &str = "x-strata-workload";
+/// The header carrying an object's cookie in answers.
+pub const COOKIE_HEADER: &str = "x-strata-cookie";
+/// The header saying which tier served a read.
+pub const TIER_HEADER: &str = "x-strata-tier";
+
+/// HTTP-level limits.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    /// Time a client has to send its request head.
+    pub header_timeout: Duration,
+    /// Time a client has to send a request body.
+    pub body_timeout: Duration,
+    /// Largest batch PUT body.
+    pub max_batch_bytes: u64,
+    /// Most connections served at once (more wait in the accept queue).
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_batch_bytes: 256 << 20,
+            max_connections: 4096,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    node: Arc<Node>,
+    limits: HttpLimits,
+}
+
+fn reason(status: StatusCode, msg: impl Into<String>) -> Response {
+    let mut m = msg.into();
+    m.push('\n');
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        m,
+    )
+        .into_response()
+}
+
+impl IntoResponse for NodeError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            NodeError::NotFound => StatusCode::NOT_FOUND,
+            NodeError::BadRequest(_) | NodeError::BadPlan(_) => StatusCode::BAD_REQUEST,
+            NodeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            NodeError::Full(_) => StatusCode::INSUFFICIENT_STORAGE,
+            NodeError::Store(_) | NodeError::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        reason(status, self.to_string())
+    }
+}
+
+/// The router of a node.
+pub fn router(node: Arc<Node>, limits: HttpLimits) -> Router {
+    let app = App { node, limits };
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .route("/_admin/plan", any(admin_plan))
+        .route("/_admin/status", get(admin_status))
+        .route("/_admin/traces/flush", post(admin_flush))
+        .route("/{bucket}/{*name}", any(object))
+        .route("/{bucket}", any(bucket))
+        .fallback(|| async {
+            reason(
+                StatusCode::NOT_FOUND,
+                "no such route: objects live at /{bucket}/{name}",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(app.clone(), count))
+        .with_state(app)
+}
+
+async fn count(State(app): State<App>, req: Request, next: Next) -> Response {
+    let m = req.method().as_str().to_string();
+    let resp = next.run(req).await;
+    app.node.metrics.request(&m, resp.status().as_u16());
+    resp
+}
+
+async fn metrics(State(app): State<App>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.node.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn admin_status(State(app): State<App>) -> Response {
+    axum::Json(app.node.status()).into_response()
+}
+
+async fn admin_flush(State(app): State<App>) -> Response {
+    let node = app.node.clone();
+    match tokio::task::spawn_blocking(move || node.flush_traces()).await {
+        Ok(Ok(())) => reason(StatusCode::OK, "traces flushed"),
+        Ok(Err(e)) => e.into_response(),
+        Err(e) => reason(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn admin_plan(State(app): State<App>, req: Request) -> Response {
+    match *req.method() {
+        Method::GET => match app.node.plan() {
+            Some(p) => axum::Json(p).into_response(),
+            None => reason(
+                StatusCode::NOT_FOUND,
+                "no tier plan loaded: the default plan is in force (every object to flash, one FIFO)",
+            ),
+        },
+        Method::POST | Method::PUT => {
+            let body = match read_body(req, 16 << 20, app.limits.body_timeout).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            let res = if body.iter().all(|b| b.is_ascii_whitespace()) {
+                app.node.reload_plan()
+            } else {
+                match std::str::from_utf8(&body) {
+                    Ok(t) => strata_provision::TierPlan::from_json(t)
+                        .map_err(|e| NodeError::BadPlan(e.to_string()))
+                        .and_then(|p| app.node.set_plan(p)),
+                    Err(_) => Err(NodeError::BadPlan("the plan is not UTF-8 text".into())),
+                }
+            };
+            match res {
+                Ok(()) => reason(StatusCode::OK, "tier plan loaded"),
+                Err(e) => e.into_response(),
+            }
+        }
+        Method::DELETE => {
+            app.node.clear_plan();
+            reason(StatusCode::OK, "default tier plan in force")
+        }
+        _ => method_not_allowed("GET, POST, PUT, DELETE"),
+    }
+}
+
+fn method_not_allowed(allow: &'static str) -> Response {
+    let mut r = reason(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("method not allowed here; allowed: {allow}"),
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+fn workload_of(headers: &HeaderMap, bucket: &str) -> Result<String, Response> {
+    match headers.get(WORKLOAD_HEADER) {
+        None => Ok(bucket.to_string()),
+        Some(v) => match v.to_str() {
+            Ok(s) if valid_bucket(s) => Ok(s.to_string()),
+            _ => Err(reason(
+                StatusCode::BAD_REQUEST,
+                "bad X-Strata-Workload: 1 to 63 of A-Z a-z 0-9 . _ -, not starting with . or _",
+            )),
+        },
+    }
+}
+
+fn check_names(bucket: &str, name: &str) -> Result<(), Response> {
+    if !valid_bucket(bucket) {
+        return Err(reason(
+            StatusCode::BAD_REQUEST,
+            format!("bad bucket name {bucket:?}: 1 to 63 of A-Z a-z 0-9 . _ -, not starting with . or _"),
+        ));
+    }
+    if name.is_empty() || bucket.len() + 1 + name.len() > MAX_NAME_BYTES || name.contains('\0') {
+        return Err(reason(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "bad object name: 1 to {} bytes with the bucket, no NUL",
+                MAX_NAME_BYTES - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `cookie` query parameter: `Ok(None)` when absent.
+fn cookie_of(query: Option<&str>) -> Result<Option<u32>, Response> {
+    let Some(q) = query else { return Ok(None) };
+    for kv in q.split('&') {
+        if let Some(v) = kv.strip_prefix("cookie=") {
+            if v.is_empty() || v.len() > 8 {
+                return Err(reason(
+                    StatusCode::BAD_REQUEST,
+                    "bad cookie: expected 1 to 8 hex digits",
+                ));
+            }
+            return u32::from_str_radix(v, 16).map(Some).map_err(|_| {
+                reason(
+                    StatusCode::BAD_REQUEST,
+                    "bad cookie: expected 1 to 8 hex digits",
+                )
+            });
+        }
+    }
+    Ok(None)
+}
+
+/// The declared body length, or a 411/413 answer.
+fn content_length(headers: &HeaderMap, max: u64) -> Result<u64, Response> {
+    let Some(v) = headers.get(header::CONTENT_LENGTH) else {
+        return Err(reason(
+            StatusCode::LENGTH_REQUIRED,
+            "Content-Length required: send the object with its length",
+        ));
+    };
+    let n: u64 = v
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| reason(StatusCode::BAD_REQUEST, "bad Content-Length"))?;
+    if n > max {
+        return Err(reason(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body of {n} bytes is over the maximum of {max} bytes"),
+        ));
+    }
+    Ok(n)
+}
+
+async fn read_body(req: Request, max: u64, timeout: Duration) -> Result<Bytes, Response> {
+    let body = http_body_util::Limited::new(req.into_body(), max as usize);
+    match tokio::time::timeout(timeout, body.collect()).await {
+        Err(_) => Err(reason(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the body did not arrive within {} s", timeout.as_secs()),
+        )),
+        Ok(Err(e)) => {
+            if e.is::<http_body_util::LengthLimitError>() {
+                Err(reason(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("body is over the maximum of {max} bytes"),
+                ))
+            } else {
+                Err(reason(
+                    StatusCode::BAD_REQUEST,
+                    format!("could not read the body: {e}"),
+                ))
+            }
+        }
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+async fn object(
+    State(app): State<App>,
+    Path((bucket, name)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    if let Err(r) = check_names(&bucket, &name) {
+        return r;
+    }
+    let workload = match workload_of(req.headers(), &bucket) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    match *req.method() {
+        Method::GET | Method::HEAD => get_object(app, &workload, &bucket, &name, req).await,
+        Method::PUT => {
+            let max = app.node.cfg.max_object_bytes;
+            let len = match content_length(req.headers(), max) {
+                Ok(n) => n,
+                Err(r) => return r,
+            };
+            let data = match read_body(req, max, app.limits.body_timeout).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            if data.len() as u64 != len {
+                return reason(StatusCode::BAD_REQUEST, "body shorter than Content-Length");
+            }
+            let obj = NewObject {
+                bucket: bucket.clone(),
+                name,
+                data,
+            };
+            match app.node.put(&workload, vec![obj]).await {
+                Ok(mut w) => {
+                    let Some(w) = w.pop() else {
+                        return reason(StatusCode::INTERNAL_SERVER_ERROR, "nothing written");
+                    };
+                    let mut r = (StatusCode::CREATED, axum::Json(&w)).into_response();
+                    let h = r.headers_mut();
+                    if let Ok(v) = HeaderValue::from_str(&w.cookie) {
+                        h.insert(COOKIE_HEADER, v);
+                    }
+                    if let Ok(v) = HeaderValue::from_str(&w.url) {
+                        h.insert(header::LOCATION, v);
+                    }
+                    r
+                }
+                Err(e) => e.into_response(),
+            }
+        }
+        Method::DELETE => match app.node.delete(&workload, &bucket, &name).await {
+            Ok(true) => StatusCode::NO_CONTENT.into_response(),
+            Ok(false) => NodeError::NotFound.into_response(),
+            Err(e) => e.into_response(),
+        },
+        _ => method_not_allowed("GET, HEAD, PUT, DELETE"),
+    }
+}
+
+async fn get_object(app: App, workload: &str, bucket: &str, name: &str, req: Request) -> Response {
+    let cookie = match cookie_of(req.uri().query()) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let head = req.method() == Method::HEAD;
+    let range_h = req
+        .headers()
+        .get(header::RANGE)
+        .map(|v| v.to_str().map(str::to_string));
+    let range_h = match range_h {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(_)) => {
+            return reason(StatusCode::RANGE_NOT_SATISFIABLE, "malformed Range header");
+        }
+    };
+    // A Range that cannot parse is refused before any device read.
+    if let Some(r) = &range_h {
+        if let Err(e @ (RangeError::Malformed(_) | RangeError::Multiple(_))) =
+            parse_range(r, u64::MAX)
+        {
+            return reason(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string());
+        }
+    }
+    let found = match app.node.get(workload, bucket, name, cookie, None).await {
+        Ok(f) => f,
+        Err(e) => return e.into_response(),
+    };
+    let size = found.data.len() as u64;
+    let tier = match found.served {
+        Served::Ram => "ram",
+        Served::Flash => "flash",
+        Served::FlashCache => "flash-cache",
+        Served::Disk => "disk",
+    };
+    let (status, body, content_range) = match &range_h {
+        None => (StatusCode::OK, found.data, None),
+        Some(r) => match parse_range(r, size) {
+            Ok((a, b)) => (
+                StatusCode::PARTIAL_CONTENT,
+                found.data.slice(a as usize..b as usize),
+                Some(format!("bytes {a}-{}/{size}", b - 1)),
+            ),
+            Err(e) => {
+                let mut resp = reason(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string());
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    resp.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                return resp;
+            }
+        },
+    };
+    let len = body.len();
+    let mut resp = if head {
+        Response::new(Body::empty())
+    } else {
+        Response::new(Body::from(body))
+    };
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(TIER_HEADER, HeaderValue::from_static(tier));
+    if let Ok(v) = HeaderValue::from_str(&format!("{:08x}", found.cookie)) {
+        h.insert(COOKIE_HEADER, v);
+    }
+    if let Some(cr) = content_range {
+        if let Ok(v) = HeaderValue::from_str(&cr) {
+            h.insert(header::CONTENT_RANGE, v);
+        }
+    }
+    resp
+}
+
+/// Parses a batch body (docs/node.md, "Batch PUT"): repeated
+/// `name_len u16 LE, data_len u32 LE, name, data`.
+pub fn parse_batch(body: &Bytes) -> Result<Vec<(String, Bytes)>, String> {
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    while i < body.len() {
+        if body.len() - i < 6 {
+            return Err(format!(
+                "batch item {} is truncated in its header",
+                out.len() + 1
+            ));
+        }
+        let nl = u16::from_le_bytes([body[i], body[i + 1]]) as usize;
+        let dl = u32::from_le_bytes([body[i + 2], body[i + 3], body[i + 4], body[i + 5]]) as usize;
+        i += 6;
+        if body.len() - i < nl + dl {
+            return Err(format!(
+                "batch item {} says {nl} name bytes and {dl} data bytes but only {} remain",
+                out.len() + 1,
+                body.len() - i
+            ));
+        }
+        let name = std::str::from_utf8(&body[i..i + nl])
+            .map_err(|_| format!("batch item {}: name is not UTF-8", out.len() + 1))?
+            .to_string();
+        i += nl;
+        out.push((name, body.slice(i..i + dl)));
+        i += dl;
+    }
+    if out.is_empty() {
+        return Err("empty batch".into());
+    }
+    Ok(out)
+}
+
+async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request) -> Response {
+    if req.method() != Method::POST {
+        return method_not_allowed("POST");
+    }
+    if !valid_bucket(&bucket) {
+        return reason(
+            StatusCode::BAD_REQUEST,
+            format!("bad bucket name {bucket:?}"),
+        );
+    }
+    let workload = match workload_of(req.headers(), &bucket) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let max = app.limits.max_batch_bytes;
+    let len = match content_length(req.headers(), max) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let body = match read_body(req, max, app.limits.body_timeout).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if body.len() as u64 != len {
+        return reason(StatusCode::BAD_REQUEST, "body shorter than Content-Length");
+    }
+    let items = match parse_batch(&body) {
+        Ok(v) => v,
+        Err(e) => return reason(StatusCode::BAD_REQUEST, format!("bad batch: {e}")),
+    };
+    let mut objs = Vec::with_capacity(items.len());
+    for (name, data) in items {
+        if let Err(r) = check_names(&bucket, &name) {
+            return r;
+        }
+        objs.push(NewObject {
+            bucket: bucket.clone(),
+            name,
+            data,
+        });
+    }
+    match app.node.put(&workload, objs).await {
+        Ok(w) => (
+            StatusCode::CREATED,
+            axum::Json(serde_json::json!({ "objects": w })),
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Serves `node` on `listener` until `shutdown` completes.
+pub async fn serve(
+    node: Arc<Node>,
+    listener: TcpListener,
+    limits: HttpLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let app = router(node, limits);
+    let sem = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            _ = &mut shutdown => return,
+            p = sem.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+        };
+        let (stream, _) = tokio::select! {
+            _ = &mut shutdown => return,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => {
+                    // Out of file descriptors or similar: back off a little.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+            drop(permit);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_parse() {
+        let b = crate::loadgen::encode_batch(&[
+            ("a".into(), Bytes::from_static(b"1")),
+            ("bc".into(), Bytes::from_static(b"")),
+        ]);
+        let v = parse_batch(&b).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].0, "bc");
+        assert!(parse_batch(&b.slice(..b.len() - 1)).is_err());
+        assert!(parse_batch(&Bytes::from_static(&[1, 0, 9, 0, 0, 0, b'a'])).is_err());
+        assert!(parse_batch(&Bytes::new()).is_err());
+    }
+
+    #[test]
+    fn cookies() {
+        assert_eq!(cookie_of(None).ok(), Some(None));
+        assert_eq!(cookie_of(Some("cookie=00ff")).ok(), Some(Some(255)));
+        assert_eq!(cookie_of(Some("x=1&cookie=a")).ok(), Some(Some(10)));
+        assert!(cookie_of(Some("cookie=zz")).is_err());
+        assert!(cookie_of(Some("cookie=123456789")).is_err());
+    }
+}

@@ -1,0 +1,1170 @@
+//! The node: per-workload segment stores over the flash and disk device
+//! directories, the group-commit writers, the caches, the plan in force and
+//! the request paths the HTTP layer calls.
+
+use crate::flashcache::FlashCache;
+use crate::metrics::{Metrics, Served, WorkloadCounters};
+use crate::object::{full_name, object_id, ObjectHeader, ObjectId, MAX_NAME_BYTES};
+use crate::plan::{ActivePlan, Rule};
+use crate::ramcache::{cache_key, Cached, RamCache};
+use crate::trace::Tracer;
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use rand::Rng;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use strata_policy::PolicySpec;
+use strata_provision::TierPlan;
+use strata_store::{PutItem, Store, StoreConfig, StoreError, StoredNeedle, Tier};
+
+/// Which objects the RAM cache may admit (Haystack §3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RamAdmission {
+    /// Every object read from flash or disk.
+    All,
+    /// Only objects in write-enabled, recently written segments (the active
+    /// segment of a device, or one sealed less than the recent window ago):
+    /// Haystack's rule, since those are read most.
+    Recent,
+}
+
+/// Everything a node is started with.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// Node metadata (the workload table) lives here.
+    pub data: PathBuf,
+    /// Flash device directories.
+    pub flash: Vec<PathBuf>,
+    /// Disk device directories.
+    pub disk: Vec<PathBuf>,
+    /// Bytes the flash tier may hold over all workloads (the default plan's
+    /// single FIFO, and the bound of any plan).
+    pub flash_capacity: u64,
+    /// RAM object cache bytes (0: none).
+    pub ram_cache_bytes: u64,
+    /// RAM cache policy.
+    pub ram_policy: PolicySpec,
+    /// RAM cache admission rule.
+    pub ram_admission: RamAdmission,
+    /// How long a sealed segment counts as recently written, for
+    /// [`RamAdmission::Recent`].
+    pub recent_window: Duration,
+    /// Flash read cache bytes (0: none).
+    pub flash_cache_bytes: u64,
+    /// Flash read cache policy.
+    pub flash_cache_policy: PolicySpec,
+    /// Bound on bytes the flash read cache writes per second.
+    pub flash_cache_write_bytes_per_s: u64,
+    /// A tier plan to load at start (and on SIGHUP).
+    pub plan_path: Option<PathBuf>,
+    /// Whether a GET without a cookie is a 404.
+    pub require_cookies: bool,
+    /// Largest object accepted.
+    pub max_object_bytes: u64,
+    /// Segment size of the stores (the tier mover's unit).
+    pub segment_bytes: u64,
+    /// How often the tier mover looks at the tiers.
+    pub mover_interval: Duration,
+    /// Bound on bytes the tier mover copies per second.
+    pub mover_bytes_per_s: u64,
+    /// Where sampled request traces go (`None`: no traces).
+    pub trace_dir: Option<PathBuf>,
+    /// Fraction of objects whose requests are traced (sampled by object id).
+    pub trace_sample: f64,
+    /// Records per trace file before it rotates.
+    pub trace_rotate_records: u64,
+    /// Most objects per group commit.
+    pub max_batch_objects: usize,
+}
+
+impl NodeConfig {
+    /// 90% of the free space of the filesystems of `dirs` (each counted
+    /// once), the default flash capacity.
+    pub fn free_space(dirs: &[PathBuf]) -> u64 {
+        let mut seen = HashSet::new();
+        let mut total = 0u64;
+        for d in dirs {
+            let probe = if d.exists() {
+                d.clone()
+            } else {
+                d.parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from("."))
+            };
+            if let Ok(st) = rustix::fs::statvfs(&probe) {
+                if seen.insert(st.f_fsid) {
+                    total += st.f_bavail.saturating_mul(st.f_frsize) / 10 * 9;
+                }
+            }
+        }
+        total
+    }
+
+    /// A config with working defaults over `data`: flash in `data/flash`,
+    /// disk in `data/disk`.
+    pub fn new(data: impl Into<PathBuf>) -> NodeConfig {
+        let data = data.into();
+        NodeConfig {
+            flash: vec![data.join("flash")],
+            disk: vec![data.join("disk")],
+            data,
+            flash_capacity: 1 << 30,
+            ram_cache_bytes: 64 << 20,
+            ram_policy: PolicySpec::MidpointLru { percentile: 75.0 },
+            ram_admission: RamAdmission::All,
+            recent_window: Duration::from_secs(600),
+            flash_cache_bytes: 0,
+            flash_cache_policy: PolicySpec::MidpointLru { percentile: 75.0 },
+            flash_cache_write_bytes_per_s: 16 << 20,
+            plan_path: None,
+            require_cookies: false,
+            max_object_bytes: 64 << 20,
+            segment_bytes: 64 << 20,
+            mover_interval: Duration::from_millis(100),
+            mover_bytes_per_s: 256 << 20,
+            trace_dir: None,
+            trace_sample: 0.1,
+            trace_rotate_records: 1_000_000,
+            max_batch_objects: 1024,
+        }
+    }
+}
+
+/// A request's failure, in the client's terms (the HTTP layer maps each to
+/// a status code).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// Absent, deleted, wrong cookie, or missing cookie when required: all
+    /// look the same on purpose.
+    #[error("no such object")]
+    NotFound,
+    /// A malformed request.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The object is larger than the node accepts.
+    #[error("object of {size} bytes is over the maximum of {max} bytes")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The maximum.
+        max: u64,
+    },
+    /// The devices are full.
+    #[error("insufficient storage: {0}")]
+    Full(String),
+    /// The node's store failed (the client is not at fault).
+    #[error("store error: {0}")]
+    Store(String),
+    /// A plan was rejected.
+    #[error("bad tier plan: {0}")]
+    BadPlan(String),
+    /// The node could not start.
+    #[error("{0}")]
+    Startup(String),
+}
+
+fn store_err(e: StoreError) -> NodeError {
+    store_err_ref(&e)
+}
+
+fn store_err_ref(e: &StoreError) -> NodeError {
+    match e {
+        StoreError::ObjectTooLarge { size, max } => NodeError::TooLarge {
+            size: *size,
+            max: *max,
+        },
+        e if e.is_out_of_space() => NodeError::Full(e.to_string()),
+        e => NodeError::Store(e.to_string()),
+    }
+}
+
+/// One object of a write.
+pub struct NewObject {
+    /// Bucket.
+    pub bucket: String,
+    /// Name within the bucket.
+    pub name: String,
+    /// The object's bytes.
+    pub data: Bytes,
+}
+
+/// What a write answered for one object.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Written {
+    /// The name.
+    pub name: String,
+    /// The cookie, 8 hex digits.
+    pub cookie: String,
+    /// Path and query to read it back.
+    pub url: String,
+    /// `flash` or `disk`.
+    pub tier: &'static str,
+}
+
+/// An object found by a read.
+pub struct Found {
+    /// The object's bytes.
+    pub data: Bytes,
+    /// Its cookie.
+    pub cookie: u32,
+    /// Creation time, ms since the Unix epoch.
+    pub created_ms: u64,
+    /// Where it was served from.
+    pub served: Served,
+}
+
+struct Commit {
+    tier: Tier,
+    items: Vec<(ObjectId, u32, Vec<u8>)>,
+    reply: Option<tokio::sync::oneshot::Sender<Result<Tier, NodeError>>>,
+}
+
+/// Work for a workload's writer thread.
+enum Job {
+    Put(Commit),
+    Delete(
+        ObjectId,
+        tokio::sync::oneshot::Sender<Result<bool, NodeError>>,
+    ),
+    Reappend(
+        u64,
+        Vec<StoredNeedle>,
+        std::sync::mpsc::Sender<Result<u64, StoreError>>,
+    ),
+}
+
+/// One workload: its own chain of segments on every device directory
+/// (`<dir>/<workload>/`), so the tier mover can hold each workload to its
+/// flash bytes and move its oldest segments.
+pub struct Workload {
+    /// Name (the bucket, or the workload header).
+    pub name: String,
+    /// Numeric id (trace records, tier plan entries).
+    pub id: u32,
+    /// The segment store.
+    pub store: Arc<Store>,
+    commit: Mutex<mpsc::Sender<Job>>,
+    /// Counters.
+    pub counters: Arc<WorkloadCounters>,
+    /// Segments that count as recently written (RAM cache admission).
+    pub recent: RwLock<HashSet<u64>>,
+    /// Index of the first disk device in the store's device list.
+    pub first_disk: usize,
+}
+
+/// Recently written objects, so that a read which started before a write
+/// does not put the old bytes into a cache after the write invalidated it.
+struct WriteLog {
+    seq: AtomicU64,
+    ring: Mutex<VecDeque<(u64, u64)>>,
+}
+
+const WRITE_LOG: usize = 8192;
+
+impl WriteLog {
+    fn now(&self) -> u64 {
+        self.seq.load(Relaxed)
+    }
+    fn wrote(&self, k: u64) {
+        let mut r = self.ring.lock();
+        let s = self.seq.fetch_add(1, Relaxed) + 1;
+        if r.len() == WRITE_LOG {
+            r.pop_front();
+        }
+        r.push_back((k, s));
+    }
+    /// Whether `k` may have been written since `since`.
+    fn written_since(&self, k: u64, since: u64) -> bool {
+        let now = self.seq.load(Relaxed);
+        if now == since {
+            return false;
+        }
+        if now - since >= WRITE_LOG as u64 {
+            return true;
+        }
+        self.ring
+            .lock()
+            .iter()
+            .rev()
+            .any(|(key, s)| *s > since && *key == k)
+    }
+}
+
+/// One bit per object (hashed): set when a flash-resident object is read,
+/// cleared when the LRU mover looks at it (CLOCK's reference bit).
+pub struct HotBits {
+    bits: Vec<AtomicU64>,
+}
+
+impl HotBits {
+    fn new(bits_log2: u32) -> HotBits {
+        HotBits {
+            bits: (0..(1usize << bits_log2) / 64)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+    fn slot(&self, k: u64) -> (usize, u64) {
+        let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let i = (h >> 32) as usize % (self.bits.len() * 64);
+        (i / 64, 1u64 << (i % 64))
+    }
+    /// Marks `k` as read.
+    pub fn set(&self, k: u64) {
+        let (w, m) = self.slot(k);
+        if self.bits[w].load(Relaxed) & m == 0 {
+            self.bits[w].fetch_or(m, Relaxed);
+        }
+    }
+    /// Whether `k` was read since the last call; clears the bit.
+    pub fn take(&self, k: u64) -> bool {
+        let (w, m) = self.slot(k);
+        self.bits[w].fetch_and(!m, Relaxed) & m != 0
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct WorkloadTable {
+    workloads: Vec<WorkloadEntry>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Clone)]
+struct WorkloadEntry {
+    name: String,
+    id: u32,
+}
+
+/// A storage node.
+pub struct Node {
+    /// The configuration.
+    pub cfg: NodeConfig,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    workloads: RwLock<HashMap<String, Arc<Workload>>>,
+    table: Mutex<WorkloadTable>,
+    plan: RwLock<ActivePlan>,
+    ram: Option<RamCache>,
+    fcache: Option<Arc<FlashCache>>,
+    writes: WriteLog,
+    /// Reference bits of flash-resident objects.
+    pub hot: HotBits,
+    tracer: Option<Tracer>,
+    /// Set when the node shuts down.
+    pub stop: AtomicBool,
+    started: Instant,
+}
+
+/// Whether `s` is a valid bucket or workload name: 1 to 63 of
+/// `[A-Za-z0-9._-]`, not starting with `.` or `_` (reserved).
+pub fn valid_bucket(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && !s.starts_with('.')
+        && !s.starts_with('_')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Node {
+    /// Opens the node: the workload table, every known workload's store,
+    /// the caches, the plan and the trace writer.
+    pub fn open(cfg: NodeConfig) -> Result<Arc<Node>, NodeError> {
+        if cfg.flash.is_empty() && cfg.disk.is_empty() {
+            return Err(NodeError::Startup(
+                "no device directories: give --flash DIR or --disk DIR".into(),
+            ));
+        }
+        for d in cfg.flash.iter().chain(cfg.disk.iter()).chain([&cfg.data]) {
+            std::fs::create_dir_all(d).map_err(|e| {
+                NodeError::Startup(format!("cannot create directory {}: {e}", d.display()))
+            })?;
+        }
+        let table_path = cfg.data.join("workloads.json");
+        let table: WorkloadTable = match std::fs::read_to_string(&table_path) {
+            Ok(t) => serde_json::from_str(&t).map_err(|e| {
+                NodeError::Startup(format!(
+                    "{}: not a workload table: {e}",
+                    table_path.display()
+                ))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => WorkloadTable::default(),
+            Err(e) => {
+                return Err(NodeError::Startup(format!(
+                    "cannot read {}: {e}",
+                    table_path.display()
+                )))
+            }
+        };
+        let metrics = Arc::new(Metrics::default());
+        let ram = (cfg.ram_cache_bytes > 0)
+            .then(|| RamCache::new(&cfg.ram_policy, cfg.ram_cache_bytes, metrics.clone()));
+        let fcache = if cfg.flash_cache_bytes > 0 && !cfg.flash.is_empty() {
+            let dirs: Vec<PathBuf> = cfg.flash.iter().map(|d| d.join("_readcache")).collect();
+            for d in &dirs {
+                // A read cache holds copies only: start empty.
+                let _ = std::fs::remove_dir_all(d);
+            }
+            let mut sc = StoreConfig::new(&dirs[0], Tier::Flash);
+            for d in &dirs[1..] {
+                sc = sc.with_device(d, Tier::Flash);
+            }
+            sc.create_dirs = true;
+            sc.segment_size = cfg.segment_bytes;
+            sc.max_object_size = cfg.max_object_bytes + MAX_NAME_BYTES as u64 + 64;
+            sc.compaction_garbage_ratio = 0.3;
+            let store = Store::open(sc).map_err(|e| {
+                NodeError::Startup(format!("cannot open the flash read cache: {e}"))
+            })?;
+            Some(FlashCache::new(
+                store,
+                &cfg.flash_cache_policy,
+                cfg.flash_cache_bytes,
+                cfg.flash_cache_write_bytes_per_s,
+                metrics.clone(),
+            ))
+        } else {
+            None
+        };
+        let tracer = match &cfg.trace_dir {
+            Some(d) => Some(
+                Tracer::start(
+                    d,
+                    cfg.trace_sample,
+                    cfg.trace_rotate_records,
+                    metrics.clone(),
+                )
+                .map_err(|e| NodeError::Startup(format!("cannot start traces: {e}")))?,
+            ),
+            None => None,
+        };
+        let node = Arc::new(Node {
+            metrics,
+            workloads: RwLock::new(HashMap::new()),
+            table: Mutex::new(table),
+            plan: RwLock::new(ActivePlan::default_plan()),
+            ram,
+            fcache,
+            writes: WriteLog {
+                seq: AtomicU64::new(0),
+                ring: Mutex::new(VecDeque::with_capacity(WRITE_LOG)),
+            },
+            hot: HotBits::new(24),
+            tracer,
+            stop: AtomicBool::new(false),
+            started: Instant::now(),
+            cfg,
+        });
+        let names: Vec<String> = node
+            .table
+            .lock()
+            .workloads
+            .iter()
+            .map(|w| w.name.clone())
+            .collect();
+        for n in names {
+            node.workload(&n)?;
+        }
+        if let Some(p) = node.cfg.plan_path.clone() {
+            node.load_plan_file(&p)?;
+        }
+        Ok(node)
+    }
+
+    /// The workload named `name`, opening (and registering) it on first use.
+    pub fn workload(&self, name: &str) -> Result<Arc<Workload>, NodeError> {
+        if let Some(w) = self.workloads.read().get(name) {
+            return Ok(w.clone());
+        }
+        let mut all = self.workloads.write();
+        if let Some(w) = all.get(name) {
+            return Ok(w.clone());
+        }
+        let id = {
+            let mut t = self.table.lock();
+            match t.workloads.iter().find(|w| w.name == name) {
+                Some(w) => w.id,
+                None => {
+                    let id = t.workloads.iter().map(|w| w.id).max().unwrap_or(0) + 1;
+                    t.workloads.push(WorkloadEntry {
+                        name: name.to_string(),
+                        id,
+                    });
+                    self.save_table(&t)?;
+                    id
+                }
+            }
+        };
+        let mut devs: Vec<(PathBuf, Tier)> = Vec::new();
+        for d in &self.cfg.flash {
+            devs.push((d.join(name), Tier::Flash));
+        }
+        let first_disk = devs.len();
+        for d in &self.cfg.disk {
+            devs.push((d.join(name), Tier::Disk));
+        }
+        let mut sc = StoreConfig::new(&devs[0].0, devs[0].1);
+        for (p, t) in &devs[1..] {
+            sc = sc.with_device(p, *t);
+        }
+        sc.create_dirs = true;
+        sc.segment_size = self.cfg.segment_bytes;
+        sc.max_object_size = self.cfg.max_object_bytes + MAX_NAME_BYTES as u64 + 64;
+        let store = Arc::new(Store::open(sc).map_err(|e| {
+            NodeError::Startup(format!("cannot open the store of workload {name}: {e}"))
+        })?);
+        let (tx, rx) = mpsc::channel::<Job>();
+        let counters = self.metrics.workload(name);
+        {
+            let store = store.clone();
+            let metrics = self.metrics.clone();
+            let max = self.cfg.max_batch_objects;
+            std::thread::Builder::new()
+                .name(format!("commit-{name}"))
+                .spawn(move || commit_loop(store, rx, metrics, max))
+                .map_err(|e| NodeError::Startup(format!("cannot start a writer thread: {e}")))?;
+        }
+        let w = Arc::new(Workload {
+            name: name.to_string(),
+            id,
+            store,
+            commit: Mutex::new(tx),
+            counters,
+            recent: RwLock::new(HashSet::new()),
+            first_disk,
+        });
+        all.insert(name.to_string(), w.clone());
+        Ok(w)
+    }
+
+    fn save_table(&self, t: &WorkloadTable) -> Result<(), NodeError> {
+        let path = self.cfg.data.join("workloads.json");
+        let tmp = self.cfg.data.join("workloads.json.tmp");
+        let text = serde_json::to_string_pretty(t).unwrap_or_default();
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            if let Ok(d) = std::fs::File::open(&self.cfg.data) {
+                let _ = d.sync_all();
+            }
+            Ok(())
+        };
+        write().map_err(|e| NodeError::Store(format!("cannot write {}: {e}", path.display())))
+    }
+
+    /// Re-appends (through `w`'s writer, in order with client writes) the
+    /// still-live ones of `needles` read from `segment`; returns how many.
+    pub fn reappend(
+        &self,
+        w: &Workload,
+        segment: u64,
+        needles: Vec<StoredNeedle>,
+    ) -> Result<u64, NodeError> {
+        let (tx, rx) = mpsc::channel();
+        w.commit
+            .lock()
+            .send(Job::Reappend(segment, needles, tx))
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?;
+        rx.recv()
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?
+            .map_err(store_err)
+    }
+
+    /// Every open workload.
+    pub fn workloads(&self) -> Vec<Arc<Workload>> {
+        let mut v: Vec<_> = self.workloads.read().values().cloned().collect();
+        v.sort_by_key(|w| w.id);
+        v
+    }
+
+    /// The rule of `w` under the plan in force.
+    pub fn rule(&self, w: &Workload) -> Rule {
+        self.plan.read().rule(w.id, &w.name)
+    }
+
+    /// The loaded plan, if any.
+    pub fn plan(&self) -> Option<TierPlan> {
+        self.plan.read().plan.clone()
+    }
+
+    /// Validates and installs `plan` (the tier mover applies it on its next
+    /// pass).
+    pub fn set_plan(&self, plan: TierPlan) -> Result<(), NodeError> {
+        plan.validate()
+            .map_err(|e| NodeError::BadPlan(e.to_string()))?;
+        *self.plan.write() = ActivePlan { plan: Some(plan) };
+        self.metrics.plan_loads.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Back to the default plan.
+    pub fn clear_plan(&self) {
+        *self.plan.write() = ActivePlan::default_plan();
+        self.metrics.plan_loads.fetch_add(1, Relaxed);
+    }
+
+    /// Loads the plan in `path`.
+    pub fn load_plan_file(&self, path: &Path) -> Result<(), NodeError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| NodeError::BadPlan(format!("cannot read {}: {e}", path.display())))?;
+        let plan = TierPlan::from_json(&text)
+            .map_err(|e| NodeError::BadPlan(format!("{}: {e}", path.display())))?;
+        self.set_plan(plan)
+    }
+
+    /// Reloads the plan file given at start (SIGHUP).
+    pub fn reload_plan(&self) -> Result<(), NodeError> {
+        match self.cfg.plan_path.clone() {
+            Some(p) => self.load_plan_file(&p),
+            None => Err(NodeError::BadPlan(
+                "the node was started without --plan; POST a plan to /_admin/plan instead".into(),
+            )),
+        }
+    }
+
+    /// Seconds since the node started.
+    pub fn uptime(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn choose_tier(&self, w: &Workload) -> Tier {
+        if self.cfg.flash.is_empty() {
+            return Tier::Disk;
+        }
+        if self.cfg.disk.is_empty() {
+            return Tier::Flash;
+        }
+        let rule = self.rule(w);
+        let p = rule.write_probability;
+        let to_flash = p >= 1.0 || (p > 0.0 && rand::rng().random::<f64>() < p);
+        if !to_flash {
+            return Tier::Disk;
+        }
+        // Flash full because the mover lags far behind: write to disk
+        // (Colossus does the same when flash is full, Janus §8.1).
+        let limit = rule.flash_bytes.unwrap_or(self.cfg.flash_capacity);
+        let have = w.counters.flash_bytes.load(Relaxed);
+        if limit == 0
+            || have
+                > limit
+                    .saturating_mul(2)
+                    .max(limit + 4 * self.cfg.segment_bytes)
+        {
+            return Tier::Disk;
+        }
+        Tier::Flash
+    }
+
+    /// Writes objects of one workload with one group commit; returns once
+    /// every object is durable.
+    pub async fn put(
+        &self,
+        workload: &str,
+        objects: Vec<NewObject>,
+    ) -> Result<Vec<Written>, NodeError> {
+        let t0 = Instant::now();
+        let w = self.workload(workload)?;
+        let created = now_ms();
+        let mut items = Vec::with_capacity(objects.len());
+        let mut out = Vec::with_capacity(objects.len());
+        let mut ids = Vec::with_capacity(objects.len());
+        let mut bytes = 0u64;
+        for o in &objects {
+            if o.data.len() as u64 > self.cfg.max_object_bytes {
+                return Err(NodeError::TooLarge {
+                    size: o.data.len() as u64,
+                    max: self.cfg.max_object_bytes,
+                });
+            }
+            let id = object_id(&o.bucket, &o.name);
+            let cookie: u32 = rand::rng().random();
+            let header = ObjectHeader {
+                workload: w.id,
+                created_ms: created,
+                full_name: full_name(&o.bucket, &o.name),
+            };
+            items.push((id, cookie, header.encode_with(&o.data)));
+            ids.push((id, o.data.len() as u64));
+            bytes += o.data.len() as u64;
+            out.push(Written {
+                name: o.name.clone(),
+                cookie: format!("{cookie:08x}"),
+                url: format!("/{}/{}?cookie={cookie:08x}", o.bucket, o.name),
+                tier: "",
+            });
+        }
+        let tier = self.choose_tier(&w);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        w.commit
+            .lock()
+            .send(Job::Put(Commit {
+                tier,
+                items,
+                reply: Some(tx),
+            }))
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?;
+        let tier = rx
+            .await
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))??;
+        for (id, _) in &ids {
+            let k = cache_key(*id);
+            self.writes.wrote(k);
+            if let Some(r) = &self.ram {
+                r.remove(*id);
+            }
+            if let Some(f) = &self.fcache {
+                f.invalidate(*id);
+            }
+        }
+        let n = ids.len() as u64;
+        w.counters.writes.fetch_add(n, Relaxed);
+        w.counters.bytes_written.fetch_add(bytes, Relaxed);
+        if tier == Tier::Flash {
+            w.counters.writes_flash.fetch_add(n, Relaxed);
+        }
+        let lat = t0.elapsed().as_micros() as u64;
+        self.metrics.put_latency.observe(lat);
+        if let Some(t) = &self.tracer {
+            for (id, size) in &ids {
+                t.put(id.key, w.id, *size, created as f64 / 1e3, lat);
+            }
+        }
+        let tier_name = if tier == Tier::Flash { "flash" } else { "disk" };
+        for o in &mut out {
+            o.tier = tier_name;
+        }
+        Ok(out)
+    }
+
+    /// Reads `bucket/name`, checking `cookie` when given (a mismatch is
+    /// [`NodeError::NotFound`], as is a missing cookie under
+    /// `require_cookies`). `range` is only recorded in the trace.
+    pub async fn get(
+        self: &Arc<Self>,
+        workload: &str,
+        bucket: &str,
+        name: &str,
+        cookie: Option<u32>,
+        range: Option<(u64, u64)>,
+    ) -> Result<Found, NodeError> {
+        let t0 = Instant::now();
+        if cookie.is_none() && self.cfg.require_cookies {
+            return Err(NodeError::NotFound);
+        }
+        let id = object_id(bucket, name);
+        let fname = full_name(bucket, name);
+        let w = self.existing_workload(workload);
+        let check = |needle: &Bytes, stored_cookie: u32| -> Option<(ObjectHeader, Bytes)> {
+            if cookie.is_some_and(|c| c != stored_cookie) {
+                return None;
+            }
+            let (h, data) = ObjectHeader::decode(needle).ok()?;
+            (h.full_name == fname).then_some((h, data))
+        };
+        // RAM.
+        if let Some(r) = &self.ram {
+            if let Some(c) = r.get(id) {
+                if let Some((h, data)) = check(&c.needle, c.cookie) {
+                    let f = Found {
+                        data,
+                        cookie: c.cookie,
+                        created_ms: h.created_ms,
+                        served: Served::Ram,
+                    };
+                    self.finish_get(h.workload, id, &f, t0, range);
+                    return Ok(f);
+                }
+                return Err(NodeError::NotFound);
+            }
+        }
+        let since = self.writes.now();
+        let node = self.clone();
+        let res = tokio::task::spawn_blocking(move || node.read_tiers(w, id))
+            .await
+            .map_err(|e| NodeError::Store(format!("read task failed: {e}")))??;
+        let Some((needle, stored_cookie, served, segment, wl)) = res else {
+            return Err(NodeError::NotFound);
+        };
+        let Some((h, data)) = check(&needle, stored_cookie) else {
+            return Err(NodeError::NotFound);
+        };
+        if let Some(r) = &self.ram {
+            let admit = match self.cfg.ram_admission {
+                RamAdmission::All => true,
+                RamAdmission::Recent => wl.as_ref().is_some_and(|w| {
+                    served != Served::FlashCache && w.recent.read().contains(&segment)
+                }),
+            };
+            if admit && !self.writes.written_since(cache_key(id), since) {
+                r.insert(Cached {
+                    id,
+                    cookie: stored_cookie,
+                    needle: needle.clone(),
+                });
+            }
+        }
+        if served == Served::Disk {
+            if let Some(fc) = &self.fcache {
+                if !self.writes.written_since(cache_key(id), since) {
+                    fc.admit(id, stored_cookie, &needle);
+                }
+            }
+        }
+        if served == Served::Flash {
+            self.hot.set(cache_key(id));
+        }
+        let f = Found {
+            data,
+            cookie: stored_cookie,
+            created_ms: h.created_ms,
+            served,
+        };
+        self.finish_get(h.workload, id, &f, t0, range);
+        Ok(f)
+    }
+
+    fn finish_get(
+        &self,
+        wid: u32,
+        id: ObjectId,
+        f: &Found,
+        t0: Instant,
+        range: Option<(u64, u64)>,
+    ) {
+        let lat = t0.elapsed().as_micros() as u64;
+        self.metrics.get_latency.observe(lat);
+        self.metrics.served(f.served);
+        let w = self
+            .workloads
+            .read()
+            .values()
+            .find(|w| w.id == wid)
+            .cloned();
+        if let Some(w) = &w {
+            w.counters.read(f.served);
+        }
+        if let Some(t) = &self.tracer {
+            t.get(
+                id.key,
+                wid,
+                f.data.len() as u64,
+                f.created_ms as f64 / 1e3,
+                f.served,
+                lat,
+                range,
+            );
+        }
+    }
+
+    fn existing_workload(&self, name: &str) -> Option<Arc<Workload>> {
+        self.workloads.read().get(name).cloned()
+    }
+
+    /// The device read of a GET: flash read cache, then the workload's
+    /// store, then the others'. Blocking.
+    #[allow(clippy::type_complexity)]
+    fn read_tiers(
+        &self,
+        first: Option<Arc<Workload>>,
+        id: ObjectId,
+    ) -> Result<Option<(Bytes, u32, Served, u64, Option<Arc<Workload>>)>, NodeError> {
+        if let Some(fc) = &self.fcache {
+            if let Some((cookie, data)) = fc.get(id) {
+                return Ok(Some((
+                    Bytes::from(data),
+                    cookie,
+                    Served::FlashCache,
+                    0,
+                    None,
+                )));
+            }
+        }
+        let mut order: Vec<Arc<Workload>> = Vec::new();
+        if let Some(w) = first {
+            order.push(w);
+        }
+        for w in self.workloads() {
+            if !order.iter().any(|o| o.id == w.id) {
+                order.push(w);
+            }
+        }
+        for w in order {
+            match w.store.get_unchecked(id.key, id.alt) {
+                Ok(Some(o)) => {
+                    let served = if o.tier == Tier::Flash {
+                        Served::Flash
+                    } else {
+                        Served::Disk
+                    };
+                    return Ok(Some((
+                        Bytes::from(o.data),
+                        o.cookie,
+                        served,
+                        o.segment,
+                        Some(w),
+                    )));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(store_err(e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes `bucket/name`; false when there was no such object.
+    pub async fn delete(
+        &self,
+        workload: &str,
+        bucket: &str,
+        name: &str,
+    ) -> Result<bool, NodeError> {
+        let id = object_id(bucket, name);
+        let first = self.existing_workload(workload);
+        let mut order: Vec<Arc<Workload>> = first.into_iter().collect();
+        for w in self.workloads() {
+            if !order.iter().any(|o| o.id == w.id) {
+                order.push(w);
+            }
+        }
+        let k = cache_key(id);
+        self.writes.wrote(k);
+        if let Some(r) = &self.ram {
+            r.remove(id);
+        }
+        if let Some(f) = &self.fcache {
+            f.invalidate(id);
+        }
+        let mut deleted = None;
+        for w in order {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            w.commit
+                .lock()
+                .send(Job::Delete(id, tx))
+                .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?;
+            let gone = rx
+                .await
+                .map_err(|_| NodeError::Store("the workload's writer stopped".into()))??;
+            if gone {
+                deleted = Some(w.id);
+                break;
+            }
+        }
+        if let (Some(wid), Some(t)) = (deleted, &self.tracer) {
+            t.delete(id.key, wid);
+        }
+        Ok(deleted.is_some())
+    }
+
+    /// Flushes traces and index checkpoints (on shutdown).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = &self.tracer {
+            t.flush();
+        }
+        for w in self.workloads() {
+            let _ = w.store.checkpoint();
+        }
+    }
+
+    /// Flushes the current trace file so that everything traced so far is
+    /// readable.
+    pub fn flush_traces(&self) -> Result<(), NodeError> {
+        match &self.tracer {
+            Some(t) => {
+                t.flush();
+                Ok(())
+            }
+            None => Err(NodeError::BadRequest(
+                "the node was started without --trace-dir".into(),
+            )),
+        }
+    }
+
+    /// A JSON summary of the node: tiers, workloads, caches, plan.
+    pub fn status(&self) -> serde_json::Value {
+        let plan = self.plan();
+        let wl: Vec<serde_json::Value> = self
+            .workloads()
+            .iter()
+            .map(|w| {
+                let c = &w.counters;
+                let reads = c.total_reads();
+                let flash = c.reads_from(Served::Flash);
+                let rule = self.rule(w);
+                serde_json::json!({
+                    "name": w.name,
+                    "id": w.id,
+                    "reads": reads,
+                    "reads_ram": c.reads_from(Served::Ram),
+                    "reads_flash": flash,
+                    "reads_flash_cache": c.reads_from(Served::FlashCache),
+                    "reads_disk": c.reads_from(Served::Disk),
+                    "flash_hit_ratio": if reads > 0 { flash as f64 / reads as f64 } else { 0.0 },
+                    "writes": c.writes.load(Relaxed),
+                    "writes_flash": c.writes_flash.load(Relaxed),
+                    "flash_bytes": c.flash_bytes.load(Relaxed),
+                    "disk_bytes": c.disk_bytes.load(Relaxed),
+                    "plan_flash_bytes": rule.flash_bytes,
+                    "plan_write_probability": rule.write_probability,
+                    "plan_eviction": rule.eviction.as_str(),
+                })
+            })
+            .collect();
+        let m = &self.metrics;
+        serde_json::json!({
+            "uptime_seconds": self.uptime(),
+            "flash_dirs": self.cfg.flash,
+            "disk_dirs": self.cfg.disk,
+            "flash_capacity": self.cfg.flash_capacity,
+            "plan": plan.as_ref().map(|_| "loaded").unwrap_or("default"),
+            "predicted_flash_hit_ratio": plan.as_ref().map(|p| p.predicted_flash_hit_ratio),
+            "workloads": wl,
+            "ram_cache": {
+                "hits": m.ram_hits.load(Relaxed),
+                "misses": m.ram_misses.load(Relaxed),
+                "bytes": m.ram_bytes.load(Relaxed),
+            },
+            "flash_cache": {
+                "hits": m.fcache_hits.load(Relaxed),
+                "misses": m.fcache_misses.load(Relaxed),
+                "written_bytes": m.fcache_bytes_written.load(Relaxed),
+            },
+            "mover": {
+                "segments": m.mover_segments.load(Relaxed),
+                "bytes": m.mover_bytes.load(Relaxed),
+                "reappended": m.mover_reappended.load(Relaxed),
+                "errors": m.mover_errors.load(Relaxed),
+            },
+        })
+    }
+
+    /// Resets the per-workload read counters (between demo phases).
+    pub fn reset_read_counters(&self) {
+        for w in self.workloads() {
+            for r in &w.counters.reads {
+                r.store(0, Relaxed);
+            }
+        }
+    }
+}
+
+/// The group-commit writer of one workload: drains every job waiting,
+/// issues one multi-write per tier for the writes among them (one fdatasync
+/// per device), and answers all. Deletes and the LRU mover's re-appends run
+/// here too, in order with the writes, so neither can undo the other.
+fn commit_loop(store: Arc<Store>, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>, max: usize) {
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        let mut n = 1;
+        while n < max {
+            match rx.try_recv() {
+                Ok(j) => {
+                    n += match &j {
+                        Job::Put(c) => c.items.len(),
+                        _ => 1,
+                    };
+                    jobs.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut puts: Vec<Commit> = Vec::new();
+        for j in jobs {
+            match j {
+                Job::Put(c) => puts.push(c),
+                Job::Delete(id, reply) => {
+                    flush_puts(&store, &mut puts, &metrics);
+                    let _ = reply.send(store.delete(id.key, id.alt).map_err(store_err));
+                }
+                Job::Reappend(segment, needles, reply) => {
+                    flush_puts(&store, &mut puts, &metrics);
+                    let _ = reply.send(reappend(&store, segment, needles));
+                }
+            }
+        }
+        flush_puts(&store, &mut puts, &metrics);
+    }
+}
+
+/// Re-appends those of `needles` (read from `segment`) that are still live.
+fn reappend(store: &Store, segment: u64, needles: Vec<StoredNeedle>) -> Result<u64, StoreError> {
+    let mut live = Vec::with_capacity(needles.len());
+    for n in needles {
+        if store.is_live(segment, n.offset, n.key, n.alt_key)? {
+            live.push(n);
+        }
+    }
+    for chunk in live.chunks(256) {
+        let items: Vec<PutItem<'_>> = chunk
+            .iter()
+            .map(|n| PutItem {
+                key: n.key,
+                alt_key: n.alt_key,
+                cookie: n.cookie,
+                data: &n.data,
+            })
+            .collect();
+        store.put_batch(Tier::Flash, &items)?;
+    }
+    Ok(live.len() as u64)
+}
+
+fn flush_puts(store: &Store, puts: &mut Vec<Commit>, metrics: &Metrics) {
+    if puts.is_empty() {
+        return;
+    }
+    for tier in [Tier::Flash, Tier::Disk] {
+        let group: Vec<usize> = (0..puts.len()).filter(|&i| puts[i].tier == tier).collect();
+        if group.is_empty() {
+            continue;
+        }
+        let items: Vec<PutItem<'_>> = group
+            .iter()
+            .flat_map(|&i| puts[i].items.iter())
+            .map(|(id, cookie, data)| PutItem {
+                key: id.key,
+                alt_key: id.alt,
+                cookie: *cookie,
+                data,
+            })
+            .collect();
+        let mut res = store.put_batch(tier, &items).map(|_| tier);
+        if tier == Tier::Flash {
+            if let Err(e) = &res {
+                // Flash full: the objects go to disk instead.
+                if e.is_out_of_space() {
+                    res = store.put_batch(Tier::Disk, &items).map(|_| Tier::Disk);
+                }
+            }
+        }
+        metrics.commit_batches.fetch_add(1, Relaxed);
+        metrics
+            .commit_objects
+            .fetch_add(items.len() as u64, Relaxed);
+        drop(items);
+        for &i in &group {
+            let c = &mut puts[i];
+            if let Some(reply) = c.reply.take() {
+                let r = match &res {
+                    Ok(t) => Ok(*t),
+                    Err(e) => Err(store_err_ref(e)),
+                };
+                let _ = reply.send(r);
+            }
+        }
+    }
+    puts.clear();
+}

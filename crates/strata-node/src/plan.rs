@@ -1,0 +1,64 @@
+//! The node's view of the tier plan (docs/tier-plan.md): per workload, the
+//! flash bytes it may hold, the probability that a new object goes to
+//! flash, and how its flash evicts.
+
+use strata_provision::{Eviction, TierPlan};
+
+/// What the node does for one workload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rule {
+    /// Probability that a new object is written to flash.
+    pub write_probability: f64,
+    /// Flash bytes the workload may hold; `None`: it shares the node's flash
+    /// capacity with every other workload without a limit of its own (the
+    /// default plan: one FIFO over all of flash).
+    pub flash_bytes: Option<u64>,
+    /// How the tier mover frees its flash.
+    pub eviction: Eviction,
+}
+
+/// The plan in force: a loaded tier plan, or the default.
+#[derive(Clone, Debug)]
+pub struct ActivePlan {
+    /// The loaded plan (`None`: the default plan).
+    pub plan: Option<TierPlan>,
+}
+
+impl ActivePlan {
+    /// The default plan: every new object to flash (when there is flash),
+    /// one FIFO over the node's whole flash capacity.
+    pub fn default_plan() -> ActivePlan {
+        ActivePlan { plan: None }
+    }
+
+    /// The rule for workload `id` named `name`. A loaded plan matches a
+    /// workload by name when its entry has one, else by id; a workload the
+    /// plan does not list gets no flash.
+    pub fn rule(&self, id: u32, name: &str) -> Rule {
+        let Some(p) = &self.plan else {
+            return Rule {
+                write_probability: 1.0,
+                flash_bytes: None,
+                eviction: Eviction::Fifo,
+            };
+        };
+        let by_name = p.workloads.iter().find(|w| w.name.as_deref() == Some(name));
+        let entry = by_name.or_else(|| {
+            p.workloads
+                .iter()
+                .find(|w| w.id == id && w.name.as_deref().is_none_or(|n| n == name))
+        });
+        match entry {
+            Some(w) => Rule {
+                write_probability: w.write_probability,
+                flash_bytes: Some(w.flash_bytes),
+                eviction: w.eviction,
+            },
+            None => Rule {
+                write_probability: 0.0,
+                flash_bytes: Some(0),
+                eviction: p.policy,
+            },
+        }
+    }
+}

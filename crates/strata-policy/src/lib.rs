@@ -326,7 +326,12 @@ pub fn build(spec: &PolicySpec, capacity: u64, unit: Unit) -> Box<dyn Policy> {
         PolicySpec::S3Fifo {
             small_ratio,
             threshold,
-        } => Box::new(S3Fifo::with_params(capacity, unit, *small_ratio, *threshold)),
+        } => Box::new(S3Fifo::with_params(
+            capacity,
+            unit,
+            *small_ratio,
+            *threshold,
+        )),
         PolicySpec::Lirs => Box::new(Lirs::new(capacity, unit)),
         PolicySpec::Belady => Box::new(Belady::new(capacity, unit)),
     }

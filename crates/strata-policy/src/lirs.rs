@@ -205,7 +205,13 @@ impl Lirs {
                 break;
             }
         }
-        self.s.push_front(n.key, n.size, w, IN);
+        // Making LIR room can push this very object out of Q (when Q is
+        // tiny); libCacheSim then still re-enters it in S as resident
+        // without counting it. Strata keeps the books straight: an object
+        // evicted here stays evicted.
+        if self.q.find(n.key).is_some() {
+            self.s.push_front(n.key, n.size, w, IN);
+        }
     }
 
     fn is_resident(&self, key: u64) -> bool {
@@ -359,9 +365,8 @@ impl Lirs {
         }
         let mut s = self.s.find(key);
         let q = self.q.find(key);
-        let nonresident = |me: &Lirs, s: Option<u32>| {
-            s.is_some_and(|s| me.s.slab.get(s).meta & (LIR | IN) == 0)
-        };
+        let nonresident =
+            |me: &Lirs, s: Option<u32>| s.is_some_and(|s| me.s.slab.get(s).meta & (LIR | IN) == 0);
         if nonresident(self, s) {
             let sw = s.map_or(0, |s| self.sw(s));
             while self.lirs + sw > self.lirs_limit {

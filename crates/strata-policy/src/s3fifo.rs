@@ -63,7 +63,8 @@ impl S3Fifo {
         let small_cap = (capacity as f64 * small_ratio) as u64;
         let mut slab = Slab::new();
         if unit == Unit::Objects {
-            slab.reserve(capacity as usize * 2 + 1);
+            // Resident objects plus ghosts (90% of the capacity).
+            slab.reserve((capacity as f64 * 1.9) as usize + 1);
         }
         S3Fifo {
             slab,

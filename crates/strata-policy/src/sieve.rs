@@ -92,7 +92,11 @@ impl Policy for Sieve {
             while self.slab.get(o).meta > 0 {
                 let n = self.slab.get_mut(o);
                 n.meta -= 1;
-                o = if n.prev == NIL { self.list.tail } else { n.prev };
+                o = if n.prev == NIL {
+                    self.list.tail
+                } else {
+                    n.prev
+                };
             }
             let key = self.slab.get(o).key;
             let prev = self.slab.get(o).prev;

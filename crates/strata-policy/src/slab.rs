@@ -53,8 +53,9 @@ impl Slab {
         let n = n.min(1 << 26);
         self.nodes.reserve_exact(n.saturating_sub(self.nodes.len()));
         let nodes = &self.nodes;
-        self.index
-            .reserve(n.saturating_sub(self.live), |&i| hash_key(nodes[i as usize].key));
+        self.index.reserve(n.saturating_sub(self.live), |&i| {
+            hash_key(nodes[i as usize].key)
+        });
     }
 
     #[inline(always)]

@@ -16,7 +16,8 @@
 //! [`Shards`] is SHARDS (Waldspurger et al., FAST'15): only keys whose hash
 //! falls under a threshold are tracked and their distances are scaled by the
 //! sampling rate; fixed rate (with the SHARDS-adj correction) or fixed size
-//! (at most S keys tracked; the threshold drops as new keys arrive).
+//! (at most S keys tracked; the threshold drops as new keys arrive), both
+//! with the SHARDS-adj correction.
 
 use crate::fasthash::{key_map, mix, KeyMap};
 use serde::Serialize;
@@ -319,9 +320,16 @@ pub struct Shards {
     sampled_raw: u64,
     requests: u64,
     bytes: u64,
+    adjust: bool,
 }
 
 impl Shards {
+    /// Turns the SHARDS-adj correction on (the default) or off.
+    pub fn with_adjustment(mut self, on: bool) -> Shards {
+        self.adjust = on;
+        self
+    }
+
     /// A sampler in `mode`.
     pub fn new(unit: Unit, mode: ShardsMode) -> Shards {
         let threshold = match mode {
@@ -340,6 +348,7 @@ impl Shards {
             sampled_raw: 0,
             requests: 0,
             bytes: 0,
+            adjust: true,
         }
     }
 
@@ -418,9 +427,11 @@ impl Shards {
     pub fn curve(&self, sizes: &[u64]) -> Vec<CurvePoint> {
         let mut hist = self.hist.clone();
         let (mut total, mut total_bytes) = (self.sampled, self.sampled_bytes);
-        if let ShardsMode::FixedRate(_) = self.mode {
-            // SHARDS-adj: the sample's size differs from its expectation;
-            // the difference is credited to the smallest distances.
+        if self.adjust {
+            // SHARDS-adj: the sampled keys draw more or fewer requests than
+            // the rate predicts; the difference is credited to the smallest
+            // distances. With fixed size the counts are kept in units of the
+            // final rate, so the expectation is requests x final rate too.
             let expected = self.requests as f64 * self.rate();
             let diff = expected - self.sampled;
             if hist.is_empty() {

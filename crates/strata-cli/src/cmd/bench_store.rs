@@ -50,6 +50,11 @@ pub struct Args {
     /// Keep the store's files afterwards.
     #[arg(long)]
     keep: bool,
+    /// Skip the fill: --dir already holds the store of an earlier
+    /// `--keep` run with the same --objects and --size (put figures are then
+    /// reported as 0). For interleaving with other readers, e.g. fio.
+    #[arg(long, requires = "dir")]
+    reuse: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -115,38 +120,10 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Runs the benchmark.
-pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.objects == 0 || a.batch == 0 || a.threads == 0 {
-        bail!("--objects, --batch and --threads must be at least 1");
-    }
-    let _tmp;
-    let dir = match &a.dir {
-        Some(d) => {
-            if d.exists()
-                && std::fs::read_dir(d)
-                    .with_context(|| format!("listing {}", d.display()))?
-                    .next()
-                    .is_some()
-            {
-                bail!(
-                    "{} is not empty: give an empty or new directory for the benchmark store",
-                    d.display()
-                );
-            }
-            d.clone()
-        }
-        None => {
-            _tmp = TempDir::new()?;
-            _tmp.0.clone()
-        }
-    };
-    let size = usize::try_from(a.size).context("object size")?;
-    let gets = a.gets.unwrap_or(a.objects.min(50_000)).min(a.objects);
-
-    // Fill.
+/// Writes objects 0..N in batches on `threads` threads; returns the seconds.
+fn fill(dir: &std::path::Path, a: &Args, size: usize) -> anyhow::Result<f64> {
     let store = Arc::new(
-        Store::open(config(&dir, &a))
+        Store::open(config(dir, a))
             .with_context(|| format!("opening store in {}", dir.display()))?,
     );
     let pb = progress::bar(a.objects, "put");
@@ -192,6 +169,47 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("store still shared"))?;
     store.close().context("closing store")?;
+    Ok(put_secs)
+}
+
+/// Runs the benchmark.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.objects == 0 || a.batch == 0 || a.threads == 0 {
+        bail!("--objects, --batch and --threads must be at least 1");
+    }
+    let _tmp;
+    let dir = match &a.dir {
+        Some(d) => {
+            if d.exists()
+                && std::fs::read_dir(d)
+                    .with_context(|| format!("listing {}", d.display()))?
+                    .next()
+                    .is_some()
+            {
+                bail!(
+                    "{} is not empty: give an empty or new directory for the benchmark store",
+                    d.display()
+                );
+            }
+            d.clone()
+        }
+        None => {
+            _tmp = TempDir::new()?;
+            _tmp.0.clone()
+        }
+    };
+    let size = usize::try_from(a.size).context("object size")?;
+    let gets = a.gets.unwrap_or(a.objects.min(50_000)).min(a.objects);
+
+    // Fill.
+    let put_secs = if a.reuse {
+        if !dir.is_dir() {
+            bail!("--reuse: {} holds no store", dir.display());
+        }
+        f64::INFINITY
+    } else {
+        fill(&dir, &a, size)?
+    };
 
     // Reopen (loads the checkpoints).
     let t1 = Instant::now();
@@ -263,7 +281,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("store still shared"))?;
     store.close().context("closing store")?;
-    if a.dir.is_some() && !a.keep {
+    if a.dir.is_some() && !a.keep && !a.reuse {
         remove_store_files(&dir)?;
     }
     Ok(())

@@ -46,38 +46,39 @@ impl<'a> Cursor<'a> {
     }
 
     /// An unsigned LEB128 varint; `None` if the block ends inside it or it
-    /// is longer than 10 bytes / overflows 64 bits.
+    /// is longer than 10 bytes / overflows 64 bits. Best for fields that
+    /// are usually one byte (a predictable branch takes them).
     #[inline(always)]
     pub fn varint(&mut self) -> Option<u64> {
-        let b0 = *self.b.get(self.i)?;
-        if b0 < 0x80 {
-            self.i += 1;
-            return Some(b0 as u64);
+        if let Some(&b0) = self.b.get(self.i) {
+            if b0 < 0x80 {
+                self.i += 1;
+                return Some(b0 as u64);
+            }
         }
+        self.varint_mixed()
+    }
+
+    /// The same decoding without the one-byte branch: for fields whose
+    /// length varies from record to record (a mispredicted branch costs more
+    /// than the few operations below).
+    #[inline(always)]
+    pub fn varint_mixed(&mut self) -> Option<u64> {
         // With 8 bytes at hand, decode branch-free from one load: find the
-        // first byte without the continuation bit, then gather the 7-bit
-        // groups below it.
+        // first byte without the continuation bit, keep the bytes through
+        // it, and gather their 7-bit groups in three steps.
         if let Some(w) = self.b.get(self.i..self.i + 8) {
             if let Ok(w) = <[u8; 8]>::try_from(w) {
                 let w = u64::from_le_bytes(w);
                 let stops = !w & 0x8080_8080_8080_8080;
                 if stops != 0 {
-                    let bits = stops.trailing_zeros() + 1; // through the stop bit
-                    let v = if bits == 64 {
-                        w
-                    } else {
-                        w & ((1u64 << bits) - 1)
-                    };
-                    let g = (v & 0x7f)
-                        | ((v & 0x7f00) >> 1)
-                        | ((v & 0x7f_0000) >> 2)
-                        | ((v & 0x7f00_0000) >> 3)
-                        | ((v & 0x7f_0000_0000) >> 4)
-                        | ((v & 0x7f00_0000_0000) >> 5)
-                        | ((v & 0x7f_0000_0000_0000) >> 6)
-                        | ((v & 0x7f00_0000_0000_0000) >> 7);
+                    let bits = stops.trailing_zeros() + 1; // 8, 16, ..., 64
+                    let x = w & (u64::MAX >> (64 - bits)) & 0x7f7f_7f7f_7f7f_7f7f;
+                    let x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
+                    let x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
+                    let x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
                     self.i += (bits / 8) as usize;
-                    return Some(g);
+                    return Some(x);
                 }
             }
         }
@@ -141,6 +142,9 @@ mod tests {
                     buf.extend(std::iter::repeat_n(0x80, pad));
                     let mut c = Cursor { b: &buf, i: 0 };
                     assert_eq!(c.varint(), Some(v), "v={v} pad={pad}");
+                    assert_eq!(c.i, len);
+                    let mut c = Cursor { b: &buf, i: 0 };
+                    assert_eq!(c.varint_mixed(), Some(v), "v={v} pad={pad}");
                     assert_eq!(c.i, len);
                 }
             }

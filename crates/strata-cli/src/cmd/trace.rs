@@ -109,7 +109,7 @@ enum Cmd {
 
 /// Runs `strata trace`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+    let r = match args.command {
         Cmd::Stats { input, json } => stats(&input, json),
         Cmd::Convert {
             input,
@@ -125,6 +125,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             json,
             batch,
         } => bench(&input, repeat, json, batch),
+    };
+    // `strata trace head big.strace | head -1` is not an error.
+    match r {
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        r => r,
     }
 }
 
@@ -425,13 +437,23 @@ fn head(input: &Input, count: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// CPU time of the calling thread in seconds (Linux: /proc/thread-self/schedstat),
+/// so a benchmark on a shared, loaded machine can report the time it was
+/// actually running next to the wall-clock time.
+fn thread_cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
 fn bench(input: &Input, repeat: u32, as_json: bool, batch_len: usize) -> anyhow::Result<()> {
     let file_len = std::fs::metadata(&input.file)
         .with_context(|| format!("cannot read trace {}", input.file.display()))?
         .len();
     for pass in 1..=repeat.max(1) {
-        let mut reader = open(input)?;
+        let cpu0 = thread_cpu_seconds();
         let start = std::time::Instant::now();
+        let mut reader = open(input)?;
         let mut batch = Vec::with_capacity(batch_len);
         let mut n = 0u64;
         // Touch every record so the work cannot be skipped.
@@ -447,24 +469,40 @@ fn bench(input: &Input, repeat: u32, as_json: bool, batch_len: usize) -> anyhow:
             }
         }
         let secs = start.elapsed().as_secs_f64();
+        let cpu = match (cpu0, thread_cpu_seconds()) {
+            (Some(a), Some(b)) if b > a => Some(b - a),
+            _ => None,
+        };
         let rps = n as f64 / secs;
         let mbps = file_len as f64 / secs / 1e6;
         if as_json {
-            println!(
+            writeln!(
+                std::io::stdout(),
                 "{}",
                 json!({"file": input.file.display().to_string(), "format": reader.format().name(),
-                       "pass": pass, "records": n, "seconds": secs, "records_per_sec": rps,
+                       "pass": pass, "records": n, "seconds": secs, "cpu_seconds": cpu,
+                       "records_per_sec": rps, "records_per_cpu_sec": cpu.map(|c| n as f64 / c),
                        "file_mb_per_sec": mbps, "checksum": check})
-            );
+            )?;
         } else {
-            println!(
-                "pass {pass}: {} records in {:.3} s: {:.1} M records/s, {:.0} MB/s of file ({})",
+            let cpu_part = match cpu {
+                Some(c) => format!(
+                    "; cpu {:.3} s: {:.1} M records/s, {:.0} MB/s",
+                    c,
+                    n as f64 / c / 1e6,
+                    file_len as f64 / c / 1e6
+                ),
+                None => String::new(),
+            };
+            writeln!(
+                std::io::stdout(),
+                "pass {pass}: {} records ({}): wall {:.3} s: {:.1} M records/s, {:.0} MB/s of file{cpu_part}",
                 thousands(n),
+                reader.format().name(),
                 secs,
                 rps / 1e6,
                 mbps,
-                reader.format().name()
-            );
+            )?;
         }
     }
     Ok(())

@@ -313,7 +313,8 @@ fn decode(block: &[u8], s: &mut State) -> Option<Request> {
         s.workload = u32::try_from(c.varint()?).ok()?;
     }
     let object = if flags & F_DELTA != 0 {
-        s.prev_object.wrapping_add(unzigzag(c.varint()?) as u64)
+        s.prev_object
+            .wrapping_add(unzigzag(c.varint_mixed()?) as u64)
     } else {
         c.u64le()?
     };
@@ -342,7 +343,7 @@ fn decode(block: &[u8], s: &mut State) -> Option<Request> {
             r.cache_hint = Some(ext & X_HINT_VALUE != 0);
         }
         if ext & X_NEXT != 0 {
-            let n = (s.index as i64).wrapping_add(unzigzag(c.varint()?));
+            let n = (s.index as i64).wrapping_add(unzigzag(c.varint_mixed()?));
             r.next_access = u64::try_from(n).ok();
         }
     }

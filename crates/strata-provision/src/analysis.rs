@@ -94,8 +94,12 @@ pub struct WorkloadReport {
     pub eval_read_ops_per_s: Option<f64>,
     /// New bytes written per second in training.
     pub write_bytes_per_s: f64,
-    /// Whether the cacheability curve is concave.
+    /// Whether the cacheability curve is concave to within 1% of its
+    /// height (see `concavity_gap`).
     pub concave: bool,
+    /// Largest distance between the curve and its concave upper bound, as
+    /// a fraction of the curve's height.
+    pub concavity_gap: f64,
     /// Objects whose LRU age is censored (created before the trace).
     pub censored_objects: u64,
     /// Flash reads of this workload as a percentage of all reads of the cell.
@@ -353,7 +357,8 @@ pub fn provision(
             read_ops_per_s: c.total_reads,
             eval_read_ops_per_s: None,
             write_bytes_per_s: w.write_bytes_per_s,
-            concave: c.is_concave(),
+            concave: c.concavity_gap() <= 0.01,
+            concavity_gap: c.concavity_gap(),
             censored_objects: w.censored_objects,
             normalized_flash_hit_pct: 100.0 * sol.flash_reads[i] / total_reads,
             normalized_flash_size_pct: if total_size > 0.0 {

@@ -141,6 +141,35 @@ impl CacheabilityCurve {
         }
         true
     }
+
+    /// How far φ is from concave: the largest distance between φ and its
+    /// concave upper bound (upper hull), as a fraction of φ(d). Zero for a
+    /// concave curve; measured curves wiggle by a little from noise.
+    pub fn concavity_gap(&self) -> f64 {
+        let mut hull: Vec<usize> = Vec::with_capacity(self.x.len());
+        for i in 0..self.x.len() {
+            while hull.len() >= 2 {
+                let (a, b) = (hull[hull.len() - 2], hull[hull.len() - 1]);
+                let cross = (self.x[b] - self.x[a]) * (self.y[i] - self.y[a])
+                    - (self.y[b] - self.y[a]) * (self.x[i] - self.x[a]);
+                if cross >= 0.0 {
+                    hull.pop();
+                } else {
+                    break;
+                }
+            }
+            hull.push(i);
+        }
+        let hx: Vec<f64> = hull.iter().map(|&i| self.x[i]).collect();
+        let hy: Vec<f64> = hull.iter().map(|&i| self.y[i]).collect();
+        let gap = self
+            .x
+            .iter()
+            .zip(&self.y)
+            .map(|(&x, &y)| interp(&hx, &hy, x) - y)
+            .fold(0.0, f64::max);
+        gap / self.max_reads().max(f64::MIN_POSITIVE)
+    }
 }
 
 fn finite_prefix(age: &[f64]) -> usize {
@@ -188,6 +217,8 @@ mod tests {
         assert_eq!(c.bytes_at_age(5.0), 5.0);
         assert_eq!(c.reads_at_age(20.0), 45.0);
         assert!(!c.is_concave());
+        // The hull runs (0,0)-(10,30)-(30,90): at 20 it is 60, φ is 45.
+        assert!((c.concavity_gap() - 15.0 / 90.0).abs() < 1e-12);
         assert_eq!(c.total_reads, 90.0);
     }
 

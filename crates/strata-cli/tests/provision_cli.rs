@@ -1,0 +1,348 @@
+//! `strata synth` and `strata provision` through the real binary: the
+//! synthetic multi-workload trace end to end, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use strata_provision::TierPlan;
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .expect("the strata binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = strata(args);
+    assert!(
+        out.status.success(),
+        "strata {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = strata(args);
+    assert!(!out.status.success(), "strata {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("temp paths are UTF-8")
+}
+
+/// A two-day synthetic trace at 30% of the default rates (about 600,000
+/// requests), in Strata's binary format.
+fn synth(dir: &Path) -> PathBuf {
+    let trace = dir.join("synth.strace");
+    let out = ok(&[
+        "synth",
+        s(&trace),
+        "--duration",
+        "2d",
+        "--scale",
+        "0.3",
+        "--seed",
+        "7",
+    ]);
+    assert!(
+        out.contains("late-batch") && out.contains("cold-big"),
+        "{out}"
+    );
+    trace
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("field {k} missing in {v}"))
+}
+
+#[test]
+fn optimized_fifo_beats_single_fifo_and_predicts_the_eval_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = synth(dir.path());
+    let plan = dir.path().join("plan.json");
+    let plots = dir.path().join("plots");
+    let json = ok(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--train",
+        "12h..30h",
+        "--eval",
+        "30h..48h",
+        "--plan",
+        s(&plan),
+        "--plot",
+        s(&plots),
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&json).expect("--json prints one JSON object");
+    // The fields the issue names.
+    let ws = v["workloads"].as_array().expect("workloads");
+    assert_eq!(ws.len(), 6);
+    for w in ws {
+        for k in [
+            "id",
+            "flash_bytes",
+            "write_probability",
+            "predicted_flash_reads_per_s",
+        ] {
+            assert!(w[k].is_number(), "{k} in {w}");
+        }
+        assert!(w.get("ttl_seconds").is_some());
+    }
+    let pred = f(&v, "predicted_flash_hit_ratio");
+    let meas = f(&v, "measured_flash_hit_ratio");
+    let single_pred = f(&v["baselines"]["single_fifo"], "flash_hit_ratio");
+    let single_meas = f(&v["baselines"]["single_fifo"], "measured_flash_hit_ratio");
+    for b in ["prop_reads", "prop_size"] {
+        assert!(v["baselines"][b]["flash_hit_ratio"].is_number());
+        assert!(v["baselines"][b]["measured_flash_hit_ratio"].is_number());
+    }
+    // Optimised FIFO beats a single FIFO on the evaluation window, by far.
+    assert!(
+        meas > 1.5 * single_meas,
+        "optimized {meas} vs single {single_meas}"
+    );
+    assert!(pred > single_pred);
+    // And the prediction from training is within a few percent of what the
+    // evaluation window measures.
+    assert!(
+        (pred - meas).abs() / meas < 0.05,
+        "predicted {pred}, measured {meas}"
+    );
+    // The cold, big workload gets no flash; the late one gets some.
+    let by_name = |n: &str| ws.iter().find(|w| w["name"] == n).expect(n);
+    assert_eq!(f(by_name("cold-big"), "flash_bytes"), 0.0);
+    assert!(f(by_name("hot-recent"), "flash_bytes") > 0.0);
+    // The tier plan: valid, named, within the flash.
+    let p = TierPlan::from_json(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(p.workloads.len(), 6);
+    assert!(p
+        .workloads
+        .iter()
+        .any(|w| w.name.as_deref() == Some("hot-recent")));
+    let total: u64 = p.workloads.iter().map(|w| w.flash_bytes).sum();
+    assert!(total <= p.total_flash_bytes);
+    assert!((p.predicted_flash_hit_ratio - pred).abs() < 1e-12);
+    // One SVG per workload.
+    let svgs = std::fs::read_dir(&plots).unwrap().count();
+    assert_eq!(svgs, 6);
+    let svg = std::fs::read_to_string(plots.join("workload-0.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("polyline"));
+
+    // The readable table says the same.
+    let table = ok(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--train",
+        "12h..30h",
+        "--eval",
+        "30h..48h",
+    ]);
+    assert!(
+        table.contains("optimized FIFO") && table.contains("single FIFO"),
+        "{table}"
+    );
+    assert!(table.contains("break-even"), "{table}");
+
+    // A write bound is honoured, predicted and measured.
+    let json = ok(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--train",
+        "12h..30h",
+        "--eval",
+        "30h..48h",
+        "--write-bound",
+        "5%",
+        "--json",
+    ]);
+    let b: Value = serde_json::from_str(&json).unwrap();
+    let bound = f(&b, "write_bound_bytes_per_s");
+    assert!((bound - 0.05 * f(&b, "write_bytes_per_s")).abs() < 1e-6 * bound);
+    assert!(f(&b, "flash_write_bytes_per_s") <= bound * (1.0 + 1e-9));
+    assert!(f(&b, "measured_flash_write_bytes_per_s") <= bound * 1.15);
+    assert!(f(&b, "predicted_flash_hit_ratio") <= pred + 1e-9);
+    assert!(f(&b, "lambda") > 0.0);
+
+    // LRU: predicted as a lower..upper range, measured on the window.
+    let json = ok(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--policy",
+        "lru",
+        "--train",
+        "12h..30h",
+        "--eval",
+        "30h..48h",
+        "--json",
+    ]);
+    let l: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(l["policy"], "lru");
+    let lo = f(&l, "predicted_flash_hit_ratio");
+    let hi = f(&l, "predicted_flash_hit_ratio_upper");
+    assert!(lo <= hi + 1e-9);
+    let m = f(&l, "measured_flash_hit_ratio");
+    assert!(
+        (lo - m).abs() / m < 0.08,
+        "lru predicted {lo}, measured {m}"
+    );
+}
+
+#[test]
+fn sampling_is_scaled_back_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("small.csv");
+    ok(&[
+        "synth",
+        s(&trace),
+        "--duration",
+        "1d",
+        "--scale",
+        "0.2",
+        "--seed",
+        "3",
+    ]);
+    let full: Value =
+        serde_json::from_str(&ok(&["provision", s(&trace), "--flash", "2%", "--json"])).unwrap();
+    let sampled: Value = serde_json::from_str(&ok(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "2%",
+        "--json",
+        "--sample-reads",
+        "0.25",
+        "--sample-objects",
+        "0.5",
+    ]))
+    .unwrap();
+    assert_eq!(f(&sampled["sampling"], "read_rate"), 0.25);
+    assert_eq!(f(&sampled["sampling"], "object_rate"), 0.5);
+    // The scaled-back read rate estimates the true one.
+    let (a, b) = (f(&full, "read_ops_per_s"), f(&sampled, "read_ops_per_s"));
+    assert!((a - b).abs() / a < 0.05, "full {a}, sampled {b}");
+    let (a, b) = (
+        f(&full, "predicted_flash_hit_ratio"),
+        f(&sampled, "predicted_flash_hit_ratio"),
+    );
+    assert!((a - b).abs() < 0.05, "full {a}, sampled {b}");
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ok(&["synth", s(&trace), "--duration", "6h", "--scale", "0.1"]);
+
+    let e = fails(&["provision", s(&trace), "--flash", "lots"]);
+    assert!(e.contains("--flash") && e.contains("bad size"), "{e}");
+    let e = fails(&["provision", s(&trace), "--flash=-5%"]);
+    assert!(e.contains("--flash") && e.contains("positive"), "{e}");
+    let e = fails(&["provision", s(&trace)]);
+    assert!(e.contains("--flash"), "{e}");
+
+    let weights = dir.path().join("w.txt");
+    std::fs::write(&weights, "# priorities\n0 2\n1 three\n").unwrap();
+    let e = fails(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--weights",
+        s(&weights),
+    ]);
+    assert!(
+        e.contains("w.txt") && e.contains("line 3") && e.contains("three"),
+        "{e}"
+    );
+    std::fs::write(&weights, "99 2\n").unwrap();
+    let e = fails(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--weights",
+        s(&weights),
+    ]);
+    assert!(e.contains("workload 99"), "{e}");
+    let e = fails(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--weights",
+        "/nonexistent/w.txt",
+    ]);
+    assert!(e.contains("weights file"), "{e}");
+
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "time,op,object,size,workload\n").unwrap();
+    let e = fails(&["provision", s(&empty), "--flash", "1%"]);
+    assert!(e.contains("no requests"), "{e}");
+
+    let e = fails(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--train",
+        "1h..100h",
+    ]);
+    assert!(e.contains("outside the trace"), "{e}");
+    let e = fails(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--train",
+        "1h..3h",
+        "--eval",
+        "3h..50h",
+    ]);
+    assert!(
+        e.contains("eval window") && e.contains("outside the trace"),
+        "{e}"
+    );
+    let e = fails(&["provision", s(&trace), "--flash", "1%", "--train", "3h..1h"]);
+    assert!(e.contains("end must be after the start"), "{e}");
+    let e = fails(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--train",
+        "1h..3h",
+        "--eval",
+        "2h..4h",
+    ]);
+    assert!(e.contains("evaluation window must start"), "{e}");
+    let e = fails(&["provision", s(&trace), "--flash", "1%", "--policy", "mru"]);
+    assert!(e.contains("fifo or lru"), "{e}");
+    let e = fails(&["provision", "/nonexistent/trace.bin", "--flash", "1%"]);
+    assert!(e.contains("/nonexistent/trace.bin"), "{e}");
+
+    let e = fails(&["synth", s(&dir.path().join("x.csv")), "--duration=-1h"]);
+    assert!(e.contains("duration"), "{e}");
+}
+
+#[test]
+fn solver_benchmark_runs() {
+    let out = ok(&["provision", "--bench-solver", "200x20"]);
+    assert!(
+        out.contains("max reads") && out.contains("bounded writes"),
+        "{out}"
+    );
+}

@@ -262,11 +262,13 @@ impl ExactMrc {
 }
 
 fn point(size: u64, requests: u64, bytes: u64, hits: u64, hit_bytes: u64) -> CurvePoint {
+    // From integer miss counts, so the value is bit-identical to a
+    // simulator run's misses / requests.
     let r = |h: u64, t: u64| {
         if t == 0 {
             0.0
         } else {
-            1.0 - h as f64 / t as f64
+            (t - h) as f64 / t as f64
         }
     };
     CurvePoint {

@@ -36,7 +36,12 @@ x100() { for _ in $(seq 100); do cat "$@"; done; }
 # awk 1: the .txt has no final newline; without one the copies would merge.
 [ -f "$WORK/cp100.txt" ] || for _ in $(seq 100); do awk 1 "$cp.txt"; done > "$WORK/cp100.txt"
 [ -f "$WORK/cp100.csv" ] || { head -1 "$cp.csv"; for _ in $(seq 100); do tail -n +2 "$cp.csv"; done; } > "$WORK/cp100.csv"
-[ -f "$WORK/cp100.lcs" ] || { head -c 8192 "$cp.vscsi.lcs"; for _ in $(seq 100); do tail -c +8193 "$cp.vscsi.lcs"; done; } > "$WORK/cp100.lcs"
+# LCS: the same header with its request count (u64 at byte 24) times 100.
+[ -f "$WORK/cp100.lcs" ] || { head -c 8192 "$cp.vscsi.lcs" | python3 -c '
+import struct, sys
+h = bytearray(sys.stdin.buffer.read())
+h[24:32] = struct.pack("<q", struct.unpack_from("<q", h, 24)[0] * 100)
+sys.stdout.buffer.write(h)'; for _ in $(seq 100); do tail -c +8193 "$cp.vscsi.lcs"; done; } > "$WORK/cp100.lcs"
 
 run() { # file repeat
   "$BIN" trace bench "$1" --repeat 1 >/dev/null

@@ -144,6 +144,16 @@ fn stats_text_and_per_workload_breakdown() {
         (Some("thumbs"), Some(2))
     );
     assert_eq!(w[1]["working_set_bytes"], 40);
+    // Workload names survive conversion to the binary format and back.
+    let bin = dir.path().join("two.strace");
+    ok(&["trace", "convert", p(&csv), p(&bin)]);
+    let v2 = stats_json(&[p(&bin)]);
+    assert_eq!(v2["workloads"], v["workloads"]);
+    let back = dir.path().join("back.csv");
+    ok(&["trace", "convert", p(&bin), p(&back)]);
+    let text = std::fs::read_to_string(&back).unwrap();
+    assert_eq!(text.matches(",photos,").count(), 3, "{text}");
+    assert_eq!(text.matches(",thumbs,").count(), 2, "{text}");
     let text = ok(&["trace", "stats", p(&csv)]);
     assert!(text.contains("requests       5"), "{text}");
     assert!(

@@ -280,9 +280,17 @@ impl<W: Write> CsvWriter<W> {
         })
     }
 
-    /// Sets the workload names (index = id) written instead of ids.
+    /// Sets the workload names (index = id) written instead of ids; an
+    /// empty entry keeps the name already known for that id.
     pub fn set_workload_names(&mut self, names: &[String]) {
-        self.names = names.to_vec();
+        if self.names.len() < names.len() {
+            self.names.resize(names.len(), String::new());
+        }
+        for (slot, n) in self.names.iter_mut().zip(names) {
+            if !n.is_empty() {
+                slot.clone_from(n);
+            }
+        }
     }
 
     /// Appends one request.

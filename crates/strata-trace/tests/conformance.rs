@@ -531,3 +531,66 @@ fn assert_same(got: &[Request], want: &[Request]) {
         panic!("record {}: got {:?}, want {:?}", i + 1, got[i], want[i]);
     }
 }
+
+/// LCS: records decode by version, and the header's request count catches a
+/// file cut at a record boundary.
+#[test]
+fn lcs_versions_and_header_count() {
+    let dir = tmp();
+    let header = |version: u64, n_req: i64| {
+        let mut h = vec![0u8; 8192];
+        h[..8].copy_from_slice(&0x1234_5678_9abc_def0u64.to_le_bytes());
+        h[8..16].copy_from_slice(&version.to_le_bytes());
+        h[16..24].copy_from_slice(&1u64.to_le_bytes());
+        h[24..32].copy_from_slice(&n_req.to_le_bytes());
+        h
+    };
+    // v2: `<IQIIq`, op 9 (delete) and tenant 7 in the u32 at 16.
+    let mut v2 = header(2, 2);
+    for (t, id, size, op, tenant, next) in [
+        (5u32, 11u64, 100u32, 1u32, 7u32, 1i64),
+        (6, 11, 100, 9, 7, -1),
+    ] {
+        v2.extend_from_slice(&t.to_le_bytes());
+        v2.extend_from_slice(&id.to_le_bytes());
+        v2.extend_from_slice(&size.to_le_bytes());
+        v2.extend_from_slice(&(op | tenant << 8).to_le_bytes());
+        v2.extend_from_slice(&next.to_le_bytes());
+    }
+    let p = dir.path().join("t.lcs");
+    std::fs::write(&p, &v2).unwrap();
+    let got = read_all(&p).unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        (got[0].op, got[0].workload, got[0].next_access),
+        (Op::Get, 7, Some(1))
+    );
+    assert_eq!(
+        (got[1].op, got[1].time, got[1].next_access),
+        (Op::Delete, 6.0, None)
+    );
+    // The same file claiming 3 requests is cut short.
+    let mut short = v2.clone();
+    short[24..32].copy_from_slice(&3i64.to_le_bytes());
+    std::fs::write(&p, &short).unwrap();
+    let e = read_all(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("counts 3 requests") && e.contains("record 3"),
+        "{e}"
+    );
+    // An unknown op code names its record.
+    let mut bad = v2.clone();
+    bad[8192 + 28 + 16] = 200;
+    std::fs::write(&p, &bad).unwrap();
+    let e = read_all(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("record 2") && e.contains("unknown op code 200"),
+        "{e}"
+    );
+    // An unsupported version is a format error.
+    let mut v9 = v2.clone();
+    v9[8..16].copy_from_slice(&9u64.to_le_bytes());
+    std::fs::write(&p, &v9).unwrap();
+    let e = open(&p).unwrap_err().to_string();
+    assert!(e.contains("LCS version 9"), "{e}");
+}

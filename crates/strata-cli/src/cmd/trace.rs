@@ -507,3 +507,32 @@ fn bench(input: &Input, repeat: u32, as_json: bool, batch_len: usize) -> anyhow:
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(113_872), "113,872");
+        assert_eq!(thousands(2_029_769_728), "2,029,769,728");
+        assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
+    }
+
+    #[test]
+    fn only_new_workload_names_are_passed_on() {
+        let names = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        assert_eq!(pad_new(&names, 2), ["", "", "c"]);
+        assert_eq!(pad_new(&names, 0), names);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(1.5), "1.500 s");
+        assert_eq!(duration(7200.0), "2.00 h");
+        assert_eq!(duration(90.0), "1.5 min");
+    }
+}

@@ -126,6 +126,9 @@ pub(crate) struct FixedReader {
     ctx: Ctx,
     layout: Layout,
     len_hint: Option<u64>,
+    /// LCS: the header's request count, checked at the end of the file so
+    /// a file cut at a record boundary is still reported.
+    expect: Option<u64>,
 }
 
 impl FixedReader {
@@ -137,6 +140,7 @@ impl FixedReader {
             ctx,
             layout: Layout::OracleGeneral,
             len_hint,
+            expect: None,
         }
     }
 
@@ -173,6 +177,7 @@ impl FixedReader {
             ctx,
             layout,
             len_hint,
+            expect: len_hint,
         })
     }
 
@@ -189,6 +194,7 @@ impl FixedReader {
             ctx,
             layout,
             len_hint,
+            expect: None,
         })
     }
 
@@ -271,6 +277,17 @@ impl Source for FixedReader {
                 if avail > 0 {
                     return Err(self.ctx.truncated(self.ctx.records + 1, avail, size));
                 }
+                if let Some(want) = self.expect.take() {
+                    if want != self.ctx.records {
+                        return Err(self.ctx.bad(
+                            self.ctx.records + 1,
+                            format!(
+                                "the LCS header counts {want} requests but the file ends after {}",
+                                self.ctx.records
+                            ),
+                        ));
+                    }
+                }
                 break;
             }
             let k = (avail / size).min(max - (out.len() - start));
@@ -291,6 +308,26 @@ impl Source for FixedReader {
                         q.next_access = next_access(u64le(r, 16));
                         q
                     }));
+                } else if let Layout::VscsiV1 = self.layout {
+                    // The other hot path: the error check is one match.
+                    for (i, r) in bytes.chunks_exact(32).enumerate() {
+                        let cmd = u16le(r, 12);
+                        let Some(op) = scsi_op(cmd as u32) else {
+                            let e = self.ctx.bad(
+                                self.ctx.records + i as u64 + 1,
+                                format!("unknown SCSI command 0x{cmd:02x}"),
+                            );
+                            err = Some((i, e));
+                            break;
+                        };
+                        out.push(Request::new(
+                            u64le(r, 24) as f64 / 1e6,
+                            op,
+                            u64le(r, 16),
+                            0,
+                            u32le(r, 4) as u64,
+                        ));
+                    }
                 } else {
                     for (i, r) in bytes.chunks_exact(size).enumerate() {
                         match self.decode(r, self.ctx.records + i as u64 + 1) {

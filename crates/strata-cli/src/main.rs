@@ -24,6 +24,18 @@ enum Command {
     Store(cmd::store::Args),
     /// Run a storage node: objects over HTTP on flash and disk tiers.
     Server(cmd::server::Args),
+    /// Run the cluster's metadata service (membership, placement table, health checker).
+    Meta(cmd::meta::Args),
+    /// Cluster status, add-node, remove-node, wait for recovery, recovery simulation.
+    Cluster(cmd::cluster::Args),
+    /// Store an object in the cluster (every replica of its row).
+    Put(cmd::client::PutArgs),
+    /// Read an object from the cluster (one replica, failing over).
+    Get(cmd::client::GetArgs),
+    /// Delete an object from the cluster.
+    Rm(cmd::client::RmArgs),
+    /// Write or verify N objects of known content against the cluster, many in flight.
+    Load(cmd::client::LoadArgs),
     /// Benchmarks of whole paths (the segment store, the HTTP node).
     Bench(cmd::bench::Args),
     /// Read, convert and summarise storage traces.
@@ -51,6 +63,12 @@ fn main() {
     let result = match cli.command {
         Command::Store(a) => cmd::store::run(a),
         Command::Server(a) => cmd::server::run(a),
+        Command::Meta(a) => cmd::meta::run(a),
+        Command::Cluster(a) => cmd::cluster::run(a),
+        Command::Put(a) => cmd::client::put(a),
+        Command::Get(a) => cmd::client::get(a),
+        Command::Rm(a) => cmd::client::rm(a),
+        Command::Load(a) => cmd::client::load(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Sim(a) => cmd::sim::run(a),

@@ -14,3 +14,6 @@ pub mod sim;
 pub mod store;
 pub mod synth;
 pub mod trace;
+pub mod client;
+pub mod cluster;
+pub mod meta;

@@ -1,0 +1,326 @@
+//! `strata cluster`: status, add-node, remove-node, and the recovery
+//! simulation.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use strata_client::Http;
+use strata_meta::api::{ChangeResponse, Status};
+use strata_placement::recovery::{simulate, SimParams};
+
+use crate::units::{format_bytes, parse_bytes};
+
+/// Inspect and change a cluster through its metadata service.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Nodes, disks, table version, rows under-replicated, recovery progress.
+    Status(StatusArgs),
+    /// Put a registered (pending) node into the placement table; only its
+    /// new disks receive data.
+    AddNode(ChangeArgs),
+    /// Take a node out: its rows move to other disks (it stays readable
+    /// while they drain).
+    RemoveNode(ChangeArgs),
+    /// Wait until no row is under-replicated (recovery finished).
+    Wait(WaitArgs),
+    /// Simulate recovery from a failed node on clusters of many disks and
+    /// set it against FDS's published figures.
+    SimulateRecovery(SimArgs),
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    /// Metadata service address.
+    #[arg(long, value_name = "ADDR")]
+    meta: String,
+    /// One JSON object (fields: table_version, rows, rows_under_replicated,
+    /// nodes, recovery, ...).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ChangeArgs {
+    /// Metadata service address.
+    #[arg(long, value_name = "ADDR")]
+    meta: String,
+    /// The node's id (as `strata cluster status` lists it).
+    node: u32,
+}
+
+#[derive(clap::Args)]
+struct WaitArgs {
+    /// Metadata service address.
+    #[arg(long, value_name = "ADDR")]
+    meta: String,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    timeout: u64,
+}
+
+#[derive(clap::Args)]
+struct SimArgs {
+    /// Cluster sizes in disks (comma-separated).
+    #[arg(long, value_name = "N,N,...", default_value = "100,250,500,1000,2000,3000")]
+    disks: String,
+    /// Disks per node.
+    #[arg(long, value_name = "N", default_value_t = 7)]
+    disks_per_node: usize,
+    /// Disks lost at once (all on one node).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    failed: usize,
+    /// Data lost in total.
+    #[arg(long, value_name = "SIZE", default_value = "47GB")]
+    lost: String,
+    /// Bytes per second one disk moves, read and write together.
+    #[arg(long, value_name = "SIZE", default_value = "80MB")]
+    disk_rate: String,
+    /// Replicas per row.
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    replication: usize,
+    /// One JSON object per size instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `strata cluster ...`.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    match a.command {
+        Command::SimulateRecovery(s) => simulate_cmd(s),
+        other => {
+            let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            rt.block_on(async move {
+                match other {
+                    Command::Status(s) => status(s).await,
+                    Command::AddNode(c) => change(c, "add").await,
+                    Command::RemoveNode(c) => change(c, "remove").await,
+                    Command::Wait(w) => wait(w).await,
+                    Command::SimulateRecovery(_) => Ok(()),
+                }
+            })
+        }
+    }
+}
+
+async fn fetch_status(http: &Http, meta: &str) -> anyhow::Result<Status> {
+    http.get_json(&format!("http://{meta}/v1/status"), Duration::from_secs(10))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("asking the metadata service at {meta}"))
+}
+
+async fn status(a: StatusArgs) -> anyhow::Result<()> {
+    let http = Http::new();
+    let st = fetch_status(&http, &a.meta).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&st)?);
+        return Ok(());
+    }
+    println!(
+        "table version {}  rows {}  replication {}  rows under-replicated {}  ({})",
+        st.table_version, st.rows, st.replication, st.rows_under_replicated, st.backend
+    );
+    let r = &st.recovery;
+    if r.version > 0 {
+        println!(
+            "recovery to v{}: {}/{} row copies, {} copied, {:.1} s{}",
+            r.version,
+            r.transfers_done,
+            r.transfers_total,
+            format_bytes(r.bytes_copied),
+            r.seconds,
+            if r.complete { ", complete" } else { ", in progress" }
+        );
+    }
+    println!("{:>5}  {:<22} {:<8} {:>10}  disks", "node", "address", "state", "last beat");
+    for n in &st.nodes {
+        let beat = n
+            .last_heartbeat_ms_ago
+            .map_or("-".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1000.0));
+        let disks: Vec<String> = n
+            .disks
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {:?} {} {} rows {}",
+                    d.id,
+                    d.tier,
+                    format_bytes(d.capacity_bytes),
+                    d.state,
+                    d.rows
+                )
+                .to_lowercase()
+            })
+            .collect();
+        println!(
+            "{:>5}  {:<22} {:<8} {:>10}  {}",
+            n.id.to_string(),
+            n.addr,
+            format!("{:?}", n.state).to_lowercase(),
+            beat,
+            disks.join("; ")
+        );
+    }
+    for (node, s) in &st.scrub {
+        println!(
+            "scrub {node}: {} rows, {} objects checked, {} corrupt, {} missing, {} repaired",
+            s.rows_checked, s.objects_checked, s.corrupt, s.missing, s.repaired
+        );
+    }
+    Ok(())
+}
+
+async fn change(a: ChangeArgs, what: &str) -> anyhow::Result<()> {
+    let http = Http::new();
+    let url = format!("http://{}/v1/nodes/{}/{what}", a.meta, a.node);
+    let r: ChangeResponse = http
+        .post_json(&url, &serde_json::json!({}), Duration::from_secs(30))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("{what}-node {}", a.node))?;
+    println!(
+        "node {} {}: table version {}, {} row copies planned",
+        a.node,
+        if what == "add" { "added" } else { "removed" },
+        r.table_version,
+        r.transfers
+    );
+    Ok(())
+}
+
+async fn wait(a: WaitArgs) -> anyhow::Result<()> {
+    let http = Http::new();
+    let start = Instant::now();
+    let pb = crate::progress::bar(0, "recovery");
+    loop {
+        let st = fetch_status(&http, &a.meta).await?;
+        pb.set_length(st.recovery.transfers_total as u64);
+        pb.set_position(st.recovery.transfers_done as u64);
+        if st.table_version > 0 && st.rows_under_replicated == 0 {
+            pb.finish_and_clear();
+            println!(
+                "all {} rows fully replicated at table version {} (last recovery {:.1} s)",
+                st.rows, st.table_version, st.recovery.seconds
+            );
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(a.timeout) {
+            bail!(
+                "{} rows still under-replicated after {} s",
+                st.rows_under_replicated,
+                a.timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// FDS's measured recoveries (OSDI 2012 talk): disks, failed, bytes, seconds.
+const FDS: [(usize, usize, f64, f64); 4] = [
+    (100, 1, 47e9, 19.2),
+    (1000, 1, 47e9, 3.3),
+    (1000, 1, 92e9, 6.2),
+    (1000, 7, 655e9, 33.7),
+];
+
+fn simulate_cmd(a: SimArgs) -> anyhow::Result<()> {
+    let sizes: Vec<usize> = a
+        .disks
+        .split(',')
+        .map(|s| s.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--disks {:?}: expected numbers separated by commas", a.disks))?;
+    let lost = parse_bytes(&a.lost).context("--lost")?;
+    let rate = parse_bytes(&a.disk_rate).context("--disk-rate")? as f64;
+    if rate <= 0.0 {
+        bail!("--disk-rate must be positive");
+    }
+    if a.failed == 0 || a.failed > a.disks_per_node {
+        bail!("--failed must be between 1 and --disks-per-node");
+    }
+    if !a.json {
+        println!(
+            "lost {} on {} disk(s) of one node; each disk moves {}/s (reads + writes)",
+            format_bytes(lost),
+            a.failed,
+            format_bytes(rate as u64)
+        );
+        println!(
+            "{:>6} {:>9} {:>8} {:>8} {:>12} {:>9} {:>10}",
+            "disks", "rows", "copies", "disks", "busiest", "balance", "seconds"
+        );
+    }
+    for &n in &sizes {
+        if n < a.replication.max(2) * a.disks_per_node {
+            bail!("{n} disks make fewer nodes than replicas");
+        }
+        let t = Instant::now();
+        let r = simulate(&SimParams {
+            disks: n,
+            disks_per_node: a.disks_per_node,
+            failed_disks: a.failed,
+            bytes_lost: lost,
+            disk_bytes_per_sec: rate,
+            replication: a.replication,
+        })
+        .with_context(|| format!("simulating {n} disks"))?;
+        let balance = r.busiest_disk_bytes as f64 / r.mean_disk_bytes.max(1.0);
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "disks": n, "rows": r.rows, "copies": r.rows_recovered,
+                    "disks_involved": r.disks_involved, "busiest_disk_bytes": r.busiest_disk_bytes,
+                    "mean_disk_bytes": r.mean_disk_bytes, "seconds": r.seconds,
+                    "lost_rows": r.lost_rows, "compute_seconds": t.elapsed().as_secs_f64(),
+                })
+            );
+        } else {
+            println!(
+                "{:>6} {:>9} {:>8} {:>8} {:>12} {:>8.2}x {:>10.2}",
+                n,
+                r.rows,
+                r.rows_recovered,
+                r.disks_involved,
+                format_bytes(r.busiest_disk_bytes),
+                balance,
+                r.seconds
+            );
+        }
+    }
+    if !a.json {
+        println!("FDS measured (detection time included):");
+        for (disks, failed, bytes, secs) in FDS {
+            println!(
+                "  {disks:>5} disks, {failed} failed, {:>4.0} GB in {secs:>5.1} s",
+                bytes / 1e9
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `strata server --meta ADDR`: runs this process as a cluster node.
+pub fn serve_node(
+    meta: &str,
+    listen: &str,
+    data: &std::path::Path,
+    scrub_every: u64,
+    recovery_rate: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut opts = strata_cluster::NodeOptions::new(meta, listen, data);
+    opts.scrub_interval = (scrub_every > 0).then(|| Duration::from_secs(scrub_every));
+    opts.recovery_bytes_per_sec = recovery_rate
+        .map(parse_bytes)
+        .transpose()
+        .context("--recovery-rate")?;
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    rt.block_on(strata_cluster::serve(opts))
+        .with_context(|| format!("cluster node on {listen} with data in {}", data.display()))
+}

@@ -1,0 +1,175 @@
+//! Shared by the cluster tests: a real etcd, a metadata service and node
+//! processes of the real `strata` binary on loopback.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn strata() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A temporary directory on tmpfs when there is one (the tests measure the
+/// cluster's logic, not this VM's fsync latency), else the default.
+pub fn scratch() -> tempfile::TempDir {
+    if Path::new("/dev/shm").is_dir() {
+        if let Ok(d) = tempfile::tempdir_in("/dev/shm") {
+            return d;
+        }
+    }
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// A child process killed when dropped.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub struct Etcd {
+    pub proc: Proc,
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+pub fn start_etcd() -> Etcd {
+    let dir = scratch();
+    let (client, peer) = (free_port(), free_port());
+    let url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let child = Command::new("etcd")
+        .args(["--name", "t", "--data-dir"])
+        .arg(dir.path().join("etcd"))
+        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+        .args(["--listen-peer-urls", &peer_url])
+        .args(["--initial-advertise-peer-urls", &peer_url])
+        .args(["--initial-cluster", &format!("t={peer_url}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcd must be installed (apt-get install etcd-server)");
+    let etcd = Etcd {
+        proc: Proc {
+            child,
+            name: "etcd".into(),
+        },
+        url,
+        _dir: dir,
+    };
+    wait_until(Duration::from_secs(20), "etcd to answer", || {
+        std::net::TcpStream::connect(("127.0.0.1", client)).is_ok()
+    });
+    etcd
+}
+
+pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn start_meta(etcd: Option<&str>, initial: usize, dir: &Path, log: &Path) -> (Proc, String) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = strata();
+    cmd.args(["meta", "--listen", &addr, "--initial-nodes"])
+        .arg(initial.to_string())
+        .args(["--suspect-after", "1", "--strikes", "2", "--data"])
+        .arg(dir);
+    if let Some(url) = etcd {
+        cmd.args(["--etcd", url, "--prefix", "/strata-test"]);
+    }
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("strata meta");
+    let p = Proc {
+        child,
+        name: "meta".into(),
+    };
+    wait_until(Duration::from_secs(20), "meta to listen", || {
+        std::net::TcpStream::connect(&addr).is_ok()
+    });
+    (p, addr)
+}
+
+pub fn start_node(meta: &str, data: &Path, log: &Path) -> (Proc, String) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = strata()
+        .args(["server", "--meta", meta, "--listen", &addr, "--data"])
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("strata server");
+    (
+        Proc {
+            child,
+            name: format!("node {addr}"),
+        },
+        addr,
+    )
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run strata")
+}
+
+pub fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}\n{}",
+        cmd,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn status(meta: &str) -> serde_json::Value {
+    let s = ok(strata().args(["cluster", "status", "--meta", meta, "--json"]));
+    serde_json::from_str(&s).expect("status JSON")
+}
+
+pub fn logs(dir: &Path) -> String {
+    let mut out = String::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p: PathBuf = e.path();
+            if p.extension().is_some_and(|x| x == "log") {
+                out.push_str(&format!("== {}\n", p.display()));
+                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}

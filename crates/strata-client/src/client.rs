@@ -1,0 +1,522 @@
+//! The client: map cache, writes to all replicas, reads with failover.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use hyper::{Method, StatusCode};
+use rand::seq::SliceRandom;
+use strata_meta::api::{ClusterMap, NodeState};
+use strata_placement::{object_hash, DiskId, PlacementTable};
+
+use crate::http::Http;
+use crate::protocol::{
+    inline_record, manifest_record, object_path, tract_key, valid_name, Manifest, RECORD_INLINE,
+    RECORD_MANIFEST,
+};
+use crate::ClientError;
+
+/// Timeouts of a [`Client`].
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// One request to one node.
+    pub request_timeout: Duration,
+    /// How long one operation keeps retrying (refreshing the map, failing
+    /// over) before it reports an error: long enough for the health checker
+    /// to replace a dead node.
+    pub deadline: Duration,
+    /// Data tracts of one large object written or read at once.
+    pub tract_parallelism: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            request_timeout: Duration::from_secs(3),
+            deadline: Duration::from_secs(60),
+            tract_parallelism: 8,
+        }
+    }
+}
+
+/// Counters of what the client had to do beyond the happy path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Map fetches after the first.
+    pub refreshes: u64,
+    /// Requests refused for a stale table version.
+    pub stale_refusals: u64,
+    /// Reads that moved on to another replica after an error or timeout.
+    pub failovers: u64,
+    /// Writes retried (a replica failed; waiting for a new table).
+    pub write_retries: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    refreshes: AtomicU64,
+    stale: AtomicU64,
+    failovers: AtomicU64,
+    write_retries: AtomicU64,
+}
+
+struct Map {
+    table: PlacementTable,
+    addr_of_disk: HashMap<DiskId, String>,
+}
+
+impl Map {
+    fn from_cluster(m: ClusterMap) -> Result<Map, ClientError> {
+        let table = m.table.ok_or(ClientError::NoTable)?;
+        let addr_of_node: HashMap<_, _> = m
+            .nodes
+            .iter()
+            .filter(|n| n.state != NodeState::Dead)
+            .map(|n| (n.id, n.addr.clone()))
+            .collect();
+        let addr_of_disk = table
+            .disks()
+            .iter()
+            .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
+            .collect();
+        Ok(Map {
+            table,
+            addr_of_disk,
+        })
+    }
+
+    /// Addresses of the live replicas of `row`.
+    fn replicas(&self, row: usize) -> Vec<String> {
+        self.table
+            .live_replicas(row)
+            .into_iter()
+            .filter_map(|d| self.addr_of_disk.get(&d).cloned())
+            .collect()
+    }
+}
+
+/// A cluster client. Share it (`Arc<Client>`) across tasks.
+pub struct Client {
+    meta: String,
+    http: Http,
+    cfg: ClientConfig,
+    map: RwLock<Arc<Map>>,
+    refresh: tokio::sync::Mutex<()>,
+    counters: Counters,
+}
+
+enum Outcome {
+    Done,
+    Stale,
+    Failed(String),
+}
+
+impl Client {
+    /// Fetches the map from the metadata service at `meta` (`host:port`),
+    /// waiting up to `cfg.deadline` for the cluster's first table.
+    pub async fn connect(meta: &str, cfg: ClientConfig) -> Result<Client, ClientError> {
+        let http = Http::new();
+        let start = Instant::now();
+        let map = loop {
+            match fetch_map(&http, meta, cfg.request_timeout).await {
+                Ok(m) => break m,
+                Err(ClientError::NoTable) if start.elapsed() < cfg.deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        Ok(Client {
+            meta: meta.to_string(),
+            http,
+            cfg,
+            map: RwLock::new(Arc::new(map)),
+            refresh: tokio::sync::Mutex::new(()),
+            counters: Counters::default(),
+        })
+    }
+
+    /// The placement table the client uses now.
+    pub fn table(&self) -> PlacementTable {
+        self.current().table.clone()
+    }
+
+    /// The version of that table.
+    pub fn table_version(&self) -> u64 {
+        self.current().table.version()
+    }
+
+    /// What the client had to do beyond the happy path so far.
+    pub fn stats(&self) -> ClientStats {
+        let c = &self.counters;
+        ClientStats {
+            refreshes: c.refreshes.load(Ordering::Relaxed),
+            stale_refusals: c.stale.load(Ordering::Relaxed),
+            failovers: c.failovers.load(Ordering::Relaxed),
+            write_retries: c.write_retries.load(Ordering::Relaxed),
+        }
+    }
+
+    fn current(&self) -> Arc<Map> {
+        match self.map.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Fetches the map again unless another task already replaced the one
+    /// with version `seen`.
+    pub async fn refresh_from(&self, seen: u64) -> Result<(), ClientError> {
+        let _g = self.refresh.lock().await;
+        if self.table_version() > seen {
+            return Ok(());
+        }
+        let m = fetch_map(&self.http, &self.meta, self.cfg.request_timeout).await?;
+        self.counters.refreshes.fetch_add(1, Ordering::Relaxed);
+        let mut w = match self.map.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *w = Arc::new(m);
+        Ok(())
+    }
+
+    /// Stores `data` as `bucket/key` on every replica; returns once all of
+    /// them have it durably.
+    pub async fn put(&self, bucket: &str, key: &str, data: Bytes) -> Result<(), ClientError> {
+        check(bucket, key)?;
+        let h = object_hash(bucket, key);
+        let ts = self.current().table.tract_size();
+        if data.len() as u64 <= ts {
+            return self
+                .put_record(bucket, key, h, -1, inline_record(&data))
+                .await;
+        }
+        let tracts = (data.len() as u64).div_ceil(ts);
+        let work = (0..tracts).map(|t| {
+            let start = (t * ts) as usize;
+            let end = ((t + 1) * ts).min(data.len() as u64) as usize;
+            let piece = data.slice(start..end);
+            let name = tract_key(key, t);
+            async move { self.put_record(bucket, &name, h, t as i64, piece).await }
+        });
+        run_bounded(work, self.cfg.tract_parallelism).await?;
+        // The manifest last: a reader that sees it finds every tract.
+        let m = Manifest {
+            len: data.len() as u64,
+            tract_size: ts,
+            tracts,
+        };
+        self.put_record(bucket, key, h, -1, manifest_record(&m))
+            .await
+    }
+
+    async fn put_record(
+        &self,
+        bucket: &str,
+        name: &str,
+        h: u64,
+        tract: i64,
+        body: Bytes,
+    ) -> Result<(), ClientError> {
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let map = self.current();
+            let version = map.table.version();
+            let row = map.table.tract_row(h, tract);
+            let reps = map.replicas(row);
+            let outcome = if reps.is_empty() {
+                Outcome::Failed(format!("row {row} has no live replica"))
+            } else {
+                let path = object_path(row, bucket, name);
+                let sends = reps.iter().map(|addr| {
+                    let url = format!("http://{addr}{path}");
+                    let body = body.clone();
+                    async move {
+                        self.http
+                            .send(
+                                Method::PUT,
+                                &url,
+                                Some(version),
+                                body,
+                                self.cfg.request_timeout,
+                            )
+                            .await
+                    }
+                });
+                let results = futures_util::future::join_all(sends).await;
+                let mut out = Outcome::Done;
+                for r in results {
+                    match r {
+                        Ok(resp) if resp.status.is_success() => {}
+                        Ok(resp) if resp.status == StatusCode::CONFLICT => {
+                            self.counters.stale.fetch_add(1, Ordering::Relaxed);
+                            out = Outcome::Stale;
+                        }
+                        Ok(resp) => {
+                            if !matches!(out, Outcome::Stale) {
+                                out = Outcome::Failed(format!(
+                                    "{} {}",
+                                    resp.status,
+                                    String::from_utf8_lossy(&resp.body)
+                                ));
+                            }
+                        }
+                        Err(e) => {
+                            if !matches!(out, Outcome::Stale) {
+                                out = Outcome::Failed(e);
+                            }
+                        }
+                    }
+                }
+                out
+            };
+            match outcome {
+                Outcome::Done => return Ok(()),
+                Outcome::Stale => {
+                    self.refresh_from(version).await?;
+                }
+                Outcome::Failed(reason) => {
+                    if start.elapsed() >= self.cfg.deadline {
+                        return Err(ClientError::Write {
+                            name: format!("{bucket}/{name}"),
+                            reason,
+                        });
+                    }
+                    self.counters.write_retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    // A replica is down: the health checker will publish a
+                    // table without it.
+                    let _ = self.refresh_from(version).await;
+                }
+            }
+        }
+    }
+
+    /// Reads `bucket/key`: `None` when no replica has it.
+    pub async fn get(&self, bucket: &str, key: &str) -> Result<Option<Bytes>, ClientError> {
+        check(bucket, key)?;
+        let h = object_hash(bucket, key);
+        let Some(rec) = self.get_record(bucket, key, h, -1).await? else {
+            return Ok(None);
+        };
+        let name = format!("{bucket}/{key}");
+        match rec.first() {
+            Some(&RECORD_INLINE) => Ok(Some(rec.slice(1..))),
+            Some(&RECORD_MANIFEST) => {
+                let m: Manifest =
+                    serde_json::from_slice(&rec[1..]).map_err(|e| ClientError::Manifest {
+                        name: name.clone(),
+                        reason: e.to_string(),
+                    })?;
+                let work = (0..m.tracts).map(|t| {
+                    let tk = tract_key(key, t);
+                    async move {
+                        self.get_record(bucket, &tk, h, t as i64)
+                            .await?
+                            .ok_or_else(|| ClientError::Manifest {
+                                name: format!("{bucket}/{key}"),
+                                reason: format!("tract {t} is missing"),
+                            })
+                    }
+                });
+                let parts = run_bounded(work, self.cfg.tract_parallelism).await?;
+                let mut out = BytesMut::with_capacity(m.len as usize);
+                for p in parts {
+                    out.extend_from_slice(&p);
+                }
+                if out.len() as u64 != m.len {
+                    return Err(ClientError::Manifest {
+                        name,
+                        reason: format!("tracts hold {} bytes, manifest says {}", out.len(), m.len),
+                    });
+                }
+                Ok(Some(out.freeze()))
+            }
+            _ => Err(ClientError::Manifest {
+                name,
+                reason: "unknown record kind".into(),
+            }),
+        }
+    }
+
+    async fn get_record(
+        &self,
+        bucket: &str,
+        name: &str,
+        h: u64,
+        tract: i64,
+    ) -> Result<Option<Bytes>, ClientError> {
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let map = self.current();
+            let version = map.table.version();
+            let row = map.table.tract_row(h, tract);
+            let mut reps = map.replicas(row);
+            reps.shuffle(&mut rand::rng());
+            let path = object_path(row, bucket, name);
+            let mut not_found = 0;
+            let mut stale = false;
+            let mut last_err = format!("row {row} has no live replica");
+            for (i, addr) in reps.iter().enumerate() {
+                let url = format!("http://{addr}{path}");
+                match self
+                    .http
+                    .send(
+                        Method::GET,
+                        &url,
+                        Some(version),
+                        Bytes::new(),
+                        self.cfg.request_timeout,
+                    )
+                    .await
+                {
+                    Ok(r) if r.status == StatusCode::OK => return Ok(Some(r.body)),
+                    Ok(r) if r.status == StatusCode::NOT_FOUND => not_found += 1,
+                    Ok(r) if r.status == StatusCode::CONFLICT => {
+                        self.counters.stale.fetch_add(1, Ordering::Relaxed);
+                        stale = true;
+                        break;
+                    }
+                    Ok(r) => {
+                        last_err = format!("{url}: {}", r.status);
+                    }
+                    Err(e) => last_err = e,
+                }
+                if i + 1 < reps.len() {
+                    self.counters.failovers.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if stale {
+                self.refresh_from(version).await?;
+                continue;
+            }
+            if !reps.is_empty() && not_found == reps.len() {
+                return Ok(None);
+            }
+            // Some replica failed (and the others lack it or failed too): it
+            // may hold the only copy, so wait for it or for a new table.
+            if start.elapsed() >= self.cfg.deadline {
+                return Err(ClientError::Read {
+                    name: format!("{bucket}/{name}"),
+                    reason: last_err,
+                });
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+            let _ = self.refresh_from(version).await;
+        }
+    }
+
+    /// Deletes `bucket/key` (and its tracts) on every replica; returns
+    /// whether it existed.
+    pub async fn delete(&self, bucket: &str, key: &str) -> Result<bool, ClientError> {
+        check(bucket, key)?;
+        let h = object_hash(bucket, key);
+        let Some(rec) = self.get_record(bucket, key, h, -1).await? else {
+            return Ok(false);
+        };
+        if rec.first() == Some(&RECORD_MANIFEST) {
+            if let Ok(m) = serde_json::from_slice::<Manifest>(&rec[1..]) {
+                for t in 0..m.tracts {
+                    self.delete_record(bucket, &tract_key(key, t), h, t as i64)
+                        .await?;
+                }
+            }
+        }
+        self.delete_record(bucket, key, h, -1).await?;
+        Ok(true)
+    }
+
+    async fn delete_record(
+        &self,
+        bucket: &str,
+        name: &str,
+        h: u64,
+        tract: i64,
+    ) -> Result<(), ClientError> {
+        let start = Instant::now();
+        loop {
+            let map = self.current();
+            let version = map.table.version();
+            let row = map.table.tract_row(h, tract);
+            let path = object_path(row, bucket, name);
+            let mut stale = false;
+            let mut failed = None;
+            for addr in map.replicas(row) {
+                let url = format!("http://{addr}{path}");
+                match self
+                    .http
+                    .send(
+                        Method::DELETE,
+                        &url,
+                        Some(version),
+                        Bytes::new(),
+                        self.cfg.request_timeout,
+                    )
+                    .await
+                {
+                    Ok(r) if r.status.is_success() || r.status == StatusCode::NOT_FOUND => {}
+                    Ok(r) if r.status == StatusCode::CONFLICT => stale = true,
+                    Ok(r) => failed = Some(format!("{url}: {}", r.status)),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if stale {
+                self.refresh_from(version).await?;
+                continue;
+            }
+            match failed {
+                None => return Ok(()),
+                Some(reason) if start.elapsed() >= self.cfg.deadline => {
+                    return Err(ClientError::Write {
+                        name: format!("{bucket}/{name}"),
+                        reason,
+                    })
+                }
+                Some(_) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let _ = self.refresh_from(version).await;
+                }
+            }
+        }
+    }
+}
+
+fn check(bucket: &str, key: &str) -> Result<(), ClientError> {
+    if valid_name(bucket, key) {
+        Ok(())
+    } else {
+        Err(ClientError::BadName(format!("{bucket}/{key}")))
+    }
+}
+
+async fn fetch_map(http: &Http, meta: &str, timeout: Duration) -> Result<Map, ClientError> {
+    let m: ClusterMap = http
+        .get_json(&format!("http://{meta}/v1/map"), timeout)
+        .await
+        .map_err(|reason| ClientError::Meta {
+            addr: meta.to_string(),
+            reason,
+        })?;
+    Map::from_cluster(m)
+}
+
+/// Runs futures with at most `n` at once, keeping their order.
+async fn run_bounded<T, F>(
+    work: impl Iterator<Item = F>,
+    n: usize,
+) -> Result<Vec<T>, ClientError>
+where
+    F: std::future::Future<Output = Result<T, ClientError>>,
+{
+    use futures_util::stream::{self, StreamExt};
+    let results: Vec<Result<T, ClientError>> =
+        stream::iter(work).buffered(n.max(1)).collect().await;
+    results.into_iter().collect()
+}

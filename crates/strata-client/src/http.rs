@@ -1,0 +1,184 @@
+//! A small HTTP/1.1 client over hyper with a connection pool and per-request
+//! timeouts; shared by the client library and by nodes talking to nodes.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as Pool;
+use hyper_util::rt::TokioExecutor;
+
+/// A pooled HTTP client.
+#[derive(Clone)]
+pub struct Http {
+    pool: Pool<HttpConnector, Full<Bytes>>,
+}
+
+/// A whole response.
+#[derive(Debug)]
+pub struct HttpResponse {
+    /// Status.
+    pub status: StatusCode,
+    /// The table version header, if present.
+    pub table_version: Option<u64>,
+    /// Body.
+    pub body: Bytes,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        Http::new()
+    }
+}
+
+impl Http {
+    /// A client with keep-alive connections, no proxy, Nagle off.
+    pub fn new() -> Http {
+        let mut conn = HttpConnector::new();
+        conn.set_nodelay(true);
+        let pool = Pool::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(256)
+            .build(conn);
+        Http { pool }
+    }
+
+    /// Sends a request and reads the whole answer within `timeout`.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        version: Option<u64>,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<HttpResponse, String> {
+        let fut = async {
+            let resp = self.start(method, url, version, body).await?;
+            let status = resp.status();
+            let table_version = header_version(&resp);
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("{url}: reading body: {e}"))?
+                .to_bytes();
+            Ok(HttpResponse {
+                status,
+                table_version,
+                body,
+            })
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("{url}: no answer within {timeout:?}")),
+        }
+    }
+
+    /// Sends a request and returns the response with its body unread (for
+    /// streams such as a row export).
+    pub async fn start(
+        &self,
+        method: Method,
+        url: &str,
+        version: Option<u64>,
+        body: Bytes,
+    ) -> Result<hyper::Response<Incoming>, String> {
+        let mut req = Request::builder().method(method).uri(url);
+        if let Some(v) = version {
+            req = req.header(crate::protocol::TABLE_VERSION_HEADER, v);
+        }
+        if !body.is_empty() {
+            req = req.header("content-type", "application/octet-stream");
+        }
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| format!("{url}: {e}"))?;
+        self.pool
+            .request(req)
+            .await
+            .map_err(|e| format!("{url}: {}", error_chain(&e)))
+    }
+
+    /// GET a JSON document.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<T, String> {
+        let r = self
+            .send(Method::GET, url, None, Bytes::new(), timeout)
+            .await?;
+        if !r.status.is_success() {
+            return Err(format!(
+                "{url}: {} {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        serde_json::from_slice(&r.body).map_err(|e| format!("{url}: bad JSON: {e}"))
+    }
+
+    /// POST a JSON document and read a JSON answer.
+    pub async fn post_json<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<T, String> {
+        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(url)
+            .header("content-type", "application/json");
+        req = req.header("accept", "application/json");
+        let req = req
+            .body(Full::new(Bytes::from(bytes)))
+            .map_err(|e| format!("{url}: {e}"))?;
+        let fut = async {
+            let resp = self
+                .pool
+                .request(req)
+                .await
+                .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+            let status = resp.status();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?
+                .to_bytes();
+            if !status.is_success() {
+                return Err(format!(
+                    "{url}: {status} {}",
+                    String::from_utf8_lossy(&body)
+                ));
+            }
+            serde_json::from_slice(&body).map_err(|e| format!("{url}: bad JSON: {e}"))
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| format!("{url}: no answer within {timeout:?}"))?
+    }
+}
+
+/// The table version header of a response.
+pub fn header_version<B>(resp: &hyper::Response<B>) -> Option<u64> {
+    resp.headers()
+        .get(crate::protocol::TABLE_VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse().ok())
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

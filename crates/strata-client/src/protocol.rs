@@ -1,0 +1,229 @@
+//! The cluster data protocol between clients and nodes, and between nodes
+//! (recovery, scrubbing). docs/placement.md describes it for other clients.
+//!
+//! Routes on a node (all under `/cluster/v1`):
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `GET /health` | pitchfork's probe: 200 when every disk answers |
+//! | `PUT /rows/{row}/objects/{bucket}/{key}` | store one record, 200 once durable |
+//! | `GET /rows/{row}/objects/{bucket}/{key}` | 200 with the record, 404 if absent |
+//! | `DELETE /rows/{row}/objects/{bucket}/{key}` | 200 deleted, 404 absent |
+//! | `GET /rows/{row}/export` | every live record of the row as frames (recovery) |
+//! | `GET /rows/{row}/digest` | per-range counts and checksums (scrubbing) |
+//! | `GET /rows/{row}/list?range=R` | names and checksums of one range (scrubbing) |
+//!
+//! Object requests carry [`TABLE_VERSION_HEADER`]; a node with a newer
+//! table answers 409 with its version in the same header, and 421 when the
+//! row is not on this node in the request's version.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde::{Deserialize, Serialize};
+
+pub use strata_meta::api::TABLE_VERSION_HEADER;
+
+/// Characters escaped in a path segment (everything but unreserved ones).
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// Percent-encodes one path segment.
+pub fn encode_segment(s: &str) -> String {
+    utf8_percent_encode(s, SEGMENT).to_string()
+}
+
+/// Whether `(bucket, key)` is a name the cluster can store.
+pub fn valid_name(bucket: &str, key: &str) -> bool {
+    !bucket.is_empty()
+        && !key.is_empty()
+        && !bucket.contains('\0')
+        && !key.contains('\0')
+        && !bucket.contains('/')
+        && bucket.len() + key.len() <= 1024
+}
+
+/// The stored name of data tract `tract` of an object: `key` NUL `tract`
+/// (keys never contain NUL, so it cannot collide with a user's key).
+pub fn tract_key(key: &str, tract: u64) -> String {
+    format!("{key}\0{tract}")
+}
+
+/// The path of an object record on a node.
+pub fn object_path(row: usize, bucket: &str, key: &str) -> String {
+    format!(
+        "/cluster/v1/rows/{row}/objects/{}/{}",
+        encode_segment(bucket),
+        encode_segment(key)
+    )
+}
+
+/// Kind byte of a record at an object's metadata row: the object's bytes follow.
+pub const RECORD_INLINE: u8 = 0;
+/// Kind byte of a record at an object's metadata row: a JSON [`Manifest`] follows.
+pub const RECORD_MANIFEST: u8 = 1;
+
+/// The metadata tract (−1) of an object split into tracts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The object's length in bytes.
+    pub len: u64,
+    /// The tract size it was split with.
+    pub tract_size: u64,
+    /// Number of data tracts.
+    pub tracts: u64,
+}
+
+/// A record holding a small object whole.
+pub fn inline_record(data: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(1 + data.len());
+    b.put_u8(RECORD_INLINE);
+    b.put_slice(data);
+    b.freeze()
+}
+
+/// A record holding a manifest.
+pub fn manifest_record(m: &Manifest) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_u8(RECORD_MANIFEST);
+    // Serializing a plain struct of integers cannot fail.
+    b.put_slice(serde_json::to_string(m).unwrap_or_default().as_bytes());
+    b.freeze()
+}
+
+/// One record of a row, as exported for recovery and repair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Bucket.
+    pub bucket: String,
+    /// Key (or tract key).
+    pub key: String,
+    /// The record's bytes.
+    pub data: Bytes,
+}
+
+/// Appends a frame: bucket length (u16 LE), bucket, key length (u16 LE),
+/// key, data length (u32 LE), data.
+pub fn put_frame(out: &mut BytesMut, bucket: &str, key: &str, data: &[u8]) {
+    out.put_u16_le(bucket.len() as u16);
+    out.put_slice(bucket.as_bytes());
+    out.put_u16_le(key.len() as u16);
+    out.put_slice(key.as_bytes());
+    out.put_u32_le(data.len() as u32);
+    out.put_slice(data);
+}
+
+/// Takes one whole frame off the front of `buf`, if it holds one.
+/// `Err` when the bytes cannot be a frame (not UTF-8 names).
+pub fn take_frame(buf: &mut BytesMut) -> Result<Option<Frame>, String> {
+    let mut peek = &buf[..];
+    if peek.len() < 2 {
+        return Ok(None);
+    }
+    let bl = peek.get_u16_le() as usize;
+    if peek.len() < bl + 2 {
+        return Ok(None);
+    }
+    let bucket = peek[..bl].to_vec();
+    peek.advance(bl);
+    let kl = peek.get_u16_le() as usize;
+    if peek.len() < kl + 4 {
+        return Ok(None);
+    }
+    let key = peek[..kl].to_vec();
+    peek.advance(kl);
+    let dl = peek.get_u32_le() as usize;
+    if peek.len() < dl {
+        return Ok(None);
+    }
+    let header = 2 + bl + 2 + kl + 4;
+    buf.advance(header);
+    let data = buf.split_to(dl).freeze();
+    let bucket = String::from_utf8(bucket).map_err(|_| "bucket is not UTF-8".to_string())?;
+    let key = String::from_utf8(key).map_err(|_| "key is not UTF-8".to_string())?;
+    Ok(Some(Frame { bucket, key, data }))
+}
+
+/// Per-range digest of a row (scrubbing): 16 ranges by the top 4 bits of
+/// the name hash; each with a count and an order-independent checksum (sum
+/// of the records' name-and-data hashes).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowDigest {
+    /// Records per range.
+    pub counts: Vec<u64>,
+    /// Sum (wrapping) of record hashes per range.
+    pub sums: Vec<u64>,
+    /// Records whose checksum failed when re-read for this digest.
+    pub corrupt: u64,
+}
+
+/// Number of ranges in a [`RowDigest`].
+pub const DIGEST_RANGES: usize = 16;
+
+/// One record in a `list` answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListEntry {
+    /// Bucket.
+    pub bucket: String,
+    /// Key.
+    pub key: String,
+    /// Hash of name and data.
+    pub hash: u64,
+}
+
+/// The hash of a record for digests: XXH3-64 of bucket, NUL, key, NUL, data.
+pub fn record_hash(bucket: &str, key: &str, data: &[u8]) -> u64 {
+    let mut buf = Vec::with_capacity(bucket.len() + key.len() + data.len() + 2);
+    buf.extend_from_slice(bucket.as_bytes());
+    buf.push(0);
+    buf.extend_from_slice(key.as_bytes());
+    buf.push(0);
+    buf.extend_from_slice(data);
+    xxhash_rust::xxh3::xxh3_64(&buf)
+}
+
+/// Range of a record in a [`RowDigest`].
+pub fn record_range(bucket: &str, key: &str) -> usize {
+    (strata_placement::object_hash(bucket, key) >> 60) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_across_split_buffers() {
+        let mut out = BytesMut::new();
+        put_frame(&mut out, "b", "k1", b"hello");
+        put_frame(&mut out, "b", "k\u{e9}2", b"");
+        let all = out.freeze();
+        // Feed byte by byte: a frame is taken only when whole.
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for &x in all.iter() {
+            buf.put_u8(x);
+            while let Some(f) = take_frame(&mut buf).unwrap() {
+                got.push(f);
+            }
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].key, "k1");
+        assert_eq!(&got[0].data[..], b"hello");
+        assert_eq!(got[1].key, "k\u{e9}2");
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn names_are_checked_and_encoded() {
+        assert!(valid_name("photos", "a/b c.jpg"));
+        assert!(!valid_name("", "k"));
+        assert!(!valid_name("a/b", "k"));
+        assert!(!valid_name("b", "k\0"));
+        assert_eq!(
+            object_path(3, "b", "a/b c"),
+            "/cluster/v1/rows/3/objects/b/a%2Fb%20c"
+        );
+    }
+}

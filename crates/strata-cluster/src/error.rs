@@ -1,0 +1,48 @@
+//! Errors of a cluster node, in the operator's terms.
+
+/// What went wrong on a cluster node.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A row's segment store failed.
+    #[error("row {row} store at {path}: {source}")]
+    Store {
+        /// The row.
+        row: usize,
+        /// Its directory.
+        path: String,
+        /// The store's error.
+        source: strata_store::StoreError,
+    },
+    /// A file of the node's directory.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The metadata service refused or could not be reached.
+    #[error("metadata service at {addr}: {reason}")]
+    Meta {
+        /// Its address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// Another node answered an error.
+    #[error("node {addr}: {reason}")]
+    Peer {
+        /// Its address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// A stored record is not in the node's layout.
+    #[error("row {row}: damaged record: {reason}")]
+    BadRecord {
+        /// The row.
+        row: usize,
+        /// Why.
+        reason: String,
+    },
+}

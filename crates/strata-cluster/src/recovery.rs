@@ -1,0 +1,133 @@
+//! The recovery executor: this node pulls every row it was made a
+//! replacement for from a surviving replica, all rows at once up to a
+//! per-disk bound, each stream throttled, while it already serves the
+//! row's new writes (docs/recovery.md).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use http_body_util::BodyExt;
+use hyper::Method;
+use strata_client::protocol::take_frame;
+use strata_meta::api::RecoveryTask;
+
+use crate::node::ClusterNode;
+use crate::ClusterError;
+
+/// Polls the metadata service for this node's copies and runs them.
+pub(crate) async fn run(node: Arc<ClusterNode>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(300));
+    loop {
+        tick.tick().await;
+        let Some((me, _)) = node.ids() else { continue };
+        let url = format!("http://{}/v1/recovery/tasks?node={}", node.opts.meta, me.0);
+        let Ok(tasks) = node
+            .http
+            .get_json::<Vec<RecoveryTask>>(&url, Duration::from_secs(5))
+            .await
+        else {
+            continue;
+        };
+        for task in tasks {
+            let key = (task.transfer.row, task.transfer.target);
+            {
+                let mut running = match node.running.lock() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                if !running.insert(key) {
+                    continue;
+                }
+            }
+            let node = node.clone();
+            tokio::spawn(async move {
+                let permit = node.recovery_permits.clone().acquire_owned().await;
+                let res = pull_row(&node, &task).await;
+                drop(permit);
+                match res {
+                    Ok(bytes) => {
+                        if let Ok(mut done) = node.completed.lock() {
+                            done.push(task.transfer);
+                        }
+                        node.completed_bytes.fetch_add(bytes, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "strata server: recovery of row {} from {} failed (will retry): {e}",
+                            task.transfer.row, task.source_addr
+                        );
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+                if let Ok(mut running) = node.running.lock() {
+                    running.remove(&key);
+                }
+            });
+        }
+    }
+}
+
+/// Streams row `task.transfer.row` from its source into this node's store
+/// of the row; returns the bytes copied.
+async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, ClusterError> {
+    let row = task.transfer.row;
+    let url = format!("http://{}/cluster/v1/rows/{row}/export", task.source_addr);
+    let peer = |reason: String| ClusterError::Peer {
+        addr: task.source_addr.clone(),
+        reason,
+    };
+    let resp = node
+        .http
+        .start(Method::GET, &url, None, bytes::Bytes::new())
+        .await
+        .map_err(peer)?;
+    if !resp.status().is_success() {
+        return Err(peer(format!("export of row {row}: {}", resp.status())));
+    }
+    let n = node.clone();
+    let store = tokio::task::spawn_blocking(move || n.rows.row(row))
+        .await
+        .map_err(|e| peer(e.to_string()))??;
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut copied = 0u64;
+    let start = Instant::now();
+    let limit = node.opts.recovery_bytes_per_sec;
+    let idle = Duration::from_secs(10);
+    loop {
+        let frame = match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(peer(format!("export of row {row} stalled"))),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(peer(format!("export of row {row}: {e}"))),
+            Ok(Some(Ok(f))) => f,
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        buf.extend_from_slice(&data);
+        let mut puts = Vec::new();
+        while let Some(f) = take_frame(&mut buf).map_err(|e| ClusterError::BadRecord { row, reason: e })? {
+            copied += f.data.len() as u64;
+            puts.push(f);
+        }
+        // Records of one chunk go to the row's group commit together.
+        let writes = puts.iter().map(|f| store.put(&f.bucket, &f.key, &f.data));
+        for r in futures_util::future::join_all(writes).await {
+            r?;
+        }
+        if let Some(rate) = limit {
+            let due = Duration::from_secs_f64(copied as f64 / rate.max(1) as f64);
+            let spent = start.elapsed();
+            if due > spent {
+                tokio::time::sleep(due - spent).await;
+            }
+        }
+    }
+    if !buf.is_empty() {
+        return Err(peer(format!(
+            "export of row {row} ended inside a record ({} bytes left)",
+            buf.len()
+        )));
+    }
+    Ok(copied)
+}

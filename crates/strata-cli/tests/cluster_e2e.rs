@@ -30,11 +30,7 @@ fn http_get(addr: &str, path: &str) -> (u16, Vec<u8>) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .expect("status");
-    let head_end = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("head")
-        + 4;
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
     let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
     let mut body = buf[head_end..].to_vec();
     if head.contains("transfer-encoding: chunked") {
@@ -42,8 +38,9 @@ fn http_get(addr: &str, path: &str) -> (u16, Vec<u8>) {
         let mut rest = &body[..];
         loop {
             let nl = rest.windows(2).position(|w| w == b"\r\n").expect("chunk");
-            let n = usize::from_str_radix(std::str::from_utf8(&rest[..nl]).expect("hex").trim(), 16)
-                .expect("size");
+            let n =
+                usize::from_str_radix(std::str::from_utf8(&rest[..nl]).expect("hex").trim(), 16)
+                    .expect("size");
             if n == 0 {
                 break;
             }
@@ -60,11 +57,20 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     let t0 = Instant::now();
     let dir = scratch();
     let etcd = start_etcd();
-    let (_meta, meta) = start_meta(Some(&etcd.url), 6, &dir.path().join("meta"), &dir.path().join("meta.log"));
+    let (_meta, meta) = start_meta(
+        Some(&etcd.url),
+        6,
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
     let mut nodes = Vec::new();
     for i in 0..6 {
         let data = dir.path().join(format!("node{i}"));
-        nodes.push(start_node(&meta, &data, &dir.path().join(format!("node{i}.log"))));
+        nodes.push(start_node(
+            &meta,
+            &data,
+            &dir.path().join(format!("node{i}.log")),
+        ));
     }
     wait_until(Duration::from_secs(30), "the first table", || {
         status(&meta)["table_version"].as_u64() == Some(1)
@@ -77,12 +83,23 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     // 100k objects, R=3, many in flight.
     let n = 100_000u64;
     let out = ok(strata().args([
-        "load", "--meta", &meta, "--objects", &n.to_string(), "--size", "512",
-        "--concurrency", "128", "--json",
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        &n.to_string(),
+        "--size",
+        "512",
+        "--concurrency",
+        "128",
+        "--json",
     ]));
     let w: serde_json::Value = serde_json::from_str(out.trim()).expect("load JSON");
     assert_eq!(w["ok"].as_u64(), Some(n), "{out}");
-    eprintln!("wrote {n} objects in {:.1} s ({:.0}/s)", w["seconds"], w["ops_per_sec"]);
+    eprintln!(
+        "wrote {n} objects in {:.1} s ({:.0}/s)",
+        w["seconds"], w["ops_per_sec"]
+    );
 
     // Kill a node with SIGKILL, and at once: read everything back (through
     // detection, the new table and recovery) while writing new objects.
@@ -90,18 +107,43 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     nodes[victim].0.kill();
     let killed_at = Instant::now();
     let verify = strata()
-        .args(["load", "--meta", &meta, "--objects", &n.to_string(), "--size", "512",
-               "--concurrency", "64", "--verify", "--json"])
+        .args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            &n.to_string(),
+            "--size",
+            "512",
+            "--concurrency",
+            "64",
+            "--verify",
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("verify");
     let during = ok(strata().args([
-        "load", "--meta", &meta, "--objects", "5000", "--size", "512", "--prefix", "during-",
-        "--concurrency", "32", "--json",
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "5000",
+        "--size",
+        "512",
+        "--prefix",
+        "during-",
+        "--concurrency",
+        "32",
+        "--json",
     ]));
     let d: serde_json::Value = serde_json::from_str(during.trim()).expect("JSON");
-    assert_eq!(d["ok"].as_u64(), Some(5000), "writes during the failure: {during}");
+    assert_eq!(
+        d["ok"].as_u64(),
+        Some(5000),
+        "writes during the failure: {during}"
+    );
     let v = verify.wait_with_output().expect("verify");
     assert!(
         v.status.success(),
@@ -109,8 +151,7 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
         String::from_utf8_lossy(&v.stderr),
         String::from_utf8_lossy(&v.stdout)
     );
-    let vj: serde_json::Value =
-        serde_json::from_slice(&v.stdout).expect("verify JSON");
+    let vj: serde_json::Value = serde_json::from_slice(&v.stdout).expect("verify JSON");
     assert_eq!(vj["bad"].as_u64(), Some(0));
     assert_eq!(vj["ok"].as_u64(), Some(n));
 
@@ -131,7 +172,9 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     assert_eq!(dead[0]["addr"].as_str(), Some(nodes[victim].1.as_str()));
     eprintln!(
         "recovered {} row copies, {} bytes, in {:.1} s after the kill",
-        st["recovery"]["transfers_total"], st["recovery"]["bytes_copied"], recovered_in.as_secs_f64()
+        st["recovery"]["transfers_total"],
+        st["recovery"]["bytes_copied"],
+        recovered_in.as_secs_f64()
     );
 
     // Every row: three live disks, and the three replicas hold the same
@@ -177,8 +220,30 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     assert_eq!(records, n + 5000, "every record is in exactly one row");
 
     // Nothing acknowledged is lost: both sets read back byte for byte.
-    ok(strata().args(["load", "--meta", &meta, "--objects", &n.to_string(), "--size", "512", "--verify", "--concurrency", "128"]));
-    ok(strata().args(["load", "--meta", &meta, "--objects", "5000", "--size", "512", "--prefix", "during-", "--verify"]));
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        &n.to_string(),
+        "--size",
+        "512",
+        "--verify",
+        "--concurrency",
+        "128",
+    ]));
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "5000",
+        "--size",
+        "512",
+        "--prefix",
+        "during-",
+        "--verify",
+    ]));
     eprintln!("whole test {:.1} s", t0.elapsed().as_secs_f64());
     drop(nodes);
     let _ = logs(dir.path());

@@ -508,10 +508,7 @@ async fn fetch_map(http: &Http, meta: &str, timeout: Duration) -> Result<Map, Cl
 }
 
 /// Runs futures with at most `n` at once, keeping their order.
-async fn run_bounded<T, F>(
-    work: impl Iterator<Item = F>,
-    n: usize,
-) -> Result<Vec<T>, ClientError>
+async fn run_bounded<T, F>(work: impl Iterator<Item = F>, n: usize) -> Result<Vec<T>, ClientError>
 where
     F: std::future::Future<Output = Result<T, ClientError>>,
 {

@@ -194,9 +194,10 @@ impl ClusterNode {
             )
             .await
             .map_err(|reason| self.meta_err(reason))?;
-        let disk_id = resp.disk_ids.first().copied().ok_or_else(|| {
-            self.meta_err("registration answered without a disk id".to_string())
-        })?;
+        let disk_id =
+            resp.disk_ids.first().copied().ok_or_else(|| {
+                self.meta_err("registration answered without a disk id".to_string())
+            })?;
         let fresh = saved.as_ref().is_none_or(|s| s.node_id != resp.node_id);
         if fresh && self.rows.dir().exists() {
             std::fs::remove_dir_all(self.rows.dir()).map_err(|source| ClusterError::Io {

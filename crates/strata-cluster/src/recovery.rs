@@ -103,10 +103,14 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
             Ok(Some(Err(e))) => return Err(peer(format!("export of row {row}: {e}"))),
             Ok(Some(Ok(f))) => f,
         };
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         buf.extend_from_slice(&data);
         let mut puts = Vec::new();
-        while let Some(f) = take_frame(&mut buf).map_err(|e| ClusterError::BadRecord { row, reason: e })? {
+        while let Some(f) =
+            take_frame(&mut buf).map_err(|e| ClusterError::BadRecord { row, reason: e })?
+        {
             copied += f.data.len() as u64;
             puts.push(f);
         }

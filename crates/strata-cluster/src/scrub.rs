@@ -15,7 +15,6 @@ use strata_client::protocol::{object_path, ListEntry, RowDigest, DIGEST_RANGES};
 use strata_meta::api::ScrubReport;
 
 use crate::node::ClusterNode;
-use crate::server::compute_digest;
 use crate::ClusterError;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -60,14 +59,14 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
         let mut digests: Vec<RowDigest> = Vec::new();
         for addr in &addrs {
             let url = format!("http://{addr}/cluster/v1/rows/{row}/digest");
-            let d: RowDigest = node
-                .http
-                .get_json(&url, TIMEOUT)
-                .await
-                .map_err(|reason| ClusterError::Peer {
-                    addr: addr.clone(),
-                    reason,
-                })?;
+            let d: RowDigest =
+                node.http
+                    .get_json(&url, TIMEOUT)
+                    .await
+                    .map_err(|reason| ClusterError::Peer {
+                        addr: addr.clone(),
+                        reason,
+                    })?;
             digests.push(d);
         }
         report.rows_checked += 1;
@@ -103,7 +102,9 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
         if let Some(s) = here {
             bytes_read += dir_size(s.path());
         }
-        let due = Duration::from_secs_f64(bytes_read as f64 / node.opts.scrub_bytes_per_sec.max(1) as f64);
+        let due = Duration::from_secs_f64(
+            bytes_read as f64 / node.opts.scrub_bytes_per_sec.max(1) as f64,
+        );
         if due > start.elapsed() {
             tokio::time::sleep(due - start.elapsed()).await;
         }
@@ -111,7 +112,6 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
     report.finished_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let _ = compute_digest; // the local digest is served by the same code
     Ok(report)
 }
 

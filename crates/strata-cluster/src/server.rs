@@ -12,8 +12,7 @@ use axum::{Json, Router};
 use bytes::BytesMut;
 use serde::Deserialize;
 use strata_client::protocol::{
-    put_frame, record_hash, record_range, ListEntry, RowDigest, DIGEST_RANGES,
-    TABLE_VERSION_HEADER,
+    put_frame, record_hash, record_range, ListEntry, RowDigest, DIGEST_RANGES, TABLE_VERSION_HEADER,
 };
 use strata_placement::DiskId;
 
@@ -89,7 +88,10 @@ async fn admit(node: &ClusterNode, headers: &HeaderMap, row: usize) -> Result<Di
     if row >= map.table.row_count() {
         return Err(text(
             StatusCode::BAD_REQUEST,
-            format!("row {row} does not exist (table has {})", map.table.row_count()),
+            format!(
+                "row {row} does not exist (table has {})",
+                map.table.row_count()
+            ),
         ));
     }
     let Some((_, disk)) = node.ids() else {
@@ -287,7 +289,10 @@ async fn list(
     Query(q): Query<ListQuery>,
 ) -> Response {
     if q.range >= DIGEST_RANGES {
-        return text(StatusCode::BAD_REQUEST, format!("range must be below {DIGEST_RANGES}"));
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("range must be below {DIGEST_RANGES}"),
+        );
     }
     let n = node.clone();
     let res = tokio::task::spawn_blocking(move || -> Result<Vec<ListEntry>, String> {

@@ -67,7 +67,11 @@ struct WaitArgs {
 #[derive(clap::Args)]
 struct SimArgs {
     /// Cluster sizes in disks (comma-separated).
-    #[arg(long, value_name = "N,N,...", default_value = "100,250,500,1000,2000,3000")]
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        default_value = "100,250,500,1000,2000,3000"
+    )]
     disks: String,
     /// Disks per node.
     #[arg(long, value_name = "N", default_value_t = 7)]
@@ -135,14 +139,21 @@ async fn status(a: StatusArgs) -> anyhow::Result<()> {
             r.transfers_total,
             format_bytes(r.bytes_copied),
             r.seconds,
-            if r.complete { ", complete" } else { ", in progress" }
+            if r.complete {
+                ", complete"
+            } else {
+                ", in progress"
+            }
         );
     }
-    println!("{:>5}  {:<22} {:<8} {:>10}  disks", "node", "address", "state", "last beat");
+    println!(
+        "{:>5}  {:<22} {:<8} {:>10}  disks",
+        "node", "address", "state", "last beat"
+    );
     for n in &st.nodes {
-        let beat = n
-            .last_heartbeat_ms_ago
-            .map_or("-".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1000.0));
+        let beat = n.last_heartbeat_ms_ago.map_or("-".to_string(), |ms| {
+            format!("{:.1}s ago", ms as f64 / 1000.0)
+        });
         let disks: Vec<String> = n
             .disks
             .iter()
@@ -235,7 +246,12 @@ fn simulate_cmd(a: SimArgs) -> anyhow::Result<()> {
         .split(',')
         .map(|s| s.trim().parse::<usize>())
         .collect::<Result<_, _>>()
-        .with_context(|| format!("--disks {:?}: expected numbers separated by commas", a.disks))?;
+        .with_context(|| {
+            format!(
+                "--disks {:?}: expected numbers separated by commas",
+                a.disks
+            )
+        })?;
     let lost = parse_bytes(&a.lost).context("--lost")?;
     let rate = parse_bytes(&a.disk_rate).context("--disk-rate")? as f64;
     if rate <= 0.0 {

@@ -64,7 +64,12 @@ pub fn start_etcd() -> Etcd {
     let child = Command::new("etcd")
         .args(["--name", "t", "--data-dir"])
         .arg(dir.path().join("etcd"))
-        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+        .args([
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+        ])
         .args(["--listen-peer-urls", &peer_url])
         .args(["--initial-advertise-peer-urls", &peer_url])
         .args(["--initial-cluster", &format!("t={peer_url}")])

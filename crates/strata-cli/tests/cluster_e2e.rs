@@ -154,6 +154,8 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     let vj: serde_json::Value = serde_json::from_slice(&v.stdout).expect("verify JSON");
     assert_eq!(vj["bad"].as_u64(), Some(0));
     assert_eq!(vj["ok"].as_u64(), Some(n));
+    // The readers moved to the new table when the nodes refused the old one.
+    assert!(vj["table_version"].as_u64().unwrap_or(0) >= 2, "{vj}");
 
     // Recovery completes: a new table without the dead node, no row short.
     ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "120"]));

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use strata_client::Http;
@@ -92,6 +92,8 @@ pub struct ClusterNode {
     pub(crate) recovery_permits: Arc<Semaphore>,
     pub(crate) export_permits: Arc<Semaphore>,
     pub(crate) scrub_report: Mutex<Option<ScrubReport>>,
+    /// When the disk's recovery bandwidth is next free (leaky bucket).
+    pacer: Mutex<Instant>,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -224,6 +226,16 @@ impl ClusterNode {
         Ok(())
     }
 
+    /// Reserves `bytes` of the disk's recovery bandwidth `rate` (bytes/s)
+    /// and returns how long to wait before they are due.
+    pub(crate) fn pace(&self, bytes: u64, rate: u64) -> Duration {
+        let mut next = lock(&self.pacer);
+        let now = Instant::now();
+        let start = (*next).max(now);
+        *next = start + Duration::from_secs_f64(bytes as f64 / rate.max(1) as f64);
+        start - now
+    }
+
     /// Whether the disk answers: a small file written, synced and read back.
     pub(crate) fn disk_ok(&self) -> bool {
         let p = self.opts.data.join(".health-probe");
@@ -319,6 +331,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         recovery_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1))),
         export_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1) * 2)),
         scrub_report: Mutex::new(None),
+        pacer: Mutex::new(Instant::now()),
         opts,
     });
     // Wait for the metadata service (it may start after the nodes).

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use http_body_util::BodyExt;
@@ -93,7 +93,6 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
     let mut body = resp.into_body();
     let mut buf = BytesMut::new();
     let mut copied = 0u64;
-    let start = Instant::now();
     let limit = node.opts.recovery_bytes_per_sec;
     let idle = Duration::from_secs(10);
     loop {
@@ -108,10 +107,12 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
         };
         buf.extend_from_slice(&data);
         let mut puts = Vec::new();
+        let mut chunk_bytes = 0u64;
         while let Some(f) =
             take_frame(&mut buf).map_err(|e| ClusterError::BadRecord { row, reason: e })?
         {
             copied += f.data.len() as u64;
+            chunk_bytes += f.data.len() as u64;
             puts.push(f);
         }
         // Records of one chunk go to the row's group commit together.
@@ -120,11 +121,10 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
             r?;
         }
         if let Some(rate) = limit {
-            let due = Duration::from_secs_f64(copied as f64 / rate.max(1) as f64);
-            let spent = start.elapsed();
-            if due > spent {
-                tokio::time::sleep(due - spent).await;
-            }
+            // One pacer per disk, shared by all its streams: the disk's
+            // recovery bandwidth, not each stream's, is bounded.
+            let wait = node.pace(chunk_bytes, rate);
+            tokio::time::sleep(wait).await;
         }
     }
     if !buf.is_empty() {

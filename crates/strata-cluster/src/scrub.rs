@@ -19,14 +19,22 @@ use crate::ClusterError;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs a pass every `every`.
+/// Runs a pass every `every`; reports totals since the node started (so a
+/// repair is never hidden by a later clean pass).
 pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration) {
+    let mut total = ScrubReport::default();
     loop {
         tokio::time::sleep(every).await;
         match scrub_once(&node).await {
             Ok(r) => {
+                total.rows_checked += r.rows_checked;
+                total.objects_checked += r.objects_checked;
+                total.corrupt += r.corrupt;
+                total.missing += r.missing;
+                total.repaired += r.repaired;
+                total.finished_ms = r.finished_ms;
                 if let Ok(mut g) = node.scrub_report.lock() {
-                    *g = Some(r);
+                    *g = Some(total.clone());
                 }
             }
             Err(e) => eprintln!("strata server: scrub pass failed: {e}"),

@@ -69,7 +69,7 @@ pub struct HeartbeatRequest {
     /// Bytes this node copied for the transfers in `completed`.
     #[serde(default)]
     pub recovery_bytes: u64,
-    /// The latest scrub report, if a pass finished.
+    /// Scrub totals since the node started, sent after each pass.
     #[serde(default)]
     pub scrub: Option<ScrubReport>,
 }

@@ -1,0 +1,437 @@
+//! The cluster commands with the real binary, on the embedded (file)
+//! metadata store: put/get/rm of small and multi-tract objects, add-node and
+//! remove-node with data moving, a metadata restart, scrubbing that finds a
+//! flipped byte and a missing replica and repairs both, and clear errors on
+//! bad input.
+
+mod cluster_common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use cluster_common::*;
+use strata_placement::{object_hash, PlacementTable};
+
+fn http(addr: &str, method: &str, path: &str, version: Option<u64>) -> (u16, Vec<u8>) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let v = version
+        .map(|v| format!("x-strata-table-version: {v}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{v}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).expect("read");
+    let code = String::from_utf8_lossy(&buf)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    let at = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(buf.len(), |p| p + 4);
+    (code, buf[at..].to_vec())
+}
+
+fn table(meta: &str) -> (PlacementTable, serde_json::Value) {
+    let (_, body) = http(meta, "GET", "/v1/map", None);
+    let map: serde_json::Value = serde_json::from_slice(&body).expect("map");
+    let t: PlacementTable = serde_json::from_value(map["table"].clone()).expect("table");
+    (t, map)
+}
+
+fn addr_of_disk(
+    map: &serde_json::Value,
+    t: &PlacementTable,
+    disk: strata_placement::DiskId,
+) -> String {
+    let node = t.disk(disk).expect("disk").node.0;
+    map["nodes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["id"] == node))
+        .and_then(|n| n["addr"].as_str())
+        .expect("node")
+        .to_string()
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dead = format!("127.0.0.1:{}", free_port());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["put", "--meta", &dead, "no-slash", "/dev/null"],
+            "BUCKET/KEY",
+        ),
+        (
+            vec!["get", "--meta", &dead, "b/k", "--deadline", "1"],
+            "metadata service",
+        ),
+        (
+            vec!["cluster", "status", "--meta", &dead],
+            "asking the metadata service",
+        ),
+        (
+            vec!["cluster", "simulate-recovery", "--disks", "100,x"],
+            "--disks",
+        ),
+        (
+            vec!["cluster", "simulate-recovery", "--disks", "10"],
+            "fewer nodes than replicas",
+        ),
+        (vec!["meta", "--replication", "0"], "--replication"),
+        (vec!["meta", "--tract-size", "12 parsecs"], "--tract-size"),
+        (
+            vec![
+                "load",
+                "--meta",
+                &dead,
+                "--objects",
+                "1",
+                "--size",
+                "1",
+                "--concurrency",
+                "0",
+            ],
+            "--concurrency",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = run(strata().args(&args));
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // Every new command explains itself.
+    for cmd in [
+        ["meta", "--help"],
+        ["cluster", "--help"],
+        ["load", "--help"],
+        ["put", "--help"],
+    ] {
+        assert!(run(strata().args(cmd)).status.success());
+    }
+}
+
+#[test]
+fn simulation_recovers_faster_on_more_disks() {
+    let out = ok(strata().args([
+        "cluster",
+        "simulate-recovery",
+        "--disks",
+        "100,400",
+        "--lost",
+        "47GB",
+        "--json",
+    ]));
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(rows.len(), 2);
+    let (a, b) = (&rows[0], &rows[1]);
+    assert_eq!(a["lost_rows"], 0);
+    let (ta, tb) = (
+        a["seconds"].as_f64().unwrap_or(0.0),
+        b["seconds"].as_f64().unwrap_or(0.0),
+    );
+    assert!(tb < ta / 3.0, "100 disks {ta} s, 400 disks {tb} s");
+}
+
+#[test]
+fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
+    let dir = scratch();
+    let meta_dir = dir.path().join("meta");
+    let port = free_port();
+    let meta = format!("127.0.0.1:{port}");
+    let start_meta = || {
+        let child = strata()
+            .args([
+                "meta",
+                "--listen",
+                &meta,
+                "--initial-nodes",
+                "3",
+                "--tract-size",
+                "64KiB",
+            ])
+            .args(["--suspect-after", "1", "--data"])
+            .arg(&meta_dir)
+            .stderr(std::fs::File::create(dir.path().join("meta.log")).expect("log"))
+            .spawn()
+            .expect("meta");
+        wait_until(Duration::from_secs(20), "meta", || {
+            std::net::TcpStream::connect(&meta).is_ok()
+        });
+        Proc {
+            child,
+            name: "meta".into(),
+        }
+    };
+    let mut meta_proc = start_meta();
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let data = dir.path().join(format!("n{i}"));
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = strata()
+            .args([
+                "server",
+                "--meta",
+                &meta,
+                "--listen",
+                &addr,
+                "--scrub-every",
+                "1",
+                "--data",
+            ])
+            .arg(&data)
+            .stderr(std::fs::File::create(dir.path().join(format!("n{i}.log"))).expect("log"))
+            .spawn()
+            .expect("node");
+        nodes.push((
+            Proc {
+                child,
+                name: addr.clone(),
+            },
+            addr,
+            data,
+        ));
+    }
+    wait_until(Duration::from_secs(30), "a table", || {
+        status(&meta)["table_version"] == 1
+    });
+    assert!(status(&meta)["backend"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("file:"));
+
+    // Small and multi-tract objects, from a file and from stdin.
+    let small = dir.path().join("small");
+    std::fs::write(&small, b"hello cluster").expect("write");
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let bigf = dir.path().join("big");
+    std::fs::write(&bigf, &big).expect("write");
+    ok(strata()
+        .args(["put", "--meta", &meta, "b/small.txt"])
+        .arg(&small));
+    let mut child = strata()
+        .args(["put", "--meta", &meta, "b/dir/big.bin", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("put");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&big)
+        .expect("stdin");
+    assert!(child.wait().expect("wait").success());
+    let got = ok(strata().args(["get", "--meta", &meta, "b/small.txt"]));
+    assert_eq!(got, "hello cluster");
+    let out = dir.path().join("out");
+    ok(strata()
+        .args(["get", "--meta", &meta, "b/dir/big.bin", "-o"])
+        .arg(&out));
+    assert_eq!(std::fs::read(&out).expect("read"), big);
+    // 300,000 bytes in 64 KiB tracts: 5 data tracts on 5 consecutive rows
+    // after the manifest's row.
+    let (t, _) = table(&meta);
+    let h = object_hash("b", "dir/big.bin");
+    assert_eq!(t.tract_count(big.len() as u64), 5);
+    assert_eq!(t.tract_row(h, 0), (t.row_of(h) + 1) % t.row_count());
+    ok(strata().args(["rm", "--meta", &meta, "b/small.txt"]));
+    let gone = run(strata().args(["get", "--meta", &meta, "b/small.txt"]));
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("does not exist"));
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "400",
+        "--size",
+        "2KiB",
+    ]));
+
+    // A stale table version is refused with the current one.
+    let row = t.row_of(object_hash("load", "obj-00000001"));
+    let addr = addr_of_disk(&table(&meta).1, &t, t.row(row)[0]);
+    let (code, _) = http(
+        &addr,
+        "GET",
+        &format!("/cluster/v1/rows/{row}/objects/load/obj-00000001"),
+        Some(0),
+    );
+    assert_eq!(code, 409);
+    let (code, _) = http(
+        &addr,
+        "GET",
+        &format!("/cluster/v1/rows/{row}/objects/load/obj-00000001"),
+        None,
+    );
+    assert_eq!(code, 400);
+
+    // The metadata service restarts from its file with the same table.
+    meta_proc.kill();
+    meta_proc = start_meta();
+    assert_eq!(status(&meta)["table_version"], 1);
+
+    // Scrubbing: flip a byte in one replica's segment, delete a record from
+    // another replica; the scrubber finds both and repairs them.
+    let key_row = t.row_of(object_hash("load", "obj-00000007"));
+    let reps = t.row(key_row).to_vec();
+    let victim_addr = addr_of_disk(&table(&meta).1, &t, reps[1]);
+    let (code, _) = http(
+        &victim_addr,
+        "DELETE",
+        &format!("/cluster/v1/rows/{key_row}/objects/load/obj-00000007"),
+        Some(1),
+    );
+    assert_eq!(code, 200);
+    let flip_addr = addr_of_disk(&table(&meta).1, &t, reps[2]);
+    let flip_data = &nodes.iter().find(|n| n.1 == flip_addr).expect("node").2;
+    let seg = std::fs::read_dir(flip_data.join("rows").join(format!("{key_row:08}")))
+        .expect("row dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .expect("segment");
+    let mut bytes = std::fs::read(&seg).expect("seg");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x55;
+    std::fs::write(&seg, &bytes).expect("flip");
+    wait_until(
+        Duration::from_secs(60),
+        "a scrub report with repairs",
+        || {
+            let st = status(&meta);
+            let sum = |f: &str| {
+                st["scrub"]
+                    .as_array()
+                    .map(|a| a.iter().map(|x| x[1][f].as_u64().unwrap_or(0)).sum::<u64>())
+                    .unwrap_or(0)
+            };
+            sum("corrupt") >= 1 && sum("repaired") >= 2
+        },
+    );
+    // Every replica of every row holds the same records again.
+    let (t, map) = table(&meta);
+    for r in 0..t.row_count() {
+        let digests: Vec<serde_json::Value> = t
+            .row(r)
+            .iter()
+            .map(|&d| {
+                let (_, b) = http(
+                    &addr_of_disk(&map, &t, d),
+                    "GET",
+                    &format!("/cluster/v1/rows/{r}/digest"),
+                    None,
+                );
+                let mut v: serde_json::Value = serde_json::from_slice(&b).expect("digest");
+                v["corrupt"] = serde_json::json!(0); // the damaged needle stays until compaction
+                v
+            })
+            .collect();
+        assert_eq!(digests[0], digests[1], "row {r}");
+        assert_eq!(digests[0], digests[2], "row {r}");
+    }
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "400",
+        "--size",
+        "2KiB",
+        "--verify",
+    ]));
+
+    // add-node: a fourth node registers (pending), is added, receives rows.
+    let data = dir.path().join("n3");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = strata()
+        .args(["server", "--meta", &meta, "--listen", &addr, "--data"])
+        .arg(&data)
+        .stderr(std::fs::File::create(dir.path().join("n3.log")).expect("log"))
+        .spawn()
+        .expect("node");
+    nodes.push((
+        Proc {
+            child,
+            name: addr.clone(),
+        },
+        addr.clone(),
+        data,
+    ));
+    wait_until(Duration::from_secs(20), "node 3 pending", || {
+        status(&meta)["nodes"]
+            .as_array()
+            .is_some_and(|n| n.len() == 4)
+    });
+    let before = table(&meta).0;
+    ok(strata().args(["cluster", "add-node", "--meta", &meta, "3"]));
+    ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "60"]));
+    let after = table(&meta).0;
+    assert_eq!(after.version(), 2);
+    assert_eq!(
+        after.row_count(),
+        before.row_count(),
+        "no object changed row"
+    );
+    let mut moved = 0;
+    for (a, b) in before.rows().zip(after.rows()) {
+        for (x, y) in a.iter().zip(b) {
+            if x != y {
+                moved += 1;
+                assert_eq!(
+                    after.disk(*y).expect("disk").node.0,
+                    3,
+                    "data moved only to the new node"
+                );
+            }
+        }
+    }
+    assert!(moved > 0);
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "400",
+        "--size",
+        "2KiB",
+        "--verify",
+    ]));
+    let got = ok(strata()
+        .args(["get", "--meta", &meta, "b/dir/big.bin", "-o"])
+        .arg(&out));
+    assert!(got.is_empty());
+    assert_eq!(std::fs::read(&out).expect("read"), big);
+
+    // remove-node: node 0's rows drain to the others; everything stays.
+    let human = ok(strata().args(["cluster", "remove-node", "--meta", &meta, "0"]));
+    assert!(human.contains("removed"), "{human}");
+    ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "60"]));
+    let st = status(&meta);
+    let n0 = &st["nodes"][0];
+    assert_eq!(n0["state"], "removed");
+    assert_eq!(n0["disks"][0]["rows"], 0);
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "400",
+        "--size",
+        "2KiB",
+        "--verify",
+    ]));
+    let text = ok(strata().args(["cluster", "status", "--meta", &meta]));
+    assert!(text.contains("rows under-replicated 0"), "{text}");
+    drop(nodes);
+    drop(meta_proc);
+}

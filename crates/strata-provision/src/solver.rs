@@ -76,9 +76,6 @@ struct Work {
     suffix: Vec<f64>,
     hull: Vec<(f64, f64, bool)>,
     segs: Vec<Seg>,
-    h_off: Vec<usize>,
-    all_hx: Vec<f64>,
-    all_hy: Vec<f64>,
     cand: Vec<f64>,
 }
 
@@ -275,28 +272,64 @@ fn best_p(it: &Item<'_>, c: f64, x: f64) -> f64 {
 
 struct Solver<'a, 'b> {
     items: &'b [Item<'a>],
-    work: Work,
+    /// One work area per thread.
+    work: Vec<Work>,
+    segs: Vec<Seg>,
 }
 
+/// Items per thread below which one thread does everything (spawning costs
+/// more than it saves).
+const PARALLEL_MIN_ITEMS: usize = 512;
+
 impl Solver<'_, '_> {
-    fn relaxed(&mut self, lambda: f64, flash: f64) -> Solution {
-        let w = &mut self.work;
-        w.segs.clear();
-        w.h_off.clear();
-        w.all_hx.clear();
-        w.all_hy.clear();
-        for (i, it) in self.items.iter().enumerate() {
-            h_points(it, lambda * it.write_rate, w);
-            w.h_off.push(w.all_hx.len());
-            w.all_hx.extend_from_slice(&w.hx);
-            w.all_hy.extend_from_slice(&w.hy);
-            hull_segments(i as u32, w);
+    fn new<'a, 'b>(items: &'b [Item<'a>]) -> Solver<'a, 'b> {
+        let threads = if items.len() >= 2 * PARALLEL_MIN_ITEMS {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .clamp(1, 8)
+        } else {
+            1
+        };
+        Solver::with_threads(items, threads)
+    }
+
+    fn with_threads<'a, 'b>(items: &'b [Item<'a>], threads: usize) -> Solver<'a, 'b> {
+        let threads = threads.max(1);
+        Solver {
+            items,
+            work: (0..threads).map(|_| Work::default()).collect(),
+            segs: Vec::new(),
         }
-        w.h_off.push(w.all_hx.len());
-        let mut segs = std::mem::take(&mut w.segs);
-        let r = greedy(&mut segs, self.items.len(), flash);
-        w.segs = segs;
-        let n = self.items.len();
+    }
+
+    fn relaxed(&mut self, lambda: f64, flash: f64) -> Solution {
+        let items = self.items;
+        let n = items.len();
+        let chunk = n.div_ceil(self.work.len()).max(1);
+        // h^λ and its hull per item: independent, so split across threads.
+        let hull_chunk = |base: usize, part: &[Item<'_>], w: &mut Work| {
+            w.segs.clear();
+            for (k, it) in part.iter().enumerate() {
+                h_points(it, lambda * it.write_rate, w);
+                hull_segments((base + k) as u32, w);
+            }
+        };
+        if self.work.len() == 1 {
+            hull_chunk(0, items, &mut self.work[0]);
+        } else {
+            std::thread::scope(|sc| {
+                for (t, (part, w)) in items.chunks(chunk).zip(self.work.iter_mut()).enumerate() {
+                    let f = &hull_chunk;
+                    sc.spawn(move || f(t * chunk, part, w));
+                }
+            });
+        }
+        self.segs.clear();
+        for w in &self.work {
+            self.segs.extend_from_slice(&w.segs);
+        }
+        let r = greedy(&mut self.segs, n, flash);
         let mut sol = Solution {
             flash: r.flash,
             write_probability: vec![0.0; n],
@@ -307,19 +340,43 @@ impl Solver<'_, '_> {
             error_bound: r.error_bound,
             iterations: 1,
         };
-        for (i, it) in self.items.iter().enumerate() {
-            let x = sol.flash[i].min(it.curve.size());
-            sol.flash[i] = x;
-            let p = best_p(it, lambda * it.write_rate, x);
-            sol.write_probability[i] = p;
-            let reads = if p > 0.0 {
-                p * it.curve.eval(x / p)
-            } else {
-                0.0
-            };
-            sol.flash_reads[i] = reads;
-            sol.objective += it.weight * reads;
-            sol.write_rate += p * it.write_rate;
+        // The write probability realising each h^λ(x_i).
+        let finish = |part: &[Item<'_>], flash: &mut [f64], ps: &mut [f64], reads: &mut [f64]| {
+            for (k, it) in part.iter().enumerate() {
+                let x = flash[k].min(it.curve.size());
+                flash[k] = x;
+                let p = best_p(it, lambda * it.write_rate, x);
+                ps[k] = p;
+                reads[k] = if p > 0.0 {
+                    p * it.curve.eval(x / p)
+                } else {
+                    0.0
+                };
+            }
+        };
+        if self.work.len() == 1 {
+            finish(
+                items,
+                &mut sol.flash,
+                &mut sol.write_probability,
+                &mut sol.flash_reads,
+            );
+        } else {
+            std::thread::scope(|sc| {
+                let parts = items
+                    .chunks(chunk)
+                    .zip(sol.flash.chunks_mut(chunk))
+                    .zip(sol.write_probability.chunks_mut(chunk))
+                    .zip(sol.flash_reads.chunks_mut(chunk));
+                for (((part, fl), ps), rd) in parts {
+                    let f = &finish;
+                    sc.spawn(move || f(part, fl, ps, rd));
+                }
+            });
+        }
+        for (i, it) in items.iter().enumerate() {
+            sol.objective += it.weight * sol.flash_reads[i];
+            sol.write_rate += sol.write_probability[i] * it.write_rate;
         }
         sol
     }
@@ -362,10 +419,7 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
             )));
         }
     }
-    let mut s = Solver {
-        items,
-        work: Work::default(),
-    };
+    let mut s = Solver::new(items);
     let sol0 = s.relaxed(0.0, flash);
     let Some(bound) = write_bound else {
         return Ok(sol0);
@@ -383,12 +437,22 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
         + 1e-300;
     let mut lo = 0.0;
     let mut best = s.relaxed(hi, flash);
+    let mut over = sol0;
     let mut iterations = 2;
-    for _ in 0..100 {
-        if hi - lo <= 1e-12 * hi || best.write_rate >= bound * (1.0 - 1e-9) {
+    // λ can span many orders of magnitude between workloads: bisect on a
+    // log scale while the bracket is wide, then arithmetically. Stop when
+    // the write rate is within 1e-4 of the bound (the remaining slack is
+    // negligible) or λ is known to 1e-9 relative.
+    let floor = hi * 1e-12;
+    for _ in 0..200 {
+        if hi - lo <= 1e-9 * hi || best.write_rate >= bound * (1.0 - 1e-4) {
             break;
         }
-        let mid = 0.5 * (lo + hi);
+        let mid = if hi > 16.0 * lo.max(floor) {
+            (hi * lo.max(floor)).sqrt()
+        } else {
+            0.5 * (lo + hi)
+        };
         let cand = s.relaxed(mid, flash);
         iterations += 1;
         if cand.write_rate <= bound {
@@ -396,6 +460,37 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
             best = cand;
         } else {
             lo = mid;
+            over = cand;
+        }
+    }
+    // The relaxed optimum's write rate jumps at λ* (at λ* itself every mix
+    // of the solutions on both sides is optimal: a workload whose whole
+    // worth equals its write penalty can be written with any probability).
+    // Mixing the two, per workload (x, p) = θ·(x, p)_over + (1−θ)·(x, p)_under,
+    // meets the bound exactly; the read rate p·φ(x/p) is a perspective of
+    // φ, so with concave φ the mix reads at least the mix of the reads.
+    if best.write_rate < bound * (1.0 - 1e-4) && over.write_rate > bound {
+        let theta = (bound - best.write_rate) / (over.write_rate - best.write_rate);
+        let mut mixed = best.clone();
+        mixed.objective = 0.0;
+        mixed.write_rate = 0.0;
+        for (i, it) in items.iter().enumerate() {
+            let x = theta * over.flash[i] + (1.0 - theta) * best.flash[i];
+            let p = theta * over.write_probability[i] + (1.0 - theta) * best.write_probability[i];
+            let reads = if p > 0.0 {
+                p * it.curve.eval(x / p)
+            } else {
+                0.0
+            };
+            mixed.flash[i] = x;
+            mixed.write_probability[i] = p;
+            mixed.flash_reads[i] = reads;
+            mixed.objective += it.weight * reads;
+            mixed.write_rate += p * it.write_rate;
+        }
+        mixed.error_bound = best.error_bound.max(over.error_bound);
+        if mixed.objective >= best.objective && mixed.write_rate <= bound * (1.0 + 1e-9) {
+            best = mixed;
         }
     }
     best.iterations = iterations;
@@ -467,6 +562,25 @@ mod tests {
     }
 
     #[test]
+    fn write_bound_below_a_jump_is_met_by_mixing() {
+        // One steep workload: its relaxed optimum writes everything (p = 1
+        // at its knee) until λw reaches φ(d), then nothing. A bound of 80%
+        // of its writes is met by writing 80% of its objects.
+        let a =
+            CacheabilityCurve::from_points(vec![0.0, 10.0, 100.0], vec![0.0, 10.0, 10.5]).unwrap();
+        let items = [Item {
+            curve: &a,
+            weight: 1.0,
+            write_rate: 10.0,
+        }];
+        let s = allocate(&items, 50.0, Some(8.0)).unwrap();
+        assert!((s.write_rate - 8.0).abs() < 1e-6, "{s:?}");
+        // p = 0.8 with the same TTL: 80% of the reads the knee serves, or more.
+        assert!(s.objective >= 0.8 * 10.0 - 1e-6, "{s:?}");
+        assert!(s.flash.iter().sum::<f64>() <= 50.0 + 1e-9);
+    }
+
+    #[test]
     fn weights_shift_flash() {
         let a = CacheabilityCurve::from_points(vec![0.0, 100.0], vec![0.0, 100.0]).unwrap();
         let b = CacheabilityCurve::from_points(vec![0.0, 100.0], vec![0.0, 50.0]).unwrap();
@@ -510,6 +624,42 @@ mod tests {
         // With write probabilities, h(x) = x·100/20 = 5x is linear: exact.
         assert!((s.objective - 75.0).abs() < 1e-9, "{s:?}");
         assert_eq!(s.error_bound, 0.0);
+    }
+
+    #[test]
+    fn threads_give_the_same_solution() {
+        // Pseudo-random curves, some not concave, 3000 workloads.
+        let mut z = 12345u64;
+        let mut next = || {
+            z ^= z << 13;
+            z ^= z >> 7;
+            z ^= z << 17;
+            (z >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let curves: Vec<CacheabilityCurve> = (0..3000)
+            .map(|_| {
+                let (mut x, mut y) = (vec![0.0], vec![0.0]);
+                for k in 1..20 {
+                    x.push(x[k - 1] + 1.0 + 100.0 * next());
+                    y.push(y[k - 1] + 10.0 * next());
+                }
+                CacheabilityCurve::from_points(x, y).unwrap()
+            })
+            .collect();
+        let items: Vec<Item<'_>> = curves
+            .iter()
+            .map(|c| Item {
+                curve: c,
+                weight: 1.0,
+                write_rate: 1.0 + next(),
+            })
+            .collect();
+        let total: f64 = curves.iter().map(|c| c.size()).sum();
+        for lambda in [0.0, 0.5, 3.0] {
+            let one = Solver::with_threads(&items, 1).relaxed(lambda, 0.1 * total);
+            let four = Solver::with_threads(&items, 4).relaxed(lambda, 0.1 * total);
+            assert_eq!(one, four);
+        }
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl S3Fifo {
 
     /// Puts the (unlinked) node `i` at the head of the ghost queue, or frees
     /// it when it is larger than the ghost queue.
-    fn to_ghost(&mut self, i: u32) {
+    fn move_to_ghost(&mut self, i: u32) {
         let w = self.w(i);
         if w > self.ghost_cap {
             self.slab.release(i);
@@ -135,7 +135,7 @@ impl S3Fifo {
                     key: n.key,
                     size: n.size as u64,
                 });
-                self.to_ghost(t);
+                self.move_to_ghost(t);
                 return;
             }
         }

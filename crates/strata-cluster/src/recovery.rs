@@ -30,8 +30,23 @@ pub(crate) async fn run(node: Arc<ClusterNode>) {
         else {
             continue;
         };
+        // Copies finished here but not yet acknowledged (the report rides on
+        // the next heartbeat) must not run again; once the service stops
+        // listing a copy, forget it.
+        {
+            let listed: std::collections::HashSet<_> = tasks
+                .iter()
+                .map(|t| (t.transfer.row, t.transfer.target))
+                .collect();
+            if let Ok(mut fin) = node.finished.lock() {
+                fin.retain(|k| listed.contains(k));
+            }
+        }
         for task in tasks {
             let key = (task.transfer.row, task.transfer.target);
+            if node.finished.lock().is_ok_and(|f| f.contains(&key)) {
+                continue;
+            }
             {
                 let mut running = match node.running.lock() {
                     Ok(g) => g,
@@ -48,6 +63,9 @@ pub(crate) async fn run(node: Arc<ClusterNode>) {
                 drop(permit);
                 match res {
                     Ok(bytes) => {
+                        if let Ok(mut fin) = node.finished.lock() {
+                            fin.insert(key);
+                        }
                         if let Ok(mut done) = node.completed.lock() {
                             done.push(task.transfer);
                         }

@@ -180,7 +180,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let _tmp;
     let dir = match &a.dir {
         Some(d) => {
-            if d.exists()
+            if !a.reuse
+                && d.exists()
                 && std::fs::read_dir(d)
                     .with_context(|| format!("listing {}", d.display()))?
                     .next()

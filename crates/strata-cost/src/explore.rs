@@ -237,8 +237,10 @@ fn price(model: &CostModel, s: &Spec, r: &strata_devmodel::ModelReport) -> Syste
     } else {
         0.0
     };
-    let flash_lifetime_years = (s.flash_bytes > 0 && writes_per_year > 0.0)
-        .then(|| s.flash_bytes as f64 * model.flash.pe_cycles / writes_per_year);
+    // Wear levelling spreads the simulated flash writes over the device as
+    // bought (the priced capacity), not over the scaled simulated cache.
+    let flash_lifetime_years = (s.flash_gb > 0.0 && writes_per_year > 0.0)
+        .then(|| s.flash_gb * GB * model.flash.pe_cycles / writes_per_year);
     let opex_flash = match flash_lifetime_years {
         Some(y) if y > 0.0 => s.flash_gb * model.flash.price_per_gb / y,
         _ => 0.0,
@@ -280,7 +282,14 @@ fn price(model: &CostModel, s: &Spec, r: &strata_devmodel::ModelReport) -> Syste
     }
 }
 
-/// Marks the systems no other system dominates on (capex, mean latency).
+/// Latency differences smaller than this fraction count as ties when
+/// deciding dominance, so that simulation noise does not make a dearer
+/// system "justifiable" by a hair's breadth.
+pub const LATENCY_TIE: f64 = 0.005;
+
+/// Marks the systems no other system dominates on (capex, mean latency):
+/// `j` dominates `i` when it costs no more, is no slower (within
+/// [`LATENCY_TIE`]), and is cheaper or clearly faster.
 pub fn mark_pareto(systems: &mut [SystemResult]) {
     let pts: Vec<(f64, f64)> = systems
         .iter()
@@ -288,10 +297,11 @@ pub fn mark_pareto(systems: &mut [SystemResult]) {
         .collect();
     for (i, s) in systems.iter_mut().enumerate() {
         let (c, l) = pts[i];
+        let tol = l.abs() * LATENCY_TIE;
         s.pareto = !pts
             .iter()
             .enumerate()
-            .any(|(j, &(c2, l2))| j != i && c2 <= c && l2 <= l && (c2 < c || l2 < l));
+            .any(|(j, &(c2, l2))| j != i && c2 <= c && l2 <= l + tol && (c2 < c || l2 < l - tol));
     }
 }
 
@@ -339,6 +349,7 @@ mod tests {
             sys("dominated", 3.0, 6.0),
             sys("fast", 4.0, 1.0),
             sys("tie", 2.0, 5.0),
+            sys("hair-faster-but-dearer", 2.5, 4.99),
         ];
         mark_pareto(&mut v);
         let p: Vec<&str> = v
@@ -358,7 +369,11 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let o = if x.is_multiple_of(4) { x % 2000 } else { x % 50 };
+            let o = if x.is_multiple_of(4) {
+                x % 2000
+            } else {
+                x % 50
+            };
             reqs.push(Ok(Request::new(i as f64 * 0.005, Op::Get, o, 0, 100_000)));
         }
         let model = CostModel {

@@ -9,8 +9,8 @@ pub const PALETTE: [&str; 8] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
 ];
 
-const W: f64 = 720.0;
-const H: f64 = 400.0;
+const W: f64 = 640.0;
+const H: f64 = 380.0;
 const ML: f64 = 70.0;
 const MR: f64 = 20.0;
 const MT: f64 = 36.0;
@@ -199,6 +199,7 @@ struct Scale {
     lo: f64,
     hi: f64,
     log: bool,
+    fmt: Fmt,
     p0: f64,
     p1: f64,
 }
@@ -243,6 +244,7 @@ impl Scale {
             lo,
             hi,
             log: axis.log,
+            fmt: axis.fmt,
             p0,
             p1,
         }
@@ -259,6 +261,48 @@ impl Scale {
     }
 
     fn ticks(&self) -> Vec<f64> {
+        if self.log && self.fmt == Fmt::Seconds {
+            const T: [f64; 14] = [
+                1e-3,
+                1e-2,
+                0.1,
+                1.0,
+                10.0,
+                60.0,
+                600.0,
+                3600.0,
+                6.0 * 3600.0,
+                86400.0,
+                7.0 * 86400.0,
+                30.0 * 86400.0,
+                365.0 * 86400.0,
+                3650.0 * 86400.0,
+            ];
+            return T
+                .iter()
+                .copied()
+                .filter(|&t| t >= self.lo * 0.999 && t <= self.hi * 1.001)
+                .collect();
+        }
+        if self.log && self.fmt == Fmt::Bytes {
+            let a = self.lo.log2().ceil() as i32;
+            let b = self.hi.log2().floor() as i32;
+            let stride = (((b - a).max(1) as f64) / 8.0).ceil().max(1.0) as i32;
+            // Prefer powers of 1024 when they fall on the stride.
+            let stride = if stride > 5 { 10 } else { stride };
+            let start = if stride == 10 {
+                (a + 9).div_euclid(10) * 10
+            } else {
+                a
+            };
+            let mut t = Vec::new();
+            let mut e = start;
+            while e <= b {
+                t.push(2f64.powi(e));
+                e += stride;
+            }
+            return t;
+        }
         if self.log {
             let a = self.lo.log10().round() as i32;
             let b = self.hi.log10().round() as i32;

@@ -115,7 +115,7 @@ const CSS: &str = "body{font-family:Helvetica,Arial,sans-serif;max-width:1500px;
 h1{font-size:26px;margin-bottom:4px}h2{margin-top:36px;border-bottom:1px solid #ddd;padding-bottom:4px}\
 .meta{color:#555}.note{background:#fff8e1;border-left:4px solid #E69F00;padding:8px 12px}\
 .grid{display:flex;flex-wrap:wrap;gap:16px}figure{margin:0;border:1px solid #eee;padding:6px;background:#fff}\
-figcaption{font-size:12px;color:#555;max-width:720px;padding:4px}svg{display:block;max-width:100%;height:auto}\
+figcaption{font-size:12px;color:#555;max-width:640px;padding:4px}svg{display:block;max-width:100%;height:auto}\
 table{border-collapse:collapse;font-size:13px;margin:8px 0}th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}\
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}tr.pareto td{font-weight:bold}\
 nav a{margin-right:12px}";

@@ -233,3 +233,88 @@ fn bench_store_json_has_exactly_the_promised_fields() {
     // Without --keep the store's files are removed.
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+#[test]
+fn bench_store_compaction_phase_and_reuse() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("bench");
+    let s = dir.to_str().unwrap();
+    let o = strata(&[
+        "bench",
+        "store",
+        "--dir",
+        s,
+        "--objects",
+        "1200",
+        "--size",
+        "1KiB",
+        "--threads",
+        "2",
+        "--gets",
+        "400",
+        "--segment-size",
+        "256KiB",
+        "--compaction",
+        "--keep",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in [
+        "get_p99_us_quiet",
+        "get_p99_us_compacting",
+        "compaction_seconds",
+    ] {
+        assert!(v[k].as_f64().is_some(), "{k} missing: {v}");
+    }
+    // The compacted segment is generation 1 and the store verifies clean.
+    let o = strata(&["store", "verify", s, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.ends_with("-00000001.seg")),
+        "{names:?}"
+    );
+    // --reuse reads a kept store again without filling it.
+    let dir2 = d.path().join("bench2");
+    let s2 = dir2.to_str().unwrap();
+    let args = [
+        "bench",
+        "store",
+        "--dir",
+        s2,
+        "--objects",
+        "800",
+        "--size",
+        "1KiB",
+        "--gets",
+        "300",
+        "--json",
+    ];
+    let o = strata(&[&args[..], &["--keep"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let o = strata(&[&args[..], &["--reuse"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["put_objects_per_s"].as_f64(), Some(0.0));
+    assert_eq!(v["device_reads_per_get"].as_f64(), Some(1.0));
+    // without --reuse a non-empty directory is refused
+    let o = strata(&[
+        "bench",
+        "store",
+        "--dir",
+        s,
+        "--objects",
+        "1200",
+        "--size",
+        "1KiB",
+    ]);
+    assert!(
+        !o.status.success() && text(&o).contains("is not empty"),
+        "{}",
+        text(&o)
+    );
+}

@@ -202,6 +202,57 @@ fn optimized_fifo_beats_single_fifo_and_predicts_the_eval_window() {
 }
 
 #[test]
+fn censored_lru_ages_give_bounds_that_bracket_the_measurement() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("late.strace");
+    // The trace begins a day after its data started being created.
+    ok(&[
+        "synth",
+        s(&trace),
+        "--duration",
+        "2d",
+        "--scale",
+        "0.3",
+        "--seed",
+        "11",
+        "--start-at",
+        "24h",
+    ]);
+    let json = ok(&[
+        "provision",
+        s(&trace),
+        "--flash",
+        "1%",
+        "--policy",
+        "lru",
+        "--train",
+        "24h..36h",
+        "--eval",
+        "36h..48h",
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let censored: f64 = v["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| f(w, "censored_objects"))
+        .sum();
+    assert!(censored > 1000.0, "{censored}");
+    let lo = f(&v, "predicted_flash_hit_ratio");
+    let hi = f(&v, "predicted_flash_hit_ratio_upper");
+    let m = f(&v, "measured_flash_hit_ratio");
+    assert!(
+        hi > lo + 0.005,
+        "bounds {lo}..{hi} should differ under censoring"
+    );
+    assert!(
+        m > 0.97 * lo && m < 1.03 * hi,
+        "measured {m} outside {lo}..{hi}"
+    );
+}
+
+#[test]
 fn sampling_is_scaled_back_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("small.csv");

@@ -9,7 +9,9 @@
 //! are full. A read is a flash hit when the object is on flash. An object
 //! read but never written in the trace is on disk; it is then treated as
 //! written at that read (with the same draw), so read-only traces still
-//! measure the insert-on-first-sight behaviour the curves assume.
+//! measure the insert-on-first-sight behaviour the curves assume — unless
+//! the read carries a creation time before it (the object predates the
+//! trace), in which case it stays on disk.
 //!
 //! Requests before the window warm the tier up; only reads inside the window
 //! are counted. Several layouts are replayed in one pass.
@@ -224,7 +226,11 @@ impl Replay {
                         m.reads += 1;
                         m.flash_hits += hit as u64;
                     }
-                    if first_sight {
+                    // An object first seen by a read is written then, unless
+                    // the trace says it was created earlier (before the
+                    // trace began): that object was written long ago and
+                    // is on disk.
+                    if first_sight && !matches!(r.create_time, Some(c) if c < r.time) {
                         write(run, self.policy, r);
                     }
                 }
@@ -287,6 +293,24 @@ mod tests {
             assert_eq!(m[0][&0].reads, 1);
             assert_eq!(m[0][&0].flash_hits, hits, "{policy:?}");
         }
+    }
+
+    #[test]
+    fn objects_older_than_the_trace_are_on_disk() {
+        let layout = Layout::PerWorkload([(0, (100, 1.0))].into_iter().collect());
+        let mut r = Replay::new(vec![layout], Eviction::Fifo, 0.0, 10.0, 1);
+        let mut old = get(1.0, 1, 0);
+        old.create_time = Some(-50.0);
+        r.push(&old);
+        let mut again = get(2.0, 1, 0);
+        again.create_time = Some(-50.0);
+        r.push(&again);
+        // Unknown creation: written at first sight, hit the second time.
+        r.push(&get(3.0, 2, 0));
+        r.push(&get(4.0, 2, 0));
+        let m = r.finish();
+        assert_eq!(m[0][&0].reads, 4);
+        assert_eq!(m[0][&0].flash_hits, 1);
     }
 
     #[test]

@@ -243,6 +243,7 @@ pub fn default_workloads() -> Vec<WorkloadSpec> {
 #[derive(Clone, Copy, Debug)]
 struct Event {
     time: f64,
+    create: f64,
     seq: u64,
     op: Op,
     object: u64,
@@ -283,6 +284,7 @@ pub struct Generator {
     heap: BinaryHeap<Event>,
     seq: u64,
     duration: f64,
+    start: f64,
 }
 
 impl Generator {
@@ -336,7 +338,18 @@ impl Generator {
             heap: BinaryHeap::new(),
             seq: 0,
             duration,
+            start: 0.0,
         })
+    }
+
+    /// Starts the emitted trace at `start` seconds instead of 0: objects are
+    /// still created from time 0, but requests before `start` are not
+    /// yielded, and later requests to objects created before it carry their
+    /// `create_time` — a trace that begins after its data was created, whose
+    /// LRU ages are censored (Janus §8.7).
+    pub fn starting_at(mut self, start: f64) -> Generator {
+        self.start = start.clamp(0.0, self.duration);
+        self
     }
 
     /// The default workloads for `duration` seconds at `scale`.
@@ -354,11 +367,13 @@ impl Generator {
         self.duration
     }
 
-    fn schedule(&mut self, time: f64, op: Op, object: u64, workload: u32, size: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn schedule(&mut self, time: f64, create: f64, op: Op, object: u64, workload: u32, size: u64) {
         if time < self.duration {
             self.seq += 1;
             self.heap.push(Event {
                 time,
+                create,
                 seq: self.seq,
                 op,
                 object,
@@ -386,10 +401,10 @@ impl Generator {
         self.next_put[i] = t + r.exponential(1.0 / spec.puts_per_s);
         if let Some(l) = lifetime {
             ages.retain(|&a| a < l);
-            self.schedule(t + l, Op::Delete, object, id, size);
+            self.schedule(t + l, t, Op::Delete, object, id, size);
         }
         for a in ages {
-            self.schedule(t + a, Op::Get, object, id, size);
+            self.schedule(t + a, t, Op::Get, object, id, size);
         }
         Request::new(t, Op::Put, object, id, size)
     }
@@ -399,21 +414,33 @@ impl Iterator for Generator {
     type Item = Request;
 
     fn next(&mut self) -> Option<Request> {
-        let (i, t_put) = self
-            .next_put
-            .iter()
-            .copied()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(&b.1))?;
-        let t_event = self.heap.peek().map_or(f64::INFINITY, |e| e.time);
-        if t_event <= t_put {
-            let e = self.heap.pop()?;
-            return Some(Request::new(e.time, e.op, e.object, e.workload, e.size));
+        loop {
+            let (i, t_put) = self
+                .next_put
+                .iter()
+                .copied()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(&b.1))?;
+            let t_event = self.heap.peek().map_or(f64::INFINITY, |e| e.time);
+            if t_event <= t_put {
+                let e = self.heap.pop()?;
+                if e.time < self.start {
+                    continue;
+                }
+                let mut r = Request::new(e.time, e.op, e.object, e.workload, e.size);
+                if e.create < self.start {
+                    r.create_time = Some(e.create);
+                }
+                return Some(r);
+            }
+            if t_put >= self.duration {
+                return None;
+            }
+            let r = self.put(i);
+            if r.time >= self.start {
+                return Some(r);
+            }
         }
-        if t_put >= self.duration {
-            return None;
-        }
-        Some(self.put(i))
     }
 }
 
@@ -475,6 +502,31 @@ mod tests {
             .find(|r| r.workload == 3 && r.op == Op::Put)
             .unwrap();
         assert!(big.size > 1_000_000);
+    }
+
+    #[test]
+    fn starting_late_censors_and_keeps_the_rest() {
+        let all: Vec<Request> = Generator::default_mix(4.0 * HOUR, 0.1, 5)
+            .unwrap()
+            .collect();
+        let late: Vec<Request> = Generator::default_mix(4.0 * HOUR, 0.1, 5)
+            .unwrap()
+            .starting_at(HOUR)
+            .collect();
+        // The same requests from one hour on, with creation times for the
+        // objects created before.
+        let tail: Vec<&Request> = all.iter().filter(|r| r.time >= HOUR).collect();
+        assert_eq!(tail.len(), late.len());
+        let mut censored = 0;
+        for (a, b) in tail.iter().zip(&late) {
+            assert_eq!((a.time, a.op, a.object), (b.time, b.op, b.object));
+            if let Some(c) = b.create_time {
+                assert!(c < HOUR && b.op != Op::Put);
+                censored += 1;
+            }
+        }
+        assert!(censored > 100, "{censored}");
+        assert!(late.iter().all(|r| r.time >= HOUR));
     }
 
     #[test]

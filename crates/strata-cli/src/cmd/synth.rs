@@ -40,6 +40,12 @@ pub struct Args {
     /// Multiplies every workload's object creation rate (and so its reads).
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
+    /// Start the written trace this far in (e.g. 12h): objects are created
+    /// from time 0, but only requests from here on are written, those to
+    /// older objects with their creation time — a trace that begins after its
+    /// data was created (censored LRU ages).
+    #[arg(long, value_name = "DURATION")]
+    pub start_at: Option<String>,
     /// Print the workload mix and exit.
     #[arg(long)]
     pub list: bool,
@@ -101,7 +107,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let Some(out) = args.out else {
         bail!("an output file is required");
     };
-    let gen = Generator::default_mix(duration, args.scale, args.seed)?;
+    let mut gen = Generator::default_mix(duration, args.scale, args.seed)?;
+    if let Some(s) = &args.start_at {
+        let start = parse_duration(s).context("--start-at")?;
+        if start >= duration {
+            bail!(
+                "--start-at {s} is not before the end of the trace ({})",
+                args.duration
+            );
+        }
+        gen = gen.starting_at(start);
+    }
     let names: Vec<(u32, String)> = gen.specs().iter().map(|s| (s.id, s.name.clone())).collect();
     let format = TraceFile::from_path(&out);
     let bar = progress::bar(duration.ceil() as u64, "synth (s)");

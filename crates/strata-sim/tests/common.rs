@@ -15,6 +15,9 @@ pub fn traces() -> PathBuf {
     p
 }
 
+/// (request, byte, object-mode) miss ratios at 1/5/10/20%.
+pub type Cells = Vec<(f64, f64, f64)>;
+
 /// One trace's section of EXPECTED.md.
 pub struct Expected {
     /// Requests, distinct objects and working-set bytes from the heading.
@@ -24,7 +27,7 @@ pub struct Expected {
     /// Absolute byte sizes at 1/5/10/20%.
     pub sizes: Vec<u64>,
     /// policy -> [(request, byte, object) miss ratio] at 1/5/10/20%.
-    pub rows: Vec<(String, Vec<(f64, f64, f64)>)>,
+    pub rows: Vec<(String, Cells)>,
 }
 
 /// Parses the section of EXPECTED.md whose heading starts with `heading`.

@@ -12,6 +12,9 @@ pub enum StoreError {
     /// A path that should be a directory is something else.
     #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
+    /// Another process has the store directory open.
+    #[error("store directory {0} is in use by another process (its strata.lock is held)")]
+    InUse(PathBuf),
     /// The configuration is unusable.
     #[error("invalid store configuration: {0}")]
     Config(String),

@@ -326,6 +326,9 @@ struct Inner {
     /// One compaction or move at a time.
     maintenance: Mutex<()>,
     stop: AtomicBool,
+    /// Exclusive advisory locks on each directory's lock file, held while
+    /// the store is open (released by the kernel if the process dies).
+    _locks: Vec<File>,
 }
 
 /// A segment store over one or more device directories.
@@ -398,6 +401,10 @@ impl Store {
                 Err(_) => return Err(StoreError::MissingDirectory(d.path.clone())),
             }
         }
+        let mut locks = Vec::new();
+        for d in &cfg.devices {
+            locks.push(lock_dir(&d.path)?);
+        }
         let mut report = OpenReport::default();
         let found = discover(&cfg)?;
         let max_id = found.keys().next_back().copied();
@@ -455,6 +462,7 @@ impl Store {
             counters,
             maintenance: Mutex::new(()),
             stop: AtomicBool::new(false),
+            _locks: locks,
         });
         // Scanned or re-sealed segments get their checkpoints now, so that
         // the next open is fast even if this process is killed soon.
@@ -754,6 +762,26 @@ impl Iterator for NeedleIter {
             }),
             Ok(ScanItem::Corrupt { offset, reason, .. }) => Err(seg.corrupt(offset, reason)),
         })
+    }
+}
+
+/// Name of the lock file in each device directory.
+pub const LOCK_FILE: &str = "strata.lock";
+
+/// Takes the exclusive lock of a device directory, so that two processes
+/// never append to (or recover) the same segments.
+fn lock_dir(dir: &std::path::Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(StoreError::io("opening lock file", &path))?;
+    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(f),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(StoreError::InUse(dir.to_path_buf())),
+        Err(e) => Err(StoreError::io("locking", &path)(e.into())),
     }
 }
 

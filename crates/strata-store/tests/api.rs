@@ -177,3 +177,13 @@ fn bad_input_is_a_clear_error() {
         .unwrap();
     assert!(e.to_string().contains("not a Strata segment"), "{e}");
 }
+
+#[test]
+fn a_directory_is_opened_by_one_store_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::open(cfg(dir.path())).unwrap();
+    let e = Store::open(cfg(dir.path())).err().unwrap();
+    assert!(matches!(e, StoreError::InUse(_)), "{e}");
+    drop(a);
+    Store::open(cfg(dir.path())).unwrap();
+}

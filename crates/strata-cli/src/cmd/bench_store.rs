@@ -424,10 +424,11 @@ fn get_phase_mapped(
 fn remove_store_files(dir: &std::path::Path) -> anyhow::Result<()> {
     for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let p = e?.path();
-        if matches!(
+        let ours = matches!(
             p.extension().and_then(|x| x.to_str()),
             Some("seg") | Some("idx")
-        ) {
+        ) || p.file_name().and_then(|x| x.to_str()) == Some(strata_store::LOCK_FILE);
+        if ours {
             std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
         }
     }

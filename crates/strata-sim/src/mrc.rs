@@ -1,11 +1,12 @@
 //! Miss-ratio curves of LRU.
 //!
-//! [`ExactMrc`] computes every request's LRU stack distance in one pass: a
-//! Fenwick tree over request positions holds, at each key's latest position,
-//! the key's weight (1 in object mode, its size in byte mode); the distance
-//! of a re-reference is the sum over the positions since the key's previous
-//! one, O(log n). Positions are renumbered when the tree fills, so memory is
-//! O(distinct keys), not O(requests). A request hits in an LRU cache of
+//! [`ExactMrc`] computes every request's LRU stack distance in one pass:
+//! each key's latest request position holds the key's weight (1 in object
+//! mode, its size in byte mode) and the distance of a re-reference is the
+//! weight held since the key's previous position, read from a bitmap of
+//! positions and a Fenwick tree over its 64-position words: O(log n) per
+//! request (see [`StackDistance`]). Positions are renumbered when they run
+//! out, so memory is O(distinct keys), not O(requests). A request hits in an LRU cache of
 //! capacity C exactly when its distance is at most C, so one pass gives the
 //! miss ratio at every size: all sizes in object mode, and the sizes of a
 //! grid fixed before the pass in byte mode (an object's weight is its latest
@@ -36,11 +37,23 @@ pub struct CurvePoint {
 }
 
 /// Exact LRU stack distances of a stream, one key at a time.
+///
+/// Each key's latest request position is marked in a bitmap of 64-position
+/// words, with its weight beside it; a Fenwick tree over the words holds
+/// their weight sums (a few tens of KB per million keys, so it stays in
+/// cache). The distance of a re-reference at old position p is p's weight
+/// plus the weight marked after p: within p's word a popcount (unit
+/// weights) or a scan of at most 63 marks, beyond it the total minus one
+/// prefix walk of the word tree. Positions are renumbered (live keys in
+/// order) when they run out, so memory is O(distinct keys).
 pub struct StackDistance {
     last: KeyMap<(u32, u32)>,
-    tree: Vec<u64>,
+    bits: Vec<u64>,
+    weights: Vec<u32>,
+    words: Vec<u64>,
     time: u32,
     total: u64,
+    unit_weights: bool,
 }
 
 impl Default for StackDistance {
@@ -49,60 +62,127 @@ impl Default for StackDistance {
     }
 }
 
+const MIN_POSITIONS: usize = 1 << 16;
+
 impl StackDistance {
     /// An empty profiler.
     pub fn new() -> StackDistance {
-        StackDistance {
+        let mut s = StackDistance {
             last: key_map(),
-            tree: vec![0; 1 << 16],
-            time: 1,
+            bits: Vec::new(),
+            weights: Vec::new(),
+            words: Vec::new(),
+            time: 0,
             total: 0,
-        }
+            unit_weights: true,
+        };
+        s.resize(MIN_POSITIONS);
+        s
     }
 
+    fn resize(&mut self, positions: usize) {
+        let n_words = positions.div_ceil(64);
+        self.bits = vec![0; n_words];
+        self.weights = vec![0; n_words * 64];
+        self.words = vec![0; n_words + 1];
+    }
+
+    fn positions(&self) -> usize {
+        self.bits.len() * 64
+    }
+
+    /// Adds `delta` to word `w`'s sum (Fenwick, 1-based inside).
     #[inline(always)]
-    fn add(&mut self, pos: u32, delta: i64) {
-        let mut i = pos as usize;
-        let n = self.tree.len();
+    fn word_add(&mut self, w: usize, delta: u64, neg: bool) {
+        let mut i = w + 1;
+        let n = self.words.len();
         while i < n {
-            self.tree[i] = self.tree[i].wrapping_add(delta as u64);
+            self.words[i] = if neg {
+                self.words[i].wrapping_sub(delta)
+            } else {
+                self.words[i].wrapping_add(delta)
+            };
             i += i & i.wrapping_neg();
         }
     }
 
+    /// Sum of the words 0..=w.
     #[inline(always)]
-    fn prefix(&self, pos: u32) -> u64 {
-        let mut i = pos as usize;
+    fn word_prefix(&self, w: usize) -> u64 {
+        let mut i = w + 1;
         let mut s = 0u64;
         while i > 0 {
-            s = s.wrapping_add(self.tree[i]);
+            s = s.wrapping_add(self.words[i]);
             i &= i - 1;
         }
         s
     }
 
-    /// Renumbers live positions 1..=live in order and rebuilds the tree
-    /// (sized for twice the live keys).
+    #[inline(always)]
+    fn mark(&mut self, pos: u32, weight: u32) {
+        let (w, b) = (pos as usize / 64, pos % 64);
+        self.bits[w] |= 1 << b;
+        self.weights[pos as usize] = weight;
+        self.word_add(w, weight as u64, false);
+    }
+
+    #[inline(always)]
+    fn unmark(&mut self, pos: u32, weight: u32) {
+        let (w, b) = (pos as usize / 64, pos % 64);
+        self.bits[w] &= !(1 << b);
+        self.word_add(w, weight as u64, true);
+    }
+
+    /// Weight marked at positions after `pos`.
+    #[inline(always)]
+    fn weight_after(&self, pos: u32) -> u64 {
+        let (w, b) = (pos as usize / 64, pos % 64);
+        let above = if b == 63 { 0 } else { self.bits[w] >> (b + 1) };
+        let within = if self.unit_weights {
+            above.count_ones() as u64
+        } else {
+            let mut m = above;
+            let mut s = 0u64;
+            while m != 0 {
+                let j = m.trailing_zeros();
+                s += self.weights[pos as usize + 1 + j as usize] as u64;
+                m &= m - 1;
+            }
+            s
+        };
+        within + self.total - self.word_prefix(w)
+    }
+
+    /// Renumbers live positions 0..live in order, in room for 4x the live
+    /// keys.
     fn compact(&mut self) {
         let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&k, &(p, _))| (p, k)).collect();
         live.sort_unstable();
-        let size = (live.len() * 2).max(1 << 16) + 1;
-        let mut tree = vec![0u64; size];
+        let positions = (live.len() * 4).max(MIN_POSITIONS);
+        self.resize(positions);
+        let total = self.total;
+        self.total = 0;
         for (new, &(_, k)) in live.iter().enumerate() {
             if let Some(e) = self.last.get_mut(&k) {
-                e.0 = new as u32 + 1;
-                tree[new + 1] = e.1 as u64;
+                e.0 = new as u32;
+                let w = e.1;
+                let (wi, b) = (new / 64, new % 64);
+                self.bits[wi] |= 1 << b;
+                self.weights[new] = w;
+                self.words[wi + 1] += w as u64;
+                self.total += w as u64;
             }
         }
-        // Linear-time Fenwick build.
-        for i in 1..size {
+        debug_assert_eq!(total, self.total);
+        // Linear-time Fenwick build over the word sums.
+        let n = self.words.len();
+        for i in 1..n {
             let j = i + (i & i.wrapping_neg());
-            if j < size {
-                tree[j] = tree[j].wrapping_add(tree[i]);
+            if j < n {
+                self.words[j] = self.words[j].wrapping_add(self.words[i]);
             }
         }
-        self.tree = tree;
-        self.time = live.len() as u32 + 1;
+        self.time = live.len() as u32;
     }
 
     /// Records a request for `key` of `weight` units; returns its stack
@@ -110,32 +190,32 @@ impl StackDistance {
     /// previous request, itself included) or `None` for a first request.
     #[inline]
     pub fn access(&mut self, key: u64, weight: u32) -> Option<u64> {
-        if self.time as usize >= self.tree.len() {
+        if self.time as usize >= self.positions() {
             self.compact();
+        }
+        if weight != 1 {
+            self.unit_weights = false;
         }
         let t = self.time;
         self.time += 1;
-        let now = self.prefix(t - 1);
-        let (dist, old) = match self.last.insert(key, (t, weight)) {
-            Some((p, w)) => (Some(now - self.prefix(p - 1)), Some((p, w))),
-            None => (None, None),
+        let dist = match self.last.insert(key, (t, weight)) {
+            Some((p, w)) => {
+                let d = w as u64 + self.weight_after(p);
+                self.unmark(p, w);
+                self.total -= w as u64;
+                Some(d)
+            }
+            None => None,
         };
-        if let Some((p, w)) = old {
-            self.add(p, -(w as i64));
-        } else {
-            self.total += weight as u64;
-        }
-        if let Some((_, w)) = old {
-            self.total = self.total - w as u64 + weight as u64;
-        }
-        self.add(t, weight as i64);
+        self.mark(t, weight);
+        self.total += weight as u64;
         dist
     }
 
     /// Forgets `key` (SHARDS fixed-size drops keys from its sample).
     pub fn forget(&mut self, key: u64) {
         if let Some((p, w)) = self.last.remove(&key) {
-            self.add(p, -(w as i64));
+            self.unmark(p, w);
             self.total -= w as u64;
         }
     }

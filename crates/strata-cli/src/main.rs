@@ -21,6 +21,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Inspect and check a segment store directory.
+    /// The loop end to end: a node, a synthetic load, traces, a plan, the load again.
+    Demo(cmd::demo::Args),
     Store(cmd::store::Args),
     /// Run a storage node: objects over HTTP on flash and disk tiers.
     Server(cmd::server::Args),
@@ -61,6 +63,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(a) => cmd::demo::run(a),
         Command::Store(a) => cmd::store::run(a),
         Command::Server(a) => cmd::server::run(a),
         Command::Meta(a) => cmd::meta::run(a),

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod demo;
 pub mod flashcache;
 pub mod http;
 pub mod loadgen;

@@ -33,6 +33,9 @@ pub enum Target {
     Seaweed {
         /// host:port of the master.
         master: String,
+        /// Ask the volume server to fsync each upload (`?fsync=true`), as
+        /// durable as a Strata PUT; SeaweedFS does not by default.
+        fsync: bool,
     },
 }
 
@@ -373,7 +376,8 @@ impl Worker {
                 }
                 self.keys.objs.write().extend(stored);
             }
-            Target::Seaweed { master } => {
+            Target::Seaweed { master, fsync } => {
+                let fsync = *fsync;
                 let r = self
                     .client
                     .request(
@@ -399,12 +403,17 @@ impl Worker {
                         format!("{}_{i}", a.fid)
                     };
                     let path = format!("/{fid}");
+                    let put_path = if fsync {
+                        format!("{path}?fsync=true")
+                    } else {
+                        path.clone()
+                    };
                     let r = self
                         .client
                         .request(
                             &addr,
                             Method::PUT,
-                            &path,
+                            &put_path,
                             &[("content-type", "application/octet-stream")],
                             data,
                         )

@@ -29,6 +29,10 @@ pub struct Args {
     /// Drive a SeaweedFS master at this host:port instead.
     #[arg(long, value_name = "HOST:PORT")]
     seaweedfs: Option<String>,
+    /// With --seaweedfs: ask for an fsync per upload (`?fsync=true`), as
+    /// durable as a Strata PUT (SeaweedFS does not fsync by default).
+    #[arg(long)]
+    seaweedfs_fsync: bool,
     /// Bucket (= workload) to write into on a Strata node.
     #[arg(long, default_value = "bench")]
     bucket: String,
@@ -72,7 +76,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let sizes = loadgen::parse_sizes(&a.sizes, |s| parse_bytes(s).ok())?;
     let popularity = loadgen::parse_popularity(&a.popularity)?;
     let target = match &a.seaweedfs {
-        Some(m) => Target::Seaweed { master: m.clone() },
+        Some(m) => Target::Seaweed {
+            master: m.clone(),
+            fsync: a.seaweedfs_fsync,
+        },
         None => Target::Strata {
             addr: a.addr.clone(),
             bucket: a.bucket.clone(),

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bench_http;
 pub mod bench_store;
 pub mod cost;
+pub mod demo;
 pub mod mrc;
 pub mod model;
 pub mod provision;

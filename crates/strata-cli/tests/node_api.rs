@@ -1,0 +1,206 @@
+//! The node's HTTP API end to end against the real `strata server`: every
+//! verb, cookies, ranges, batch PUT, every client-mistake status code with
+//! its reason, metrics, plan reload, and durability across a restart.
+
+mod node_common;
+use node_common::*;
+
+#[test]
+fn objects_cookies_ranges_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &["--max-object-size", "64KiB"]);
+    let a = s.addr.as_str();
+
+    assert_eq!(get(a, "/healthz").status, 200);
+
+    // PUT answers with the cookie in a header and in the URL.
+    let body = content(1, 5000);
+    let r = put(a, "/photos/cat.jpg", &body);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let cookie = r.header("x-strata-cookie").unwrap().to_string();
+    assert_eq!(cookie.len(), 8);
+    let url = r.header("location").unwrap().to_string();
+    assert_eq!(url, format!("/photos/cat.jpg?cookie={cookie}"));
+
+    // GET with the right cookie, without one (allowed by default), HEAD.
+    let g = get(a, &url);
+    assert_eq!(g.status, 200);
+    assert_eq!(g.body, body);
+    assert_eq!(get(a, "/photos/cat.jpg").body, body);
+    let h = request(a, "HEAD", &url, &[], None).unwrap();
+    assert_eq!(h.status, 200);
+    assert_eq!(h.header("content-length"), Some("5000"));
+
+    // A wrong cookie is a 404 exactly like an absent object.
+    let wrong = format!("{:08x}", u32::from_str_radix(&cookie, 16).unwrap() ^ 1);
+    let w = get(a, &format!("/photos/cat.jpg?cookie={wrong}"));
+    let absent = get(a, "/photos/nope.jpg");
+    assert_eq!(w.status, 404);
+    assert_eq!(absent.status, 404);
+    assert_eq!(w.body, absent.body);
+    assert_eq!(get(a, "/photos/cat.jpg?cookie=xyz").status, 400);
+
+    // Ranges.
+    let r = request(a, "GET", &url, &[("Range", "bytes=10-19")], None).unwrap();
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, &body[10..20]);
+    assert_eq!(r.header("content-range"), Some("bytes 10-19/5000"));
+    let r = request(a, "GET", &url, &[("Range", "bytes=-7")], None).unwrap();
+    assert_eq!(r.body, &body[4993..]);
+    for bad in ["bytes=abc", "bytes=9-1", "lines=1-2", "bytes=0-1,5-6"] {
+        let r = request(a, "GET", &url, &[("Range", bad)], None).unwrap();
+        assert_eq!(r.status, 416, "{bad}: {}", r.text());
+        assert!(
+            r.text().contains("Range") || r.text().contains("range"),
+            "{}",
+            r.text()
+        );
+    }
+    let r = request(a, "GET", &url, &[("Range", "bytes=5000-")], None).unwrap();
+    assert_eq!(r.status, 416);
+    assert_eq!(r.header("content-range"), Some("bytes */5000"));
+
+    // Overwrite: the new bytes, a new cookie; the old cookie no longer reads.
+    let body2 = content(2, 100);
+    let r2 = put(a, "/photos/cat.jpg", &body2);
+    let cookie2 = r2.header("x-strata-cookie").unwrap().to_string();
+    assert_eq!(
+        get(a, &format!("/photos/cat.jpg?cookie={cookie2}")).body,
+        body2
+    );
+    if cookie2 != cookie {
+        assert_eq!(get(a, &url).status, 404);
+    }
+
+    // Client mistakes, each with a reason.
+    let r = put(a, "/photos/big", &vec![0u8; 70 * 1024]);
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert!(r.text().contains("maximum"), "{}", r.text());
+    let r = request(
+        a,
+        "PUT",
+        "/photos/chunked",
+        &[("Transfer-Encoding", "chunked")],
+        None,
+    );
+    let r = r.unwrap();
+    assert_eq!(r.status, 411, "{}", r.text());
+    let r = request(a, "PATCH", "/photos/cat.jpg", &[], None).unwrap();
+    assert_eq!(r.status, 405);
+    assert!(r.header("allow").is_some());
+    assert_eq!(put(a, "/_hidden/x", b"1").status, 400);
+    assert_eq!(put(a, "/bad%20bucket/x", b"1").status, 400);
+    assert_eq!(get(a, "/photos").status, 405);
+    assert_eq!(get(a, "/").status, 404);
+
+    // DELETE.
+    assert_eq!(
+        request(a, "DELETE", "/photos/cat.jpg", &[], None)
+            .unwrap()
+            .status,
+        204
+    );
+    assert_eq!(get(a, "/photos/cat.jpg").status, 404);
+    assert_eq!(
+        request(a, "DELETE", "/photos/cat.jpg", &[], None)
+            .unwrap()
+            .status,
+        404
+    );
+
+    // Batch PUT: one request, every object readable with its cookie.
+    let items: Vec<(String, Vec<u8>)> = (0..20)
+        .map(|i| (format!("album/{i}"), content(100 + i, 10 + i as usize * 37)))
+        .collect();
+    let r = request(a, "POST", "/photos", &[], Some(&batch_body(&items))).unwrap();
+    assert_eq!(r.status, 201, "{}", r.text());
+    let cookies = cookies_of(&r.text());
+    assert_eq!(cookies.len(), 20);
+    for ((name, data), (n2, c)) in items.iter().zip(&cookies) {
+        assert_eq!(name, n2);
+        let g = get(a, &format!("/photos/{name}?cookie={c}"));
+        assert_eq!(g.status, 200);
+        assert_eq!(&g.body, data);
+    }
+    let r = request(a, "POST", "/photos", &[], Some(&[5, 0, 1])).unwrap();
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("batch"), "{}", r.text());
+
+    // Metrics count what happened.
+    let m = get(a, "/metrics").text();
+    assert!(
+        m.contains("strata_http_requests_total{method=\"GET\",code=\"404\"}"),
+        "{m}"
+    );
+    assert!(m.contains("strata_commit_batches_total"));
+    assert!(
+        m.contains("strata_workload_writes_total{workload=\"photos\"} 22"),
+        "{m}"
+    );
+}
+
+#[test]
+fn require_cookies_hides_objects_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &["--require-cookies"]);
+    let a = s.addr.as_str();
+    let r = put(a, "/b/o", b"secret");
+    let url = r.header("location").unwrap().to_string();
+    assert_eq!(get(a, "/b/o").status, 404);
+    assert_eq!(get(a, &url).body, b"secret");
+}
+
+#[test]
+fn objects_survive_a_restart_and_plans_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut urls = Vec::new();
+    {
+        let s = Server::start(dir.path(), &[]);
+        for i in 0..50u64 {
+            let r = put(&s.addr, &format!("/w{}/obj{i}", i % 3), &content(i, 300));
+            assert_eq!(r.status, 201);
+            urls.push((i, r.header("location").unwrap().to_string()));
+        }
+    }
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"format":"strata-tier-plan","version":1,"total_flash_bytes":1000000,
+            "write_bound_bytes_per_s":null,"train_window":[0,1],"policy":"fifo",
+            "predicted_flash_hit_ratio":0.5,
+            "workloads":[{"id":1,"flash_bytes":1000000,"write_probability":0.0,
+              "ttl_seconds":null,"eviction":"fifo","weight":1,"predicted_flash_reads_per_s":1}]}"#,
+    )
+    .unwrap();
+    let s = Server::start(dir.path(), &["--plan", plan.to_str().unwrap()]);
+    let a = s.addr.as_str();
+    for (i, u) in &urls {
+        let g = get(a, u);
+        assert_eq!(g.status, 200, "{u}");
+        assert_eq!(g.body, content(*i, 300));
+    }
+    // The plan sends workload 1 (w0, the first registered) to disk.
+    let r = put(a, "/w0/new", b"x");
+    assert!(r.text().contains("\"tier\":\"disk\""), "{}", r.text());
+    let st = get(a, "/_admin/status").text();
+    assert!(st.contains("\"plan\":\"loaded\""), "{st}");
+    // A bad plan is refused with a reason and the old one stays.
+    let r = request(a, "POST", "/_admin/plan", &[], Some(b"{\"format\":1}")).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(get(a, "/_admin/plan").status, 200);
+    // SIGHUP reloads the file; DELETE goes back to the default plan.
+    s.hup();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(get(a, "/metrics")
+        .text()
+        .contains("strata_plan_loads_total 2"));
+    assert_eq!(
+        request(a, "DELETE", "/_admin/plan", &[], None)
+            .unwrap()
+            .status,
+        200
+    );
+    assert_eq!(get(a, "/_admin/plan").status, 404);
+    let r = put(a, "/w0/new2", b"x");
+    assert!(r.text().contains("\"tier\":\"flash\""), "{}", r.text());
+}

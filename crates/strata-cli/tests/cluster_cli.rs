@@ -243,6 +243,49 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
     let h = object_hash("b", "dir/big.bin");
     assert_eq!(t.tract_count(big.len() as u64), 5);
     assert_eq!(t.tract_row(h, 0), (t.row_of(h) + 1) % t.row_count());
+    // Atomic append (FDS's extend): four processes append distinct
+    // 100,000-byte chunks to one object at once; each gets its own tracts.
+    let chunks: Vec<Vec<u8>> = (0..4u8)
+        .map(|c| {
+            (0..100_000u32)
+                .map(|i| (i as u8).wrapping_mul(3) ^ (c * 50))
+                .collect()
+        })
+        .collect();
+    let appenders: Vec<std::process::Child> = chunks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let f = dir.path().join(format!("chunk{i}"));
+            std::fs::write(&f, c).expect("chunk");
+            strata()
+                .args(["put", "--append", "--meta", &meta, "b/log"])
+                .arg(&f)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("append")
+        })
+        .collect();
+    for mut a in appenders {
+        assert!(a.wait().expect("wait").success());
+    }
+    let log = dir.path().join("log");
+    ok(strata()
+        .args(["get", "--meta", &meta, "b/log", "-o"])
+        .arg(&log));
+    let got = std::fs::read(&log).expect("log");
+    assert_eq!(got.len(), 400_000);
+    let mut pieces: Vec<&[u8]> = got.chunks(100_000).collect();
+    pieces.sort();
+    let mut want: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+    want.sort();
+    assert_eq!(pieces, want, "appends interleaved or lost");
+    // A small object stored whole cannot be appended to.
+    let refused = run(strata()
+        .args(["put", "--append", "--meta", &meta, "b/small.txt"])
+        .arg(&small));
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot be appended"));
     ok(strata().args(["rm", "--meta", &meta, "b/small.txt"]));
     let gone = run(strata().args(["get", "--meta", &meta, "b/small.txt"]));
     assert!(String::from_utf8_lossy(&gone.stderr).contains("does not exist"));

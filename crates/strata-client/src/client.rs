@@ -13,8 +13,8 @@ use strata_placement::{object_hash, DiskId, PlacementTable};
 
 use crate::http::Http;
 use crate::protocol::{
-    inline_record, manifest_record, object_path, tract_key, valid_name, Manifest, RECORD_INLINE,
-    RECORD_MANIFEST,
+    extend_path, inline_record, manifest_record, object_path, tract_key, valid_name, ExtendRequest,
+    ExtendResponse, Manifest, RECORD_INLINE, RECORD_MANIFEST,
 };
 use crate::ClientError;
 
@@ -208,6 +208,7 @@ impl Client {
             len: data.len() as u64,
             tract_size: ts,
             tracts,
+            lens: Vec::new(),
         };
         self.put_record(bucket, key, h, -1, manifest_record(&m))
             .await
@@ -294,6 +295,119 @@ impl Client {
                     let _ = self.refresh_from(version).await;
                 }
             }
+        }
+    }
+
+    /// Appends `data` to `bucket/key` atomically with respect to other
+    /// appenders (FDS's extend-blob): the first live replica of the
+    /// object's metadata row reserves whole tracts at the end of the object
+    /// and updates its manifest on every replica, then the data tracts are
+    /// written. Returns the first tract of the reserved range. An object
+    /// written whole with [`put`](Self::put) and larger than a tract can be
+    /// appended to; a small one (stored inline) cannot.
+    pub async fn append(&self, bucket: &str, key: &str, data: Bytes) -> Result<u64, ClientError> {
+        check(bucket, key)?;
+        if data.is_empty() {
+            return Err(ClientError::Write {
+                name: format!("{bucket}/{key}"),
+                reason: "nothing to append".into(),
+            });
+        }
+        let h = object_hash(bucket, key);
+        let ts = self.current().table.tract_size();
+        let lens: Vec<u64> = data.chunks(ts as usize).map(|c| c.len() as u64).collect();
+        let first = self.extend(bucket, key, h, &lens, ts).await?;
+        let work = lens.iter().enumerate().map(|(i, _)| {
+            let start = i * ts as usize;
+            let end = (start + ts as usize).min(data.len());
+            let piece = data.slice(start..end);
+            let t = first + i as u64;
+            let name = tract_key(key, t);
+            async move { self.put_record(bucket, &name, h, t as i64, piece).await }
+        });
+        run_bounded(work, self.cfg.tract_parallelism).await?;
+        Ok(first)
+    }
+
+    async fn extend(
+        &self,
+        bucket: &str,
+        key: &str,
+        h: u64,
+        lens: &[u64],
+        tract_size: u64,
+    ) -> Result<u64, ClientError> {
+        let body = serde_json::to_vec(&ExtendRequest {
+            lens: lens.to_vec(),
+            tract_size,
+        })
+        .map(Bytes::from)
+        .map_err(|e| ClientError::Write {
+            name: format!("{bucket}/{key}"),
+            reason: e.to_string(),
+        })?;
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let map = self.current();
+            let version = map.table.version();
+            let row = map.table.tract_row(h, -1);
+            let reason = match map.replicas(row).first() {
+                None => format!("row {row} has no live replica"),
+                Some(addr) => {
+                    let url = format!("http://{addr}{}", extend_path(row, bucket, key));
+                    match self
+                        .http
+                        .send(
+                            Method::POST,
+                            &url,
+                            Some(version),
+                            body.clone(),
+                            self.cfg.request_timeout,
+                        )
+                        .await
+                    {
+                        Ok(r) if r.status.is_success() => {
+                            let e: ExtendResponse =
+                                serde_json::from_slice(&r.body).map_err(|e| {
+                                    ClientError::Manifest {
+                                        name: format!("{bucket}/{key}"),
+                                        reason: format!("bad extend answer: {e}"),
+                                    }
+                                })?;
+                            return Ok(e.first);
+                        }
+                        Ok(r) if r.status == StatusCode::CONFLICT && r.table_version.is_some() => {
+                            self.counters.stale.fetch_add(1, Ordering::Relaxed);
+                            self.refresh_from(version).await?;
+                            continue;
+                        }
+                        Ok(r)
+                            if r.status.is_client_error()
+                                && r.status != StatusCode::MISDIRECTED_REQUEST =>
+                        {
+                            return Err(ClientError::Write {
+                                name: format!("{bucket}/{key}"),
+                                reason: String::from_utf8_lossy(&r.body).into_owned(),
+                            });
+                        }
+                        Ok(r) => {
+                            format!("{url}: {} {}", r.status, String::from_utf8_lossy(&r.body))
+                        }
+                        Err(e) => e,
+                    }
+                }
+            };
+            if start.elapsed() >= self.cfg.deadline {
+                return Err(ClientError::Write {
+                    name: format!("{bucket}/{key}"),
+                    reason,
+                });
+            }
+            self.counters.write_retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+            let _ = self.refresh_from(version).await;
         }
     }
 

@@ -74,6 +74,38 @@ pub struct Manifest {
     pub tract_size: u64,
     /// Number of data tracts.
     pub tracts: u64,
+    /// Bytes in each data tract, for objects built by appends (each append
+    /// takes whole tracts, so tracts may be partly filled). Empty for an
+    /// object written whole: every tract is full but the last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lens: Vec<u64>,
+}
+
+/// `POST /cluster/v1/rows/{row}/extend/{bucket}/{key}` at the first live
+/// replica of the object's metadata row (FDS's extend-blob): reserve one
+/// data tract per entry of `lens` at the end of the object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtendRequest {
+    /// Bytes that will go in each reserved tract.
+    pub lens: Vec<u64>,
+    /// The client's tract size (used when the object is new).
+    pub tract_size: u64,
+}
+
+/// Answer to an extend: the first reserved tract number.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtendResponse {
+    /// First tract of the reserved range.
+    pub first: u64,
+}
+
+/// The path of an extend request.
+pub fn extend_path(row: usize, bucket: &str, key: &str) -> String {
+    format!(
+        "/cluster/v1/rows/{row}/extend/{}/{}",
+        encode_segment(bucket),
+        encode_segment(key)
+    )
 }
 
 /// A record holding a small object whole.

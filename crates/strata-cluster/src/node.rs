@@ -93,6 +93,8 @@ pub struct ClusterNode {
     pub(crate) recovery_permits: Arc<Semaphore>,
     pub(crate) export_permits: Arc<Semaphore>,
     pub(crate) scrub_report: Mutex<Option<ScrubReport>>,
+    /// Serializes extends (atomic appends) led by this node.
+    pub(crate) extend_lock: tokio::sync::Mutex<()>,
     /// When the disk's recovery bandwidth is next free (leaky bucket).
     pacer: Mutex<Instant>,
 }
@@ -334,6 +336,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         export_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1) * 2)),
         scrub_report: Mutex::new(None),
         pacer: Mutex::new(Instant::now()),
+        extend_lock: tokio::sync::Mutex::new(()),
         opts,
     });
     // Wait for the metadata service (it may start after the nodes).

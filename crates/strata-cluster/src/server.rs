@@ -12,7 +12,9 @@ use axum::{Json, Router};
 use bytes::BytesMut;
 use serde::Deserialize;
 use strata_client::protocol::{
-    put_frame, record_hash, record_range, ListEntry, RowDigest, DIGEST_RANGES, TABLE_VERSION_HEADER,
+    manifest_record, object_path, put_frame, record_hash, record_range, ExtendRequest,
+    ExtendResponse, ListEntry, Manifest, RowDigest, DIGEST_RANGES, RECORD_MANIFEST,
+    TABLE_VERSION_HEADER,
 };
 use strata_placement::DiskId;
 
@@ -27,6 +29,10 @@ pub(crate) fn router(node: Node) -> Router {
         .route(
             "/cluster/v1/rows/{row}/objects/{bucket}/{key}",
             get(get_object).put(put_object).delete(delete_object),
+        )
+        .route(
+            "/cluster/v1/rows/{row}/extend/{bucket}/{key}",
+            axum::routing::post(extend),
         )
         .route("/cluster/v1/rows/{row}/export", get(export))
         .route("/cluster/v1/rows/{row}/digest", get(digest))
@@ -180,6 +186,116 @@ async fn delete_object(
         Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+/// FDS's extend-blob at the first live replica of the object's metadata
+/// row: appends are serialized here (one lock per node), the new manifest
+/// is written to every live replica of the row before the range is handed
+/// out, so concurrent appenders get disjoint tract ranges.
+async fn extend(
+    State(node): State<Node>,
+    Path((row, bucket, key)): Path<(usize, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let disk = match admit(&node, &headers, row).await {
+        Ok(d) => d,
+        Err(r) => return r,
+    };
+    let Some(map) = node.map() else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "no table");
+    };
+    let live = map.table.live_replicas(row);
+    if live.first() != Some(&disk) {
+        return text(
+            StatusCode::MISDIRECTED_REQUEST,
+            format!("extend of row {row} goes to the row's first live replica"),
+        );
+    }
+    let req: ExtendRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("bad extend request: {e}")),
+    };
+    if req.lens.is_empty() || req.tract_size == 0 || req.lens.iter().any(|&l| l > req.tract_size) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "extend needs at least one tract, each no larger than the tract size",
+        );
+    }
+    let _serial = node.extend_lock.lock().await;
+    let store = match row_store(&node, row).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let (b, k) = (bucket.clone(), key.clone());
+    let st = store.clone();
+    let current = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let mut m = match current {
+        None => Manifest {
+            len: 0,
+            tract_size: req.tract_size,
+            tracts: 0,
+            lens: Vec::new(),
+        },
+        Some(rec) if rec.first() == Some(&RECORD_MANIFEST) => {
+            match serde_json::from_slice::<Manifest>(&rec[1..]) {
+                Ok(m) => m,
+                Err(e) => {
+                    return text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("{bucket}/{key}: damaged manifest: {e}"),
+                    )
+                }
+            }
+        }
+        Some(_) => {
+            return text(
+                StatusCode::CONFLICT,
+                format!("{bucket}/{key} is a small object stored whole; it cannot be appended to"),
+            )
+        }
+    };
+    if m.lens.is_empty() && m.tracts > 0 {
+        m.lens = (0..m.tracts)
+            .map(|t| m.tract_size.min(m.len.saturating_sub(t * m.tract_size)))
+            .collect();
+    }
+    let first = m.tracts;
+    m.tracts += req.lens.len() as u64;
+    m.len += req.lens.iter().sum::<u64>();
+    m.lens.extend(&req.lens);
+    let rec = manifest_record(&m);
+    if let Err(e) = store.put(&bucket, &key, &rec).await {
+        return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    }
+    let path = object_path(row, &bucket, &key);
+    for d in live.iter().skip(1) {
+        let Some(addr) = map.addr_of_disk.get(d) else {
+            continue;
+        };
+        let ok = node
+            .http
+            .send(
+                hyper::Method::PUT,
+                &format!("http://{addr}{path}"),
+                Some(map.table.version()),
+                rec.clone(),
+                std::time::Duration::from_secs(10),
+            )
+            .await
+            .is_ok_and(|r| r.status.is_success());
+        if !ok {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("replica {addr} did not take the new manifest; retry"),
+            );
+        }
+    }
+    Json(ExtendResponse { first }).into_response()
 }
 
 /// Streams every live record of the row (no version check: a node being

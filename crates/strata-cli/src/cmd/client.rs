@@ -46,6 +46,11 @@ pub struct PutArgs {
     /// Seconds to keep retrying while a replica is down.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     deadline: u64,
+    /// Append to the object instead of replacing it (atomic with respect
+    /// to other appenders: each append gets its own range of whole tracts,
+    /// FDS's extend-blob).
+    #[arg(long)]
+    append: bool,
     /// BUCKET/KEY.
     name: String,
     /// File to store, or - for standard input.
@@ -67,6 +72,18 @@ pub fn put(a: PutArgs) -> anyhow::Result<()> {
     let len = data.len();
     runtime()?.block_on(async {
         let c = connect(&a.meta, a.deadline).await?;
+        if a.append {
+            let first = c
+                .append(bucket, key, Bytes::from(data))
+                .await
+                .with_context(|| format!("appending to {}", a.name))?;
+            eprintln!(
+                "appended {} to {} at tract {first}",
+                format_bytes(len as u64),
+                a.name
+            );
+            return Ok(());
+        }
         c.put(bucket, key, Bytes::from(data))
             .await
             .with_context(|| format!("storing {}", a.name))?;

@@ -50,10 +50,9 @@ pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let num: f64 = num
-        .replace('_', "")
-        .parse()
-        .with_context(|| format!("bad size {s:?}: expected a number with an optional unit such as 4KiB, 1GB or 10%"))?;
+    let num: f64 = num.replace('_', "").parse().with_context(|| {
+        format!("bad size {s:?}: expected a number with an optional unit such as 4KiB, 1GB or 10%")
+    })?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,
@@ -64,7 +63,9 @@ pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
         "mb" => 1e6,
         "gb" => 1e9,
         "tb" => 1e12,
-        other => bail!("bad size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"),
+        other => bail!(
+            "bad size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+        ),
     };
     let v = num * mult;
     if !(v.is_finite() && v >= 0.0) {

@@ -83,6 +83,7 @@ fn report_renders_in_headless_chromium() {
         "IOPS per GiB",
         "Miss-ratio curves",
         "Cost explorer",
+        "Cacheability curves and tier plan",
     ] {
         assert!(text.contains(section), "missing section {section}");
     }

@@ -255,7 +255,6 @@ pub struct Model<C: TieredCache> {
     next_io: u64,
     segments: HashMap<u64, Segment>,
     active: HashMap<u32, u64>,
-    cold: HashMap<u64, u64>,
     locs: HashMap<u64, Loc>,
     buffered: HashMap<u64, u64>,
     buffer_fifo: VecDeque<(u64, u64, u64)>,
@@ -283,6 +282,9 @@ const LOG_FILE: u64 = u64::MAX;
 /// Cold segments per workload that data written before the trace fills.
 pub const COLD_STREAMS: u64 = 64;
 
+/// File ids of cold segments: a range the file counter never reaches.
+const COLD_FILES: u64 = 1 << 62;
+
 impl<C: TieredCache> Model<C> {
     /// A model of an empty node.
     pub fn new(cfg: ModelConfig, cache: C) -> Result<Model<C>, ModelError> {
@@ -297,7 +299,6 @@ impl<C: TieredCache> Model<C> {
             next_io: 0,
             segments: HashMap::new(),
             active: HashMap::new(),
-            cold: HashMap::new(),
             locs: HashMap::new(),
             buffered: HashMap::new(),
             buffer_fifo: VecDeque::new(),
@@ -414,40 +415,15 @@ impl<C: TieredCache> Model<C> {
     }
 
     /// Where a GET of an object never written in the trace reads: it was
-    /// written before the trace began, into one of [`COLD_STREAMS`] cold
-    /// segments of its workload chosen by a hash of its id, so that old
-    /// data is spread over files and so over disks.
-    fn place_cold(&mut self, object: u64, workload: u32, size: u64) -> Loc {
-        let cap = self.segment_bytes();
-        let stream = (u64::from(workload) << 8) | (file_id(object, 0, 0) % COLD_STREAMS);
-        let seg = match self.cold.get(&stream) {
-            Some(&s) if self.segments.get(&s).is_some_and(|s| s.fill + size <= cap) => s,
-            _ => {
-                let s = self.new_segment(workload, false);
-                if let Some(sg) = self.segments.get_mut(&s) {
-                    sg.sealed = true;
-                }
-                self.cold.insert(stream, s);
-                s
-            }
-        };
-        let sg = self.segments.get_mut(&seg);
-        let offset = match sg {
-            Some(sg) => {
-                let off = sg.fill;
-                sg.fill += size;
-                sg.needles.push((object, off, size));
-                off
-            }
-            None => 0,
-        };
-        let loc = Loc {
-            segment: seg,
-            offset,
-            size,
-        };
-        self.locs.insert(object, loc);
-        loc
+    /// written before the trace began into one of [`COLD_STREAMS`] cold
+    /// segment files of its workload, both chosen by a hash of its id, so
+    /// old data is spread over files (and so over disks) and costs no
+    /// memory per object. Cold segments are never compacted.
+    fn cold_loc(&self, object: u64, workload: u32) -> (u64, u64) {
+        let h = file_id(object, 0, 0);
+        let stream = (u64::from(workload) << 8) | (h % COLD_STREAMS);
+        let cap = self.segment_bytes().max(1);
+        (COLD_FILES | stream, file_id(h, 1, 1) % cap)
     }
 
     fn get(&mut self, req: &Request, t: f64) {
@@ -478,9 +454,12 @@ impl<C: TieredCache> Model<C> {
                 (file_id(req.object, block, 0), off % block_bytes)
             }
             Layout::Segments { .. } => {
-                let loc = match self.locs.get(&req.object) {
-                    Some(l) => *l,
-                    None => self.place_cold(req.object, req.workload, req.size.max(bytes)),
+                let Some(loc) = self.locs.get(&req.object).copied() else {
+                    let (file, offset) = self.cold_loc(req.object, req.workload);
+                    let off = offset + req.offset.unwrap_or(0);
+                    self.disk_reads += 1;
+                    self.io(None, t, file, off, bytes, IoClass::ForegroundRead, false);
+                    return;
                 };
                 if self.segments.get(&loc.segment).is_some_and(|s| s.in_memory) {
                     self.ram_hits += 1;
@@ -662,7 +641,6 @@ impl<C: TieredCache> Model<C> {
         for rep in 0..u64::from(self.cfg.replicas) {
             self.node.forget(sg.base + rep);
         }
-        self.cold.retain(|_, s| *s != seg);
         self.compactions += 1;
         let r = u64::from(self.cfg.replicas);
         let readers = if self.cfg.local_compaction { r } else { 1 };

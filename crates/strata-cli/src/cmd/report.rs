@@ -6,7 +6,10 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use strata_analyze::{AnalyzeConfig, Analyzer};
 use strata_policy::Unit;
-use strata_report::{render, MrcCurve, ReportInput};
+use strata_provision::plan::Eviction;
+use strata_provision::{provision, AgeBuckets, Amount, CollectConfig, Collector, Prices};
+use strata_report::charts::{fmt_value, line_chart, Axis, Fmt, Series};
+use strata_report::{render, table, MrcCurve, ReportInput, Section};
 use strata_sim::mrc::{Shards, ShardsMode};
 
 /// Write one self-contained HTML report of a trace: inline SVG charts, no
@@ -16,7 +19,10 @@ use strata_sim::mrc::{Shards, ShardsMode};
 /// lifetimes by size class, locality map, read heat, popularity by age,
 /// IOPS per GiB against the break-even line), an LRU miss-ratio curve
 /// (SHARDS, bounded memory), and the cost explorer's Pareto chart and table
-/// (`strata cost`; skip it with --no-cost, it simulates 36 systems).
+/// (`strata cost`; skip it with --no-cost, it simulates 36 systems), and
+/// the provisioner's cacheability curves and tier plan (`strata provision`
+/// with FIFO eviction and --provision-flash of the data on flash; skip with
+/// --no-provision).
 ///
 /// Examples:
 ///   strata report trace.csv.zst -o report.html
@@ -48,6 +54,13 @@ pub struct Args {
     /// Interval for peak IOPS.
     #[arg(long, default_value = "10m")]
     pub iops_interval: String,
+    /// Leave out the provisioner's cacheability curves and tier plan.
+    #[arg(long)]
+    pub no_provision: bool,
+    /// Flash the provisioner divides among workloads: bytes or % of the
+    /// workloads' data.
+    #[arg(long, default_value = "10%")]
+    pub provision_flash: String,
     /// Worker threads for the cost simulations (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -72,6 +85,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     std::fs::write(&args.output, b"")
         .with_context(|| format!("cannot write {}", args.output.display()))?;
 
+    let provision_flash = if args.no_provision {
+        None
+    } else {
+        Some(
+            match crate::units::parse_size_arg(&args.provision_flash)
+                .context("in --provision-flash")?
+            {
+                crate::units::SizeArg::Bytes(b) => Amount::Absolute(b as f64),
+                crate::units::SizeArg::Percent(p) => Amount::Fraction(p / 100.0),
+            },
+        )
+    };
+    let buckets = AgeBuckets::geometric(0.01, 366.0 * 86400.0, 8)?;
+    let mut collector = match provision_flash {
+        Some(_) => Some(Collector::new(CollectConfig::new(buckets.clone()))?),
+        None => None,
+    };
     let mut analyzer = Analyzer::new(cfg)?;
     let mut shards = Shards::new(Unit::Bytes, ShardsMode::FixedSize(args.mrc_objects));
     for r in open_trace(&args.trace, "analysing")? {
@@ -79,6 +109,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         analyzer.push(&r);
         if r.op == strata_trace::Op::Get {
             shards.access(r.object, r.bytes());
+        }
+        if let Some(c) = collector.as_mut() {
+            c.push(&r);
         }
     }
     let analysis = analyzer.finish();
@@ -136,6 +169,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let mut extra = Vec::new();
+    if let (Some(c), Some(flash)) = (collector, provision_flash) {
+        extra.push(provision_section(c, &buckets, flash)?);
+    }
     let name = args
         .trace
         .file_name()
@@ -148,10 +185,92 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         mrc,
         mrc_note,
         cost: cost.as_ref(),
-        extra: Vec::new(),
+        extra,
     });
     std::fs::write(&args.output, html)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     eprintln!("wrote {}", args.output.display());
     Ok(())
+}
+
+/// The provisioner's section: cacheability curves and the tier plan.
+fn provision_section(c: Collector, buckets: &AgeBuckets, flash: Amount) -> anyhow::Result<Section> {
+    let collected = c.finish().context("provisioning")?;
+    let cfg = strata_provision::Config {
+        policy: Eviction::Fifo,
+        flash,
+        write_bound: None,
+        weights: Default::default(),
+        prices: Prices::default(),
+    };
+    let p = match provision(&collected, buckets, &cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(Section {
+                id: "provision".into(),
+                title: "Cacheability curves and tier plan".into(),
+                intro: format!("The provisioner has nothing to plan for this trace: {e}."),
+                body_html: String::new(),
+            })
+        }
+    };
+    let series: Vec<Series> = p
+        .curves
+        .iter()
+        .map(|c| {
+            Series::new(
+                format!("w{} (FIFO age)", c.id),
+                c.fifo
+                    .x
+                    .iter()
+                    .copied()
+                    .zip(c.fifo.y.iter().copied())
+                    .collect(),
+            )
+        })
+        .collect();
+    let chart = line_chart(
+        "Cacheability curves: reads/s absorbed by the youngest bytes",
+        &Axis::linear("flash allocated (bytes)", Fmt::Bytes),
+        &Axis::linear("flash reads per second", Fmt::Number),
+        &series,
+    );
+    let plan = p.plan();
+    let rows: Vec<Vec<String>> = plan
+        .workloads
+        .iter()
+        .map(|w| {
+            vec![
+                format!("w{}", w.id),
+                fmt_value(w.flash_bytes as f64, Fmt::Bytes),
+                format!("{:.3}", w.write_probability),
+                w.ttl_seconds
+                    .map(|t| fmt_value(t, Fmt::Seconds))
+                    .unwrap_or_else(|| "none (all fits)".into()),
+                format!("{:.1}", w.predicted_flash_reads_per_s),
+            ]
+        })
+        .collect();
+    let body = format!(
+        "<figure>{chart}<figcaption>Janus cacheability: for each workload, the read rate served by flash holding its youngest x bytes (FIFO eviction).</figcaption></figure>{}\
+         <p>Predicted flash hit ratio of the optimised plan: {}; single FIFO: {}; proportional to reads: {}; proportional to size: {}.</p>",
+        table(
+            &["workload", "flash", "write probability", "TTL", "predicted flash reads/s"],
+            &rows
+        ),
+        fmt_value(p.predicted_flash_hit_ratio, Fmt::Percent),
+        fmt_value(p.baselines.single_fifo.flash_hit_ratio, Fmt::Percent),
+        fmt_value(p.baselines.prop_reads.flash_hit_ratio, Fmt::Percent),
+        fmt_value(p.baselines.prop_size.flash_hit_ratio, Fmt::Percent),
+    );
+    Ok(Section {
+        id: "provision".into(),
+        title: "Cacheability curves and tier plan".into(),
+        intro: format!(
+            "The provisioner (strata provision, Janus §4 and §6) divides {} of flash among the workloads to \
+             maximise flash reads; the tier plan below is what the store's tier manager would load.",
+            fmt_value(p.total_flash_bytes, Fmt::Bytes)
+        ),
+        body_html: body,
+    })
 }

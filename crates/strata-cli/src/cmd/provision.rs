@@ -17,33 +17,37 @@ use strata_trace::{Request, TraceError};
 use crate::progress;
 use crate::units::{format_bytes, parse_size_arg, SizeArg};
 
+/// The long help: what the command does, with examples.
+const DETAILS: &str = "\
+Reads the trace once to build, per workload, histograms of bytes stored
+and of reads by data age (FIFO age: since creation; LRU age: the largest
+gap between reads, with upper/lower bounds when objects predate the
+trace), joins them into cacheability curves, and divides --flash among
+the workloads to maximise (weighted) reads served from flash, optionally
+under a flash write-rate bound through per-workload write probabilities.
+It compares the result with a single FIFO (one TTL for all) and with
+flash proportional to read rate or size, prints the per-workload TTLs and
+the cost-optimal flash of each workload, and writes the tier plan the
+store loads (--plan, docs/tier-plan.md).
+
+With --eval, the evaluation window is replayed through a flash tier laid
+out by each allocation (insert on write, FIFO or LRU eviction within each
+workload's flash), and the measured flash hit ratios are printed beside
+the predicted ones.
+
+Times are trace seconds, with an optional unit (s, m, h, d).
+
+Examples:
+  strata provision trace.csv --flash 5%
+  strata provision trace.csv --flash 2GiB --write-bound 50% --train 12h..30h --eval 30h..48h
+  strata provision trace.bin --flash 1% --policy lru --weights weights.txt --plan plan.json --plot plots/
+  strata provision --bench-solver 10000x100";
+
 /// Janus flash provisioning: how much flash each workload should get.
 ///
-/// Reads the trace once to build, per workload, histograms of bytes stored
-/// and of reads by data age (FIFO age: since creation; LRU age: the largest
-/// gap between reads, with upper/lower bounds when objects predate the
-/// trace), joins them into cacheability curves, and divides --flash among
-/// the workloads to maximise (weighted) reads served from flash, optionally
-/// under a flash write-rate bound through per-workload write probabilities.
-/// It compares the result with a single FIFO (one TTL for all) and with
-/// flash proportional to read rate or size, prints the per-workload TTLs and
-/// the cost-optimal flash of each workload, and writes the tier plan the
-/// store loads (--plan, docs/tier-plan.md).
-///
-/// With --eval, the evaluation window is replayed through a flash tier laid
-/// out by each allocation (insert on write, FIFO or LRU eviction within each
-/// workload's flash), and the measured flash hit ratios are printed beside
-/// the predicted ones.
-///
-/// Times are trace seconds, with an optional unit (s, m, h, d).
-///
-/// Examples:
-///   strata provision trace.csv --flash 5%
-///   strata provision trace.csv --flash 2GiB --write-bound 50% --train 12h..30h --eval 30h..48h
-///   strata provision trace.bin --flash 1% --policy lru --weights weights.txt --plan plan.json --plot plots/
-///   strata provision --bench-solver 10000x100
+/// `--help` adds the details in `DETAILS`.
 #[derive(clap::Args, Debug)]
-#[command(verbatim_doc_comment)]
+#[command(after_long_help = DETAILS)]
 pub struct Args {
     /// The trace file (format detected from its name, magic or header).
     #[arg(required_unless_present = "bench_solver")]

@@ -10,23 +10,28 @@ use strata_workload::{default_workloads, write_trace, AgeShape, Generator, Trace
 use crate::progress;
 use crate::units::format_bytes;
 
+/// The long help: what the command does, with examples.
+const DETAILS: &str = "\
+Six workloads create objects at different rates and sizes; each object
+is read a random number of times at ages drawn from its workload's
+read-age distribution: reads falling fast with age (hot-recent), slowly
+(warm-slow, medium), coming late, 3-4 hours after creation (late-batch),
+spread evenly (flat), and a cold workload of big objects (cold-big). The
+same --seed always gives the same trace. Use --list to see the mix.
+
+The file is Strata's binary trace format (with workload names), or Strata
+CSV when OUT ends in .csv.
+
+Examples:
+  strata synth synth.strace
+  strata synth synth.csv --duration 1d --scale 0.5 --seed 7
+  strata synth late.strace --start-at 24h   (objects predate the trace)";
+
 /// Generate a synthetic multi-workload trace.
 ///
-/// Six workloads create objects at different rates and sizes; each object
-/// is read a random number of times at ages drawn from its workload's
-/// read-age distribution: reads falling fast with age (hot-recent), slowly
-/// (warm-slow, medium), coming late, 3-4 hours after creation (late-batch),
-/// spread evenly (flat), and a cold workload of big objects (cold-big). The
-/// same --seed always gives the same trace. Use --list to see the mix.
-///
-/// The file is Strata's binary trace format (with workload names), or Strata
-/// CSV when OUT ends in .csv.
-///
-/// Examples:
-///   strata synth synth.strace
-///   strata synth synth.csv --duration 1d --scale 0.5 --seed 7
+/// `--help` adds the details in `DETAILS`.
 #[derive(clap::Args, Debug)]
-#[command(verbatim_doc_comment)]
+#[command(after_long_help = DETAILS)]
 pub struct Args {
     /// The trace file to write.
     #[arg(required_unless_present = "list")]

@@ -35,6 +35,13 @@ for i in $(seq 1 60); do
   sleep 1
 done
 
+# Let the master create volumes up front (it refuses assigns while growing).
+curl -fs "http://127.0.0.1:9333/vol/grow?count=8" >/dev/null || true
+for i in $(seq 1 60); do
+  curl -fs http://127.0.0.1:9333/dir/assign | grep -q '"fid"' && break
+  sleep 1
+done
+
 run() { echo "## $*"; "$STRATA" bench http --duration "$DUR" --concurrency "$CONC" "$@"; echo; }
 for size in 1KiB 64KiB; do
   run --addr 127.0.0.1:18480 --bucket put$size --sizes $size --read-fraction 0 --prefill 0

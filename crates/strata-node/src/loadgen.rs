@@ -378,19 +378,35 @@ impl Worker {
             }
             Target::Seaweed { master, fsync } => {
                 let fsync = *fsync;
-                let r = self
-                    .client
-                    .request(
-                        master,
-                        Method::GET,
-                        &format!("/dir/assign?count={k}"),
-                        &[],
-                        Bytes::new(),
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let a: Assign = serde_json::from_slice(&r.body)
-                    .map_err(|e| format!("assign: {e}: {}", String::from_utf8_lossy(&r.body)))?;
+                // The master answers "volume growth in progress" while it
+                // creates volumes: wait and ask again, as its clients do.
+                let mut tries = 0;
+                let a: Assign = loop {
+                    let r = self
+                        .client
+                        .request(
+                            master,
+                            Method::GET,
+                            &format!("/dir/assign?count={k}"),
+                            &[],
+                            Bytes::new(),
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    match serde_json::from_slice::<Assign>(&r.body) {
+                        Ok(a) => break a,
+                        Err(e) => {
+                            tries += 1;
+                            if tries > 200 {
+                                return Err(format!(
+                                    "assign: {e}: {}",
+                                    String::from_utf8_lossy(&r.body)
+                                ));
+                            }
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                };
                 if a.count < k as u64 {
                     return Err(format!("assign gave {} fids, wanted {k}", a.count));
                 }

@@ -350,6 +350,15 @@ impl ClusterState {
         };
         let disks: Vec<DiskId> = rec.disks.iter().map(|d| d.id).collect();
         let (next, movement) = old.add_node(node, &disks)?;
+        if !movement.new_rows.is_empty() {
+            // Appended rows would move objects between rows, which the row
+            // copies (whole rows, slot by slot) do not do.
+            return Err(MetaError::BadRequest(format!(
+                "adding node {node} needs {} new row(s) (replication {} or a table too small to                  give it slots); that would move objects between rows, which recovery does not                  do: use replication 3 or more and at least 5 nodes",
+                movement.new_rows.len(),
+                old.replication()
+            )));
+        }
         if let Some(n) = self.nodes.get_mut(&node.0) {
             n.state = NodeState::Up;
         }
@@ -676,6 +685,23 @@ mod tests {
         assert_eq!(s.table_version(), 3);
         assert!(s.add_node(NodeId(0), 7).is_err());
         assert!(s.remove_node(NodeId(0), 7).is_err());
+    }
+
+    #[test]
+    fn add_node_that_would_append_rows_is_refused() {
+        let mut s = ClusterState::new(ClusterConfig {
+            replication: 2,
+            initial_nodes: 3,
+            ..ClusterConfig::default()
+        });
+        for i in 0..3 {
+            reg(&mut s, &format!("h:{i}"));
+        }
+        let r = reg(&mut s, "h:new");
+        let err = s.add_node(r.node_id, 1).unwrap_err();
+        assert!(err.to_string().contains("new row"), "{err}");
+        assert_eq!(s.table_version(), 1, "nothing changed");
+        assert_eq!(s.nodes[&r.node_id.0].state, NodeState::Pending);
     }
 
     #[test]

@@ -54,14 +54,14 @@ pub struct DemoOptions {
 
 impl DemoOptions {
     /// Defaults: 30 s measured per phase after 15 s of warm-up, 6 MiB of
-    /// flash, 128 KiB segments.
+    /// flash, 64 KiB segments.
     pub fn new(dir: impl Into<PathBuf>) -> DemoOptions {
         DemoOptions {
             dir: dir.into(),
             phase_seconds: 30.0,
             warmup_seconds: 15.0,
             flash_capacity: 6 << 20,
-            segment_bytes: 128 << 10,
+            segment_bytes: 64 << 10,
             scale: 1.0,
             seed: 42,
             concurrency: 32,

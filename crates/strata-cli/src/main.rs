@@ -19,44 +19,27 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+/// Each subcommand's help comes from its own `Args` doc comment (a doc
+/// comment here would replace its long help).
 enum Command {
-    /// Inspect and check a segment store directory.
-    /// The loop end to end: a node, a synthetic load, traces, a plan, the load again.
     Demo(cmd::demo::Args),
     Store(cmd::store::Args),
-    /// Run a storage node: objects over HTTP on flash and disk tiers.
     Server(cmd::server::Args),
-    /// Run the cluster's metadata service (membership, placement table, health checker).
     Meta(cmd::meta::Args),
-    /// Cluster status, add-node, remove-node, wait for recovery, recovery simulation.
     Cluster(cmd::cluster::Args),
-    /// Store an object in the cluster (every replica of its row).
     Put(cmd::client::PutArgs),
-    /// Read an object from the cluster (one replica, failing over).
     Get(cmd::client::GetArgs),
-    /// Delete an object from the cluster.
     Rm(cmd::client::RmArgs),
-    /// Write or verify N objects of known content against the cluster, many in flight.
     Load(cmd::client::LoadArgs),
-    /// Benchmarks of whole paths (the segment store, the HTTP node).
     Bench(cmd::bench::Args),
-    /// Read, convert and summarise storage traces.
     Trace(cmd::trace::Args),
-    /// Replay a trace through cache and tier policies.
     Sim(cmd::sim::Args),
-    /// Miss-ratio curves: exact LRU in one pass, or SHARDS-sampled.
     Mrc(cmd::mrc::Args),
-    /// Janus flash provisioning: cacheability curves, allocation, tier plan.
     Provision(cmd::provision::Args),
-    /// Characterise a trace's workload (op mix, sizes, lifetimes, locality, heat).
     Analyze(cmd::analyze::Args),
-    /// Layered device model: replication, disks with seeks and a scheduler, flash, RAM.
     Model(cmd::model::Args),
-    /// Hardware cost explorer: simulate a grid of RAM x flash x disk systems.
     Cost(cmd::cost::Args),
-    /// Write a self-contained HTML report of a trace.
     Report(cmd::report::Args),
-    /// Generate a synthetic multi-workload trace.
     Synth(cmd::synth::Args),
 }
 

@@ -112,6 +112,17 @@ async fn admit(node: &ClusterNode, headers: &HeaderMap, row: usize) -> Result<Di
     Ok(disk)
 }
 
+/// The row's store for a request that carries a current table version and
+/// names a row this node serves (`admit`), or the refusal to send.
+async fn admitted_row_store(
+    node: &Node,
+    headers: &HeaderMap,
+    row: usize,
+) -> Result<Arc<RowStore>, Response> {
+    admit(node, headers, row).await?;
+    row_store(node, row).await
+}
+
 async fn row_store(node: &Node, row: usize) -> Result<Arc<RowStore>, Response> {
     let n = node.clone();
     match tokio::task::spawn_blocking(move || n.rows.row(row)).await {
@@ -135,10 +146,7 @@ async fn put_object(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = admit(&node, &headers, row).await {
-        return r;
-    }
-    let store = match row_store(&node, row).await {
+    let store = match admitted_row_store(&node, &headers, row).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -153,10 +161,7 @@ async fn get_object(
     Path((row, bucket, key)): Path<(usize, String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = admit(&node, &headers, row).await {
-        return r;
-    }
-    let store = match row_store(&node, row).await {
+    let store = match admitted_row_store(&node, &headers, row).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -173,10 +178,7 @@ async fn delete_object(
     Path((row, bucket, key)): Path<(usize, String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = admit(&node, &headers, row).await {
-        return r;
-    }
-    let store = match row_store(&node, row).await {
+    let store = match admitted_row_store(&node, &headers, row).await {
         Ok(s) => s,
         Err(r) => return r,
     };

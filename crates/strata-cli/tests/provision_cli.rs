@@ -392,8 +392,19 @@ fn bad_input_gives_clear_errors() {
 #[test]
 fn solver_benchmark_runs() {
     let out = ok(&["provision", "--bench-solver", "200x20"]);
-    assert!(
-        out.contains("max reads") && out.contains("bounded writes"),
-        "{out}"
-    );
+    // Three rounds of both problems, each solved by both solvers, which
+    // must print the same objective.
+    for problem in ["max reads", "bounded writes"] {
+        let objectives = |solver: &str| -> Vec<String> {
+            out.lines()
+                .filter(|l| l.contains(problem) && l.contains(&format!(" {solver} ")))
+                .filter_map(|l| l.split("objective ").nth(1))
+                .map(|o| o.split(',').next().unwrap_or("").to_string())
+                .collect()
+        };
+        let (fast, reference) = (objectives("fast"), objectives("reference"));
+        assert_eq!(fast.len(), 3, "{out}");
+        assert_eq!(fast, reference, "{out}");
+    }
+    assert!(out.contains("load average"), "{out}");
 }

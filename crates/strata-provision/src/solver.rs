@@ -7,23 +7,33 @@
 //!    (Lagrangian relaxation), and λ is found by bisection (the write rate
 //!    of the relaxed optimum falls as λ grows);
 //! 2. for a given λ, the write probability is eliminated:
-//!    `h_i(x) = max(0, x · max_{z ∈ [x, d_i]} (ρ_i φ_i(z) − λ w_i) / z)`,
-//!    piecewise linear with breakpoints at φ's breakpoints and at most two
-//!    crossings per segment, computed in one backward pass;
-//! 3. each `h_i` is replaced by its concave upper bound (upper hull);
-//! 4. the separable concave problem is solved greedily: hull segments are
-//!    taken in decreasing order of slope until the flash runs out. Instead of
-//!    sorting every segment, a weighted quickselect finds the threshold
-//!    slope in expected linear time.
+//!    `h_i(x) = max(0, x · max_{z ∈ [x, d_i]} (ρ_i φ_i(z) − λ w_i) / z)`;
+//! 3. each `h_i` is replaced by its concave upper bound `ĥ_i`;
+//! 4. the separable concave problem is solved greedily: segments of the
+//!    `ĥ_i` are taken in decreasing order of slope until the flash runs out.
 //!
-//! When a hull segment bridges a non-concave part of `h_i` and the greedy
+//! The concave upper bound of `h_i^λ` does not need `h_i^λ`: with `ψ̂_i` the
+//! upper hull of `ρ_i φ_i`, it is `x · max_{z ≥ x} (ψ̂_i(z) − c)/z` with
+//! `c = λ w_i` (the perspective of a concave function is concave, and every
+//! point of it is a mix of points of `h_i`). For a concave `ψ̂` that is a
+//! line from the origin to the hull vertex `z*` where a line from `(0, c)`
+//! touches the hull, then `ψ̂ − c`. So the hulls are built once, their
+//! edges sorted by slope once, and a relaxed problem costs a binary search
+//! for `z*` per workload plus a merge of the `W` first steps into the
+//! sorted edges up to where the flash runs out. [`reference`] keeps the
+//! straightforward solver (build `h^λ` and its hull for every λ) as the
+//! oracle the tests compare with.
+//!
+//! When a hull edge bridges a non-concave part of `h_i` and the greedy
 //! stops inside it, the result can be below the optimum by at most that
 //! last increment, which is reported as the error bound. Without a write
 //! bound λ = 0, which is the weighted max-reads allocation of §6 (for a
 //! concave φ, `h = ρφ` and every write probability is 1), extended with
 //! write probabilities where φ is not concave (Figure 5).
 
-use crate::curve::{interp, CacheabilityCurve};
+pub mod reference;
+
+use crate::curve::CacheabilityCurve;
 use crate::error::{ProvisionError, Result};
 
 /// One workload as the solver sees it.
@@ -60,190 +70,286 @@ pub struct Solution {
     pub iterations: u32,
 }
 
+/// One way of solving the relaxed problem for a given λ; the bisection
+/// drives either solver.
+trait Relaxation {
+    /// What one relaxed solve leaves for the bisection.
+    type Step;
+    /// Solves the relaxed problem with penalty `lambda`.
+    fn step(&mut self, lambda: f64) -> Self::Step;
+    /// The flash write rate `Σ p w` of a step's optimum.
+    fn write_rate(step: &Self::Step) -> f64;
+    /// The full solution of a step.
+    fn solution(&mut self, step: Self::Step) -> Solution;
+}
+
+/// A hull edge of one workload's `ρφ`.
 #[derive(Clone, Copy, Debug)]
-struct Seg {
+struct Edge {
     slope: f64,
     len: f64,
     item: u32,
+    /// Index of the edge's right vertex among its workload's vertices.
+    end: u32,
+    /// The hull equals `ρφ` along the edge (it bridges nothing).
     exact: bool,
 }
 
-/// Reusable buffers for repeated solves (bisection).
-#[derive(Default)]
-struct Work {
-    hx: Vec<f64>,
-    hy: Vec<f64>,
-    suffix: Vec<f64>,
-    hull: Vec<(f64, f64, bool)>,
-    segs: Vec<Seg>,
-    cand: Vec<f64>,
+/// A workload's first step at a given λ: from 0 to `z*`, slope `r*`.
+#[derive(Clone, Copy, Debug)]
+struct First {
+    slope: f64,
+    len: f64,
+    item: u32,
 }
 
-/// The result of one relaxed solve.
-struct Relaxed {
+/// No flash is worth its writes for this workload at this λ.
+const NONE: u32 = u32::MAX;
+
+/// The fast solver: hulls of `ρφ` built once, edges sorted once.
+struct Fast<'a, 'b> {
+    items: &'b [Item<'a>],
+    budget: f64,
+    /// Workload `i`'s hull vertices are `vx[start[i]..start[i + 1]]`
+    /// (and `vy`), the first being the origin; only edges of positive
+    /// slope are kept.
+    start: Vec<usize>,
+    vx: Vec<f64>,
+    vy: Vec<f64>,
+    /// Every hull edge, steepest first.
+    edges: Vec<Edge>,
+    /// Per step: the index of `z*` among the workload's vertices, or NONE.
+    jstar: Vec<u32>,
+    firsts: Vec<First>,
     flash: Vec<f64>,
-    error_bound: f64,
 }
 
-/// Computes `h^λ` for one item into `w.hx, w.hy` (cleared first).
-fn h_points(it: &Item<'_>, c: f64, w: &mut Work) {
+/// What one fast relaxed solve leaves for the bisection.
+struct FastStep {
+    lambda: f64,
+    write_rate: f64,
+}
+
+/// Appends the upper hull of `(x_k, ρ y_k)` to `hull`: (x, y, exact) where
+/// `exact` says every point the edge ending there replaced lies on it.
+fn upper_hull(it: &Item<'_>, hull: &mut Vec<(f64, f64, bool)>) {
+    hull.clear();
     let cv = it.curve;
-    let rho = it.weight;
-    let m = cv.x.len();
-    w.hx.clear();
-    w.hy.clear();
-    w.hx.push(0.0);
-    w.hy.push(0.0);
-    if m < 2 {
-        return;
-    }
-    // suffix[j] = max over breakpoints k ≥ j of (ρ y_k − c) / x_k.
-    w.suffix.clear();
-    w.suffix.resize(m + 1, f64::NEG_INFINITY);
-    for j in (1..m).rev() {
-        let r = (rho * cv.y[j] - c) / cv.x[j];
-        w.suffix[j] = w.suffix[j + 1].max(r);
-    }
-    for k in 0..m - 1 {
-        let (a, b) = (cv.x[k], cv.x[k + 1]);
-        let ya = rho * cv.y[k];
-        let s = (rho * cv.y[k + 1] - ya) / (b - a);
-        let big_s = w.suffix[k + 1];
-        let h = |x: f64| -> f64 {
-            let l1 = ya + s * (x - a) - c;
-            let l2 = x * big_s;
-            l1.max(l2).max(0.0)
-        };
-        w.cand.clear();
-        if big_s != s {
-            let xc = (ya - s * a - c) / (big_s - s);
-            if xc > a && xc < b {
-                w.cand.push(xc);
-            }
-        }
-        if s != 0.0 {
-            let xc = a + (c - ya) / s;
-            if xc > a && xc < b {
-                w.cand.push(xc);
-            }
-        }
-        if w.cand.len() == 2 && w.cand[0] > w.cand[1] {
-            w.cand.swap(0, 1);
-        }
-        for i in 0..w.cand.len() {
-            let x = w.cand[i];
-            w.hx.push(x);
-            w.hy.push(h(x));
-        }
-        w.hx.push(b);
-        w.hy.push(h(b));
-    }
-}
-
-/// Upper concave hull of `w.hx, w.hy`, appended as segments of item `item`.
-/// A hull edge is exact when every point it replaced lies on it (collinear
-/// points), i.e. the hull equals `h` along the edge.
-fn hull_segments(item: u32, w: &mut Work) {
-    w.hull.clear();
-    for i in 0..w.hx.len() {
-        let (px, py) = (w.hx[i], w.hy[i]);
+    for (&px, &y) in cv.x.iter().zip(&cv.y) {
+        let py = it.weight * y;
         let mut exact = true;
-        while w.hull.len() >= 2 {
-            let (x1, y1, _) = w.hull[w.hull.len() - 2];
-            let (x2, y2, e2) = w.hull[w.hull.len() - 1];
+        while hull.len() >= 2 {
+            let (x1, y1, _) = hull[hull.len() - 2];
+            let (x2, y2, e2) = hull[hull.len() - 1];
             // Pop the middle point if it lies on or below the chord.
             let cross = (x2 - x1) * (py - y1) - (y2 - y1) * (px - x1);
             let scale = ((x2 - x1).abs() * (py - y1).abs()).max((y2 - y1).abs() * (px - x1).abs());
             if cross >= -1e-12 * scale {
                 let collinear = cross.abs() <= 1e-12 * scale;
                 exact = exact && e2 && collinear;
-                w.hull.pop();
+                hull.pop();
             } else {
                 break;
             }
         }
-        w.hull.push((px, py, exact));
-    }
-    for k in 1..w.hull.len() {
-        let (x0, y0, _) = w.hull[k - 1];
-        let (x1, y1, exact) = w.hull[k];
-        let len = x1 - x0;
-        if len <= 0.0 {
-            continue;
-        }
-        let slope = (y1 - y0) / len;
-        if slope.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-            break;
-        }
-        w.segs.push(Seg {
-            slope,
-            len,
-            item,
-            exact,
-        });
+        hull.push((px, py, exact));
     }
 }
 
-/// Greedy over all segments with a weighted quickselect; returns flash per
-/// item and the error bound of the last partial step.
-fn greedy(segs: &mut [Seg], n_items: usize, budget: f64) -> Relaxed {
-    let mut flash = vec![0.0; n_items];
-    let mut budget = budget;
-    let mut error_bound = 0.0;
-    let mut slice: &mut [Seg] = segs;
-    while !slice.is_empty() && budget > 0.0 {
-        // Median of three as the pivot slope.
-        let n = slice.len();
-        let (a, b, c) = (slice[0].slope, slice[n / 2].slope, slice[n - 1].slope);
-        let pivot = a.min(b).max(a.max(b).min(c));
-        // Three-way partition: [> pivot | == pivot | < pivot].
-        let (mut lt, mut i, mut gt) = (0usize, 0usize, n);
-        while i < gt {
-            let s = slice[i].slope;
-            if s > pivot {
-                slice.swap(lt, i);
-                lt += 1;
-                i += 1;
-            } else if s < pivot {
-                gt -= 1;
-                slice.swap(i, gt);
-            } else {
-                i += 1;
+impl<'a, 'b> Fast<'a, 'b> {
+    fn new(items: &'b [Item<'a>], budget: f64) -> Fast<'a, 'b> {
+        let n = items.len();
+        let total: usize = items.iter().map(|it| it.curve.x.len()).sum();
+        let mut f = Fast {
+            items,
+            budget,
+            start: Vec::with_capacity(n + 1),
+            vx: Vec::with_capacity(total),
+            vy: Vec::with_capacity(total),
+            edges: Vec::with_capacity(total),
+            jstar: vec![NONE; n],
+            firsts: Vec::with_capacity(n),
+            flash: vec![0.0; n],
+        };
+        let mut hull = Vec::new();
+        for (i, it) in items.iter().enumerate() {
+            f.start.push(f.vx.len());
+            if it.curve.x.len() < 2 {
+                continue;
             }
-        }
-        let sum_gt: f64 = slice[..lt].iter().map(|s| s.len).sum();
-        if sum_gt >= budget {
-            // The threshold lies among the steeper segments (the pivot's own
-            // group is not empty, so the slice shrinks).
-            slice = &mut slice[..lt];
-            continue;
-        }
-        for s in slice[..lt].iter() {
-            flash[s.item as usize] += s.len;
-        }
-        budget -= sum_gt;
-        let mut done = false;
-        for s in slice[lt..gt].iter() {
-            if s.len <= budget {
-                flash[s.item as usize] += s.len;
-                budget -= s.len;
-            } else {
-                flash[s.item as usize] += budget;
-                if !s.exact {
-                    error_bound = s.slope * budget;
+            upper_hull(it, &mut hull);
+            f.vx.push(hull[0].0);
+            f.vy.push(hull[0].1);
+            for k in 1..hull.len() {
+                let (x0, y0, _) = hull[k - 1];
+                let (x1, y1, exact) = hull[k];
+                let len = x1 - x0;
+                let slope = (y1 - y0) / len;
+                // Flash beyond a flat or falling edge serves nothing more.
+                if len <= 0.0 || slope.is_nan() || slope <= 0.0 {
+                    break;
                 }
-                budget = 0.0;
-                done = true;
-                break;
+                f.vx.push(x1);
+                f.vy.push(y1);
+                f.edges.push(Edge {
+                    slope,
+                    len,
+                    item: i as u32,
+                    end: k as u32,
+                    exact,
+                });
             }
         }
-        if done {
-            break;
-        }
-        let rest = std::mem::take(&mut slice);
-        slice = &mut rest[gt..];
+        f.start.push(f.vx.len());
+        f.edges.sort_unstable_by(|a, b| b.slope.total_cmp(&a.slope));
+        f
     }
-    Relaxed { flash, error_bound }
+
+    /// The greedy for penalty `lambda` into `self.flash`; returns the item
+    /// of the partial last step (if any) and the error bound.
+    fn greedy(&mut self, lambda: f64) -> (Option<usize>, f64) {
+        self.firsts.clear();
+        for (i, it) in self.items.iter().enumerate() {
+            self.jstar[i] = NONE;
+            let (a, b) = (self.start[i], self.start[i + 1]);
+            if b < a + 2 {
+                continue;
+            }
+            let (vx, vy) = (&self.vx[a..b], &self.vy[a..b]);
+            let c = lambda * it.write_rate;
+            // The slope from (0, c) to vertex j rises up to z* and falls
+            // after it (the hull is concave): binary search for the peak.
+            let r = |j: usize| (vy[j] - c) / vx[j];
+            let (mut lo, mut hi) = (1, vx.len() - 1);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if r(mid + 1) > r(mid) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            let mut slope = r(lo);
+            if slope.is_nan() || slope <= 0.0 {
+                continue;
+            }
+            if lo + 1 < vx.len() {
+                // Rounding must not put the next edge before the first step.
+                slope = slope.max((vy[lo + 1] - vy[lo]) / (vx[lo + 1] - vx[lo]));
+            }
+            self.jstar[i] = lo as u32;
+            self.firsts.push(First {
+                slope,
+                len: vx[lo],
+                item: i as u32,
+            });
+        }
+        self.firsts
+            .sort_unstable_by(|a, b| b.slope.total_cmp(&a.slope));
+        self.flash.fill(0.0);
+        let mut budget = self.budget;
+        let mut error_bound = 0.0;
+        let mut partial = None;
+        let (mut fi, mut ei) = (0, 0);
+        while budget > 0.0 {
+            // Edges left of a workload's z* are covered by its first step.
+            while ei < self.edges.len() {
+                let e = &self.edges[ei];
+                if e.end > self.jstar[e.item as usize] {
+                    break;
+                }
+                ei += 1;
+            }
+            let (slope, len, item, exact) = match (self.firsts.get(fi), self.edges.get(ei)) {
+                (Some(f), e) if e.is_none_or(|e| f.slope >= e.slope) => {
+                    fi += 1;
+                    (f.slope, f.len, f.item as usize, true)
+                }
+                (_, Some(e)) => {
+                    ei += 1;
+                    (e.slope, e.len, e.item as usize, e.exact)
+                }
+                _ => break,
+            };
+            if len <= budget {
+                self.flash[item] += len;
+                budget -= len;
+            } else {
+                self.flash[item] += budget;
+                if !exact {
+                    error_bound = slope * budget;
+                }
+                partial = Some(item);
+                budget = 0.0;
+            }
+        }
+        (partial, error_bound)
+    }
+}
+
+impl Relaxation for Fast<'_, '_> {
+    type Step = FastStep;
+
+    fn step(&mut self, lambda: f64) -> FastStep {
+        let (partial, _) = self.greedy(lambda);
+        // Every workload but the partial one ends on a vertex of its hull
+        // at or after z*, where the best write probability is 1.
+        let mut write_rate = 0.0;
+        for (i, it) in self.items.iter().enumerate() {
+            let x = self.flash[i];
+            if x > 0.0 {
+                let p = if partial == Some(i) {
+                    finish_item(it, lambda, x).1
+                } else {
+                    1.0
+                };
+                write_rate += p * it.write_rate;
+            }
+        }
+        FastStep { lambda, write_rate }
+    }
+
+    fn write_rate(step: &FastStep) -> f64 {
+        step.write_rate
+    }
+
+    fn solution(&mut self, step: FastStep) -> Solution {
+        let lambda = step.lambda;
+        let (_, error_bound) = self.greedy(lambda);
+        let n = self.items.len();
+        let mut sol = Solution {
+            flash: vec![0.0; n],
+            write_probability: vec![0.0; n],
+            flash_reads: vec![0.0; n],
+            objective: 0.0,
+            write_rate: 0.0,
+            lambda,
+            error_bound,
+            iterations: 1,
+        };
+        for (i, it) in self.items.iter().enumerate() {
+            let (x, p, reads) = finish_item(it, lambda, self.flash[i]);
+            sol.flash[i] = x;
+            sol.write_probability[i] = p;
+            sol.flash_reads[i] = reads;
+            sol.objective += it.weight * reads;
+            sol.write_rate += p * it.write_rate;
+        }
+        sol
+    }
+}
+
+/// Clamps an allocation to the workload's size and finds the write
+/// probability realising `h^λ(x)` and the flash reads it serves.
+fn finish_item(it: &Item<'_>, lambda: f64, x: f64) -> (f64, f64, f64) {
+    let x = x.min(it.curve.size());
+    let p = best_p(it, lambda * it.write_rate, x);
+    let reads = if p > 0.0 {
+        p * it.curve.eval(x / p)
+    } else {
+        0.0
+    };
+    (x, p, reads)
 }
 
 /// The write probability that realises `h^λ(x)`: `x / z*` for the best
@@ -270,129 +376,18 @@ fn best_p(it: &Item<'_>, c: f64, x: f64) -> f64 {
     (x / best_z).min(1.0)
 }
 
-struct Solver<'a, 'b> {
-    items: &'b [Item<'a>],
-    /// One work area per thread.
-    work: Vec<Work>,
-    segs: Vec<Seg>,
-}
-
-/// Items per thread below which one thread does everything (spawning costs
-/// more than it saves).
-const PARALLEL_MIN_ITEMS: usize = 512;
-
-impl Solver<'_, '_> {
-    fn new<'a, 'b>(items: &'b [Item<'a>]) -> Solver<'a, 'b> {
-        let threads = if items.len() >= 2 * PARALLEL_MIN_ITEMS {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-                .clamp(1, 8)
-        } else {
-            1
-        };
-        Solver::with_threads(items, threads)
-    }
-
-    fn with_threads<'a, 'b>(items: &'b [Item<'a>], threads: usize) -> Solver<'a, 'b> {
-        let threads = threads.max(1);
-        Solver {
-            items,
-            work: (0..threads).map(|_| Work::default()).collect(),
-            segs: Vec::new(),
-        }
-    }
-
-    fn relaxed(&mut self, lambda: f64, flash: f64) -> Solution {
-        let items = self.items;
-        let n = items.len();
-        let chunk = n.div_ceil(self.work.len()).max(1);
-        // h^λ and its hull per item: independent, so split across threads.
-        let hull_chunk = |base: usize, part: &[Item<'_>], w: &mut Work| {
-            w.segs.clear();
-            for (k, it) in part.iter().enumerate() {
-                h_points(it, lambda * it.write_rate, w);
-                hull_segments((base + k) as u32, w);
-            }
-        };
-        if self.work.len() == 1 {
-            hull_chunk(0, items, &mut self.work[0]);
-        } else {
-            std::thread::scope(|sc| {
-                for (t, (part, w)) in items.chunks(chunk).zip(self.work.iter_mut()).enumerate() {
-                    let f = &hull_chunk;
-                    sc.spawn(move || f(t * chunk, part, w));
-                }
-            });
-        }
-        self.segs.clear();
-        for w in &self.work {
-            self.segs.extend_from_slice(&w.segs);
-        }
-        let r = greedy(&mut self.segs, n, flash);
-        let mut sol = Solution {
-            flash: r.flash,
-            write_probability: vec![0.0; n],
-            flash_reads: vec![0.0; n],
-            objective: 0.0,
-            write_rate: 0.0,
-            lambda,
-            error_bound: r.error_bound,
-            iterations: 1,
-        };
-        // The write probability realising each h^λ(x_i).
-        let finish = |part: &[Item<'_>], flash: &mut [f64], ps: &mut [f64], reads: &mut [f64]| {
-            for (k, it) in part.iter().enumerate() {
-                let x = flash[k].min(it.curve.size());
-                flash[k] = x;
-                let p = best_p(it, lambda * it.write_rate, x);
-                ps[k] = p;
-                reads[k] = if p > 0.0 {
-                    p * it.curve.eval(x / p)
-                } else {
-                    0.0
-                };
-            }
-        };
-        if self.work.len() == 1 {
-            finish(
-                items,
-                &mut sol.flash,
-                &mut sol.write_probability,
-                &mut sol.flash_reads,
-            );
-        } else {
-            std::thread::scope(|sc| {
-                let parts = items
-                    .chunks(chunk)
-                    .zip(sol.flash.chunks_mut(chunk))
-                    .zip(sol.write_probability.chunks_mut(chunk))
-                    .zip(sol.flash_reads.chunks_mut(chunk));
-                for (((part, fl), ps), rd) in parts {
-                    let f = &finish;
-                    sc.spawn(move || f(part, fl, ps, rd));
-                }
-            });
-        }
-        for (i, it) in items.iter().enumerate() {
-            sol.objective += it.weight * sol.flash_reads[i];
-            sol.write_rate += sol.write_probability[i] * it.write_rate;
-        }
-        sol
-    }
-}
-
-/// Evaluates `h^λ` of one item at `x` (exposed for tests and plots).
-pub fn h_lambda(item: &Item<'_>, lambda: f64, x: f64) -> f64 {
-    let mut w = Work::default();
-    h_points(item, lambda * item.write_rate, &mut w);
-    interp(&w.hx, &w.hy, x)
-}
+pub use reference::h_lambda;
 
 /// Allocates `flash` bytes among the items, maximising the weighted flash
 /// read rate, with an optional bound on the total flash write rate
 /// (bytes/s).
 pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Result<Solution> {
+    validate(items, flash, write_bound)?;
+    Ok(bisect(&mut Fast::new(items, flash), items, write_bound))
+}
+
+/// Rejects parameters the solvers cannot use.
+fn validate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Result<()> {
     if !(flash.is_finite() && flash >= 0.0) {
         return Err(ProvisionError::BadParameter(format!(
             "the flash size must be a non-negative number of bytes, got {flash}"
@@ -419,13 +414,17 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
             )));
         }
     }
-    let mut s = Solver::new(items);
-    let sol0 = s.relaxed(0.0, flash);
+    Ok(())
+}
+
+/// Finds λ by bisection so that the relaxed optimum meets the write bound.
+fn bisect<R: Relaxation>(s: &mut R, items: &[Item<'_>], write_bound: Option<f64>) -> Solution {
+    let step0 = s.step(0.0);
     let Some(bound) = write_bound else {
-        return Ok(sol0);
+        return s.solution(step0);
     };
-    if sol0.write_rate <= bound {
-        return Ok(sol0);
+    if R::write_rate(&step0) <= bound {
+        return s.solution(step0);
     }
     // Above λ_max every h is 0 and nothing is written.
     let mut hi = items
@@ -436,8 +435,8 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
         * (1.0 + 1e-9)
         + 1e-300;
     let mut lo = 0.0;
-    let mut best = s.relaxed(hi, flash);
-    let mut over = sol0;
+    let mut best = s.step(hi);
+    let mut over = step0;
     let mut iterations = 2;
     // λ can span many orders of magnitude between workloads: bisect on a
     // log scale while the bracket is wide, then arithmetically. Stop when
@@ -445,7 +444,7 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
     // negligible) or λ is known to 1e-9 relative.
     let floor = hi * 1e-12;
     for _ in 0..200 {
-        if hi - lo <= 1e-9 * hi || best.write_rate >= bound * (1.0 - 1e-4) {
+        if hi - lo <= 1e-9 * hi || R::write_rate(&best) >= bound * (1.0 - 1e-4) {
             break;
         }
         let mid = if hi > 16.0 * lo.max(floor) {
@@ -453,9 +452,9 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
         } else {
             0.5 * (lo + hi)
         };
-        let cand = s.relaxed(mid, flash);
+        let cand = s.step(mid);
         iterations += 1;
-        if cand.write_rate <= bound {
+        if R::write_rate(&cand) <= bound {
             hi = mid;
             best = cand;
         } else {
@@ -463,6 +462,8 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
             over = cand;
         }
     }
+    let mut best = s.solution(best);
+    let over = s.solution(over);
     // The relaxed optimum's write rate jumps at λ* (at λ* itself every mix
     // of the solutions on both sides is optimal: a workload whose whole
     // worth equals its write penalty can be written with any probability).
@@ -494,7 +495,7 @@ pub fn allocate(items: &[Item<'_>], flash: f64, write_bound: Option<f64>) -> Res
         }
     }
     best.iterations = iterations;
-    Ok(best)
+    best
 }
 
 #[cfg(test)]
@@ -624,42 +625,6 @@ mod tests {
         // With write probabilities, h(x) = x·100/20 = 5x is linear: exact.
         assert!((s.objective - 75.0).abs() < 1e-9, "{s:?}");
         assert_eq!(s.error_bound, 0.0);
-    }
-
-    #[test]
-    fn threads_give_the_same_solution() {
-        // Pseudo-random curves, some not concave, 3000 workloads.
-        let mut z = 12345u64;
-        let mut next = || {
-            z ^= z << 13;
-            z ^= z >> 7;
-            z ^= z << 17;
-            (z >> 11) as f64 / (1u64 << 53) as f64
-        };
-        let curves: Vec<CacheabilityCurve> = (0..3000)
-            .map(|_| {
-                let (mut x, mut y) = (vec![0.0], vec![0.0]);
-                for k in 1..20 {
-                    x.push(x[k - 1] + 1.0 + 100.0 * next());
-                    y.push(y[k - 1] + 10.0 * next());
-                }
-                CacheabilityCurve::from_points(x, y).unwrap()
-            })
-            .collect();
-        let items: Vec<Item<'_>> = curves
-            .iter()
-            .map(|c| Item {
-                curve: c,
-                weight: 1.0,
-                write_rate: 1.0 + next(),
-            })
-            .collect();
-        let total: f64 = curves.iter().map(|c| c.size()).sum();
-        for lambda in [0.0, 0.5, 3.0] {
-            let one = Solver::with_threads(&items, 1).relaxed(lambda, 0.1 * total);
-            let four = Solver::with_threads(&items, 4).relaxed(lambda, 0.1 * total);
-            assert_eq!(one, four);
-        }
     }
 
     #[test]

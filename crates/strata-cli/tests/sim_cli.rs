@@ -282,3 +282,33 @@ fn mrc_csv_json_plot_and_shards_comparison() {
     let e = fails(&strata(&["mrc", &cp, "--compare"]));
     assert!(e.contains("--compare"), "{e}");
 }
+
+#[test]
+fn mrc_shards_seed_picks_the_sample() {
+    let cp = trace("cloudPhysicsIO.vscsi");
+    let run = |seed: &str| {
+        ok(&strata(&[
+            "mrc",
+            &cp,
+            "--objects",
+            "--size",
+            "5%,10%,20%",
+            "--shards-rate",
+            "0.05",
+            "--shards-seed",
+            seed,
+            "--csv",
+        ]))
+    };
+    let a = run("1");
+    assert_eq!(a.lines().count(), 4, "{a}");
+    // The same seed samples the same objects; another seed others.
+    assert_eq!(a, run("1"));
+    assert_ne!(a, run("2"));
+    let e = fails(&strata(&["mrc", &cp, "--shards-seed", "3"]));
+    assert!(e.contains("--shards-seed"), "{e}");
+    // Not a number: clap's usage error (exit code 2), naming the option.
+    let o = strata(&["mrc", &cp, "--shards-rate", "0.01", "--shards-seed", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--shards-seed"));
+}

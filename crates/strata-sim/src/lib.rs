@@ -21,6 +21,7 @@ mod engine;
 mod fasthash;
 pub mod mrc;
 pub mod plot;
+mod prefetch;
 mod runner;
 mod setassoc;
 mod source;

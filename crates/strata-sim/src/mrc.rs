@@ -6,21 +6,22 @@
 //! weight held since the key's previous position, read from a bitmap of
 //! positions and a Fenwick tree over its 64-position words: O(log n) per
 //! request (see [`StackDistance`]). Positions are renumbered when they run
-//! out, so memory is O(distinct keys), not O(requests). A request hits in an LRU cache of
-//! capacity C exactly when its distance is at most C, so one pass gives the
-//! miss ratio at every size: all sizes in object mode, and the sizes of a
-//! grid fixed before the pass in byte mode (an object's weight is its latest
-//! size; for traces whose objects keep their size this equals a separate
-//! LRU run; an object larger than a cache is counted as in the stack, where
-//! LRU would refuse it).
+//! out, so memory is O(distinct keys), not O(requests). A request hits in an
+//! LRU cache of capacity C exactly when its distance is at most C, so one
+//! pass gives the miss ratio at every size: all sizes in object mode, and
+//! the sizes of a grid fixed before the pass in byte mode (an object's
+//! weight is its latest size; for traces whose objects keep their size this
+//! equals a separate LRU run; an object larger than a cache is counted as
+//! in the stack, where LRU would refuse it).
 //!
-//! [`Shards`] is SHARDS (Waldspurger et al., FAST'15): only keys whose hash
-//! falls under a threshold are tracked and their distances are scaled by the
-//! sampling rate; fixed rate (with the SHARDS-adj correction) or fixed size
-//! (at most S keys tracked; the threshold drops as new keys arrive), both
-//! with the SHARDS-adj correction.
+//! [`Shards`] is SHARDS (Waldspurger et al., FAST'15): only keys whose
+//! (seeded) hash falls under a threshold are tracked and their distances
+//! are scaled by the sampling rate; fixed rate or fixed size (at most S keys
+//! tracked; the threshold drops as new keys arrive), both with the
+//! SHARDS-adj correction. docs/simulator.md says how large its error is.
 
-use crate::fasthash::{key_map, mix, KeyMap};
+use crate::access::Access;
+use crate::fasthash::mix;
 use serde::Serialize;
 use std::collections::BinaryHeap;
 use strata_policy::Unit;
@@ -36,19 +37,167 @@ pub struct CurvePoint {
     pub byte_miss_ratio: f64,
 }
 
+/// The last-position map of [`StackDistance`]: open addressing with linear
+/// probing over 16-byte slots (key, position, weight), so a request costs one
+/// probe into one array (hashbrown keeps its control bytes apart from its
+/// slots: two cache misses per request on a table larger than the caches).
+/// A slot whose position is [`EMPTY`] is free; positions stay below it.
+struct LastMap {
+    slots: Vec<Slot>,
+    len: usize,
+    shift: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    key: u64,
+    pos: u32,
+    weight: u32,
+}
+
+const EMPTY: u32 = u32::MAX;
+const FREE: Slot = Slot {
+    key: 0,
+    pos: EMPTY,
+    weight: 0,
+};
+
+impl LastMap {
+    fn new() -> LastMap {
+        LastMap::with_bits(12)
+    }
+
+    fn with_bits(bits: u32) -> LastMap {
+        LastMap {
+            slots: vec![FREE; 1 << bits],
+            len: 0,
+            shift: 64 - bits,
+        }
+    }
+
+    #[inline(always)]
+    fn home(&self, key: u64) -> usize {
+        (mix(key) >> self.shift) as usize
+    }
+
+    /// Hints the CPU to fetch `key`'s home slot (a later request's).
+    #[inline(always)]
+    fn prefetch(&self, key: u64) {
+        let i = self.home(key);
+        crate::prefetch::read(&self.slots[i]);
+    }
+
+    /// Sets `key`'s entry to (pos, weight); returns the previous one.
+    #[inline(always)]
+    fn replace(&mut self, key: u64, pos: u32, weight: u32) -> Option<(u32, u32)> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = &mut self.slots[i];
+            if s.pos == EMPTY {
+                *s = Slot { key, pos, weight };
+                self.len += 1;
+                if self.len * 8 > self.slots.len() * 5 {
+                    self.grow();
+                }
+                return None;
+            }
+            if s.key == key {
+                let old = (s.pos, s.weight);
+                s.pos = pos;
+                s.weight = weight;
+                return Some(old);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn contains(&self, key: u64) -> bool {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = &self.slots[i];
+            if s.pos == EMPTY {
+                return false;
+            }
+            if s.key == key {
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Removes `key` (backward-shift deletion keeps probe runs whole).
+    fn remove(&mut self, key: u64) -> Option<(u32, u32)> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = self.slots[i];
+            if s.pos == EMPTY {
+                return None;
+            }
+            if s.key == key {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        let old = (self.slots[i].pos, self.slots[i].weight);
+        let mut hole = i;
+        let mut j = (i + 1) & mask;
+        loop {
+            let s = self.slots[j];
+            if s.pos == EMPTY {
+                break;
+            }
+            // Move s back into the hole unless its home lies in (hole, j].
+            let h = self.home(s.key);
+            let between = if hole <= j {
+                hole < h && h <= j
+            } else {
+                hole < h || h <= j
+            };
+            if !between {
+                self.slots[hole] = s;
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        self.slots[hole] = FREE;
+        self.len -= 1;
+        Some(old)
+    }
+
+    fn grow(&mut self) {
+        let bits = 64 - self.shift + 1;
+        let old = std::mem::replace(self, LastMap::with_bits(bits));
+        let mask = self.slots.len() - 1;
+        for s in old.slots.into_iter().filter(|s| s.pos != EMPTY) {
+            let mut i = self.home(s.key);
+            while self.slots[i].pos != EMPTY {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = s;
+        }
+        self.len = old.len;
+    }
+}
+
 /// Exact LRU stack distances of a stream, one key at a time.
 ///
 /// Each key's latest request position is marked in a bitmap of 64-position
-/// words, with its weight beside it; a Fenwick tree over the words holds
-/// their weight sums (a few tens of KB per million keys, so it stays in
-/// cache). The distance of a re-reference at old position p is p's weight
-/// plus the weight marked after p: within p's word a popcount (unit
-/// weights) or a scan of at most 63 marks, beyond it the total minus one
-/// prefix walk of the word tree. Positions are renumbered (live keys in
-/// order) when they run out, so memory is O(distinct keys).
+/// words (with its weight beside it in byte mode); a Fenwick tree over the
+/// words holds their weight sums. The distance of a re-reference at old
+/// position p is p's weight plus the weight marked after p: within p's word
+/// a popcount (unit weights) or a scan of at most 63 marks, beyond it the
+/// total minus one prefix walk of the word tree. When the positions run
+/// out, the live ones are renumbered 0..live in order (one sequential scan
+/// of the map and a rank directory, no sort) into room for
+/// [`ROOM`] times the live keys, so bitmap and tree cover about twice the
+/// distinct keys (not the requests) and stay in the CPU caches.
 pub struct StackDistance {
-    last: KeyMap<(u32, u32)>,
+    last: LastMap,
     bits: Vec<u64>,
+    /// Per-position weights; empty while every weight is 1.
     weights: Vec<u32>,
     words: Vec<u64>,
     time: u32,
@@ -63,12 +212,14 @@ impl Default for StackDistance {
 }
 
 const MIN_POSITIONS: usize = 1 << 16;
+/// Positions after a renumbering, per live key.
+const ROOM: usize = 2;
 
 impl StackDistance {
     /// An empty profiler.
     pub fn new() -> StackDistance {
         let mut s = StackDistance {
-            last: key_map(),
+            last: LastMap::new(),
             bits: Vec::new(),
             weights: Vec::new(),
             words: Vec::new(),
@@ -83,7 +234,9 @@ impl StackDistance {
     fn resize(&mut self, positions: usize) {
         let n_words = positions.div_ceil(64);
         self.bits = vec![0; n_words];
-        self.weights = vec![0; n_words * 64];
+        if !self.unit_weights {
+            self.weights = vec![0; n_words * 64];
+        }
         self.words = vec![0; n_words + 1];
     }
 
@@ -122,7 +275,9 @@ impl StackDistance {
     fn mark(&mut self, pos: u32, weight: u32) {
         let (w, b) = (pos as usize / 64, pos % 64);
         self.bits[w] |= 1 << b;
-        self.weights[pos as usize] = weight;
+        if !self.unit_weights {
+            self.weights[pos as usize] = weight;
+        }
         self.word_add(w, weight as u64, false);
     }
 
@@ -153,27 +308,47 @@ impl StackDistance {
         within + self.total - self.word_prefix(w)
     }
 
-    /// Renumbers live positions 0..live in order, in room for 4x the live
-    /// keys.
-    fn compact(&mut self) {
-        let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&k, &(p, _))| (p, k)).collect();
-        live.sort_unstable();
-        let positions = (live.len() * 4).max(MIN_POSITIONS);
-        self.resize(positions);
-        let total = self.total;
-        self.total = 0;
-        for (new, &(_, k)) in live.iter().enumerate() {
-            if let Some(e) = self.last.get_mut(&k) {
-                e.0 = new as u32;
-                let w = e.1;
-                let (wi, b) = (new / 64, new % 64);
-                self.bits[wi] |= 1 << b;
-                self.weights[new] = w;
-                self.words[wi + 1] += w as u64;
-                self.total += w as u64;
+    /// The first weight other than 1: from now on weights are kept per
+    /// position (every live position so far weighs 1).
+    #[cold]
+    fn start_weights(&mut self) {
+        self.unit_weights = false;
+        self.weights = vec![0; self.positions()];
+        for (w, &word) in self.bits.iter().enumerate() {
+            let mut m = word;
+            while m != 0 {
+                self.weights[w * 64 + m.trailing_zeros() as usize] = 1;
+                m &= m - 1;
             }
         }
-        debug_assert_eq!(total, self.total);
+    }
+
+    /// Renumbers live positions 0..live in order, in room for [`ROOM`]x the
+    /// live keys: a rank directory over the old bitmap gives each map entry
+    /// its new position in one sequential scan of the map.
+    #[cold]
+    fn compact(&mut self) {
+        let live = self.last.len;
+        let mut rank = Vec::with_capacity(self.bits.len());
+        let mut r = 0u32;
+        for &word in &self.bits {
+            rank.push(r);
+            r += word.count_ones();
+        }
+        debug_assert_eq!(r as usize, live);
+        let old_bits = std::mem::take(&mut self.bits);
+        self.resize((live * ROOM).max(MIN_POSITIONS));
+        for s in self.last.slots.iter_mut().filter(|s| s.pos != EMPTY) {
+            let (w, b) = (s.pos as usize / 64, s.pos % 64);
+            let new = rank[w] + (old_bits[w] & ((1u64 << b) - 1)).count_ones();
+            s.pos = new;
+            let nw = new as usize / 64;
+            self.bits[nw] |= 1 << (new % 64);
+            self.words[nw + 1] += s.weight as u64;
+            if !self.unit_weights {
+                self.weights[new as usize] = s.weight;
+            }
+        }
         // Linear-time Fenwick build over the word sums.
         let n = self.words.len();
         for i in 1..n {
@@ -182,7 +357,14 @@ impl StackDistance {
                 self.words[j] = self.words[j].wrapping_add(self.words[i]);
             }
         }
-        self.time = live.len() as u32;
+        self.time = live as u32;
+    }
+
+    /// Hints the CPU to fetch what a coming request for `key` will read
+    /// (call it a few requests ahead).
+    #[inline(always)]
+    pub fn prefetch(&self, key: u64) {
+        self.last.prefetch(key);
     }
 
     /// Records a request for `key` of `weight` units; returns its stack
@@ -193,12 +375,12 @@ impl StackDistance {
         if self.time as usize >= self.positions() {
             self.compact();
         }
-        if weight != 1 {
-            self.unit_weights = false;
+        if weight != 1 && self.unit_weights {
+            self.start_weights();
         }
         let t = self.time;
         self.time += 1;
-        let dist = match self.last.insert(key, (t, weight)) {
+        let dist = match self.last.replace(key, t, weight) {
             Some((p, w)) => {
                 let d = w as u64 + self.weight_after(p);
                 self.unmark(p, w);
@@ -212,9 +394,14 @@ impl StackDistance {
         dist
     }
 
+    /// Whether `key` has been seen (and not forgotten).
+    pub fn contains(&self, key: u64) -> bool {
+        self.last.contains(key)
+    }
+
     /// Forgets `key` (SHARDS fixed-size drops keys from its sample).
     pub fn forget(&mut self, key: u64) {
-        if let Some((p, w)) = self.last.remove(&key) {
+        if let Some((p, w)) = self.last.remove(key) {
             self.unmark(p, w);
             self.total -= w as u64;
         }
@@ -222,7 +409,7 @@ impl StackDistance {
 
     /// Distinct keys seen (and not forgotten).
     pub fn distinct(&self) -> u64 {
-        self.last.len() as u64
+        self.last.len as u64
     }
 
     /// Sum of the latest weights of the keys seen.
@@ -237,6 +424,9 @@ fn weight_of(unit: Unit, size: u64) -> u32 {
         Unit::Bytes => size.min(u32::MAX as u64) as u32,
     }
 }
+
+/// How many requests ahead [`ExactMrc::access_batch`] prefetches.
+pub const LOOKAHEAD: usize = 8;
 
 /// The exact LRU miss-ratio curve.
 pub struct ExactMrc {
@@ -266,6 +456,18 @@ impl ExactMrc {
             requests: 0,
             bytes: 0,
             first_bytes: 0,
+        }
+    }
+
+    /// Records a batch of requests: the same as [`ExactMrc::access`] on
+    /// each, with the map slot of the request [`LOOKAHEAD`] places ahead
+    /// prefetched.
+    pub fn access_batch(&mut self, batch: &[Access]) {
+        for (i, a) in batch.iter().enumerate() {
+            if let Some(next) = batch.get(i + LOOKAHEAD) {
+                self.sd.prefetch(next.key);
+            }
+            self.access(a.key, a.size);
         }
     }
 
@@ -367,9 +569,27 @@ pub enum ShardsMode {
     FixedSize(usize),
 }
 
-const P: u64 = 1 << 24;
+/// The sampling hash's range: a key is sampled when its 56-bit hash is
+/// below `rate * P`.
+const P: u64 = 1 << 56;
 /// Log-spaced histogram resolution (relative width of a bucket).
 const EPS: f64 = 0.002;
+
+/// The default seed of the sampling hash: an arbitrary constant (the ASCII
+/// bytes of "SHARDS01"), fixed before any error was measured and never
+/// tuned on a trace. `strata mrc --shards-seed` picks another.
+pub const DEFAULT_SEED: u64 = 0x5348_4152_4453_3031;
+
+/// The sampling hash: splitmix64's finalizer over the key and a seed, so
+/// every output bit depends on every key bit (block numbers and other
+/// structured ids spread evenly) and each seed draws an independent sample.
+#[inline(always)]
+fn sample_hash(key: u64, seed: u64) -> u64 {
+    let mut z = key ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) >> 8
+}
 
 #[inline]
 fn bucket(d: f64) -> usize {
@@ -389,12 +609,28 @@ fn bucket_upper(b: usize) -> f64 {
     }
 }
 
+/// How a sampled stack distance is scaled back to the whole trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rescale {
+    /// The paper's `d / R`: every sampled distance, the requested key's own
+    /// weight included, is divided by the rate R. It overstates each
+    /// distance by the key's weight times `1/R - 1` (99 objects at 1%), which
+    /// matters when the cache sizes asked about are a few hundred objects.
+    Paper,
+    /// `w + (d - w) / R`: the requested key's own weight `w` counts once
+    /// (it is certainly in its own distance) and only the other sampled
+    /// keys stand for `1/R` keys each: an unbiased estimate of the distance.
+    OwnWeightOnce,
+}
+
 /// A SHARDS-sampled LRU miss-ratio curve.
 pub struct Shards {
     sd: StackDistance,
     unit: Unit,
     mode: ShardsMode,
     threshold: u64,
+    seed: u64,
+    rescale: Rescale,
     heap: BinaryHeap<(u64, u64)>,
     hist: Vec<(f64, f64)>,
     sampled: f64,
@@ -412,10 +648,24 @@ impl Shards {
         self
     }
 
+    /// Seeds the sampling hash (default [`DEFAULT_SEED`]); call before the
+    /// first request.
+    pub fn with_seed(mut self, seed: u64) -> Shards {
+        self.seed = seed;
+        self
+    }
+
+    /// Chooses how sampled distances are scaled (default
+    /// [`Rescale::OwnWeightOnce`]); call before the first request.
+    pub fn with_rescale(mut self, rescale: Rescale) -> Shards {
+        self.rescale = rescale;
+        self
+    }
+
     /// A sampler in `mode`.
     pub fn new(unit: Unit, mode: ShardsMode) -> Shards {
         let threshold = match mode {
-            ShardsMode::FixedRate(r) => ((r.clamp(0.0, 1.0) * P as f64) as u64).max(1),
+            ShardsMode::FixedRate(r) => ((r.clamp(0.0, 1.0) * P as f64).round() as u64).max(1),
             ShardsMode::FixedSize(_) => P,
         };
         Shards {
@@ -423,6 +673,8 @@ impl Shards {
             unit,
             mode,
             threshold,
+            seed: DEFAULT_SEED,
+            rescale: Rescale::OwnWeightOnce,
             heap: BinaryHeap::new(),
             hist: Vec::new(),
             sampled: 0.0,
@@ -444,17 +696,26 @@ impl Shards {
     pub fn access(&mut self, key: u64, size: u64) {
         self.requests += 1;
         self.bytes += size;
-        let h = mix(key) >> 40;
+        let h = sample_hash(key, self.seed);
         if h >= self.threshold {
             return;
         }
         self.sampled_raw += 1;
-        let new_key = !self.sd.last.contains_key(&key);
-        let d = self.sd.access(key, weight_of(self.unit, size));
+        let w = weight_of(self.unit, size);
+        let d = self.sd.access(key, w);
         self.sampled += 1.0;
         self.sampled_bytes += size as f64;
         if let Some(d) = d {
-            let b = bucket(d as f64 / self.rate());
+            let est = match self.rescale {
+                Rescale::Paper => d as f64 / self.rate(),
+                Rescale::OwnWeightOnce => {
+                    // The distance holds the key's previous weight, which
+                    // may differ from this request's in byte mode.
+                    let own = (w as u64).min(d);
+                    own as f64 + (d - own) as f64 / self.rate()
+                }
+            };
+            let b = bucket(est);
             if b >= self.hist.len() {
                 self.hist.resize(b + 1, (0.0, 0.0));
             }
@@ -462,7 +723,9 @@ impl Shards {
             self.hist[b].1 += size as f64;
         }
         if let ShardsMode::FixedSize(max) = self.mode {
-            if new_key {
+            // A forgotten key hashes at or above the lowered threshold, so a
+            // first sighting here is a new key.
+            if d.is_none() {
                 self.heap.push((h, key));
             }
             while self.sd.distinct() as usize > max.max(1) {
@@ -490,6 +753,13 @@ impl Shards {
         }
     }
 
+    /// Records a batch of requests.
+    pub fn access_batch(&mut self, batch: &[Access]) {
+        for a in batch {
+            self.access(a.key, a.size);
+        }
+    }
+
     /// Requests seen (sampled or not).
     pub fn requests(&self) -> u64 {
         self.requests
@@ -510,24 +780,24 @@ impl Shards {
         let mut hist = self.hist.clone();
         let (mut total, mut total_bytes) = (self.sampled, self.sampled_bytes);
         if self.adjust {
-            // SHARDS-adj: the sampled keys draw more or fewer requests than
-            // the rate predicts; the difference is credited to the smallest
-            // distances. With fixed size the counts are kept in units of the
-            // final rate, so the expectation is requests x final rate too.
-            let expected = self.requests as f64 * self.rate();
-            let diff = expected - self.sampled;
+            // SHARDS-adj (FAST'15 §4.3): the sampled keys draw more or fewer
+            // requests than the rate predicts, mostly through a few very
+            // popular keys, whose re-references have the smallest
+            // distances; the difference between the expected and the
+            // sampled count is credited to the first bucket. The byte
+            // histogram gets the difference between the expected and the
+            // sampled bytes (the trace's bytes are known). With fixed size
+            // the counts are kept in units of the final rate, so the
+            // expectations use the final rate too.
+            let diff = self.requests as f64 * self.rate() - self.sampled;
+            let diff_bytes = self.bytes as f64 * self.rate() - self.sampled_bytes;
             if hist.is_empty() {
                 hist.push((0.0, 0.0));
             }
             hist[0].0 += diff;
+            hist[0].1 += diff_bytes;
             total += diff;
-            let mean = if self.sampled > 0.0 {
-                self.sampled_bytes / self.sampled
-            } else {
-                0.0
-            };
-            hist[0].1 += diff * mean;
-            total_bytes += diff * mean;
+            total_bytes += diff_bytes;
         }
         sizes
             .iter()

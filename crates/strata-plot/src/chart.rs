@@ -18,6 +18,9 @@ pub enum Legend {
     TopLeft,
     /// Inside the plot area, top right.
     TopRight,
+    /// Inside the plot area, bottom right (the empty corner under rising
+    /// curves).
+    BottomRight,
     /// In a margin right of the plot area (many or long names).
     Right,
 }
@@ -112,10 +115,11 @@ impl Frame {
             w: style.width,
             h: style.height,
             ml: 70.0,
+            // Room for half the last x tick label.
             mr: if style.legend == Legend::Right {
-                20.0 + RIGHT_LEGEND
+                30.0 + RIGHT_LEGEND
             } else {
-                20.0
+                30.0
             },
             mt: 36.0,
             mb: 56.0,
@@ -193,10 +197,14 @@ impl Frame {
         let longest = names.iter().map(|n| n.0.chars().count()).max().unwrap_or(0);
         let left = match place {
             Legend::TopLeft => x0 + 12.0,
-            Legend::TopRight => x1 - 48.0 - 6.5 * longest as f64,
+            Legend::TopRight | Legend::BottomRight => x1 - 48.0 - 6.5 * longest as f64,
             Legend::Right => x1 + 10.0,
         };
-        let mut y = self.mt + 8.0;
+        let mut y = if place == Legend::BottomRight {
+            self.h - self.mb - 12.0 - 16.0 * names.len().saturating_sub(1) as f64
+        } else {
+            self.mt + 8.0
+        };
         for (name, color, dashed) in names {
             let dash = if *dashed {
                 r#" stroke-dasharray="6 4""#

@@ -265,6 +265,11 @@ struct WriteLog {
 
 const WRITE_LOG: usize = 8192;
 
+/// An inline read slower than this sends GETs off the executor for a while
+/// ([`Node::read_inline`]). Far above a flash read (~0.1 ms), and above the
+/// few ms a thread can lose to preemption on a busy machine.
+const INLINE_READ_SLOW: Duration = Duration::from_millis(10);
+
 impl WriteLog {
     fn now(&self) -> u64 {
         self.seq.load(Relaxed)
@@ -356,6 +361,9 @@ pub struct Node {
     /// Set when the node shuts down.
     pub stop: AtomicBool,
     started: Instant,
+    /// Until when (ms since start) GETs read off the executor only, after
+    /// an inline read turned out slow (see [`Node::read_inline`]).
+    inline_off_until_ms: AtomicU64,
 }
 
 /// Whether `s` is a valid bucket or workload name: 1 to 63 of
@@ -463,6 +471,7 @@ impl Node {
             tracer,
             stop: AtomicBool::new(false),
             started: Instant::now(),
+            inline_off_until_ms: AtomicU64::new(0),
             cfg,
         });
         let names: Vec<String> = node
@@ -791,10 +800,15 @@ impl Node {
             }
         }
         let since = self.writes.now();
-        let node = self.clone();
-        let res = tokio::task::spawn_blocking(move || node.read_tiers(w, id))
-            .await
-            .map_err(|e| NodeError::Store(format!("read task failed: {e}")))??;
+        let res = match self.read_inline(w.as_ref(), id) {
+            Some(r) => r?,
+            None => {
+                let node = self.clone();
+                tokio::task::spawn_blocking(move || node.read_tiers(w, id))
+                    .await
+                    .map_err(|e| NodeError::Store(format!("read task failed: {e}")))??
+            }
+        };
         let Some((needle, stored_cookie, served, segment, wl)) = res else {
             return Err(NodeError::NotFound);
         };
@@ -871,6 +885,62 @@ impl Node {
 
     fn existing_workload(&self, name: &str) -> Option<Arc<Workload>> {
         self.workloads.read().get(name).cloned()
+    }
+
+    /// A GET's device read on the calling (async) thread, or `None` when it
+    /// must go off the executor ([`Node::read_tiers`] in the blocking pool).
+    /// Handing every read to the blocking pool costs two thread wake-ups per
+    /// GET, more CPU than a read from the page cache or flash itself
+    /// (measured: most of the node's CPU at 1 KiB, docs/benchmarks.md). So a
+    /// workload all of whose bytes are on flash, on a node without a flash
+    /// read cache, is read inline (a flash read takes about as long as the
+    /// hand-off to the pool); a workload with bytes on disk is not. An inline
+    /// read that finds its object on disk (the tier counters lag the mover by
+    /// up to a pass) or takes over [`INLINE_READ_SLOW`] (a saturated device)
+    /// sends every GET off the executor for the next second. An object not
+    /// found in its workload is looked for in the others off the executor.
+    #[allow(clippy::type_complexity)]
+    fn read_inline(
+        &self,
+        w: Option<&Arc<Workload>>,
+        id: ObjectId,
+    ) -> Option<Result<Option<(Bytes, u32, Served, u64, Option<Arc<Workload>>)>, NodeError>> {
+        let w = w?;
+        // An empty segment is its superblock: a workload whose disk bytes
+        // are only those holds no object on disk.
+        let empty_disk =
+            strata_store::format::superblock::SUPERBLOCK_LEN as u64 * self.cfg.disk.len() as u64;
+        if self.fcache.is_some()
+            || w.first_disk == 0
+            || w.counters.disk_bytes.load(Relaxed) > empty_disk
+            || (self.started.elapsed().as_millis() as u64) < self.inline_off_until_ms.load(Relaxed)
+        {
+            return None;
+        }
+        let t = Instant::now();
+        let got = w.store.get_unchecked(id.key, id.alt);
+        let slow = t.elapsed() > INLINE_READ_SLOW;
+        let o = match got {
+            Ok(Some(o)) => o,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(store_err(e))),
+        };
+        if slow || o.tier != Tier::Flash {
+            let until = self.started.elapsed().as_millis() as u64 + 1000;
+            self.inline_off_until_ms.store(until, Relaxed);
+        }
+        let served = if o.tier == Tier::Flash {
+            Served::Flash
+        } else {
+            Served::Disk
+        };
+        Some(Ok(Some((
+            Bytes::from(o.data),
+            o.cookie,
+            served,
+            o.segment,
+            Some(w.clone()),
+        ))))
     }
 
     /// The device read of a GET: flash read cache, then the workload's
@@ -1065,22 +1135,66 @@ impl Node {
 /// issues one multi-write per tier for the writes among them (one fdatasync
 /// per device), and answers all. Deletes and the LRU mover's re-appends run
 /// here too, in order with the writes, so neither can undo the other.
+///
+/// The group-commit window: the writers answered by one commit usually send
+/// their next write within a fraction of a millisecond. Starting the next
+/// fdatasync with only the writes that queued up during the last one splits
+/// N closed-loop writers into two halves that take turns (each write waits
+/// for a whole fdatasync before its own: N/2 per fdatasync). So when fewer
+/// requests are waiting than the last commit answered plus those that were
+/// already queued, the writer waits for the rest, at most half the last
+/// commit's duration (capped at 2 ms) after it answered. A lone writer never
+/// waits.
 fn commit_loop(store: Arc<Store>, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>, max: usize) {
-    while let Ok(first) = rx.recv() {
+    let size = |j: &Job| match j {
+        Job::Put(c) => c.items.len(),
+        _ => 1,
+    };
+    let mut answered = 0usize;
+    let mut answered_at = Instant::now();
+    let mut window = Duration::ZERO;
+    loop {
+        // Whether the first job was already waiting (queued during the last
+        // commit) or is a writer coming back.
+        let (first, mut queued) = match rx.try_recv() {
+            Ok(j) => (j, 1),
+            Err(mpsc::TryRecvError::Empty) => match rx.recv() {
+                Ok(j) => (j, 0),
+                Err(_) => break,
+            },
+            Err(mpsc::TryRecvError::Disconnected) => break,
+        };
+        let mut n = size(&first);
         let mut jobs = vec![first];
-        let mut n = 1;
         while n < max {
             match rx.try_recv() {
                 Ok(j) => {
-                    n += match &j {
-                        Job::Put(c) => c.items.len(),
-                        _ => 1,
-                    };
+                    if queued > 0 {
+                        queued += 1;
+                    }
+                    n += size(&j);
                     jobs.push(j);
                 }
                 Err(_) => break,
             }
         }
+        let expect = queued + answered;
+        let deadline = answered_at + window;
+        while n < max && jobs.len() < expect {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            match rx.recv_timeout(deadline - now) {
+                Ok(j) => {
+                    n += size(&j);
+                    jobs.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        let t0 = Instant::now();
+        answered = jobs.len();
         let mut puts: Vec<Commit> = Vec::new();
         for j in jobs {
             match j {
@@ -1096,6 +1210,8 @@ fn commit_loop(store: Arc<Store>, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>
             }
         }
         flush_puts(&store, &mut puts, &metrics);
+        answered_at = Instant::now();
+        window = ((answered_at - t0) / 2).min(Duration::from_millis(2));
     }
 }
 

@@ -2,8 +2,11 @@
 //! its oldest flash segments whole to disk (Janus's insert-on-write flash
 //! tier with FIFO eviction; sequential I/O on both sides).
 //!
-//! - Under a loaded plan, each listed workload is held to its own
-//!   `flash_bytes`; workloads the plan does not list hold none.
+//! - Under a loaded plan, each listed workload's data leaves flash once it
+//!   is older than the plan's TTL for it (Janus §8.1: Colossus tags files
+//!   with an eviction time from the workload's flash and write rate), and
+//!   the workload is held to its `flash_bytes` (plus a burst allowance
+//!   while a TTL evicts it); workloads the plan does not list hold none.
 //! - Under the default plan, all workloads share the node's flash capacity
 //!   as one FIFO: the globally oldest flash segment moves first.
 //! - With LRU eviction, before a segment moves, its needles read since the
@@ -18,21 +21,39 @@ use crate::metrics::Metrics;
 use crate::node::{Node, Workload};
 use crate::object::ObjectId;
 use crate::ramcache::cache_key;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use strata_provision::Eviction;
 use strata_store::{SegmentInfo, StoreError, Tier};
 
+/// What the mover remembers between passes: the round-robin disk cursor
+/// and, per flash segment, when its size last changed (the time of its last
+/// append, to within one pass), which the TTL eviction ages segments by.
+#[derive(Default)]
+pub struct MoverState {
+    rr: usize,
+    /// (workload id, segment id) -> (bytes seen, ns when they last changed).
+    seen: HashMap<(u32, u64), (u64, u64)>,
+}
+
+impl MoverState {
+    /// A fresh state (the mover's thread keeps one).
+    pub fn new() -> MoverState {
+        MoverState::default()
+    }
+}
+
 /// Starts the mover thread of `node`.
 pub fn spawn(node: Arc<Node>) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("tier-mover".into())
         .spawn(move || {
-            let mut rr = 0usize;
+            let mut st = MoverState::new();
             while !node.stop.load(Relaxed) {
                 std::thread::sleep(node.cfg.mover_interval);
-                pass(&node, &mut rr);
+                pass(&node, &mut st);
             }
         })
 }
@@ -43,6 +64,7 @@ struct View {
     flash: u64,
     limit: Option<u64>,
     eviction: Eviction,
+    ttl: Option<Duration>,
 }
 
 fn now_ns() -> u64 {
@@ -52,10 +74,12 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn refresh(node: &Node) -> Vec<View> {
+fn refresh(node: &Node, st: &mut MoverState) -> Vec<View> {
     let window = node.cfg.recent_window.as_nanos() as u64;
     let now = now_ns();
-    node.workloads()
+    let mut seen = HashMap::new();
+    let views = node
+        .workloads()
         .into_iter()
         .map(|w| {
             let segs = w.store.segments();
@@ -76,6 +100,27 @@ fn refresh(node: &Node) -> Vec<View> {
                 .filter(|s| s.active || now.saturating_sub(s.created_unix_ns) < window)
                 .map(|s| s.id)
                 .collect();
+            for s in segs.iter().filter(|s| s.tier == Tier::Flash) {
+                let k = (w.id, s.id);
+                let entry = match st.seen.get(&k) {
+                    Some(&(size, t)) if size == s.size => (size, t),
+                    Some(_) => (s.size, now),
+                    // First sight (a new segment, or a node just started):
+                    // a sealed segment was last written at the latest when
+                    // the next segment of its device was created.
+                    None if !s.active => (
+                        s.size,
+                        segs.iter()
+                            .filter(|n| n.device == s.device && n.id > s.id)
+                            .map(|n| n.created_unix_ns)
+                            .min()
+                            .unwrap_or(now)
+                            .min(now),
+                    ),
+                    None => (s.size, now),
+                };
+                seen.insert(k, entry);
+            }
             let rule = node.rule(&w);
             View {
                 w,
@@ -83,34 +128,120 @@ fn refresh(node: &Node) -> Vec<View> {
                 flash,
                 limit: rule.flash_bytes,
                 eviction: rule.eviction,
+                ttl: rule.ttl,
             }
         })
-        .collect()
+        .collect();
+    st.seen = seen;
+    views
 }
 
-/// One look at every workload; moves what is over its limit.
-pub fn pass(node: &Node, rr: &mut usize) {
+/// One look at every workload; moves what its plan says must leave flash.
+///
+/// Under a loaded plan, for each workload: first the TTL (Janus §8.1, as
+/// Colossus evicts): a sealed flash segment whose last append is older than
+/// the workload's `ttl_seconds` moves to disk, and an active one open for
+/// longer than the TTL is sealed so that its needles age out together; then
+/// the byte bound: while the workload holds more than its `flash_bytes`
+/// (plus the burst allowance when a TTL is what evicts it), its oldest
+/// segment moves. Finally the node's flash capacity: while all workloads
+/// together hold more, the oldest segment of the workload furthest over its
+/// allocation moves. Under the default plan, all workloads share the flash
+/// capacity as one FIFO.
+pub fn pass(node: &Node, st: &mut MoverState) {
     if node.cfg.disk.is_empty() || node.cfg.flash.is_empty() {
-        refresh(node);
+        refresh(node, st);
         return;
     }
-    let mut views = refresh(node);
-    // Workloads with a limit of their own.
+    let mut views = refresh(node, st);
+    let now = now_ns();
+    let planned = views.iter().any(|v| v.limit.is_some());
     for v in views.iter_mut().filter(|v| v.limit.is_some()) {
         let limit = v.limit.unwrap_or(0);
-        while v.flash > limit && !node.stop.load(Relaxed) {
+        if let Some(ttl) = v.ttl {
+            let ttl_ns = ttl.as_nanos() as u64;
+            let stale_active: Vec<usize> = v
+                .segs
+                .iter()
+                .filter(|s| {
+                    s.tier == Tier::Flash
+                        && s.active
+                        && s.needles > 0
+                        && now.saturating_sub(s.created_unix_ns) >= ttl_ns
+                })
+                .map(|s| s.device)
+                .collect();
+            for device in stale_active {
+                if v.w.store.seal_active(device).is_err() {
+                    node.metrics.mover_errors.fetch_add(1, Relaxed);
+                }
+            }
+            let mut expired: Vec<SegmentInfo> = v
+                .segs
+                .iter()
+                .filter(|s| s.tier == Tier::Flash && !s.active)
+                .filter(|s| {
+                    let last = st.seen.get(&(v.w.id, s.id)).map_or(now, |e| e.1);
+                    now.saturating_sub(last) >= ttl_ns
+                })
+                .cloned()
+                .collect();
+            expired.sort_by_key(|s| s.id);
+            for seg in expired {
+                if node.stop.load(Relaxed) {
+                    return;
+                }
+                match move_one(node, v, seg, &mut st.rr) {
+                    Some(moved) => v.flash = v.flash.saturating_sub(moved),
+                    None => break,
+                }
+            }
+        }
+        let burst = if v.ttl.is_some() {
+            (limit as f64 * node.cfg.flash_burst.max(0.0)) as u64
+        } else {
+            0
+        };
+        let ceiling = limit.saturating_add(burst);
+        while v.flash > ceiling && !node.stop.load(Relaxed) {
             let Some(seg) = oldest_flash(v, true) else {
                 break;
             };
-            match move_one(node, v, seg, rr) {
+            match move_one(node, v, seg, &mut st.rr) {
                 Some(moved) => v.flash = v.flash.saturating_sub(moved),
                 None => break,
             }
         }
     }
+    if planned {
+        // The node's flash capacity bounds the sum, whatever the bursts.
+        loop {
+            if node.stop.load(Relaxed) {
+                return;
+            }
+            let total: u64 = views.iter().map(|v| v.flash).sum();
+            if total <= node.cfg.flash_capacity {
+                return;
+            }
+            let over = |v: &View| v.flash as f64 / v.limit.unwrap_or(0).max(1) as f64;
+            let Some(v) = views
+                .iter_mut()
+                .filter(|v| oldest_flash(v, true).is_some())
+                .max_by(|a, b| over(a).total_cmp(&over(b)))
+            else {
+                return;
+            };
+            let Some(seg) = oldest_flash(v, true) else {
+                return;
+            };
+            match move_one(node, v, seg, &mut st.rr) {
+                Some(moved) => v.flash = v.flash.saturating_sub(moved),
+                None => return,
+            }
+        }
+    }
     // Workloads sharing the node's flash (default plan).
-    let reserved: u64 = views.iter().filter_map(|v| v.limit).sum();
-    let cap = node.cfg.flash_capacity.saturating_sub(reserved);
+    let cap = node.cfg.flash_capacity;
     loop {
         if node.stop.load(Relaxed) {
             return;
@@ -140,7 +271,7 @@ pub fn pass(node: &Node, rr: &mut usize) {
                     .max_by_key(|v| v.flash)
                 {
                     if let Some(s) = oldest_flash(v, true) {
-                        if let Some(m) = move_one(node, v, s, rr) {
+                        if let Some(m) = move_one(node, v, s, &mut st.rr) {
                             v.flash = v.flash.saturating_sub(m);
                             continue;
                         }
@@ -150,7 +281,7 @@ pub fn pass(node: &Node, rr: &mut usize) {
             }
         };
         let v = &mut views[i];
-        match move_one(node, v, seg, rr) {
+        match move_one(node, v, seg, &mut st.rr) {
             Some(moved) => v.flash = v.flash.saturating_sub(moved),
             None => return,
         }

@@ -71,12 +71,23 @@ pub struct NodeConfig {
     pub mover_interval: Duration,
     /// Bound on bytes the tier mover copies per second.
     pub mover_bytes_per_s: u64,
+    /// How far above its plan's `flash_bytes` a workload may go, as a
+    /// fraction of them, while the plan's TTL is what evicts it: the bytes
+    /// a TTL keeps swing with the arrivals around the plan's average, and
+    /// cutting them at the average would evict data younger than the TTL
+    /// the prediction counted on. The node's flash capacity bounds the sum
+    /// regardless.
+    pub flash_burst: f64,
     /// Where sampled request traces go (`None`: no traces).
     pub trace_dir: Option<PathBuf>,
     /// Fraction of objects whose requests are traced (sampled by object id).
     pub trace_sample: f64,
     /// Records per trace file before it rotates.
     pub trace_rotate_records: u64,
+    /// How long a trace file stays open before it rotates (a file is
+    /// readable once rotated; a crash leaves at most this much unfinished,
+    /// which the next start finishes).
+    pub trace_rotate_after: Duration,
     /// Most objects per group commit.
     pub max_batch_objects: usize,
 }
@@ -126,9 +137,11 @@ impl NodeConfig {
             segment_bytes: 64 << 20,
             mover_interval: Duration::from_millis(100),
             mover_bytes_per_s: 256 << 20,
+            flash_burst: 0.25,
             trace_dir: None,
             trace_sample: 0.1,
             trace_rotate_records: 1_000_000,
+            trace_rotate_after: Duration::from_secs(60),
             max_batch_objects: 1024,
         }
     }
@@ -254,6 +267,47 @@ pub struct Workload {
     pub recent: RwLock<HashSet<u64>>,
     /// Index of the first disk device in the store's device list.
     pub first_disk: usize,
+    draw: Mutex<WriteDraw>,
+}
+
+/// The write-probability draw of one workload, stratified: writes are
+/// taken in blocks of [`DRAW_BLOCK`], and in each block a random subset of
+/// `p × DRAW_BLOCK` (rounded at random) goes to flash. Each write still goes
+/// to flash with probability `p` (Janus §7), but the fraction that does is
+/// exact over every block instead of binomial, so a workload's flash hit
+/// ratio does not swing with the luck of the draw.
+#[derive(Default)]
+struct WriteDraw {
+    p: f64,
+    left: u32,
+    flash_left: u32,
+}
+
+const DRAW_BLOCK: u32 = 32;
+
+impl WriteDraw {
+    fn next(&mut self, p: f64, rng: &mut impl Rng) -> bool {
+        if p >= 1.0 {
+            return true;
+        }
+        if p <= 0.0 {
+            return false;
+        }
+        if self.left == 0 || self.p != p {
+            let want = p * DRAW_BLOCK as f64;
+            let whole = want.floor();
+            let extra = rng.random::<f64>() < want - whole;
+            self.p = p;
+            self.left = DRAW_BLOCK;
+            self.flash_left = whole as u32 + extra as u32;
+        }
+        let flash = rng.random_range(0..self.left) < self.flash_left;
+        self.left -= 1;
+        if flash {
+            self.flash_left -= 1;
+        }
+        flash
+    }
 }
 
 /// Recently written objects, so that a read which started before a write
@@ -446,10 +500,13 @@ impl Node {
         };
         let tracer = match &cfg.trace_dir {
             Some(d) => Some(
-                Tracer::start(
+                Tracer::start_with(
                     d,
-                    cfg.trace_sample,
-                    cfg.trace_rotate_records,
+                    &crate::trace::TraceConfig {
+                        rate: cfg.trace_sample,
+                        rotate_records: cfg.trace_rotate_records,
+                        rotate_after: cfg.trace_rotate_after,
+                    },
                     metrics.clone(),
                 )
                 .map_err(|e| NodeError::Startup(format!("cannot start traces: {e}")))?,
@@ -551,7 +608,11 @@ impl Node {
             counters,
             recent: RwLock::new(HashSet::new()),
             first_disk,
+            draw: Mutex::new(WriteDraw::default()),
         });
+        if let Some(t) = &self.tracer {
+            t.name_workload(id, name);
+        }
         all.insert(name.to_string(), w.clone());
         Ok(w)
     }
@@ -657,8 +718,7 @@ impl Node {
             return Tier::Flash;
         }
         let rule = self.rule(w);
-        let p = rule.write_probability;
-        let to_flash = p >= 1.0 || (p > 0.0 && rand::rng().random::<f64>() < p);
+        let to_flash = w.draw.lock().next(rule.write_probability, &mut rand::rng());
         if !to_flash {
             return Tier::Disk;
         }
@@ -1283,4 +1343,40 @@ fn flush_puts(store: &Store, puts: &mut Vec<Commit>, metrics: &Metrics) {
         }
     }
     puts.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn write_draw_is_exact_per_block_and_p_per_write() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let mut d = WriteDraw::default();
+        // p × block is whole: every block sends exactly that many to flash.
+        for _ in 0..50 {
+            let n = (0..DRAW_BLOCK).filter(|_| d.next(0.75, &mut rng)).count();
+            assert_eq!(n, 24);
+        }
+        // Each position of a block goes to flash with probability p.
+        let mut d = WriteDraw::default();
+        let mut at = vec![0u32; DRAW_BLOCK as usize];
+        let blocks = 4000;
+        for _ in 0..blocks {
+            for slot in at.iter_mut() {
+                *slot += d.next(0.3, &mut rng) as u32;
+            }
+        }
+        for (i, &n) in at.iter().enumerate() {
+            let f = n as f64 / blocks as f64;
+            assert!((f - 0.3).abs() < 0.035, "position {i}: {f}");
+        }
+        // A fractional p × block is rounded at random, exact on average.
+        let total: u32 = at.iter().sum();
+        let f = total as f64 / (blocks * DRAW_BLOCK) as f64;
+        assert!((f - 0.3).abs() < 0.002, "{f}");
+        assert!(!d.next(0.0, &mut rng));
+        assert!(d.next(1.0, &mut rng));
+    }
 }

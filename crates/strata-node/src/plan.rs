@@ -15,6 +15,10 @@ pub struct Rule {
     pub flash_bytes: Option<u64>,
     /// How the tier mover frees its flash.
     pub eviction: Eviction,
+    /// The plan's eviction age (`ttl_seconds`): data written (FIFO) or
+    /// last read (LRU) longer ago than this leaves flash. `None`: evict by
+    /// bytes only.
+    pub ttl: Option<std::time::Duration>,
 }
 
 /// The plan in force: a loaded tier plan, or the default.
@@ -40,6 +44,7 @@ impl ActivePlan {
                 write_probability: 1.0,
                 flash_bytes: None,
                 eviction: Eviction::Fifo,
+                ttl: None,
             };
         };
         let by_name = p.workloads.iter().find(|w| w.name.as_deref() == Some(name));
@@ -53,11 +58,15 @@ impl ActivePlan {
                 write_probability: w.write_probability,
                 flash_bytes: Some(w.flash_bytes),
                 eviction: w.eviction,
+                ttl: w
+                    .ttl_seconds
+                    .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok()),
             },
             None => Rule {
                 write_probability: 0.0,
                 flash_bytes: Some(0),
                 eviction: p.policy,
+                ttl: None,
             },
         }
     }

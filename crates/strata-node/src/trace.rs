@@ -1,5 +1,6 @@
-//! Sampled request traces in the lab's format, with the tier that served
-//! each read and its latency, in rotating files.
+//! Sampled request traces in the lab's format (Strata's binary trace
+//! format, docs/trace-format.md), with the tier that served each read and
+//! its latency, in rotating files.
 //!
 //! Sampling is by object (a hash of the object key below the rate), as
 //! Janus samples files for LRU ages: every request to a sampled object is
@@ -8,26 +9,50 @@
 //! channel to a writer thread; when it falls behind, records are dropped and
 //! counted (`strata_trace_dropped_total`), never blocking a request.
 //!
-//! Files are Strata CSV (`time,op,object,size,workload,create_time,tier,
-//! latency_us,offset,length`), which every lab command reads; a file is
-//! written as `*.csv.part` and renamed to `*.csv` when it rotates or is
-//! flushed, so a reader never sees a half-written file.
+//! Files are written through `strata_trace::Writer` as
+//! `trace-<start ms>-<seq>.strace.part` and renamed to `.strace` once
+//! finished (end frame written, fsynced): when they reach the rotation's
+//! record count or age, on a flush, and on shutdown. Every file starts with
+//! the node's workload names table. The writer emits a checksummed frame
+//! every [`FRAME_RECORDS`] records straight to the file, so a node killed
+//! mid-file leaves a `.part` whose complete frames are intact; the next
+//! start finishes it ([`salvage`]): the records of its complete frames are
+//! written into a finished `.strace`, the torn tail is dropped.
 
 use crate::metrics::{Metrics, Served};
-use std::io::Write;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use strata_trace::{Op, Request, Tier, Writer, WriterOptions};
 
-/// The header row of a trace file.
-pub const TRACE_HEADER: &str =
-    "time,op,object,size,workload,create_time,tier,latency_us,offset,length";
+/// Records per frame of a trace file: the most a node killed mid-file loses.
+pub const FRAME_RECORDS: u32 = 1024;
+
+/// The suffix of a finished trace file.
+pub const TRACE_SUFFIX: &str = ".strace";
+
+/// The suffix of a trace file being written.
+pub const PART_SUFFIX: &str = ".strace.part";
 
 enum Msg {
-    Rec(String),
+    Rec(Box<Request>),
+    Name(u32, String),
     Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// How a node traces.
+#[derive(Clone, Debug)]
+pub struct TraceConfig {
+    /// Fraction of objects whose requests are traced.
+    pub rate: f64,
+    /// Records per file before it rotates.
+    pub rotate_records: u64,
+    /// Seconds a file stays open before it rotates (also bounds how much
+    /// a crash can leave unfinished).
+    pub rotate_after: Duration,
 }
 
 /// The trace writer of a node.
@@ -55,23 +80,44 @@ pub fn sampled(key: u64, rate: f64) -> bool {
 
 impl Tracer {
     /// Starts writing traces of a `rate` sample of objects into `dir`,
-    /// rotating every `rotate` records.
+    /// rotating every `rotate` records or 60 seconds, whichever comes first.
     pub fn start(
         dir: &Path,
         rate: f64,
         rotate: u64,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Tracer> {
+        Tracer::start_with(
+            dir,
+            &TraceConfig {
+                rate,
+                rotate_records: rotate,
+                rotate_after: Duration::from_secs(60),
+            },
+            metrics,
+        )
+    }
+
+    /// Starts the writer with `cfg`, first finishing the files a previous
+    /// run left unfinished in `dir` ([`salvage`]).
+    pub fn start_with(
+        dir: &Path,
+        cfg: &TraceConfig,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<Tracer> {
         std::fs::create_dir_all(dir)?;
+        salvage(dir);
         let (tx, rx) = sync_channel(1 << 16);
         let dir = dir.to_path_buf();
         let m = metrics.clone();
+        let rotate = cfg.rotate_records.max(1);
+        let after = cfg.rotate_after.max(Duration::from_millis(100));
         std::thread::Builder::new()
             .name("trace-writer".into())
-            .spawn(move || writer(dir, rx, rotate.max(1), m))?;
+            .spawn(move || writer(dir, rx, rotate, after, m))?;
         Ok(Tracer {
             tx,
-            threshold: rate.clamp(0.0, 1.0).to_bits(),
+            threshold: cfg.rate.clamp(0.0, 1.0).to_bits(),
             metrics,
         })
     }
@@ -80,8 +126,8 @@ impl Tracer {
         f64::from_bits(self.threshold)
     }
 
-    fn send(&self, line: String) {
-        match self.tx.try_send(Msg::Rec(line)) {
+    fn send(&self, r: Request) {
+        match self.tx.try_send(Msg::Rec(Box::new(r))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.metrics.trace_dropped.fetch_add(1, Relaxed);
@@ -89,15 +135,22 @@ impl Tracer {
         }
     }
 
+    /// Names workload `id` in the workload names table of every file from
+    /// now on.
+    pub fn name_workload(&self, id: u32, name: &str) {
+        // Blocking: a name must not be lost (it is sent once per workload).
+        let _ = self.tx.send(Msg::Name(id, name.to_string()));
+    }
+
     /// Records a write.
     pub fn put(&self, key: u64, workload: u32, size: u64, created_s: f64, latency_us: u64) {
         if !sampled(key, self.rate()) {
             return;
         }
-        self.send(format!(
-            "{:.6},put,{key},{size},{workload},{created_s:.6},,{latency_us},,\n",
-            now_s()
-        ));
+        let mut r = Request::new(now_s(), Op::Put, key, workload, size);
+        r.create_time = Some(created_s);
+        r.latency_us = Some(latency_us.min(u32::MAX as u64) as u32);
+        self.send(r);
     }
 
     /// Records a read served from `served`.
@@ -115,19 +168,19 @@ impl Tracer {
         if !sampled(key, self.rate()) {
             return;
         }
-        let tier = match served {
-            Served::Ram => "ram",
-            Served::Flash | Served::FlashCache => "flash",
-            Served::Disk => "disk",
-        };
-        let (off, len) = match range {
-            Some((a, b)) => (a.to_string(), (b - a).to_string()),
-            None => (String::new(), String::new()),
-        };
-        self.send(format!(
-            "{:.6},get,{key},{size},{workload},{created_s:.6},{tier},{latency_us},{off},{len}\n",
-            now_s()
-        ));
+        let mut r = Request::new(now_s(), Op::Get, key, workload, size);
+        r.create_time = Some(created_s);
+        r.tier = Some(match served {
+            Served::Ram => Tier::Ram,
+            Served::Flash | Served::FlashCache => Tier::Flash,
+            Served::Disk => Tier::Disk,
+        });
+        r.latency_us = Some(latency_us.min(u32::MAX as u64) as u32);
+        if let Some((a, b)) = range {
+            r.offset = Some(a);
+            r.length = Some(b.saturating_sub(a));
+        }
+        self.send(r);
     }
 
     /// Records a delete.
@@ -135,11 +188,11 @@ impl Tracer {
         if !sampled(key, self.rate()) {
             return;
         }
-        self.send(format!("{:.6},delete,{key},0,{workload},,,,,\n", now_s()));
+        self.send(Request::new(now_s(), Op::Delete, key, workload, 0));
     }
 
-    /// Writes out and closes the current file (the next record starts a new
-    /// one); returns once done.
+    /// Finishes the current file (the next record starts a new one);
+    /// returns once it is renamed.
     pub fn flush(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
         if self.tx.send(Msg::Flush(tx)).is_ok() {
@@ -151,42 +204,88 @@ impl Tracer {
 struct Current {
     part: PathBuf,
     done: PathBuf,
-    out: std::io::BufWriter<std::fs::File>,
-    records: u64,
+    out: Writer<std::fs::File>,
+    opened: Instant,
 }
 
-fn close(cur: Option<Current>) {
-    if let Some(mut c) = cur {
-        let _ = c.out.flush();
-        let _ = c.out.get_ref().sync_data();
-        let _ = std::fs::rename(&c.part, &c.done);
+fn options() -> WriterOptions {
+    WriterOptions {
+        block_records: FRAME_RECORDS,
+        ..WriterOptions::default()
     }
 }
 
-fn writer(dir: PathBuf, rx: Receiver<Msg>, rotate: u64, metrics: Arc<Metrics>) {
+/// Finishes `cur`: end frame, fsync, rename to its final name.
+fn close(cur: Option<Current>, metrics: &Metrics) {
+    if let Some(c) = cur {
+        let ok = c.out.finish().and_then(|f| f.sync_all()).is_ok()
+            && std::fs::rename(&c.part, &c.done).is_ok();
+        if !ok {
+            metrics.trace_dropped.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+fn open(
+    dir: &Path,
+    base: &str,
+    names: &BTreeMap<u32, String>,
+) -> std::io::Result<(PathBuf, PathBuf, Writer<std::fs::File>)> {
+    let part = dir.join(format!("{base}{PART_SUFFIX}"));
+    let done = dir.join(format!("{base}{TRACE_SUFFIX}"));
+    let f = std::fs::File::create(&part)?;
+    let mut out = Writer::with_options(f, options())?;
+    for (id, n) in names {
+        out.name_workload(*id, n)?;
+    }
+    Ok((part, done, out))
+}
+
+fn writer(dir: PathBuf, rx: Receiver<Msg>, rotate: u64, after: Duration, metrics: Arc<Metrics>) {
     let mut cur: Option<Current> = None;
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
     let mut seq = 0u64;
     let start = (now_s() * 1000.0) as u64;
-    while let Ok(msg) = rx.recv() {
+    loop {
+        let wait = cur.as_ref().map_or(Duration::from_secs(3600), |c| {
+            after.saturating_sub(c.opened.elapsed())
+        });
+        let msg = match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => {
+                if cur.as_ref().is_some_and(|c| c.opened.elapsed() >= after) {
+                    close(cur.take(), &metrics);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         match msg {
             Msg::Flush(ack) => {
-                close(cur.take());
+                close(cur.take(), &metrics);
                 let _ = ack.send(());
             }
-            Msg::Rec(line) => {
+            Msg::Name(id, name) => {
+                if names.get(&id) != Some(&name) {
+                    if let Some(c) = cur.as_mut() {
+                        if c.out.name_workload(id, &name).is_err() {
+                            metrics.trace_dropped.fetch_add(1, Relaxed);
+                        }
+                    }
+                    names.insert(id, name);
+                }
+            }
+            Msg::Rec(r) => {
                 if cur.is_none() {
                     seq += 1;
-                    let base = format!("trace-{start}-{seq:06}.csv");
-                    let part = dir.join(format!("{base}.part"));
-                    match std::fs::File::create(&part) {
-                        Ok(f) => {
-                            let mut out = std::io::BufWriter::with_capacity(1 << 16, f);
-                            let _ = writeln!(out, "{TRACE_HEADER}");
+                    let base = format!("trace-{start}-{seq:06}");
+                    match open(&dir, &base, &names) {
+                        Ok((part, done, out)) => {
                             cur = Some(Current {
                                 part,
-                                done: dir.join(base),
+                                done,
                                 out,
-                                records: 0,
+                                opened: Instant::now(),
                             });
                             metrics.trace_files.fetch_add(1, Relaxed);
                         }
@@ -197,20 +296,89 @@ fn writer(dir: PathBuf, rx: Receiver<Msg>, rotate: u64, metrics: Arc<Metrics>) {
                     }
                 }
                 if let Some(c) = cur.as_mut() {
-                    if c.out.write_all(line.as_bytes()).is_ok() {
-                        c.records += 1;
+                    if c.out.write(&r).is_ok() {
                         metrics.trace_records.fetch_add(1, Relaxed);
                     } else {
                         metrics.trace_dropped.fetch_add(1, Relaxed);
                     }
-                    if c.records >= rotate {
-                        close(cur.take());
+                    if c.out.records() >= rotate || c.opened.elapsed() >= after {
+                        close(cur.take(), &metrics);
                     }
                 }
             }
         }
     }
-    close(cur);
+    close(cur, &metrics);
+}
+
+/// What [`salvage`] did with one unfinished file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Salvaged {
+    /// The finished file (`None` when nothing in it was complete; the
+    /// unfinished file is removed then).
+    pub file: Option<PathBuf>,
+    /// Records recovered.
+    pub records: u64,
+}
+
+/// Finishes every `*.strace.part` file in `dir` (left by a node that was
+/// killed): the records of its complete frames are written, with its
+/// workload names, into the file's final `.strace` name (end frame,
+/// fsync); the unfinished file is removed. A part file with no complete
+/// frame is removed.
+pub fn salvage(dir: &Path) -> Vec<Salvaged> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut parts: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(PART_SUFFIX))
+        .collect();
+    parts.sort();
+    parts.iter().filter_map(|p| salvage_one(p).ok()).collect()
+}
+
+fn salvage_one(part: &Path) -> std::io::Result<Salvaged> {
+    let s = part.to_string_lossy();
+    let done = PathBuf::from(format!(
+        "{}{TRACE_SUFFIX}",
+        &s[..s.len() - PART_SUFFIX.len()]
+    ));
+    // First pass: how many records are readable, and the names they use.
+    let (count, names) = match strata_trace::open(part) {
+        Ok(mut r) => {
+            let n = r.by_ref().take_while(|x| x.is_ok()).count() as u64;
+            (n, r.workload_names().to_vec())
+        }
+        Err(_) => (0, Vec::new()),
+    };
+    if count == 0 {
+        std::fs::remove_file(part)?;
+        return Ok(Salvaged {
+            file: None,
+            records: 0,
+        });
+    }
+    let tmp = PathBuf::from(format!("{s}.salvage"));
+    let f = std::fs::File::create(&tmp)?;
+    let mut out = Writer::with_options(f, options())?;
+    for (id, n) in names.iter().enumerate() {
+        if !n.is_empty() {
+            out.name_workload(id as u32, n)?;
+        }
+    }
+    let reader = strata_trace::open(part).map_err(std::io::Error::other)?;
+    for r in reader.take(count as usize) {
+        let r = r.map_err(std::io::Error::other)?;
+        out.write(&r)?;
+    }
+    out.finish()?.sync_all()?;
+    std::fs::rename(&tmp, &done)?;
+    std::fs::remove_file(part)?;
+    Ok(Salvaged {
+        file: Some(done),
+        records: count,
+    })
 }
 
 #[cfg(test)]
@@ -229,25 +397,113 @@ mod tests {
         assert!(!(0..1000u64).any(|k| sampled(k, 0.0)));
     }
 
-    #[test]
-    fn rotates_and_renames() {
-        let d = tempfile::tempdir().unwrap();
-        let m = Arc::new(Metrics::default());
-        let t = Tracer::start(d.path(), 1.0, 3, m.clone()).unwrap();
-        for k in 0..7 {
-            t.put(k, 1, 10, 0.0, 5);
-        }
-        t.flush();
-        let mut files: Vec<_> = std::fs::read_dir(d.path())
+    fn files(d: &Path) -> Vec<String> {
+        let mut v: Vec<_> = std::fs::read_dir(d)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        files.sort();
-        assert_eq!(files.len(), 3, "{files:?}");
-        assert!(files.iter().all(|f| f.ends_with(".csv")));
-        let first = std::fs::read_to_string(d.path().join(&files[0])).unwrap();
-        assert_eq!(first.lines().count(), 4);
-        assert_eq!(first.lines().next(), Some(TRACE_HEADER));
-        assert_eq!(m.trace_records.load(Relaxed), 7);
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn rotates_into_finished_binary_files_with_names() {
+        let d = tempfile::tempdir().unwrap();
+        let m = Arc::new(Metrics::default());
+        let t = Tracer::start(d.path(), 1.0, 3, m.clone()).unwrap();
+        t.name_workload(1, "photos");
+        for k in 0..7 {
+            t.put(k, 1, 10, 1.5, 5);
+        }
+        t.get(3, 1, 10, 1.5, Served::FlashCache, 77, Some((2, 6)));
+        t.flush();
+        let names = files(d.path());
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names.iter().all(|f| f.ends_with(TRACE_SUFFIX)));
+        let mut all = Vec::new();
+        for f in &names {
+            let mut r = strata_trace::open(d.path().join(f)).unwrap();
+            assert_eq!(r.format(), strata_trace::Format::Strata);
+            let recs: Vec<Request> = r.by_ref().map(|x| x.unwrap()).collect();
+            assert_eq!(
+                r.workload_names().get(1).map(String::as_str),
+                Some("photos")
+            );
+            all.extend(recs);
+        }
+        assert_eq!(all.len(), 8);
+        assert_eq!(m.trace_records.load(Relaxed), 8);
+        let g = all.last().unwrap();
+        assert_eq!(g.op, Op::Get);
+        assert_eq!(g.tier, Some(Tier::Flash));
+        assert_eq!(g.latency_us, Some(77));
+        assert_eq!((g.offset, g.length), (Some(2), Some(4)));
+        assert_eq!(g.create_time, Some(1.5));
+        assert_eq!(all[0].op, Op::Put);
+        assert_eq!(all[0].tier, None);
+    }
+
+    #[test]
+    fn rotates_by_age() {
+        let d = tempfile::tempdir().unwrap();
+        let m = Arc::new(Metrics::default());
+        let cfg = TraceConfig {
+            rate: 1.0,
+            rotate_records: 1_000_000,
+            rotate_after: Duration::from_millis(200),
+        };
+        let t = Tracer::start_with(d.path(), &cfg, m).unwrap();
+        t.put(1, 1, 10, 0.0, 5);
+        std::thread::sleep(Duration::from_millis(600));
+        // Finished by age, without a flush.
+        let names = files(d.path());
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(names[0].ends_with(TRACE_SUFFIX), "{names:?}");
+        drop(t);
+    }
+
+    #[test]
+    fn salvage_keeps_complete_frames_of_a_torn_file() {
+        let d = tempfile::tempdir().unwrap();
+        let part = d.path().join(format!("trace-1-000001{PART_SUFFIX}"));
+        // A writer that died: 2.5 frames written, no end frame.
+        let f = std::fs::File::create(&part).unwrap();
+        let mut w = Writer::with_options(f, options()).unwrap();
+        w.name_workload(2, "logs").unwrap();
+        let n = FRAME_RECORDS as u64 * 5 / 2;
+        for k in 0..n {
+            w.write(&Request::new(k as f64, Op::Put, k, 2, 100))
+                .unwrap();
+        }
+        drop(w);
+        // Plus a torn partial frame header at the tail.
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&part)
+            .unwrap()
+            .write_all(&[1, 0, 0])
+            .unwrap();
+        let got = salvage(d.path());
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].records, 2 * FRAME_RECORDS as u64);
+        let file = got[0].file.clone().unwrap();
+        assert!(!part.exists());
+        let mut r = strata_trace::open(&file).unwrap();
+        let recs: Vec<Request> = r.by_ref().map(|x| x.unwrap()).collect();
+        assert_eq!(recs.len() as u64, 2 * FRAME_RECORDS as u64);
+        assert!(recs.iter().enumerate().all(|(i, x)| x.object == i as u64));
+        assert_eq!(r.workload_names().get(2).map(String::as_str), Some("logs"));
+        // A part file with nothing complete is removed.
+        std::fs::write(&part, b"STRT").unwrap();
+        let got = salvage(d.path());
+        assert_eq!(
+            got,
+            vec![Salvaged {
+                file: None,
+                records: 0
+            }]
+        );
+        assert!(!part.exists());
     }
 }

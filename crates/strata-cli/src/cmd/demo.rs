@@ -25,6 +25,12 @@ pub struct Args {
     /// Flash the node may use.
     #[arg(long, value_name = "SIZE", default_value = "6MiB")]
     flash: String,
+    /// Fraction of the flash the plan leaves undivided, for the swings of
+    /// each workload's bytes around its allocation (the node evicts a
+    /// planned workload's data by the plan's TTL, so its bytes follow the
+    /// arrivals).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.1)]
+    headroom: f64,
     /// Load scale (1: about 60 writes and 150 reads per second).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -61,6 +67,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     opts.phase_seconds = a.phase_seconds;
     opts.warmup_seconds = a.warmup_seconds;
     opts.flash_capacity = flash;
+    if !(0.0..0.9).contains(&a.headroom) {
+        anyhow::bail!("--headroom must be within 0 and 0.9");
+    }
+    opts.headroom = a.headroom;
     opts.scale = a.scale;
     opts.seed = a.seed;
     let total = demo_requests(&opts)?;

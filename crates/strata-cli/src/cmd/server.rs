@@ -85,6 +85,15 @@ pub struct Args {
     /// Records per trace file before it rotates.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     trace_rotate: u64,
+    /// Seconds a trace file stays open before it rotates (then it is
+    /// finished and readable; after a crash the next start finishes it).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    trace_rotate_seconds: u64,
+    /// Under a tier plan, how far above its flash bytes a workload may go
+    /// (a fraction of them) while the plan's TTL is what moves its data to
+    /// disk; the flash capacity bounds the sum regardless.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.25)]
+    flash_burst: f64,
     /// Seconds a client has to send a request body (else 408).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     body_timeout: u64,
@@ -173,6 +182,11 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(meta) = &a.meta {
         let data = a
+    cfg.trace_rotate_after = Duration::from_secs(a.trace_rotate_seconds.max(1));
+    if !(0.0..=10.0).contains(&a.flash_burst) {
+        bail!("--flash-burst must be within 0 and 10");
+    }
+    cfg.flash_burst = a.flash_burst;
             .data
             .clone()
             .unwrap_or_else(|| PathBuf::from("strata-data"));

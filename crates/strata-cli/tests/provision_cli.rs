@@ -34,25 +34,38 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("temp paths are UTF-8")
 }
 
+/// Writes a synthetic trace of `duration` at `scale` times the default
+/// rates to `trace` (format from the name), with more `synth` options.
+fn synth_to(trace: &Path, duration: &str, scale: &str, more: &[&str]) -> String {
+    let mut args = vec!["synth", s(trace), "--duration", duration, "--scale", scale];
+    args.extend_from_slice(more);
+    ok(&args)
+}
+
 /// A two-day synthetic trace at 30% of the default rates (about 600,000
 /// requests), in Strata's binary format.
 fn synth(dir: &Path) -> PathBuf {
     let trace = dir.join("synth.strace");
-    let out = ok(&[
-        "synth",
-        s(&trace),
-        "--duration",
-        "2d",
-        "--scale",
-        "0.3",
-        "--seed",
-        "7",
-    ]);
+    let out = synth_to(&trace, "2d", "0.3", &["--seed", "7"]);
     assert!(
         out.contains("late-batch") && out.contains("cold-big"),
         "{out}"
     );
     trace
+}
+
+/// `strata provision TRACE --flash FLASH` and more options.
+fn provision<'a>(trace: &'a Path, flash: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["provision", s(trace), "--flash", flash];
+    args.extend_from_slice(more);
+    args
+}
+
+/// The `--json` output of a provision run.
+fn provision_json(trace: &Path, flash: &str, more: &[&str]) -> Value {
+    let mut args = provision(trace, flash, more);
+    args.push("--json");
+    serde_json::from_str(&ok(&args)).expect("--json prints one JSON object")
 }
 
 fn f(v: &Value, k: &str) -> f64 {
@@ -66,22 +79,10 @@ fn optimized_fifo_beats_single_fifo_and_predicts_the_eval_window() {
     let trace = synth(dir.path());
     let plan = dir.path().join("plan.json");
     let plots = dir.path().join("plots");
-    let json = ok(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--train",
-        "12h..30h",
-        "--eval",
-        "30h..48h",
-        "--plan",
-        s(&plan),
-        "--plot",
-        s(&plots),
-        "--json",
-    ]);
-    let v: Value = serde_json::from_str(&json).expect("--json prints one JSON object");
+    // Train on 12h..30h, evaluate on 30h..48h, 1% of the data on flash.
+    const WINDOWS: [&str; 4] = ["--train", "12h..30h", "--eval", "30h..48h"];
+    let json = |more: &[&str]| provision_json(&trace, "1%", &[&WINDOWS, more].concat());
+    let v = json(&["--plan", s(&plan), "--plot", s(&plots)]);
     // The fields the issue names.
     let ws = v["workloads"].as_array().expect("workloads");
     assert_eq!(ws.len(), 6);
@@ -137,16 +138,7 @@ fn optimized_fifo_beats_single_fifo_and_predicts_the_eval_window() {
     assert!(svg.starts_with("<svg") && svg.contains("polyline"));
 
     // The readable table says the same.
-    let table = ok(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--train",
-        "12h..30h",
-        "--eval",
-        "30h..48h",
-    ]);
+    let table = ok(&provision(&trace, "1%", &WINDOWS));
     assert!(
         table.contains("optimized FIFO") && table.contains("single FIFO"),
         "{table}"
@@ -154,20 +146,7 @@ fn optimized_fifo_beats_single_fifo_and_predicts_the_eval_window() {
     assert!(table.contains("break-even"), "{table}");
 
     // A write bound is honoured, predicted and measured.
-    let json = ok(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--train",
-        "12h..30h",
-        "--eval",
-        "30h..48h",
-        "--write-bound",
-        "5%",
-        "--json",
-    ]);
-    let b: Value = serde_json::from_str(&json).unwrap();
+    let b = json(&["--write-bound", "5%"]);
     let bound = f(&b, "write_bound_bytes_per_s");
     assert!((bound - 0.05 * f(&b, "write_bytes_per_s")).abs() < 1e-6 * bound);
     assert!(f(&b, "flash_write_bytes_per_s") <= bound * (1.0 + 1e-9));
@@ -176,20 +155,7 @@ fn optimized_fifo_beats_single_fifo_and_predicts_the_eval_window() {
     assert!(f(&b, "lambda") > 0.0);
 
     // LRU: predicted as a lower..upper range, measured on the window.
-    let json = ok(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--policy",
-        "lru",
-        "--train",
-        "12h..30h",
-        "--eval",
-        "30h..48h",
-        "--json",
-    ]);
-    let l: Value = serde_json::from_str(&json).unwrap();
+    let l = json(&["--policy", "lru"]);
     assert_eq!(l["policy"], "lru");
     let lo = f(&l, "predicted_flash_hit_ratio");
     let hi = f(&l, "predicted_flash_hit_ratio_upper");
@@ -206,32 +172,14 @@ fn censored_lru_ages_give_bounds_that_bracket_the_measurement() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("late.strace");
     // The trace begins a day after its data started being created.
-    ok(&[
-        "synth",
-        s(&trace),
-        "--duration",
-        "2d",
-        "--scale",
-        "0.3",
-        "--seed",
-        "11",
-        "--start-at",
-        "24h",
-    ]);
-    let json = ok(&[
-        "provision",
-        s(&trace),
-        "--flash",
+    synth_to(&trace, "2d", "0.3", &["--seed", "11", "--start-at", "24h"]);
+    let v = provision_json(
+        &trace,
         "1%",
-        "--policy",
-        "lru",
-        "--train",
-        "24h..36h",
-        "--eval",
-        "36h..48h",
-        "--json",
-    ]);
-    let v: Value = serde_json::from_str(&json).unwrap();
+        &[
+            "--policy", "lru", "--train", "24h..36h", "--eval", "36h..48h",
+        ],
+    );
     let censored: f64 = v["workloads"]
         .as_array()
         .unwrap()
@@ -256,30 +204,13 @@ fn censored_lru_ages_give_bounds_that_bracket_the_measurement() {
 fn sampling_is_scaled_back_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("small.csv");
-    ok(&[
-        "synth",
-        s(&trace),
-        "--duration",
-        "1d",
-        "--scale",
-        "0.2",
-        "--seed",
-        "3",
-    ]);
-    let full: Value =
-        serde_json::from_str(&ok(&["provision", s(&trace), "--flash", "2%", "--json"])).unwrap();
-    let sampled: Value = serde_json::from_str(&ok(&[
-        "provision",
-        s(&trace),
-        "--flash",
+    synth_to(&trace, "1d", "0.2", &["--seed", "3"]);
+    let full = provision_json(&trace, "2%", &[]);
+    let sampled = provision_json(
+        &trace,
         "2%",
-        "--json",
-        "--sample-reads",
-        "0.25",
-        "--sample-objects",
-        "0.5",
-    ]))
-    .unwrap();
+        &["--sample-reads", "0.25", "--sample-objects", "0.5"],
+    );
     assert_eq!(f(&sampled["sampling"], "read_rate"), 0.25);
     assert_eq!(f(&sampled["sampling"], "object_rate"), 0.5);
     // The scaled-back read rate estimates the true one.
@@ -296,7 +227,9 @@ fn sampling_is_scaled_back_and_reported() {
 fn bad_input_gives_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.csv");
-    ok(&["synth", s(&trace), "--duration", "6h", "--scale", "0.1"]);
+    synth_to(&trace, "6h", "0.1", &[]);
+    // Provisioning the trace with 1% of flash and more options fails with…
+    let bad = |more: &[&str]| fails(&provision(&trace, "1%", more));
 
     let e = fails(&["provision", s(&trace), "--flash", "lots"]);
     assert!(e.contains("--flash") && e.contains("bad size"), "{e}");
@@ -307,82 +240,36 @@ fn bad_input_gives_clear_errors() {
 
     let weights = dir.path().join("w.txt");
     std::fs::write(&weights, "# priorities\n0 2\n1 three\n").unwrap();
-    let e = fails(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--weights",
-        s(&weights),
-    ]);
+    let e = bad(&["--weights", s(&weights)]);
     assert!(
         e.contains("w.txt") && e.contains("line 3") && e.contains("three"),
         "{e}"
     );
     std::fs::write(&weights, "99 2\n").unwrap();
-    let e = fails(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--weights",
-        s(&weights),
-    ]);
+    let e = bad(&["--weights", s(&weights)]);
     assert!(e.contains("workload 99"), "{e}");
-    let e = fails(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--weights",
-        "/nonexistent/w.txt",
-    ]);
+    let e = bad(&["--weights", "/nonexistent/w.txt"]);
     assert!(e.contains("weights file"), "{e}");
 
     let empty = dir.path().join("empty.csv");
     std::fs::write(&empty, "time,op,object,size,workload\n").unwrap();
-    let e = fails(&["provision", s(&empty), "--flash", "1%"]);
+    let e = fails(&provision(&empty, "1%", &[]));
     assert!(e.contains("no requests"), "{e}");
 
-    let e = fails(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--train",
-        "1h..100h",
-    ]);
+    let e = bad(&["--train", "1h..100h"]);
     assert!(e.contains("outside the trace"), "{e}");
-    let e = fails(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--train",
-        "1h..3h",
-        "--eval",
-        "3h..50h",
-    ]);
+    let e = bad(&["--train", "1h..3h", "--eval", "3h..50h"]);
     assert!(
         e.contains("eval window") && e.contains("outside the trace"),
         "{e}"
     );
-    let e = fails(&["provision", s(&trace), "--flash", "1%", "--train", "3h..1h"]);
+    let e = bad(&["--train", "3h..1h"]);
     assert!(e.contains("end must be after the start"), "{e}");
-    let e = fails(&[
-        "provision",
-        s(&trace),
-        "--flash",
-        "1%",
-        "--train",
-        "1h..3h",
-        "--eval",
-        "2h..4h",
-    ]);
+    let e = bad(&["--train", "1h..3h", "--eval", "2h..4h"]);
     assert!(e.contains("evaluation window must start"), "{e}");
-    let e = fails(&["provision", s(&trace), "--flash", "1%", "--policy", "mru"]);
+    let e = bad(&["--policy", "mru"]);
     assert!(e.contains("fifo or lru"), "{e}");
-    let e = fails(&["provision", "/nonexistent/trace.bin", "--flash", "1%"]);
+    let e = fails(&provision(Path::new("/nonexistent/trace.bin"), "1%", &[]));
     assert!(e.contains("/nonexistent/trace.bin"), "{e}");
 
     let e = fails(&["synth", s(&dir.path().join("x.csv")), "--duration=-1h"]);

@@ -106,7 +106,8 @@ struct First {
 /// No flash is worth its writes for this workload at this λ.
 const NONE: u32 = u32::MAX;
 
-/// The fast solver: hulls of `ρφ` built once, edges sorted once.
+/// The fast solver: hulls of `ρφ` built once, edges sorted once (as far as
+/// the greedy reaches).
 struct Fast<'a, 'b> {
     items: &'b [Item<'a>],
     budget: f64,
@@ -116,8 +117,11 @@ struct Fast<'a, 'b> {
     start: Vec<usize>,
     vx: Vec<f64>,
     vy: Vec<f64>,
-    /// Every hull edge, steepest first.
+    /// Every hull edge; `edges[..sorted]` are the steepest, in order, and
+    /// no later edge is steeper than them. The greedy usually needs only a
+    /// prefix, so the order is extended on demand instead of sorting all.
     edges: Vec<Edge>,
+    sorted: usize,
     /// Per step: the index of `z*` among the workload's vertices, or NONE.
     jstar: Vec<u32>,
     firsts: Vec<First>,
@@ -167,6 +171,7 @@ impl<'a, 'b> Fast<'a, 'b> {
             vx: Vec::with_capacity(total),
             vy: Vec::with_capacity(total),
             edges: Vec::with_capacity(total),
+            sorted: 0,
             jstar: vec![NONE; n],
             firsts: Vec::with_capacity(n),
             flash: vec![0.0; n],
@@ -201,8 +206,20 @@ impl<'a, 'b> Fast<'a, 'b> {
             }
         }
         f.start.push(f.vx.len());
-        f.edges.sort_unstable_by(|a, b| b.slope.total_cmp(&a.slope));
         f
+    }
+
+    /// Extends the sorted prefix of `edges` (at least doubling it).
+    fn sort_more(&mut self) {
+        let steeper = |a: &Edge, b: &Edge| b.slope.total_cmp(&a.slope);
+        let n = self.edges.len();
+        let end = (2 * self.sorted).max(4096).min(n);
+        let rest = &mut self.edges[self.sorted..];
+        if end < n {
+            rest.select_nth_unstable_by(end - self.sorted, steeper);
+        }
+        self.edges[self.sorted..end].sort_unstable_by(steeper);
+        self.sorted = end;
     }
 
     /// The greedy for penalty `lambda` into `self.flash`; returns the item
@@ -254,6 +271,9 @@ impl<'a, 'b> Fast<'a, 'b> {
         while budget > 0.0 {
             // Edges left of a workload's z* are covered by its first step.
             while ei < self.edges.len() {
+                if ei == self.sorted {
+                    self.sort_more();
+                }
                 let e = &self.edges[ei];
                 if e.end > self.jstar[e.item as usize] {
                     break;

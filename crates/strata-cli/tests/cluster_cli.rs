@@ -13,6 +13,17 @@ use cluster_common::*;
 use strata_placement::{object_hash, PlacementTable};
 
 fn http(addr: &str, method: &str, path: &str, version: Option<u64>) -> (u16, Vec<u8>) {
+    http_body(addr, method, path, version, "", b"")
+}
+
+fn http_body(
+    addr: &str,
+    method: &str,
+    path: &str,
+    version: Option<u64>,
+    headers: &str,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
     let v = version
@@ -20,9 +31,11 @@ fn http(addr: &str, method: &str, path: &str, version: Option<u64>) -> (u16, Vec
         .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{v}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{v}{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
     )
     .expect("send");
+    s.write_all(body).expect("send body");
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).expect("read");
     let code = String::from_utf8_lossy(&buf)
@@ -322,18 +335,23 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
     meta_proc = start_meta();
     assert_eq!(status(&meta)["table_version"], 1);
 
-    // Scrubbing: flip a byte in one replica's segment, delete a record from
-    // another replica; the scrubber finds both and repairs them.
+    // Scrubbing: flip a byte in one replica's segment, and write a record
+    // to only two of the three replicas of its row (a write whose client
+    // died half-way); the scrubber finds both and repairs them.
     let key_row = t.row_of(object_hash("load", "obj-00000007"));
     let reps = t.row(key_row).to_vec();
-    let victim_addr = addr_of_disk(&table(&meta).1, &t, reps[1]);
-    let (code, _) = http(
-        &victim_addr,
-        "DELETE",
-        &format!("/cluster/v1/rows/{key_row}/objects/load/obj-00000007"),
-        Some(1),
-    );
-    assert_eq!(code, 200);
+    let p_row = t.row_of(object_hash("b", "partial"));
+    for &d in &t.row(p_row)[..2] {
+        let (code, _) = http_body(
+            &addr_of_disk(&table(&meta).1, &t, d),
+            "PUT",
+            &format!("/cluster/v1/rows/{p_row}/objects/b/partial"),
+            Some(1),
+            "x-strata-stamp: 1000\r\n",
+            b"\x00half-written",
+        );
+        assert_eq!(code, 200);
+    }
     let flip_addr = addr_of_disk(&table(&meta).1, &t, reps[2]);
     let flip_data = &nodes.iter().find(|n| n.1 == flip_addr).expect("node").2;
     let seg = std::fs::read_dir(flip_data.join("rows").join(format!("{key_row:08}")))
@@ -391,6 +409,14 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
         "2KiB",
         "--verify",
     ]));
+    let third = addr_of_disk(&map, &t, t.row(p_row)[2]);
+    let (code, body) = http(
+        &third,
+        "GET",
+        &format!("/cluster/v1/rows/{p_row}/objects/b/partial"),
+        Some(1),
+    );
+    assert_eq!((code, &body[..]), (200, &b"\x00half-written"[..]));
 
     // add-node: a fourth node registers (pending), is added, receives rows.
     let data = dir.path().join("n3");
@@ -439,6 +465,26 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
         }
     }
     assert!(moved > 0);
+    // Each old owner removes the directory of a row that moved away once
+    // the copy is done and the new table is out; the new owner has it.
+    let moved_map = table(&meta).1;
+    let data_of = |node: u32| dir_of_node(&moved_map, &nodes, node);
+    for (r, (a, b)) in before.rows().zip(after.rows()).enumerate() {
+        for (x, y) in a.iter().zip(b) {
+            if x == y {
+                continue;
+            }
+            let old = data_of(before.disk(*x).expect("disk").node.0)
+                .join("rows")
+                .join(format!("{r:08}"));
+            wait_until(
+                Duration::from_secs(20),
+                "the old row directory to go",
+                || !old.exists(),
+            );
+            assert!(data_of(3).join("rows").join(format!("{r:08}")).is_dir());
+        }
+    }
     ok(strata().args([
         "load",
         "--meta",
@@ -463,6 +509,16 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
     let n0 = &st["nodes"][0];
     assert_eq!(n0["state"], "removed");
     assert_eq!(n0["disks"][0]["rows"], 0);
+    // The removed node drained: no row directory is left on it.
+    wait_until(
+        Duration::from_secs(20),
+        "node 0's rows to be removed",
+        || {
+            std::fs::read_dir(data_of(0).join("rows"))
+                .map(|rd| rd.count() == 0)
+                .unwrap_or(true)
+        },
+    );
     ok(strata().args([
         "load",
         "--meta",

@@ -105,6 +105,8 @@ pub struct Client {
     map: RwLock<Arc<Map>>,
     refresh: tokio::sync::Mutex<()>,
     counters: Counters,
+    /// Last stamp handed out: stamps of one client strictly increase.
+    last_stamp: std::sync::atomic::AtomicU64,
 }
 
 enum Outcome {
@@ -114,6 +116,26 @@ enum Outcome {
 }
 
 impl Client {
+    /// A stamp for one write or delete: the clock in microseconds, made
+    /// strictly increasing within this client so that a delete issued after
+    /// a put of the same name always wins over it.
+    fn stamp(&self) -> u64 {
+        let now = crate::protocol::now_stamp();
+        let mut last = self.last_stamp.load(Ordering::Relaxed);
+        loop {
+            let next = now.max(last + 1);
+            match self.last_stamp.compare_exchange_weak(
+                last,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return next,
+                Err(cur) => last = cur,
+            }
+        }
+    }
+
     /// Fetches the map from the metadata service at `meta` (`host:port`),
     /// waiting up to `cfg.deadline` for the cluster's first table.
     pub async fn connect(meta: &str, cfg: ClientConfig) -> Result<Client, ClientError> {
@@ -135,6 +157,7 @@ impl Client {
             map: RwLock::new(Arc::new(map)),
             refresh: tokio::sync::Mutex::new(()),
             counters: Counters::default(),
+            last_stamp: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -223,6 +246,7 @@ impl Client {
         body: Bytes,
     ) -> Result<(), ClientError> {
         let start = Instant::now();
+        let stamp = self.stamp();
         let mut backoff = Duration::from_millis(50);
         loop {
             let map = self.current();
@@ -238,10 +262,11 @@ impl Client {
                     let body = body.clone();
                     async move {
                         self.http
-                            .send(
+                            .send_stamped(
                                 Method::PUT,
                                 &url,
                                 Some(version),
+                                Some(stamp),
                                 body,
                                 self.cfg.request_timeout,
                             )
@@ -476,6 +501,9 @@ impl Client {
             let path = object_path(row, bucket, name);
             let mut not_found = 0;
             let mut stale = false;
+            // The newest tombstone seen: a replica that missed the delete
+            // may still hold the older object; it must not be served.
+            let mut deleted_at: Option<u64> = None;
             let mut last_err = format!("row {row} has no live replica");
             for (i, addr) in reps.iter().enumerate() {
                 let url = format!("http://{addr}{path}");
@@ -490,8 +518,19 @@ impl Client {
                     )
                     .await
                 {
-                    Ok(r) if r.status == StatusCode::OK => return Ok(Some(r.body)),
-                    Ok(r) if r.status == StatusCode::NOT_FOUND => not_found += 1,
+                    Ok(r)
+                        if r.status == StatusCode::OK
+                            && deleted_at.is_none_or(|d| r.stamp.unwrap_or(0) > d) =>
+                    {
+                        return Ok(Some(r.body))
+                    }
+                    Ok(r) if r.status == StatusCode::OK => not_found += 1,
+                    Ok(r) if r.status == StatusCode::NOT_FOUND => {
+                        not_found += 1;
+                        if let Some(s) = r.stamp {
+                            deleted_at = Some(deleted_at.map_or(s, |d| d.max(s)));
+                        }
+                    }
                     Ok(r) if r.status == StatusCode::CONFLICT => {
                         self.counters.stale.fetch_add(1, Ordering::Relaxed);
                         stale = true;
@@ -555,6 +594,7 @@ impl Client {
         tract: i64,
     ) -> Result<(), ClientError> {
         let start = Instant::now();
+        let stamp = self.stamp();
         loop {
             let map = self.current();
             let version = map.table.version();
@@ -566,10 +606,11 @@ impl Client {
                 let url = format!("http://{addr}{path}");
                 match self
                     .http
-                    .send(
+                    .send_stamped(
                         Method::DELETE,
                         &url,
                         Some(version),
+                        Some(stamp),
                         Bytes::new(),
                         self.cfg.request_timeout,
                     )

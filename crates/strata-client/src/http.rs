@@ -24,6 +24,9 @@ pub struct HttpResponse {
     pub status: StatusCode,
     /// The table version header, if present.
     pub table_version: Option<u64>,
+    /// The record's stamp header, if present (a GET's record, or the
+    /// tombstone behind a 404).
+    pub stamp: Option<u64>,
     /// Body.
     pub body: Bytes,
 }
@@ -55,10 +58,32 @@ impl Http {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
+        self.send_stamped(method, url, version, None, body, timeout)
+            .await
+    }
+
+    /// [`send`](Self::send) with the write's stamp in
+    /// [`STAMP_HEADER`](crate::protocol::STAMP_HEADER).
+    pub async fn send_stamped(
+        &self,
+        method: Method,
+        url: &str,
+        version: Option<u64>,
+        stamp: Option<u64>,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<HttpResponse, String> {
         let fut = async {
-            let resp = self.start(method, url, version, body).await?;
+            let resp = self
+                .start_stamped(method, url, version, stamp, body)
+                .await?;
             let status = resp.status();
             let table_version = header_version(&resp);
+            let stamp = resp
+                .headers()
+                .get(crate::protocol::STAMP_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.parse().ok());
             let body = resp
                 .into_body()
                 .collect()
@@ -68,6 +93,7 @@ impl Http {
             Ok(HttpResponse {
                 status,
                 table_version,
+                stamp,
                 body,
             })
         };
@@ -86,9 +112,23 @@ impl Http {
         version: Option<u64>,
         body: Bytes,
     ) -> Result<hyper::Response<Incoming>, String> {
+        self.start_stamped(method, url, version, None, body).await
+    }
+
+    async fn start_stamped(
+        &self,
+        method: Method,
+        url: &str,
+        version: Option<u64>,
+        stamp: Option<u64>,
+        body: Bytes,
+    ) -> Result<hyper::Response<Incoming>, String> {
         let mut req = Request::builder().method(method).uri(url);
         if let Some(v) = version {
             req = req.header(crate::protocol::TABLE_VERSION_HEADER, v);
+        }
+        if let Some(s) = stamp {
+            req = req.header(crate::protocol::STAMP_HEADER, s);
         }
         if !body.is_empty() {
             req = req.header("content-type", "application/octet-stream");
@@ -128,9 +168,29 @@ impl Http {
         body: &B,
         timeout: Duration,
     ) -> Result<T, String> {
+        self.json_request(Method::POST, url, body, timeout).await
+    }
+
+    /// PUT a JSON document and read a JSON answer.
+    pub async fn put_json<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        url: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<T, String> {
+        self.json_request(Method::PUT, url, body, timeout).await
+    }
+
+    async fn json_request<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        url: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<T, String> {
         let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let mut req = Request::builder()
-            .method(Method::POST)
+            .method(method)
             .uri(url)
             .header("content-type", "application/json");
         req = req.header("accept", "application/json");

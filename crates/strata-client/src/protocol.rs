@@ -8,7 +8,8 @@
 //! | `GET /health` | pitchfork's probe: 200 when every disk answers |
 //! | `PUT /rows/{row}/objects/{bucket}/{key}` | store one record, 200 once durable |
 //! | `GET /rows/{row}/objects/{bucket}/{key}` | 200 with the record, 404 if absent |
-//! | `DELETE /rows/{row}/objects/{bucket}/{key}` | 200 deleted, 404 absent |
+//! | `DELETE /rows/{row}/objects/{bucket}/{key}` | writes a tombstone: 200 deleted, 404 absent |
+//! | `DELETE /rows/{row}/objects/{bucket}/{key}?purge=STAMP` | drops the tombstone of that stamp (tombstone GC) |
 //! | `GET /rows/{row}/export` | every live record of the row as frames (recovery) |
 //! | `GET /rows/{row}/digest` | per-range counts and checksums (scrubbing) |
 //! | `GET /rows/{row}/list?range=R` | names and checksums of one range (scrubbing) |
@@ -64,6 +65,32 @@ pub fn object_path(row: usize, bucket: &str, key: &str) -> String {
 pub const RECORD_INLINE: u8 = 0;
 /// Kind byte of a record at an object's metadata row: a JSON [`Manifest`] follows.
 pub const RECORD_MANIFEST: u8 = 1;
+/// Kind byte of a tombstone: the name was deleted at the record's stamp
+/// (no payload). A tombstone wins over any record of the name with an
+/// older stamp, in recovery streaming and in scrubbing (docs/recovery.md).
+pub const RECORD_TOMBSTONE: u8 = 2;
+
+/// The HTTP header carrying a write's stamp (microseconds since the Unix
+/// epoch, chosen once per operation by the client): of two records of one
+/// name, the one with the higher stamp wins on every replica.
+pub const STAMP_HEADER: &str = "x-strata-stamp";
+
+/// Whether a record is a tombstone.
+pub fn is_tombstone(record: &[u8]) -> bool {
+    record.first() == Some(&RECORD_TOMBSTONE)
+}
+
+/// A tombstone record.
+pub fn tombstone_record() -> Bytes {
+    Bytes::from_static(&[RECORD_TOMBSTONE])
+}
+
+/// Microseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_stamp() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
 
 /// The metadata tract (−1) of an object split into tracts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,25 +152,30 @@ pub fn manifest_record(m: &Manifest) -> Bytes {
     b.freeze()
 }
 
-/// One record of a row, as exported for recovery and repair.
+/// One record of a row, as exported for recovery and repair (tombstones
+/// included: they travel like any record).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
     /// Bucket.
     pub bucket: String,
     /// Key (or tract key).
     pub key: String,
+    /// The record's stamp.
+    pub stamp: u64,
     /// The record's bytes.
     pub data: Bytes,
 }
 
 /// Appends a frame: bucket length (u16 LE), bucket, key length (u16 LE),
-/// key, data length (u32 LE), data.
-pub fn put_frame(out: &mut BytesMut, bucket: &str, key: &str, data: &[u8]) {
+/// key, length of what follows (u32 LE) = 8 + record length, stamp (u64
+/// LE), record.
+pub fn put_frame(out: &mut BytesMut, bucket: &str, key: &str, stamp: u64, data: &[u8]) {
     out.put_u16_le(bucket.len() as u16);
     out.put_slice(bucket.as_bytes());
     out.put_u16_le(key.len() as u16);
     out.put_slice(key.as_bytes());
-    out.put_u32_le(data.len() as u32);
+    out.put_u32_le(8 + data.len() as u32);
+    out.put_u64_le(stamp);
     out.put_slice(data);
 }
 
@@ -170,12 +202,21 @@ pub fn take_frame(buf: &mut BytesMut) -> Result<Option<Frame>, String> {
     if peek.len() < dl {
         return Ok(None);
     }
+    if dl < 8 {
+        return Err(format!("frame of {dl} bytes cannot hold its stamp"));
+    }
     let header = 2 + bl + 2 + kl + 4;
     buf.advance(header);
-    let data = buf.split_to(dl).freeze();
+    let stamp = buf.get_u64_le();
+    let data = buf.split_to(dl - 8).freeze();
     let bucket = String::from_utf8(bucket).map_err(|_| "bucket is not UTF-8".to_string())?;
     let key = String::from_utf8(key).map_err(|_| "key is not UTF-8".to_string())?;
-    Ok(Some(Frame { bucket, key, data }))
+    Ok(Some(Frame {
+        bucket,
+        key,
+        stamp,
+        data,
+    }))
 }
 
 /// Per-range digest of a row (scrubbing): 16 ranges by the top 4 bits of
@@ -189,6 +230,10 @@ pub struct RowDigest {
     pub sums: Vec<u64>,
     /// Records whose checksum failed when re-read for this digest.
     pub corrupt: u64,
+    /// Tombstones per range (included in `counts`); the scrub lists a
+    /// range that holds any, to collect the ones every replica has.
+    #[serde(default)]
+    pub tombstones: Vec<u64>,
 }
 
 /// Number of ranges in a [`RowDigest`].
@@ -201,17 +246,25 @@ pub struct ListEntry {
     pub bucket: String,
     /// Key.
     pub key: String,
-    /// Hash of name and data.
+    /// Hash of name, stamp and data.
     pub hash: u64,
+    /// The record's stamp (the higher stamp wins).
+    #[serde(default)]
+    pub stamp: u64,
+    /// Whether the record is a tombstone.
+    #[serde(default)]
+    pub tombstone: bool,
 }
 
-/// The hash of a record for digests: XXH3-64 of bucket, NUL, key, NUL, data.
-pub fn record_hash(bucket: &str, key: &str, data: &[u8]) -> u64 {
-    let mut buf = Vec::with_capacity(bucket.len() + key.len() + data.len() + 2);
+/// The hash of a record for digests: XXH3-64 of bucket, NUL, key, NUL,
+/// stamp (u64 LE), data.
+pub fn record_hash(bucket: &str, key: &str, stamp: u64, data: &[u8]) -> u64 {
+    let mut buf = Vec::with_capacity(bucket.len() + key.len() + data.len() + 10);
     buf.extend_from_slice(bucket.as_bytes());
     buf.push(0);
     buf.extend_from_slice(key.as_bytes());
     buf.push(0);
+    buf.extend_from_slice(&stamp.to_le_bytes());
     buf.extend_from_slice(data);
     xxhash_rust::xxh3::xxh3_64(&buf)
 }
@@ -228,8 +281,8 @@ mod tests {
     #[test]
     fn frames_round_trip_across_split_buffers() {
         let mut out = BytesMut::new();
-        put_frame(&mut out, "b", "k1", b"hello");
-        put_frame(&mut out, "b", "k\u{e9}2", b"");
+        put_frame(&mut out, "b", "k1", 7, b"hello");
+        put_frame(&mut out, "b", "k\u{e9}2", u64::MAX, b"");
         let all = out.freeze();
         // Feed byte by byte: a frame is taken only when whole.
         let mut buf = BytesMut::new();
@@ -243,6 +296,8 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].key, "k1");
         assert_eq!(&got[0].data[..], b"hello");
+        assert_eq!(got[0].stamp, 7);
+        assert_eq!(got[1].stamp, u64::MAX);
         assert_eq!(got[1].key, "k\u{e9}2");
         assert!(buf.is_empty());
     }

@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod mover;
 mod node;
 pub mod recovery;
 pub mod rows;
@@ -27,4 +28,4 @@ pub mod scrub;
 mod server;
 
 pub use error::ClusterError;
-pub use node::{serve, ClusterNode, NodeOptions};
+pub use node::{serve, workload_id, ClusterNode, Device, NodeOptions};

@@ -1,5 +1,6 @@
 //! The node: identity, membership (register, heartbeats), the table it
-//! serves with, and the background loops.
+//! serves with, its devices, caches, plan and traces, and the background
+//! loops.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -13,13 +14,28 @@ use strata_meta::api::{
     ClusterMap, DiskSpec, HeartbeatRequest, HeartbeatResponse, RegisterRequest, RegisterResponse,
     ScrubReport, TierClass,
 };
+use strata_node::metrics::Metrics;
+use strata_node::plan::ActivePlan;
+use strata_node::ramcache::RamCache;
+use strata_node::trace::Tracer;
 use strata_placement::recovery::Transfer;
 use strata_placement::{DiskId, NodeId, PlacementTable};
+use strata_policy::PolicySpec;
+use strata_provision::TierPlan;
 use strata_store::Tier;
 use tokio::sync::Semaphore;
 
 use crate::rows::RowStores;
 use crate::ClusterError;
+
+/// One device directory of a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// Its directory.
+    pub path: PathBuf,
+    /// Flash or disk.
+    pub tier: TierClass,
+}
 
 /// How a cluster node runs.
 #[derive(Clone, Debug)]
@@ -30,12 +46,33 @@ pub struct NodeOptions {
     pub listen: String,
     /// Address others reach this node at (default: the bound address).
     pub advertise: Option<String>,
-    /// The node's disk directory.
+    /// The node's own directory (its identity, `cluster-node.json`).
     pub data: PathBuf,
-    /// Tier class of the disk.
-    pub tier: TierClass,
-    /// Capacity to report (default: the filesystem's size).
+    /// Its devices, each registered as a disk with its tier class and
+    /// capacity. Disk-class devices are members of placement rows; flash
+    /// devices are the flash tier in front of them (or, on a node without
+    /// disk-class devices, row members themselves).
+    pub devices: Vec<Device>,
+    /// Capacity to report per device (default: the filesystem's size).
     pub capacity: Option<u64>,
+    /// Bytes the flash tier may hold (default: 90% of the flash devices'
+    /// free space at start); a loaded plan bounds it further to the sum of
+    /// its workloads' flash bytes.
+    pub flash_capacity: Option<u64>,
+    /// Segment size of the row stores (the tier mover moves whole segments).
+    pub segment_size: u64,
+    /// Bound on bytes per second the tier mover copies from flash to disk.
+    pub mover_bytes_per_sec: u64,
+    /// RAM object cache bytes (0: none).
+    pub ram_cache_bytes: u64,
+    /// RAM cache policy (strata-policy, the simulator's code).
+    pub ram_policy: PolicySpec,
+    /// Where sampled request traces go (None: no traces).
+    pub trace_dir: Option<PathBuf>,
+    /// Fraction of objects whose requests are traced.
+    pub trace_sample: f64,
+    /// Records per trace file before it rotates.
+    pub trace_rotate: u64,
     /// Rows pulled at once during recovery (per disk).
     pub recovery_streams: usize,
     /// Bound on recovery bytes per second (per disk; None: unbounded).
@@ -44,23 +81,58 @@ pub struct NodeOptions {
     pub scrub_interval: Option<Duration>,
     /// Bound on scrub bytes read per second.
     pub scrub_bytes_per_sec: u64,
+    /// A tombstone held by every replica of its row is dropped by the scrub
+    /// once it is this old.
+    pub tombstone_grace: Duration,
 }
 
 impl NodeOptions {
-    /// Working defaults for a node with its disk at `data`.
+    /// Working defaults for a node with one disk device at `data`.
     pub fn new(meta: &str, listen: &str, data: &Path) -> NodeOptions {
         NodeOptions {
             meta: meta.to_string(),
             listen: listen.to_string(),
             advertise: None,
             data: data.to_path_buf(),
-            tier: TierClass::Disk,
+            devices: vec![Device {
+                path: data.to_path_buf(),
+                tier: TierClass::Disk,
+            }],
             capacity: None,
+            flash_capacity: None,
+            segment_size: 64 << 20,
+            mover_bytes_per_sec: 256 << 20,
+            ram_cache_bytes: 0,
+            ram_policy: PolicySpec::MidpointLru { percentile: 75.0 },
+            trace_dir: None,
+            trace_sample: 0.1,
+            trace_rotate: 1_000_000,
             recovery_streams: 4,
             recovery_bytes_per_sec: None,
             scrub_interval: Some(Duration::from_secs(3600)),
             scrub_bytes_per_sec: 32 << 20,
+            tombstone_grace: Duration::from_secs(24 * 3600),
         }
+    }
+
+    /// Whether device `i` is a member of placement rows (else it is the
+    /// flash tier in front of them).
+    pub fn in_rows(&self, i: usize) -> bool {
+        let has_disk = self.devices.iter().any(|d| d.tier == TierClass::Disk);
+        !has_disk
+            || self
+                .devices
+                .get(i)
+                .is_some_and(|d| d.tier == TierClass::Disk)
+    }
+
+    /// The flash tier's device directories (none on a disk-only or
+    /// all-flash node).
+    pub fn flash_tier(&self) -> Vec<PathBuf> {
+        (0..self.devices.len())
+            .filter(|&i| !self.in_rows(i))
+            .map(|i| self.devices[i].path.clone())
+            .collect()
     }
 }
 
@@ -68,7 +140,12 @@ impl NodeOptions {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Identity {
     node_id: NodeId,
-    disk_id: DiskId,
+    /// One id per device, in the order of [`NodeOptions::devices`].
+    #[serde(default)]
+    disk_ids: Vec<DiskId>,
+    /// The single disk of the first layout of this file.
+    #[serde(default, skip_serializing)]
+    disk_id: Option<DiskId>,
     meta: String,
 }
 
@@ -82,7 +159,8 @@ pub struct ClusterNode {
     pub(crate) opts: NodeOptions,
     pub(crate) addr: String,
     pub(crate) http: Http,
-    pub(crate) rows: RowStores,
+    /// Row stores per device (None for a flash-tier device).
+    pub(crate) stores: Vec<Option<Arc<RowStores>>>,
     identity: RwLock<Option<Identity>>,
     map: RwLock<Option<Arc<NodeMap>>>,
     refresh: tokio::sync::Mutex<()>,
@@ -97,6 +175,20 @@ pub struct ClusterNode {
     pub(crate) extend_lock: tokio::sync::Mutex<()>,
     /// When the disk's recovery bandwidth is next free (leaky bucket).
     pacer: Mutex<Instant>,
+    /// Counters, rendered on `GET /metrics` (strata-node's).
+    pub(crate) metrics: Arc<Metrics>,
+    /// The RAM object cache in front of the row stores.
+    pub(crate) ram: Option<RamCache>,
+    /// The tier plan in force and its version at the metadata service.
+    pub(crate) plan: RwLock<(u64, ActivePlan)>,
+    /// Sampled request traces.
+    pub(crate) tracer: Option<Tracer>,
+    /// Bytes of flash the row stores hold (updated by the mover).
+    pub(crate) flash_used: AtomicU64,
+    /// Bytes the flash tier may hold.
+    pub(crate) flash_capacity: u64,
+    /// Old row directories removed after their rows moved away.
+    pub(crate) rows_removed: AtomicU64,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -108,26 +200,131 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    match m.read() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    match m.write() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// The workload id of a bucket in traces and tier plans: the top 31 bits
+/// of XXH3-64 of the name, the same on every node (a plan entry that names
+/// its workload matches by name first).
+pub fn workload_id(bucket: &str) -> u32 {
+    (xxhash_rust::xxh3::xxh3_64(bucket.as_bytes()) >> 33) as u32
+}
+
 impl ClusterNode {
-    /// This node's id and disk, once registered.
+    /// This node's id and its first row disk, once registered.
     pub fn ids(&self) -> Option<(NodeId, DiskId)> {
-        let g = match self.identity.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        g.as_ref().map(|i| (i.node_id, i.disk_id))
+        let g = read(&self.identity);
+        let i = g.as_ref()?;
+        let first = (0..i.disk_ids.len()).find(|&k| self.opts.in_rows(k))?;
+        Some((i.node_id, i.disk_ids[first]))
+    }
+
+    /// This node's id and the id of every device, in device order.
+    pub fn disk_ids(&self) -> Option<(NodeId, Vec<DiskId>)> {
+        let g = read(&self.identity);
+        g.as_ref().map(|i| (i.node_id, i.disk_ids.clone()))
+    }
+
+    /// The row stores of this node's disk `disk`, if it is a row disk here.
+    pub(crate) fn stores_of(&self, disk: DiskId) -> Option<Arc<RowStores>> {
+        let (_, ids) = self.disk_ids()?;
+        let i = ids.iter().position(|&d| d == disk)?;
+        self.stores.get(i)?.clone()
+    }
+
+    /// This node's disk in `row` of `table`, with its row stores.
+    pub(crate) fn home_in(
+        &self,
+        table: &PlacementTable,
+        row: usize,
+    ) -> Option<(DiskId, Arc<RowStores>)> {
+        let (_, ids) = self.disk_ids()?;
+        if row >= table.row_count() {
+            return None;
+        }
+        table
+            .row(row)
+            .iter()
+            .find_map(|d| ids.contains(d).then_some(*d))
+            .and_then(|d| self.stores_of(d).map(|s| (d, s)))
+    }
+
+    /// Where `row` is kept here: the disk the current table puts it on, else
+    /// any row disk that still has a directory for it (a row being drained
+    /// away). Blocking.
+    pub(crate) fn row_here(&self, row: usize) -> Option<Arc<RowStores>> {
+        if let Some(m) = self.map() {
+            if let Some((_, s)) = self.home_in(&m.table, row) {
+                return Some(s);
+            }
+        }
+        self.stores
+            .iter()
+            .flatten()
+            .find(|s| s.existing(row).ok().flatten().is_some())
+            .cloned()
     }
 
     pub(crate) fn map(&self) -> Option<Arc<NodeMap>> {
-        match self.map.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        read(&self.map).clone()
     }
 
     /// The table version this node serves with (0: none yet).
     pub fn table_version(&self) -> u64 {
         self.map().map_or(0, |m| m.table.version())
+    }
+
+    /// The tier for a new record of `bucket`: flash with the bucket's write
+    /// probability under the plan in force (Janus's insert-on-write, the
+    /// rule strata-node applies), disk otherwise, when the flash tier is
+    /// far over its bound (the mover lags), or when there is no flash tier.
+    pub(crate) fn choose_tier(&self, bucket: &str) -> Tier {
+        if self.opts.flash_tier().is_empty() {
+            return Tier::Disk;
+        }
+        let rule = read(&self.plan).1.rule(workload_id(bucket), bucket);
+        let p = rule.write_probability;
+        let to_flash = p >= 1.0 || (p > 0.0 && rand::random::<f64>() < p);
+        if !to_flash {
+            return Tier::Disk;
+        }
+        let limit = self.flash_budget();
+        let used = self.flash_used.load(Ordering::Relaxed);
+        if limit == 0
+            || used
+                > limit
+                    .saturating_mul(2)
+                    .max(limit + 4 * self.opts.segment_size)
+        {
+            return Tier::Disk;
+        }
+        Tier::Flash
+    }
+
+    /// Bytes the flash tier may hold now: its capacity, bounded by the sum
+    /// of the loaded plan's flash bytes.
+    pub(crate) fn flash_budget(&self) -> u64 {
+        let g = read(&self.plan);
+        match &g.1.plan {
+            Some(p) => p
+                .workloads
+                .iter()
+                .map(|w| w.flash_bytes)
+                .sum::<u64>()
+                .min(self.flash_capacity),
+            None => self.flash_capacity,
+        }
     }
 
     /// Fetches the map unless one newer than `seen` is already here.
@@ -151,14 +348,35 @@ impl ClusterNode {
             .iter()
             .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
             .collect();
-        let mut w = match self.map.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        *w = Some(Arc::new(NodeMap {
+        *write(&self.map) = Some(Arc::new(NodeMap {
             table,
             addr_of_disk,
         }));
+        Ok(())
+    }
+
+    /// Loads the tier plan of version `version` from the metadata service
+    /// (404: the default plan).
+    async fn reload_plan(&self, version: u64) -> Result<(), ClusterError> {
+        let url = format!("http://{}/v1/tier-plan", self.opts.meta);
+        let r = self
+            .http
+            .send(hyper::Method::GET, &url, None, bytes::Bytes::new(), TIMEOUT)
+            .await
+            .map_err(|reason| self.meta_err(reason))?;
+        let plan = if r.status == hyper::StatusCode::NOT_FOUND {
+            None
+        } else if r.status.is_success() {
+            let text = String::from_utf8_lossy(&r.body);
+            Some(
+                TierPlan::from_json(&text)
+                    .map_err(|e| self.meta_err(format!("tier plan version {version}: {e}")))?,
+            )
+        } else {
+            return Err(self.meta_err(format!("tier plan: {}", r.status)));
+        };
+        *write(&self.plan) = (version, ActivePlan { plan });
+        self.metrics.plan_loads.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -173,21 +391,32 @@ impl ClusterNode {
         self.opts.data.join("cluster-node.json")
     }
 
-    /// Registers (or re-registers) with the metadata service. A node that
-    /// comes back under a new identity (it was declared dead meanwhile)
-    /// drops its old rows: their data was re-replicated elsewhere.
+    /// Registers (or re-registers) every device with the metadata service.
+    /// A node that comes back under a new identity (it was declared dead
+    /// meanwhile, or its devices changed) drops its old rows: their data
+    /// was re-replicated elsewhere.
     async fn register(&self) -> Result<(), ClusterError> {
         let saved: Option<Identity> = std::fs::read(self.identity_path())
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let capacity = self.opts.capacity.unwrap_or(0);
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .map(|mut i: Identity| {
+                if i.disk_ids.is_empty() {
+                    i.disk_ids.extend(i.disk_id);
+                }
+                i
+            });
         let req = RegisterRequest {
             addr: self.addr.clone(),
-            disks: vec![DiskSpec {
-                tier: self.opts.tier,
-                capacity_bytes: capacity,
-                path: self.opts.data.display().to_string(),
-            }],
+            disks: self
+                .opts
+                .devices
+                .iter()
+                .map(|d| DiskSpec {
+                    tier: d.tier,
+                    capacity_bytes: self.opts.capacity.unwrap_or_else(|| fs_size(&d.path)),
+                    path: d.path.display().to_string(),
+                })
+                .collect(),
             node_id: saved.as_ref().map(|s| s.node_id),
         };
         let resp: RegisterResponse = self
@@ -199,20 +428,27 @@ impl ClusterNode {
             )
             .await
             .map_err(|reason| self.meta_err(reason))?;
-        let disk_id =
-            resp.disk_ids.first().copied().ok_or_else(|| {
-                self.meta_err("registration answered without a disk id".to_string())
-            })?;
-        let fresh = saved.as_ref().is_none_or(|s| s.node_id != resp.node_id);
-        if fresh && self.rows.dir().exists() {
-            std::fs::remove_dir_all(self.rows.dir()).map_err(|source| ClusterError::Io {
-                path: self.rows.dir().display().to_string(),
-                source,
-            })?;
+        if resp.disk_ids.len() != self.opts.devices.len() {
+            return Err(self.meta_err(format!(
+                "registration answered {} disk ids for {} devices",
+                resp.disk_ids.len(),
+                self.opts.devices.len()
+            )));
+        }
+        let fresh = saved
+            .as_ref()
+            .is_none_or(|s| s.node_id != resp.node_id || s.disk_ids != resp.disk_ids);
+        if fresh {
+            for s in self.stores.iter().flatten() {
+                for row in s.rows_on_disk() {
+                    s.remove_row(row)?;
+                }
+            }
         }
         let id = Identity {
             node_id: resp.node_id,
-            disk_id,
+            disk_ids: resp.disk_ids,
+            disk_id: None,
             meta: self.opts.meta.clone(),
         };
         let path = self.identity_path();
@@ -221,10 +457,7 @@ impl ClusterNode {
             path: path.display().to_string(),
             source,
         })?;
-        *match self.identity.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        } = Some(id);
+        *write(&self.identity) = Some(id);
         let _ = self.refresh_from(0).await;
         Ok(())
     }
@@ -239,27 +472,94 @@ impl ClusterNode {
         start - now
     }
 
-    /// Whether the disk answers: a small file written, synced and read back.
+    /// The devices that do not answer: a small file written and read back
+    /// in each device directory.
+    pub(crate) fn failed_devices(&self) -> Vec<usize> {
+        (0..self.opts.devices.len())
+            .filter(|&i| {
+                let p = self.opts.devices[i].path.join(".health-probe");
+                !(std::fs::write(&p, b"ok").is_ok() && std::fs::read(&p).is_ok_and(|b| b == b"ok"))
+            })
+            .collect()
+    }
+
+    /// Whether every device answers.
     pub(crate) fn disk_ok(&self) -> bool {
-        let p = self.opts.data.join(".health-probe");
-        std::fs::write(&p, b"ok").is_ok() && std::fs::read(&p).is_ok_and(|b| b == b"ok")
+        self.failed_devices().is_empty()
+    }
+
+    /// Disks to report broken: every failed device; and when a flash-tier
+    /// device fails, every row disk too (the newest needles of their rows
+    /// were on it).
+    fn failed_disks(&self, ids: &[DiskId]) -> Vec<DiskId> {
+        let bad = self.failed_devices();
+        let mut out: Vec<DiskId> = bad.iter().filter_map(|&i| ids.get(i).copied()).collect();
+        if bad.iter().any(|&i| !self.opts.in_rows(i)) {
+            out.extend(
+                (0..ids.len())
+                    .filter(|&i| self.opts.in_rows(i))
+                    .map(|i| ids[i]),
+            );
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Removes the directories of rows that moved away from this node's
+    /// disks, once the metadata service's current table (the one this node
+    /// serves with) no longer puts them here and no copy of them is still
+    /// to do: the new owner then holds the row durably (it reported the
+    /// copy done after its writes were synced). Blocking.
+    fn remove_moved_rows(&self, table_version: u64, in_recovery: &[usize]) {
+        let Some(m) = self.map() else { return };
+        if m.table.version() != table_version {
+            return;
+        }
+        let Some((_, ids)) = self.disk_ids() else {
+            return;
+        };
+        let busy: HashSet<usize> = in_recovery.iter().copied().collect();
+        if !lock(&self.running).is_empty() {
+            return;
+        }
+        for (i, s) in self.stores.iter().enumerate() {
+            let (Some(s), Some(&disk)) = (s, ids.get(i)) else {
+                continue;
+            };
+            for row in s.rows_on_disk() {
+                let mine = row < m.table.row_count() && m.table.row(row).contains(&disk);
+                if mine || busy.contains(&row) {
+                    continue;
+                }
+                match s.remove_row(row) {
+                    Ok(()) => {
+                        self.rows_removed.fetch_add(1, Ordering::Relaxed);
+                        eprintln!(
+                            "strata server: row {row} left disk {disk} at table version {table_version}; its directory is removed"
+                        );
+                    }
+                    Err(e) => eprintln!("strata server: cannot remove row {row}: {e}"),
+                }
+            }
+        }
     }
 
     async fn heartbeat_loop(self: Arc<Self>, every: Duration) {
         let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
-            let Some((node_id, disk)) = self.ids() else {
+            let Some((node_id, ids)) = self.disk_ids() else {
                 let _ = self.register().await;
                 continue;
             };
             let completed: Vec<Transfer> = std::mem::take(&mut *lock(&self.completed));
             let bytes = self.completed_bytes.swap(0, Ordering::Relaxed);
             let scrub = lock(&self.scrub_report).take();
-            let disk_ok = tokio::task::block_in_place(|| self.disk_ok());
+            let failed = tokio::task::block_in_place(|| self.failed_disks(&ids));
             let req = HeartbeatRequest {
                 node_id,
-                failed_disks: if disk_ok { Vec::new() } else { vec![disk] },
+                failed_disks: failed,
                 completed: completed.clone(),
                 recovery_bytes: bytes,
                 scrub: scrub.clone(),
@@ -273,15 +573,24 @@ impl ClusterNode {
                 Ok(r) => {
                     if !r.member {
                         eprintln!("strata server: the cluster no longer counts this node as a member; re-registering");
-                        *match self.identity.write() {
-                            Ok(g) => g,
-                            Err(p) => p.into_inner(),
-                        } = None;
+                        *write(&self.identity) = None;
                         let _ = std::fs::remove_file(self.identity_path());
                         continue;
                     }
                     if r.table_version > self.table_version() {
                         let _ = self.refresh_from(self.table_version()).await;
+                    }
+                    if r.plan_version != read(&self.plan).0 {
+                        if let Err(e) = self.reload_plan(r.plan_version).await {
+                            eprintln!("strata server: tier plan not reloaded: {e}");
+                        }
+                    }
+                    if completed.is_empty() {
+                        let node = self.clone();
+                        let _ = tokio::task::spawn_blocking(move || {
+                            node.remove_moved_rows(r.table_version, &r.rows_in_recovery)
+                        })
+                        .await;
                     }
                 }
                 Err(_) => {
@@ -297,9 +606,27 @@ impl ClusterNode {
     }
 }
 
+/// Size of the filesystem holding `dir` (0 if unknown).
+fn fs_size(dir: &Path) -> u64 {
+    rustix::fs::statvfs(dir)
+        .map(|st| st.f_blocks.saturating_mul(st.f_frsize))
+        .unwrap_or(0)
+}
+
+/// 90% of the free space of the filesystems of `dirs` (each counted once).
+fn free_space(dirs: &[PathBuf]) -> u64 {
+    strata_node::NodeConfig::free_space(dirs)
+}
+
 /// Runs a cluster node until the process ends: binds `listen`, registers
 /// with the metadata service, and serves.
 pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
+    if opts.devices.is_empty() {
+        return Err(ClusterError::Io {
+            path: "device list".into(),
+            source: std::io::Error::other("no device directories: give --data, --flash or --disk"),
+        });
+    }
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await
         .map_err(|source| ClusterError::Io {
@@ -313,18 +640,49 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             source,
         })?
         .to_string();
-    std::fs::create_dir_all(&opts.data).map_err(|source| ClusterError::Io {
-        path: opts.data.display().to_string(),
-        source,
-    })?;
-    let tier = match opts.tier {
-        TierClass::Flash => Tier::Flash,
-        TierClass::Disk => Tier::Disk,
+    for d in std::iter::once(&opts.data).chain(opts.devices.iter().map(|d| &d.path)) {
+        std::fs::create_dir_all(d).map_err(|source| ClusterError::Io {
+            path: d.display().to_string(),
+            source,
+        })?;
+    }
+    let flash = opts.flash_tier();
+    let stores = (0..opts.devices.len())
+        .map(|i| {
+            opts.in_rows(i).then(|| {
+                Arc::new(RowStores::new(
+                    &opts.devices[i].path,
+                    &flash,
+                    opts.segment_size,
+                ))
+            })
+        })
+        .collect();
+    let metrics = Arc::new(Metrics::default());
+    let ram = (opts.ram_cache_bytes > 0)
+        .then(|| RamCache::new(&opts.ram_policy, opts.ram_cache_bytes, metrics.clone()));
+    let tracer = match &opts.trace_dir {
+        Some(d) => Some(
+            Tracer::start(d, opts.trace_sample, opts.trace_rotate, metrics.clone()).map_err(
+                |source| ClusterError::Io {
+                    path: d.display().to_string(),
+                    source,
+                },
+            )?,
+        ),
+        None => None,
     };
+    let flash_capacity = opts.flash_capacity.unwrap_or_else(|| {
+        if flash.is_empty() {
+            0
+        } else {
+            free_space(&flash)
+        }
+    });
     let node = Arc::new(ClusterNode {
         addr: opts.advertise.clone().unwrap_or(bound),
         http: Http::new(),
-        rows: RowStores::new(&opts.data, tier),
+        stores,
         identity: RwLock::new(None),
         map: RwLock::new(None),
         refresh: tokio::sync::Mutex::new(()),
@@ -337,6 +695,13 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         scrub_report: Mutex::new(None),
         pacer: Mutex::new(Instant::now()),
         extend_lock: tokio::sync::Mutex::new(()),
+        metrics,
+        ram,
+        plan: RwLock::new((0, ActivePlan::default_plan())),
+        tracer,
+        flash_used: AtomicU64::new(0),
+        flash_capacity,
+        rows_removed: AtomicU64::new(0),
         opts,
     });
     // Wait for the metadata service (it may start after the nodes).
@@ -354,16 +719,29 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             Err(e) => return Err(e),
         }
     }
-    if let Some((n, d)) = node.ids() {
+    if let Some((n, ids)) = node.disk_ids() {
+        let devs: Vec<String> = ids
+            .iter()
+            .zip(&node.opts.devices)
+            .map(|(id, d)| format!("{id} {:?} {}", d.tier, d.path.display()).to_lowercase())
+            .collect();
         eprintln!(
-            "strata server: node {n} (disk {d}) serving at {} in the cluster of {}",
-            node.addr, node.opts.meta
+            "strata server: node {n} serving at {} in the cluster of {} (devices: {})",
+            node.addr,
+            node.opts.meta,
+            devs.join(", ")
         );
     }
     tokio::spawn(node.clone().heartbeat_loop(Duration::from_millis(500)));
     tokio::spawn(crate::recovery::run(node.clone()));
     if let Some(every) = node.opts.scrub_interval {
         tokio::spawn(crate::scrub::run(node.clone(), every));
+    }
+    if !node.opts.flash_tier().is_empty() {
+        crate::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
+            path: "tier mover thread".into(),
+            source,
+        })?;
     }
     let app = crate::server::router(node.clone());
     axum::serve(listener, app)

@@ -12,6 +12,7 @@ use http_body_util::BodyExt;
 use hyper::Method;
 use strata_client::protocol::take_frame;
 use strata_meta::api::RecoveryTask;
+use strata_store::Tier;
 
 use crate::node::ClusterNode;
 use crate::ClusterError;
@@ -104,8 +105,16 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
     if !resp.status().is_success() {
         return Err(peer(format!("export of row {row}: {}", resp.status())));
     }
-    let n = node.clone();
-    let store = tokio::task::spawn_blocking(move || n.rows.row(row))
+    let stores = node
+        .stores_of(task.transfer.target)
+        .ok_or_else(|| ClusterError::BadRecord {
+            row,
+            reason: format!(
+                "disk {} is not a row disk of this node",
+                task.transfer.target
+            ),
+        })?;
+    let store = tokio::task::spawn_blocking(move || stores.row(row))
         .await
         .map_err(|e| peer(e.to_string()))??;
     let mut body = resp.into_body();
@@ -133,8 +142,13 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
             chunk_bytes += f.data.len() as u64;
             puts.push(f);
         }
-        // Records of one chunk go to the row's group commit together.
-        let writes = puts.iter().map(|f| store.put(&f.bucket, &f.key, &f.data));
+        // Records of one chunk go to the row's group commit together. Each
+        // is kept only if newer than what the row holds: a delete or a
+        // write that reached this replica while the copy ran wins over the
+        // older record the stream brings (docs/recovery.md).
+        let writes = puts
+            .iter()
+            .map(|f| store.put(&f.bucket, &f.key, f.stamp, &f.data, Tier::Disk));
         for r in futures_util::future::join_all(writes).await {
             r?;
         }

@@ -2,8 +2,11 @@
 //! (it is the first live replica of the row). Each replica re-reads every
 //! record of the row and checks its checksum while computing per-range
 //! counts and checksums; ranges that differ are listed name by name, and
-//! every replica that lacks a record, or holds a corrupt or divergent copy,
-//! gets the majority copy (docs/recovery.md, "Scrubbing").
+//! every replica that lacks the newest record of a name (highest stamp;
+//! a tombstone counts as a record), or holds a corrupt or divergent copy,
+//! gets it from a replica that has it. Tombstones that every replica holds
+//! and that are older than the grace time are then dropped everywhere
+//! (docs/recovery.md, "Scrubbing" and "Tombstones").
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,6 +35,8 @@ pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration) {
                 total.corrupt += r.corrupt;
                 total.missing += r.missing;
                 total.repaired += r.repaired;
+                total.deletes_propagated += r.deletes_propagated;
+                total.tombstones_purged += r.tombstones_purged;
                 total.finished_ms = r.finished_ms;
                 if let Ok(mut g) = node.scrub_report.lock() {
                     *g = Some(total.clone());
@@ -48,7 +53,7 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
     let Some(map) = node.map() else {
         return Ok(report);
     };
-    let Some((_, me)) = node.ids() else {
+    let Some((_, ids)) = node.disk_ids() else {
         return Ok(report);
     };
     let version = map.table.version();
@@ -56,7 +61,7 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
     let mut bytes_read = 0u64;
     for row in 0..map.table.row_count() {
         let live = map.table.live_replicas(row);
-        if live.first() != Some(&me) {
+        if live.first().is_none_or(|d| !ids.contains(d)) {
             continue;
         }
         let addrs: Vec<String> = live
@@ -88,7 +93,10 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
                     && w[0].sums.get(range) == w[1].sums.get(range)
             });
             let any_corrupt = digests.iter().any(|d| d.corrupt > 0);
-            if same && !any_corrupt {
+            let tombstones = digests
+                .iter()
+                .any(|d| d.tombstones.get(range).is_some_and(|&t| t > 0));
+            if same && !any_corrupt && !tombstones {
                 continue;
             }
             let mut lists: Vec<Vec<ListEntry>> = Vec::new();
@@ -101,12 +109,17 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
                     }
                 })?);
             }
-            let (missing, repaired) = repair_range(node, version, row, &addrs, &lists).await?;
-            report.missing += missing;
-            report.repaired += repaired;
+            let full = addrs.len() == map.table.replication();
+            let fix = repair_range(node, version, row, &addrs, &lists, full).await?;
+            report.missing += fix.missing;
+            report.repaired += fix.repaired;
+            report.deletes_propagated += fix.deletes_propagated;
+            report.tombstones_purged += fix.tombstones_purged;
         }
         // Throttle: the digests re-read the row on every replica.
-        let here = node.rows.existing(row).ok().flatten();
+        let here = node
+            .row_here(row)
+            .and_then(|s| s.existing(row).ok().flatten());
         if let Some(s) = here {
             bytes_read += dir_size(s.path());
         }
@@ -134,77 +147,122 @@ fn dir_size(p: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Gives every replica the majority copy of every record of one range;
-/// returns (records some replica lacked or held wrong, copies written).
+#[derive(Default)]
+struct Fix {
+    missing: u64,
+    repaired: u64,
+    deletes_propagated: u64,
+    tombstones_purged: u64,
+}
+
+/// Gives every replica the newest record of every name of one range (the
+/// highest stamp; among equal stamps the copy most replicas hold), then
+/// drops the tombstones every replica holds past the grace time when the
+/// row has all its replicas (`full`).
 async fn repair_range(
     node: &Arc<ClusterNode>,
     version: u64,
     row: usize,
     addrs: &[String],
     lists: &[Vec<ListEntry>],
-) -> Result<(u64, u64), ClusterError> {
-    // name -> (hash -> replicas holding that hash)
-    let mut seen: HashMap<(String, String), HashMap<u64, Vec<usize>>> = HashMap::new();
+    full: bool,
+) -> Result<Fix, ClusterError> {
+    // name -> (hash -> (stamp, tombstone, replicas holding that copy))
+    type Copies = HashMap<u64, (u64, bool, Vec<usize>)>;
+    let mut seen: HashMap<(String, String), Copies> = HashMap::new();
     for (i, list) in lists.iter().enumerate() {
         for e in list {
             seen.entry((e.bucket.clone(), e.key.clone()))
                 .or_default()
                 .entry(e.hash)
-                .or_default()
+                .or_insert((e.stamp, e.tombstone, Vec::new()))
+                .2
                 .push(i);
         }
     }
-    let mut missing = 0;
-    let mut repaired = 0;
-    for ((bucket, key), by_hash) in seen {
-        let Some((_, holders)) = by_hash.iter().max_by_key(|(_, v)| v.len()) else {
+    let peer = |addr: &String| {
+        let addr = addr.clone();
+        move |reason| ClusterError::Peer { addr, reason }
+    };
+    let grace = node.opts.tombstone_grace.as_micros() as u64;
+    let now = strata_client::protocol::now_stamp();
+    let mut fix = Fix::default();
+    for ((bucket, key), copies) in seen {
+        let Some((_, &(stamp, tombstone, ref holders))) = copies
+            .iter()
+            .max_by_key(|(h, (s, _, v))| (*s, v.len(), **h))
+        else {
             continue;
         };
-        if holders.len() == addrs.len() {
-            continue;
-        }
-        missing += 1;
         let path = object_path(row, &bucket, &key);
-        let src = &addrs[holders[0]];
-        let got = node
-            .http
-            .send(
-                Method::GET,
-                &format!("http://{src}{path}"),
-                Some(version),
-                Bytes::new(),
-                TIMEOUT,
-            )
-            .await
-            .map_err(|reason| ClusterError::Peer {
-                addr: src.clone(),
-                reason,
-            })?;
-        if !got.status.is_success() {
+        if holders.len() == addrs.len() {
+            if tombstone && full && now.saturating_sub(stamp) >= grace {
+                // Every replica has the delete: drop it everywhere.
+                let mut all = true;
+                for addr in addrs {
+                    let r = node
+                        .http
+                        .send(
+                            Method::DELETE,
+                            &format!("http://{addr}{path}?purge={stamp}"),
+                            Some(version),
+                            Bytes::new(),
+                            TIMEOUT,
+                        )
+                        .await
+                        .map_err(peer(addr))?;
+                    all &= r.status.is_success();
+                }
+                if all {
+                    fix.tombstones_purged += 1;
+                }
+            }
             continue;
         }
+        fix.missing += 1;
+        let body = if tombstone {
+            strata_client::protocol::tombstone_record()
+        } else {
+            let src = &addrs[holders[0]];
+            let got = node
+                .http
+                .send(
+                    Method::GET,
+                    &format!("http://{src}{path}?raw=1"),
+                    Some(version),
+                    Bytes::new(),
+                    TIMEOUT,
+                )
+                .await
+                .map_err(peer(src))?;
+            if !got.status.is_success() {
+                continue;
+            }
+            got.body
+        };
         for (i, addr) in addrs.iter().enumerate() {
             if holders.contains(&i) {
                 continue;
             }
             let put = node
                 .http
-                .send(
+                .send_stamped(
                     Method::PUT,
                     &format!("http://{addr}{path}"),
                     Some(version),
-                    got.body.clone(),
+                    Some(stamp),
+                    body.clone(),
                     TIMEOUT,
                 )
                 .await
-                .map_err(|reason| ClusterError::Peer {
-                    addr: addr.clone(),
-                    reason,
-                })?;
+                .map_err(peer(addr))?;
             if put.status.is_success() {
-                repaired += 1;
+                fix.repaired += 1;
+                if tombstone {
+                    fix.deletes_propagated += 1;
+                }
             }
         }
     }
-    Ok((missing, repaired))
+    Ok(fix)
 }

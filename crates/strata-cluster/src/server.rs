@@ -11,15 +11,22 @@ use axum::routing::get;
 use axum::{Json, Router};
 use bytes::BytesMut;
 use serde::Deserialize;
-use strata_client::protocol::{
-    manifest_record, object_path, put_frame, record_hash, record_range, ExtendRequest,
-    ExtendResponse, ListEntry, Manifest, RowDigest, DIGEST_RANGES, RECORD_MANIFEST,
-    TABLE_VERSION_HEADER,
-};
-use strata_placement::DiskId;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use crate::node::ClusterNode;
-use crate::rows::{RowStore, Scanned};
+use strata_client::protocol::{
+    is_tombstone, manifest_record, now_stamp, object_path, put_frame, record_hash, record_range,
+    tombstone_record, ExtendRequest, ExtendResponse, ListEntry, Manifest, RowDigest, DIGEST_RANGES,
+    RECORD_INLINE, RECORD_MANIFEST, STAMP_HEADER, TABLE_VERSION_HEADER,
+};
+use strata_node::metrics::Served;
+use strata_node::object::ObjectId;
+use strata_node::ramcache::Cached;
+use strata_placement::DiskId;
+use strata_store::Tier;
+
+use crate::node::{workload_id, ClusterNode};
+use crate::rows::{identity, RowStore, RowStores, Scanned};
 
 type Node = Arc<ClusterNode>;
 
@@ -38,6 +45,7 @@ pub(crate) fn router(node: Node) -> Router {
         .route("/cluster/v1/rows/{row}/digest", get(digest))
         .route("/cluster/v1/rows/{row}/list", get(list))
         .route("/cluster/v1/status", get(status))
+        .route("/metrics", get(metrics))
         .with_state(node)
 }
 
@@ -54,8 +62,12 @@ fn with_version(code: StatusCode, version: u64, msg: String) -> Response {
 }
 
 /// Checks the request's table version and that `row` is on this node;
-/// returns this node's disk in the row.
-async fn admit(node: &ClusterNode, headers: &HeaderMap, row: usize) -> Result<DiskId, Response> {
+/// returns this node's disk in the row and its row stores.
+async fn admit(
+    node: &ClusterNode,
+    headers: &HeaderMap,
+    row: usize,
+) -> Result<(DiskId, Arc<RowStores>), Response> {
     let Some(v) = headers
         .get(TABLE_VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -100,16 +112,16 @@ async fn admit(node: &ClusterNode, headers: &HeaderMap, row: usize) -> Result<Di
             ),
         ));
     }
-    let Some((_, disk)) = node.ids() else {
+    if node.ids().is_none() {
         return Err(text(StatusCode::SERVICE_UNAVAILABLE, "not registered"));
-    };
-    if !map.table.row(row).contains(&disk) {
-        return Err(text(
+    }
+    match node.home_in(&map.table, row) {
+        Some(home) => Ok(home),
+        None => Err(text(
             StatusCode::MISDIRECTED_REQUEST,
             format!("row {row} is not on this node in table version {mine}"),
-        ));
+        )),
     }
-    Ok(disk)
 }
 
 /// The row's store for a request that carries a current table version and
@@ -119,13 +131,12 @@ async fn admitted_row_store(
     headers: &HeaderMap,
     row: usize,
 ) -> Result<Arc<RowStore>, Response> {
-    admit(node, headers, row).await?;
-    row_store(node, row).await
+    let (_, stores) = admit(node, headers, row).await?;
+    row_store(stores, row).await
 }
 
-async fn row_store(node: &Node, row: usize) -> Result<Arc<RowStore>, Response> {
-    let n = node.clone();
-    match tokio::task::spawn_blocking(move || n.rows.row(row)).await {
+async fn row_store(stores: Arc<RowStores>, row: usize) -> Result<Arc<RowStore>, Response> {
+    match tokio::task::spawn_blocking(move || stores.row(row)).await {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
         Err(e) => Err(text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
@@ -133,11 +144,36 @@ async fn row_store(node: &Node, row: usize) -> Result<Arc<RowStore>, Response> {
 }
 
 async fn health(State(node): State<Node>) -> Response {
+    // Every device answers (pitchfork's probe).
     let n = node.clone();
     match tokio::task::spawn_blocking(move || n.disk_ok()).await {
         Ok(true) => text(StatusCode::OK, "ok"),
         _ => text(StatusCode::SERVICE_UNAVAILABLE, "disk does not answer"),
     }
+}
+
+/// The header of a GET answer naming where the record was read from:
+/// `ram`, `flash` or `disk`.
+pub const TIER_HEADER: &str = "x-strata-tier";
+
+/// The write's stamp: the client's, else this node's clock.
+fn stamp_of(headers: &HeaderMap) -> u64 {
+    headers
+        .get(STAMP_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(now_stamp)
+}
+
+fn object_id(bucket: &str, key: &str) -> ObjectId {
+    let (key, alt, _) = identity(bucket, key);
+    ObjectId { key, alt }
+}
+
+/// The bucket's name without a tract suffix is the workload; a data tract
+/// (`key` NUL `n`) belongs to its object's workload.
+fn is_tract(key: &str) -> bool {
+    key.contains('\0')
 }
 
 async fn put_object(
@@ -146,48 +182,215 @@ async fn put_object(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let start = Instant::now();
     let store = match admitted_row_store(&node, &headers, row).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    match store.put(&bucket, &key, &body).await {
-        Ok(()) => text(StatusCode::OK, "stored"),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    let stamp = stamp_of(&headers);
+    // Object bytes (whole objects and tracts) are tiered by the plan;
+    // manifests and tombstones are small metadata and go to disk.
+    let data = body.first() == Some(&RECORD_INLINE) || is_tract(&key);
+    let tier = if data {
+        node.choose_tier(&bucket)
+    } else {
+        Tier::Disk
+    };
+    let res = store.put(&bucket, &key, stamp, &body, tier).await;
+    if let Some(ram) = &node.ram {
+        ram.remove(object_id(&bucket, &key));
     }
+    let code = match res {
+        Ok(_) => {
+            if let Some(t) = &node.tracer {
+                if data && !is_tract(&key) {
+                    let id = object_id(&bucket, &key);
+                    t.put(
+                        id.key,
+                        workload_id(&bucket),
+                        body.len().saturating_sub(1) as u64,
+                        stamp as f64 / 1e6,
+                        start.elapsed().as_micros() as u64,
+                    );
+                }
+            }
+            node.metrics
+                .put_latency
+                .observe(start.elapsed().as_micros() as u64);
+            text(StatusCode::OK, "stored")
+        }
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    node.metrics.request("PUT", code.status().as_u16());
+    code
+}
+
+#[derive(Deserialize)]
+struct GetQuery {
+    /// Answer tombstones too, with the stamp (scrub repair).
+    #[serde(default)]
+    raw: Option<u8>,
 }
 
 async fn get_object(
     State(node): State<Node>,
     Path((row, bucket, key)): Path<(usize, String, String)>,
+    Query(q): Query<GetQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let start = Instant::now();
     let store = match admitted_row_store(&node, &headers, row).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    match tokio::task::spawn_blocking(move || store.get(&bucket, &key)).await {
-        Ok(Ok(Some(b))) => (StatusCode::OK, b).into_response(),
-        Ok(Ok(None)) => text(StatusCode::NOT_FOUND, "not found"),
-        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    let raw = q.raw.is_some();
+    let id = object_id(&bucket, &key);
+    let traced = !is_tract(&key);
+    let finish = |node: &Node, stamp: u64, record: Bytes, served: Served| {
+        node.metrics.served(served);
+        node.metrics.workload(&bucket).read(served);
+        let us = start.elapsed().as_micros() as u64;
+        node.metrics.get_latency.observe(us);
+        if let (Some(t), true) = (&node.tracer, traced) {
+            t.get(
+                id.key,
+                workload_id(&bucket),
+                record.len().saturating_sub(1) as u64,
+                stamp as f64 / 1e6,
+                served,
+                us,
+                None,
+            );
+        }
+        node.metrics.request("GET", 200);
+        let mut r = (StatusCode::OK, record).into_response();
+        if let Ok(v) = stamp.to_string().parse() {
+            r.headers_mut().insert(STAMP_HEADER, v);
+        }
+        r.headers_mut().insert(
+            TIER_HEADER,
+            axum::http::HeaderValue::from_static(served.as_str()),
+        );
+        r
+    };
+    if !raw {
+        if let Some(c) = node.ram.as_ref().and_then(|ram| ram.get(id)) {
+            if c.needle.len() >= 8 {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&c.needle[..8]);
+                return finish(
+                    &node,
+                    u64::from_le_bytes(b),
+                    c.needle.slice(8..),
+                    Served::Ram,
+                );
+            }
+        }
+    }
+    let before = store.write_count();
+    let st = store.clone();
+    let (b, k) = (bucket.clone(), key.clone());
+    let got = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
+        Ok(Ok(g)) => g,
+        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    match got {
+        Some(s) if raw || !is_tombstone(&s.record) => {
+            if !raw && store.write_count() == before {
+                // No write to the row raced this read: safe to cache.
+                if let Some(ram) = &node.ram {
+                    let mut needle = Vec::with_capacity(8 + s.record.len());
+                    needle.extend_from_slice(&s.stamp.to_le_bytes());
+                    needle.extend_from_slice(&s.record);
+                    ram.insert(Cached {
+                        id,
+                        cookie: 0,
+                        needle: Bytes::from(needle),
+                    });
+                }
+            }
+            let served = match s.tier {
+                Tier::Flash => Served::Flash,
+                Tier::Disk => Served::Disk,
+            };
+            finish(&node, s.stamp, s.record, served)
+        }
+        Some(s) => {
+            // A tombstone: 404 with the delete's stamp, so a client that
+            // fails over to a replica which missed the delete does not
+            // serve the older object.
+            node.metrics.request("GET", 404);
+            let mut r = text(StatusCode::NOT_FOUND, "deleted");
+            if let Ok(v) = s.stamp.to_string().parse() {
+                r.headers_mut().insert(STAMP_HEADER, v);
+            }
+            r
+        }
+        None => {
+            node.metrics.request("GET", 404);
+            text(StatusCode::NOT_FOUND, "not found")
+        }
     }
 }
 
+#[derive(Deserialize)]
+struct DeleteQuery {
+    /// Drop the tombstone of this stamp (tombstone garbage collection).
+    #[serde(default)]
+    purge: Option<u64>,
+}
+
+/// A delete writes a tombstone with the request's stamp (it wins over
+/// every older record of the name on every replica, in recovery and in
+/// scrubbing); `?purge=STAMP` drops a tombstone once the scrub found it on
+/// every replica past the grace time.
 async fn delete_object(
     State(node): State<Node>,
     Path((row, bucket, key)): Path<(usize, String, String)>,
+    Query(q): Query<DeleteQuery>,
     headers: HeaderMap,
 ) -> Response {
     let store = match admitted_row_store(&node, &headers, row).await {
         Ok(s) => s,
         Err(r) => return r,
     };
-    match tokio::task::spawn_blocking(move || store.delete(&bucket, &key)).await {
-        Ok(Ok(true)) => text(StatusCode::OK, "deleted"),
-        Ok(Ok(false)) => text(StatusCode::NOT_FOUND, "not found"),
-        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    if let Some(stamp) = q.purge {
+        return match store.purge(&bucket, &key, stamp).await {
+            Ok(true) => text(StatusCode::OK, "purged"),
+            Ok(false) => text(StatusCode::NOT_FOUND, "no tombstone of that stamp"),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        };
     }
+    let stamp = stamp_of(&headers);
+    let st = store.clone();
+    let (b, k) = (bucket.clone(), key.clone());
+    let existed = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
+        Ok(Ok(g)) => g.is_some_and(|s| !is_tombstone(&s.record) && s.stamp < stamp),
+        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let res = store
+        .put(&bucket, &key, stamp, &tombstone_record(), Tier::Disk)
+        .await;
+    if let Some(ram) = &node.ram {
+        ram.remove(object_id(&bucket, &key));
+    }
+    let r = match res {
+        Ok(_) => {
+            if let (Some(t), false) = (&node.tracer, is_tract(&key)) {
+                t.delete(object_id(&bucket, &key).key, workload_id(&bucket));
+            }
+            if existed {
+                text(StatusCode::OK, "deleted")
+            } else {
+                text(StatusCode::NOT_FOUND, "not found")
+            }
+        }
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    node.metrics.request("DELETE", r.status().as_u16());
+    r
 }
 
 /// FDS's extend-blob at the first live replica of the object's metadata
@@ -200,7 +403,7 @@ async fn extend(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let disk = match admit(&node, &headers, row).await {
+    let (disk, stores) = match admit(&node, &headers, row).await {
         Ok(d) => d,
         Err(r) => return r,
     };
@@ -225,14 +428,14 @@ async fn extend(
         );
     }
     let _serial = node.extend_lock.lock().await;
-    let store = match row_store(&node, row).await {
+    let store = match row_store(stores, row).await {
         Ok(s) => s,
         Err(r) => return r,
     };
     let (b, k) = (bucket.clone(), key.clone());
     let st = store.clone();
     let current = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
-        Ok(Ok(c)) => c,
+        Ok(Ok(c)) => c.map(|s| s.record).filter(|r| !is_tombstone(r)),
         Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
@@ -271,7 +474,8 @@ async fn extend(
     m.len += req.lens.iter().sum::<u64>();
     m.lens.extend(&req.lens);
     let rec = manifest_record(&m);
-    if let Err(e) = store.put(&bucket, &key, &rec).await {
+    let stamp = now_stamp();
+    if let Err(e) = store.put(&bucket, &key, stamp, &rec, Tier::Disk).await {
         return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     }
     let path = object_path(row, &bucket, &key);
@@ -281,10 +485,11 @@ async fn extend(
         };
         let ok = node
             .http
-            .send(
+            .send_stamped(
                 hyper::Method::PUT,
                 &format!("http://{addr}{path}"),
                 Some(map.table.version()),
+                Some(stamp),
                 rec.clone(),
                 std::time::Duration::from_secs(10),
             )
@@ -309,7 +514,12 @@ async fn export(State(node): State<Node>, Path(row): Path<usize>) -> Response {
         Err(_) => return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down"),
     };
     let n = node.clone();
-    let store = match tokio::task::spawn_blocking(move || n.rows.existing(row)).await {
+    let found = tokio::task::spawn_blocking(move || match n.row_here(row) {
+        Some(s) => s.existing(row),
+        None => Ok(None),
+    })
+    .await;
+    let store = match found {
         Ok(Ok(Some(s))) => s,
         Ok(Ok(None)) => return text(StatusCode::NOT_FOUND, format!("row {row} is not here")),
         Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -320,8 +530,14 @@ async fn export(State(node): State<Node>, Path(row): Path<usize>) -> Response {
         let _permit = permit;
         let mut buf = BytesMut::with_capacity(1 << 20);
         let res = store.scan(|item| {
-            if let Scanned::Record { bucket, key, data } = item {
-                put_frame(&mut buf, &bucket, &key, &data);
+            if let Scanned::Record {
+                bucket,
+                key,
+                stamp,
+                data,
+            } = item
+            {
+                put_frame(&mut buf, &bucket, &key, stamp, &data);
                 if buf.len() >= 1 << 20 {
                     let chunk = buf.split().freeze();
                     return tx.blocking_send(Ok(chunk)).is_ok();
@@ -352,20 +568,32 @@ pub(crate) fn compute_digest(store: &RowStore) -> Result<(RowDigest, Vec<Vec<Lis
         counts: vec![0; DIGEST_RANGES],
         sums: vec![0; DIGEST_RANGES],
         corrupt: 0,
+        tombstones: vec![0; DIGEST_RANGES],
     };
     let mut lists: Vec<Vec<ListEntry>> = vec![Vec::new(); DIGEST_RANGES];
     store
         .scan(|item| {
             match item {
-                Scanned::Record { bucket, key, data } => {
+                Scanned::Record {
+                    bucket,
+                    key,
+                    stamp,
+                    data,
+                } => {
                     let r = record_range(&bucket, &key);
-                    let h = record_hash(&bucket, &key, &data);
+                    let h = record_hash(&bucket, &key, stamp, &data);
+                    let tombstone = is_tombstone(&data);
                     d.counts[r] += 1;
                     d.sums[r] = d.sums[r].wrapping_add(h);
+                    if tombstone {
+                        d.tombstones[r] += 1;
+                    }
                     lists[r].push(ListEntry {
                         bucket,
                         key,
                         hash: h,
+                        stamp,
+                        tombstone,
                     });
                 }
                 Scanned::Corrupt(_) => d.corrupt += 1,
@@ -379,12 +607,17 @@ pub(crate) fn compute_digest(store: &RowStore) -> Result<(RowDigest, Vec<Vec<Lis
 async fn digest(State(node): State<Node>, Path(row): Path<usize>) -> Response {
     let n = node.clone();
     let res = tokio::task::spawn_blocking(move || -> Result<RowDigest, String> {
-        match n.rows.existing(row).map_err(|e| e.to_string())? {
+        let here = match n.row_here(row) {
+            Some(s) => s.existing(row).map_err(|e| e.to_string())?,
+            None => None,
+        };
+        match here {
             Some(s) => compute_digest(&s).map(|(d, _)| d),
             None => Ok(RowDigest {
                 counts: vec![0; DIGEST_RANGES],
                 sums: vec![0; DIGEST_RANGES],
                 corrupt: 0,
+                tombstones: vec![0; DIGEST_RANGES],
             }),
         }
     })
@@ -414,7 +647,11 @@ async fn list(
     }
     let n = node.clone();
     let res = tokio::task::spawn_blocking(move || -> Result<Vec<ListEntry>, String> {
-        match n.rows.existing(row).map_err(|e| e.to_string())? {
+        let here = match n.row_here(row) {
+            Some(s) => s.existing(row).map_err(|e| e.to_string())?,
+            None => None,
+        };
+        match here {
             Some(s) => compute_digest(&s).map(|(_, mut l)| std::mem::take(&mut l[q.range])),
             None => Ok(Vec::new()),
         }
@@ -428,12 +665,70 @@ async fn list(
 }
 
 async fn status(State(node): State<Node>) -> Response {
-    let ids = node.ids();
+    let ids = node.disk_ids();
+    let devices: Vec<serde_json::Value> = node
+        .opts
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            serde_json::json!({
+                "disk": ids.as_ref().and_then(|(_, v)| v.get(i)).map(|d| d.0),
+                "path": d.path.display().to_string(),
+                "tier": d.tier,
+                "in_rows": node.opts.in_rows(i),
+            })
+        })
+        .collect();
+    let plan = node.plan.read().map(|g| g.0).unwrap_or(0);
     Json(serde_json::json!({
-        "node": ids.map(|(n, _)| n.0),
-        "disk": ids.map(|(_, d)| d.0),
+        "node": ids.as_ref().map(|(n, _)| n.0),
+        "devices": devices,
         "table_version": node.table_version(),
+        "plan_version": plan,
+        "flash_used_bytes": node.flash_used.load(Ordering::Relaxed),
+        "flash_budget_bytes": node.flash_budget(),
+        "rows_removed": node.rows_removed.load(Ordering::Relaxed),
         "addr": node.addr,
     }))
     .into_response()
+}
+
+/// Prometheus text: strata-node's counters (requests, reads by tier, RAM
+/// cache, mover, traces, plan loads) and the cluster node's own.
+async fn metrics(State(node): State<Node>) -> Response {
+    let mut out = node.metrics.render();
+    let lines = [
+        (
+            "strata_cluster_flash_used_bytes",
+            "Bytes of the flash tier held by row segments.",
+            node.flash_used.load(Ordering::Relaxed),
+        ),
+        (
+            "strata_cluster_flash_budget_bytes",
+            "Bytes the flash tier may hold (capacity, bounded by the plan).",
+            node.flash_budget(),
+        ),
+        (
+            "strata_cluster_rows_removed_total",
+            "Row directories removed after their rows moved to other disks.",
+            node.rows_removed.load(Ordering::Relaxed),
+        ),
+        (
+            "strata_cluster_table_version",
+            "Placement table version this node serves with.",
+            node.table_version(),
+        ),
+    ];
+    for (name, help, v) in lines {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}\n"
+        ));
+    }
+    (
+        StatusCode::OK,
+        [("content-type", "text/plain; version=0.0.4")],
+        out,
+    )
+        .into_response()
 }

@@ -83,6 +83,14 @@ pub struct HeartbeatResponse {
     /// False when the service no longer knows the node as up (it was
     /// declared dead or removed): the node must stop serving and re-register.
     pub member: bool,
+    /// Version of the tier plan (0: none loaded); a node whose plan is of
+    /// another version fetches `GET /v1/tier-plan`.
+    #[serde(default)]
+    pub plan_version: u64,
+    /// Rows with row copies still to do at `table_version`: a disk that has
+    /// left one of them keeps its copy until the copy is done.
+    #[serde(default)]
+    pub rows_in_recovery: Vec<usize>,
 }
 
 /// One node as clients see it.
@@ -140,7 +148,8 @@ pub struct DiskStatus {
     pub tier: TierClass,
     /// Capacity in bytes.
     pub capacity_bytes: u64,
-    /// live, dead or removed (or pending).
+    /// live, dead or removed (or pending; `flash-tier` for a flash device
+    /// in front of its node's disks, in no row itself).
     pub state: String,
     /// Rows of the current table that include it.
     pub rows: usize,
@@ -192,6 +201,13 @@ pub struct ScrubReport {
     pub missing: u64,
     /// Objects repaired from a good copy.
     pub repaired: u64,
+    /// Deletes (tombstones) some replica lacked and got from the others.
+    #[serde(default)]
+    pub deletes_propagated: u64,
+    /// Tombstones dropped because every replica held them past the grace
+    /// time.
+    #[serde(default)]
+    pub tombstones_purged: u64,
     /// When the pass ended (ms since the Unix epoch).
     pub finished_ms: u64,
 }

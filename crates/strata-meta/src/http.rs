@@ -126,8 +126,15 @@ async fn remove_node(State(svc): State<Arc<MetaService>>, Path(id): Path<u32>) -
 }
 
 async fn get_tier_plan(State(svc): State<Arc<MetaService>>) -> Response {
-    match svc.state().await.tier_plan {
-        Some(p) => Json(p).into_response(),
+    let st = svc.state().await;
+    match st.tier_plan {
+        Some(p) => {
+            let mut r = Json(p).into_response();
+            if let Ok(v) = st.tier_plan_version.to_string().parse() {
+                r.headers_mut().insert("x-strata-plan-version", v);
+            }
+            r
+        }
         None => (
             StatusCode::NOT_FOUND,
             Json(ErrorBody {
@@ -143,7 +150,7 @@ async fn put_tier_plan(
     Json(plan): Json<serde_json::Value>,
 ) -> Response {
     match svc.set_tier_plan(plan).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Ok(version) => Json(serde_json::json!({ "version": version })).into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -170,6 +170,8 @@ impl MetaService {
         Ok(HeartbeatResponse {
             table_version: g.state.table_version(),
             member,
+            plan_version: g.state.tier_plan_version,
+            rows_in_recovery: g.state.rows_in_recovery(),
         })
     }
 
@@ -203,11 +205,18 @@ impl MetaService {
         .await
     }
 
-    /// Stores the lab's tier plan.
-    pub async fn set_tier_plan(&self, plan: serde_json::Value) -> Result<(), MetaError> {
+    /// Stores the lab's tier plan (a new plan version); returns the version.
+    pub async fn set_tier_plan(&self, plan: serde_json::Value) -> Result<u64, MetaError> {
+        if !plan.is_object() || plan.get("workloads").is_none_or(|w| !w.is_array()) {
+            return Err(MetaError::BadRequest(
+                "a tier plan is a JSON object with a \"workloads\" list (strata provision --plan writes one)"
+                    .into(),
+            ));
+        }
         self.mutate(|s| {
             s.tier_plan = Some(plan);
-            Ok(())
+            s.tier_plan_version += 1;
+            Ok(s.tier_plan_version)
         })
         .await
     }

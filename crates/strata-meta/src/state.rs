@@ -11,7 +11,7 @@ use strata_placement::{
 
 use crate::api::{
     ClusterMap, DiskSpec, DiskStatus, NodeEntry, NodeState, NodeStatus, RecoveryStatus,
-    RecoveryTask, RegisterRequest, RegisterResponse, ScrubReport, Status,
+    RecoveryTask, RegisterRequest, RegisterResponse, ScrubReport, Status, TierClass,
 };
 use crate::MetaError;
 
@@ -123,9 +123,29 @@ pub struct ClusterState {
     pub recovery: RecoveryRecord,
     /// The lab's tier plan, as the store loads it (opaque JSON here).
     pub tier_plan: Option<serde_json::Value>,
+    /// Bumped by every change of the tier plan; nodes reload the plan when
+    /// a heartbeat answers a version other than theirs.
+    #[serde(default)]
+    pub tier_plan_version: u64,
     /// Latest scrub report per node.
     #[serde(default)]
     pub scrub: BTreeMap<u32, ScrubReport>,
+}
+
+impl NodeRecord {
+    /// The disks that are members of placement rows: the node's disk-class
+    /// devices, or its flash devices when it has no disk-class device (an
+    /// all-flash node). The flash devices of a node that also has disks are
+    /// its flash tier, in front of its rows (docs/placement.md, "Devices
+    /// and tiers").
+    pub fn row_disks(&self) -> Vec<DiskId> {
+        let has_disk = self.disks.iter().any(|d| d.spec.tier == TierClass::Disk);
+        self.disks
+            .iter()
+            .filter(|d| !has_disk || d.spec.tier == TierClass::Disk)
+            .map(|d| d.id)
+            .collect()
+    }
 }
 
 impl ClusterState {
@@ -141,6 +161,7 @@ impl ClusterState {
             history: Vec::new(),
             recovery: RecoveryRecord::default(),
             tier_plan: None,
+            tier_plan_version: 0,
             scrub: BTreeMap::new(),
         }
     }
@@ -224,7 +245,7 @@ impl ClusterState {
         }
         let disks: Vec<(DiskId, NodeId)> = pending
             .iter()
-            .flat_map(|n| n.disks.iter().map(move |d| (d.id, n.id)))
+            .flat_map(|n| n.row_disks().into_iter().map(move |d| (d, n.id)))
             .collect();
         let count = pending.len();
         let table = PlacementTable::build(
@@ -348,7 +369,7 @@ impl ClusterState {
                 self.config.initial_nodes
             )));
         };
-        let disks: Vec<DiskId> = rec.disks.iter().map(|d| d.id).collect();
+        let disks = rec.row_disks();
         let (next, movement) = old.add_node(node, &disks)?;
         if !movement.new_rows.is_empty() {
             // Appended rows would move objects between rows, which the row
@@ -495,6 +516,15 @@ impl ClusterState {
         }
     }
 
+    /// Rows with a copy still to do: a disk that left such a row must keep
+    /// its directory until the copy is done (it may be the source).
+    pub fn rows_in_recovery(&self) -> Vec<usize> {
+        let mut rows: Vec<usize> = self.recovery.pending().map(|p| p.row).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        rows
+    }
+
     /// Rows short of a complete, live replica: a non-live disk still in the
     /// row, or a replacement still waiting for its copy.
     pub fn rows_under_replicated(&self) -> usize {
@@ -535,6 +565,7 @@ impl ClusterState {
                         capacity_bytes: d.spec.capacity_bytes,
                         state: match self.table.as_ref().and_then(|t| t.disk(d.id)) {
                             Some(x) => format!("{:?}", x.state).to_lowercase(),
+                            None if !n.row_disks().contains(&d.id) => "flash-tier".into(),
                             None => "pending".into(),
                         },
                         rows: per_disk.get(&d.id).copied().unwrap_or(0),
@@ -702,6 +733,65 @@ mod tests {
         assert!(err.to_string().contains("new row"), "{err}");
         assert_eq!(s.table_version(), 1, "nothing changed");
         assert_eq!(s.nodes[&r.node_id.0].state, NodeState::Pending);
+    }
+
+    #[test]
+    fn every_device_registers_and_rows_hold_disk_class_devices_of_different_nodes() {
+        let mut s = ClusterState::new(ClusterConfig {
+            initial_nodes: 4,
+            ..ClusterConfig::default()
+        });
+        let spec = |tier, path: &str| DiskSpec {
+            tier,
+            capacity_bytes: 1 << 30,
+            path: path.into(),
+        };
+        let mut flash = Vec::new();
+        for i in 0..4 {
+            let r = s
+                .register(
+                    &RegisterRequest {
+                        addr: format!("h:{i}"),
+                        disks: vec![
+                            spec(TierClass::Flash, "/f0"),
+                            spec(TierClass::Disk, "/d0"),
+                            spec(TierClass::Disk, "/d1"),
+                        ],
+                        node_id: None,
+                    },
+                    0,
+                )
+                .unwrap();
+            assert_eq!(r.disk_ids.len(), 3);
+            flash.push(r.disk_ids[0]);
+        }
+        let t = s.table.clone().unwrap();
+        // 8 disk-class devices in rows, flash devices in none.
+        assert_eq!(t.disks().len(), 8);
+        assert!(flash.iter().all(|f| t.disk(*f).is_none()));
+        assert!(t.uncovered_pairs().is_empty());
+        for row in t.rows() {
+            let nodes: HashSet<NodeId> = row.iter().map(|d| t.disk(*d).unwrap().node).collect();
+            assert_eq!(nodes.len(), row.len(), "a node's disks share a row");
+        }
+        let st = s.status(0, &|_| None, String::new());
+        assert!(st.nodes.iter().all(|n| n.disks.len() == 3));
+        assert_eq!(st.nodes[0].disks[0].state, "flash-tier");
+        assert_eq!(st.nodes[0].disks[0].tier, TierClass::Flash);
+        assert!(st.nodes[0].disks[1].rows > 0 && st.nodes[0].disks[2].rows > 0);
+        // A node of flash only puts its flash in rows.
+        let r = s
+            .register(
+                &RegisterRequest {
+                    addr: "h:f".into(),
+                    disks: vec![spec(TierClass::Flash, "/f0")],
+                    node_id: None,
+                },
+                0,
+            )
+            .unwrap();
+        s.add_node(r.node_id, 1).unwrap();
+        assert!(s.table.as_ref().unwrap().disk(r.disk_ids[0]).is_some());
     }
 
     #[test]

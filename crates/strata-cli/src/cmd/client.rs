@@ -129,12 +129,18 @@ pub fn get(a: GetArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Delete one object from every replica.
+/// Delete one object from every replica: each gets a tombstone stamped
+/// with the time of the delete, which wins over the object in recovery and
+/// scrubbing (a replica that was down catches up; docs/recovery.md).
 #[derive(clap::Args)]
 pub struct RmArgs {
     /// Metadata service address.
     #[arg(long, value_name = "ADDR")]
     meta: String,
+    /// Seconds to keep retrying while a replica is down (the replicas that
+    /// took the delete keep it; the scrub brings it to the others).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    deadline: u64,
     /// BUCKET/KEY.
     name: String,
 }
@@ -143,7 +149,7 @@ pub struct RmArgs {
 pub fn rm(a: RmArgs) -> anyhow::Result<()> {
     let (bucket, key) = split_name(&a.name)?;
     runtime()?.block_on(async {
-        let c = connect(&a.meta, 60).await?;
+        let c = connect(&a.meta, a.deadline).await?;
         if c.delete(bucket, key)
             .await
             .with_context(|| format!("deleting {}", a.name))?

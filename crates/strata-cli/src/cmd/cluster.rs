@@ -1,11 +1,12 @@
 //! `strata cluster`: status, add-node, remove-node, and the recovery
 //! simulation.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use strata_client::Http;
-use strata_meta::api::{ChangeResponse, Status};
+use strata_meta::api::{ChangeResponse, Status, TierClass};
 use strata_placement::recovery::{simulate, SimParams};
 
 use crate::units::{format_bytes, parse_bytes};
@@ -32,6 +33,33 @@ enum Command {
     /// Simulate recovery from a failed node on clusters of many disks and
     /// set it against FDS's published figures.
     SimulateRecovery(SimArgs),
+    /// The cluster's tier plan (`strata provision --plan` writes one): every
+    /// node reloads it within a heartbeat of a change.
+    Plan(PlanArgs),
+}
+
+#[derive(clap::Args)]
+struct PlanArgs {
+    #[command(subcommand)]
+    command: PlanCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PlanCommand {
+    /// Check a tier plan file and store it in the metadata service.
+    Set {
+        /// Metadata service address.
+        #[arg(long, value_name = "ADDR")]
+        meta: String,
+        /// The plan (JSON from `strata provision --plan`).
+        file: PathBuf,
+    },
+    /// Print the tier plan in force (JSON).
+    Get {
+        /// Metadata service address.
+        #[arg(long, value_name = "ADDR")]
+        meta: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -105,6 +133,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     Command::AddNode(c) => change(c, "add").await,
                     Command::RemoveNode(c) => change(c, "remove").await,
                     Command::Wait(w) => wait(w).await,
+                    Command::Plan(p) => plan(p).await,
                     Command::SimulateRecovery(_) => Ok(()),
                 }
             })
@@ -180,9 +209,56 @@ async fn status(a: StatusArgs) -> anyhow::Result<()> {
     }
     for (node, s) in &st.scrub {
         println!(
-            "scrub {node}: {} rows, {} objects checked, {} corrupt, {} missing, {} repaired",
-            s.rows_checked, s.objects_checked, s.corrupt, s.missing, s.repaired
+            "scrub {node}: {} rows, {} objects checked, {} corrupt, {} missing, {} repaired ({} deletes propagated), {} tombstones purged",
+            s.rows_checked,
+            s.objects_checked,
+            s.corrupt,
+            s.missing,
+            s.repaired,
+            s.deletes_propagated,
+            s.tombstones_purged
         );
+    }
+    Ok(())
+}
+
+async fn plan(a: PlanArgs) -> anyhow::Result<()> {
+    let http = Http::new();
+    match a.command {
+        PlanCommand::Set { meta, file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let plan = strata_provision::TierPlan::from_json(&text)
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("{} is not a valid tier plan", file.display()))?;
+            let value: serde_json::Value =
+                serde_json::from_str(&plan.to_json()).context("re-encoding the plan")?;
+            let r: serde_json::Value = http
+                .put_json(
+                    &format!("http://{meta}/v1/tier-plan"),
+                    &value,
+                    Duration::from_secs(10),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("storing the plan at {meta}"))?;
+            println!(
+                "tier plan version {} stored ({} workloads); nodes reload it within a heartbeat",
+                r["version"],
+                plan.workloads.len()
+            );
+        }
+        PlanCommand::Get { meta } => {
+            let v: serde_json::Value = http
+                .get_json(
+                    &format!("http://{meta}/v1/tier-plan"),
+                    Duration::from_secs(10),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("asking {meta} for the tier plan"))?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
     }
     Ok(())
 }
@@ -322,21 +398,103 @@ fn simulate_cmd(a: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The `strata server` arguments that cluster mode uses.
+pub struct NodeArgs {
+    /// Metadata service address.
+    pub meta: String,
+    /// Listen address.
+    pub listen: String,
+    /// The node's directory (identity); its only disk device when neither
+    /// `flash` nor `disk` is given.
+    pub data: PathBuf,
+    /// Flash device directories.
+    pub flash: Vec<PathBuf>,
+    /// Disk device directories.
+    pub disk: Vec<PathBuf>,
+    /// RAM cache size.
+    pub ram_cache: String,
+    /// RAM cache policy.
+    pub ram_policy: String,
+    /// Flash tier capacity.
+    pub flash_capacity: Option<String>,
+    /// Segment size.
+    pub segment_size: String,
+    /// Tier mover rate.
+    pub mover_rate: String,
+    /// Trace directory.
+    pub trace_dir: Option<PathBuf>,
+    /// Trace sample.
+    pub trace_sample: f64,
+    /// Records per trace file.
+    pub trace_rotate: u64,
+    /// Seconds between scrub passes.
+    pub scrub_every: u64,
+    /// Recovery rate bound.
+    pub recovery_rate: Option<String>,
+    /// Tombstone grace, seconds.
+    pub tombstone_grace: u64,
+}
+
 /// `strata server --meta ADDR`: runs this process as a cluster node.
-pub fn serve_node(
-    meta: &str,
-    listen: &str,
-    data: &std::path::Path,
-    scrub_every: u64,
-    recovery_rate: Option<&str>,
-) -> anyhow::Result<()> {
-    let mut opts = strata_cluster::NodeOptions::new(meta, listen, data);
-    opts.scrub_interval = (scrub_every > 0).then(|| Duration::from_secs(scrub_every));
-    opts.recovery_bytes_per_sec = recovery_rate
+pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
+    let mut opts = strata_cluster::NodeOptions::new(&a.meta, &a.listen, &a.data);
+    if !a.flash.is_empty() || !a.disk.is_empty() {
+        opts.devices = a
+            .flash
+            .iter()
+            .map(|p| (p, TierClass::Flash))
+            .chain(a.disk.iter().map(|p| (p, TierClass::Disk)))
+            .map(|(p, tier)| strata_cluster::Device {
+                path: p.clone(),
+                tier,
+            })
+            .collect();
+    }
+    let mut seen = std::collections::HashSet::new();
+    for d in &opts.devices {
+        if !seen.insert(d.path.clone()) {
+            bail!("device directory {} is given twice", d.path.display());
+        }
+    }
+    opts.ram_cache_bytes = parse_bytes(&a.ram_cache).context("--ram-cache")?;
+    opts.ram_policy = a
+        .ram_policy
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--ram-policy: {e}"))?;
+    opts.flash_capacity = a
+        .flash_capacity
+        .as_deref()
+        .map(parse_bytes)
+        .transpose()
+        .context("--flash-capacity")?;
+    opts.segment_size = parse_bytes(&a.segment_size).context("--segment-size")?;
+    if opts.segment_size < 64 << 10 {
+        bail!("--segment-size must be at least 64KiB");
+    }
+    opts.mover_bytes_per_sec = parse_bytes(&a.mover_rate).context("--mover-rate")?;
+    if opts.mover_bytes_per_sec == 0 {
+        bail!("--mover-rate must be positive");
+    }
+    if !(0.0..=1.0).contains(&a.trace_sample) {
+        bail!("--trace-sample must be within 0..1");
+    }
+    opts.trace_dir = a.trace_dir.clone();
+    opts.trace_sample = a.trace_sample;
+    opts.trace_rotate = a.trace_rotate.max(1);
+    opts.scrub_interval = (a.scrub_every > 0).then(|| Duration::from_secs(a.scrub_every));
+    opts.recovery_bytes_per_sec = a
+        .recovery_rate
+        .as_deref()
         .map(parse_bytes)
         .transpose()
         .context("--recovery-rate")?;
+    opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    rt.block_on(strata_cluster::serve(opts))
-        .with_context(|| format!("cluster node on {listen} with data in {}", data.display()))
+    rt.block_on(strata_cluster::serve(opts)).with_context(|| {
+        format!(
+            "cluster node on {} with data in {}",
+            a.listen,
+            a.data.display()
+        )
+    })
 }

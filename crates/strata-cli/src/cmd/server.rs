@@ -103,9 +103,12 @@ pub struct Args {
     /// HTTP worker threads (0: one per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
-    /// Join a cluster: register with the metadata service at ADDR (`strata
-    /// meta`) and serve the placement rows of the disk --data instead of the
-    /// single-node API (docs/placement.md).
+    /// Join a cluster: register every device (--flash, --disk; or --data
+    /// alone, one disk device) with the metadata service at ADDR (`strata
+    /// meta`) and serve the placement rows of the disk devices, with the
+    /// flash devices as a tier in front of them (placed by the cluster's
+    /// tier plan), the RAM cache and traces, instead of the single-node API
+    /// (docs/placement.md).
     #[arg(long, value_name = "ADDR")]
     meta: Option<String>,
     /// Cluster mode: seconds between scrub passes (0: no scrubbing).
@@ -114,6 +117,10 @@ pub struct Args {
     /// Cluster mode: bound on recovery bytes per second into this disk.
     #[arg(long, value_name = "SIZE", requires = "meta")]
     recovery_rate: Option<String>,
+    /// Cluster mode: seconds a delete's tombstone is kept once every replica
+    /// of its row holds it (then the scrub drops it).
+    #[arg(long, value_name = "SECS", default_value_t = 86_400, requires = "meta")]
+    tombstone_grace: u64,
 }
 
 /// Builds the node configuration from the arguments.
@@ -175,28 +182,38 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
         .or_else(|| a.dev.then(|| data.join("traces")));
     cfg.trace_sample = a.trace_sample;
     cfg.trace_rotate_records = a.trace_rotate;
+    cfg.trace_rotate_after = Duration::from_secs(a.trace_rotate_seconds.max(1));
+    if !(0.0..=10.0).contains(&a.flash_burst) {
+        bail!("--flash-burst must be within 0 and 10");
+    }
+    cfg.flash_burst = a.flash_burst;
     Ok(cfg)
 }
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(meta) = &a.meta {
-        let data = a
-    cfg.trace_rotate_after = Duration::from_secs(a.trace_rotate_seconds.max(1));
-    if !(0.0..=10.0).contains(&a.flash_burst) {
-        bail!("--flash-burst must be within 0 and 10");
-    }
-    cfg.flash_burst = a.flash_burst;
-            .data
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("strata-data"));
-        return super::cluster::serve_node(
-            meta,
-            &a.listen,
-            &data,
-            a.scrub_every,
-            a.recovery_rate.as_deref(),
-        );
+        return super::cluster::serve_node(super::cluster::NodeArgs {
+            meta: meta.clone(),
+            listen: a.listen.clone(),
+            data: a
+                .data
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("strata-data")),
+            flash: a.flash.clone(),
+            disk: a.disk.clone(),
+            ram_cache: a.ram_cache.clone(),
+            ram_policy: a.ram_policy.clone(),
+            flash_capacity: a.flash_capacity.clone(),
+            segment_size: a.segment_size.clone(),
+            mover_rate: a.mover_rate.clone(),
+            trace_dir: a.trace_dir.clone(),
+            trace_sample: a.trace_sample,
+            trace_rotate: a.trace_rotate,
+            scrub_every: a.scrub_every,
+            recovery_rate: a.recovery_rate.clone(),
+            tombstone_grace: a.tombstone_grace,
+        });
     }
     let cfg = config(&a)?;
     let limits = HttpLimits {

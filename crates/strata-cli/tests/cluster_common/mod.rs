@@ -178,3 +178,117 @@ pub fn logs(dir: &Path) -> String {
     }
     out
 }
+
+/// One HTTP/1.1 request; returns the status, the header block (lowercase)
+/// and the body.
+pub fn http_full(
+    addr: &str,
+    method: &str,
+    path: &str,
+    version: Option<u64>,
+    headers: &str,
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    let v = version
+        .map(|v| format!("x-strata-table-version: {v}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{v}{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .expect("send");
+    s.write_all(body).expect("send body");
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).expect("read");
+    let at = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(buf.len(), |p| p + 4);
+    let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    (code, head, buf[at..].to_vec())
+}
+
+/// The value of header `name` (lowercase) in a header block from [`http_full`].
+pub fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == name).then(|| v.trim())
+    })
+}
+
+/// The current placement table and the map JSON (for node addresses).
+pub fn map_of(meta: &str) -> (strata_placement::PlacementTable, serde_json::Value) {
+    let (_, _, body) = http_full(meta, "GET", "/v1/map", None, "", b"");
+    let map: serde_json::Value = serde_json::from_slice(&body).expect("map");
+    let t = serde_json::from_value(map["table"].clone()).expect("table");
+    (t, map)
+}
+
+/// The data address of the node holding `disk`.
+pub fn addr_of(
+    map: &serde_json::Value,
+    t: &strata_placement::PlacementTable,
+    disk: strata_placement::DiskId,
+) -> String {
+    let node = t.disk(disk).expect("disk").node.0;
+    map["nodes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["id"] == node))
+        .and_then(|n| n["addr"].as_str())
+        .expect("node")
+        .to_string()
+}
+
+/// A node process with extra arguments.
+pub fn start_node_with(meta: &str, args: &[&str], log: &Path) -> (Proc, String) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = strata()
+        .args(["server", "--meta", meta, "--listen", &addr])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("strata server");
+    (
+        Proc {
+            child,
+            name: format!("node {addr}"),
+        },
+        addr,
+    )
+}
+
+/// The value of a Prometheus sample `name` (no labels) in `text`.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == name).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// The data directory of node `id` among `nodes` (process, address, dir),
+/// found by its address in the map (ids follow registration order, not
+/// start order).
+pub fn dir_of_node(map: &serde_json::Value, nodes: &[(Proc, String, PathBuf)], id: u32) -> PathBuf {
+    let addr = map["nodes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["id"] == id))
+        .and_then(|n| n["addr"].as_str())
+        .expect("node in map")
+        .to_string();
+    nodes
+        .iter()
+        .find(|n| n.1 == addr)
+        .map(|n| n.2.clone())
+        .expect("node process")
+}

@@ -1,0 +1,338 @@
+//! Deletes are never resurrected: a delete that misses a stopped replica
+//! reaches it through the scrub (its tombstone wins over the older object);
+//! a delete that races a recovery copy of its row stays deleted; tombstones
+//! every replica holds are collected after the grace time; and the old
+//! owner of a moved row keeps its directory until the copy is done, then
+//! removes it (a removal cut short by a crash is finished at restart).
+
+mod cluster_common;
+
+use std::time::{Duration, Instant};
+
+use cluster_common::*;
+use strata_placement::object_hash;
+
+fn signal(p: &Proc, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &p.child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+/// Whether every replica of `bucket/key`'s row answers 404.
+fn gone_everywhere(meta: &str, bucket: &str, key: &str) -> bool {
+    let (t, map) = map_of(meta);
+    let row = t.row_of(object_hash(bucket, key));
+    t.row(row).iter().all(|&d| {
+        let (code, _, _) = http_full(
+            &addr_of(&map, &t, d),
+            "GET",
+            &format!("/cluster/v1/rows/{row}/objects/{bucket}/{key}"),
+            Some(t.version()),
+            "",
+            b"",
+        );
+        code == 404
+    })
+}
+
+fn scrub_sum(meta: &str, field: &str) -> u64 {
+    status(meta)["scrub"]
+        .as_array()
+        .map(|a| a.iter().map(|x| x[1][field].as_u64().unwrap_or(0)).sum())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_delete_missed_by_a_stopped_replica_reaches_it_and_its_tombstone_is_collected() {
+    let dir = scratch();
+    let meta_dir = dir.path().join("meta");
+    let port = free_port();
+    let meta = format!("127.0.0.1:{port}");
+    // A long suspicion time: the stopped node is not declared dead, it
+    // comes back with its stale copy.
+    let _meta_proc = Proc {
+        child: strata()
+            .args(["meta", "--listen", &meta, "--initial-nodes", "3"])
+            .args(["--suspect-after", "60", "--data"])
+            .arg(&meta_dir)
+            .stderr(std::fs::File::create(dir.path().join("meta.log")).expect("log"))
+            .spawn()
+            .expect("meta"),
+        name: "meta".into(),
+    };
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let data = dir.path().join(format!("n{i}")).display().to_string();
+        nodes.push(start_node_with(
+            &meta,
+            &[
+                "--data",
+                &data,
+                "--scrub-every",
+                "1",
+                "--tombstone-grace",
+                "4",
+            ],
+            &dir.path().join(format!("n{i}.log")),
+        ));
+    }
+    wait_until(Duration::from_secs(30), "a table", || {
+        std::net::TcpStream::connect(&meta).is_ok() && status(&meta)["table_version"] == 1
+    });
+    let f = dir.path().join("obj");
+    std::fs::write(&f, b"to be deleted").expect("write");
+    ok(strata().args(["put", "--meta", &meta, "b/victim"]).arg(&f));
+    ok(strata().args(["put", "--meta", &meta, "b/keeper"]).arg(&f));
+
+    // Stop one replica of the victim's row, delete, resume it.
+    let (t, map) = map_of(&meta);
+    let row = t.row_of(object_hash("b", "victim"));
+    let stopped_addr = addr_of(&map, &t, t.row(row)[2]);
+    let stopped = nodes
+        .iter()
+        .find(|(_, a)| *a == stopped_addr)
+        .expect("node");
+    signal(&stopped.0, "-STOP");
+    let out = run(strata().args(["rm", "--deadline", "2", "--meta", &meta, "b/victim"]));
+    signal(&stopped.0, "-CONT");
+    assert!(
+        !out.status.success(),
+        "the delete could not reach the stopped replica, yet succeeded"
+    );
+    // The two replicas that took the delete no longer serve it.
+    let path = format!("/cluster/v1/rows/{row}/objects/b/victim");
+    for &d in &t.row(row)[..2] {
+        let (code, _, _) = http_full(&addr_of(&map, &t, d), "GET", &path, Some(1), "", b"");
+        assert_eq!(code, 404);
+    }
+    // The scrub brings the tombstone to the third: deleted everywhere,
+    // never resurrected, and the other object is untouched.
+    wait_until(
+        Duration::from_secs(60),
+        "the delete to reach the third replica",
+        || gone_everywhere(&meta, "b", "victim"),
+    );
+    wait_until(Duration::from_secs(30), "the scrub to report it", || {
+        scrub_sum(&meta, "deletes_propagated") >= 1
+    });
+    let got = run(strata().args(["get", "--meta", &meta, "b/victim", "--deadline", "5"]));
+    assert!(String::from_utf8_lossy(&got.stderr).contains("does not exist"));
+    assert_eq!(
+        ok(strata().args(["get", "--meta", &meta, "b/keeper"])),
+        "to be deleted"
+    );
+
+    // Every replica holds the tombstone: after the grace time the scrub
+    // drops it everywhere, and the object stays deleted.
+    wait_until(
+        Duration::from_secs(60),
+        "the tombstone to be collected",
+        || scrub_sum(&meta, "tombstones_purged") >= 1,
+    );
+    for &d in t.row(row) {
+        let (code, _, _) = http_full(
+            &addr_of(&map, &t, d),
+            "GET",
+            &format!("{path}?raw=1"),
+            Some(1),
+            "",
+            b"",
+        );
+        assert_eq!(code, 404, "tombstone still on {d}");
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(gone_everywhere(&meta, "b", "victim"));
+    drop(nodes);
+}
+
+#[test]
+fn a_delete_racing_a_row_copy_stays_deleted_and_old_rows_go_only_after_the_copy() {
+    let dir = scratch();
+    let (_meta_proc, meta) = start_meta(
+        None,
+        3,
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let data = dir.path().join(format!("n{i}"));
+        let (p, a) = start_node_with(
+            &meta,
+            &["--data", &data.display().to_string(), "--scrub-every", "0"],
+            &dir.path().join(format!("n{i}.log")),
+        );
+        nodes.push((p, a, data));
+    }
+    wait_until(Duration::from_secs(30), "a table", || {
+        status(&meta)["table_version"] == 1
+    });
+    // ~2.4 MiB per row (3 rows), written in key order.
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "1800",
+        "--size",
+        "4KiB",
+        "--concurrency",
+        "8",
+    ]));
+    let before = map_of(&meta).0;
+
+    // A fourth node whose copies crawl (256 KiB/s): add it.
+    let data = dir.path().join("n3");
+    let (p, a) = start_node_with(
+        &meta,
+        &[
+            "--data",
+            &data.display().to_string(),
+            "--scrub-every",
+            "0",
+            "--recovery-rate",
+            "256KiB",
+        ],
+        &dir.path().join("n3.log"),
+    );
+    nodes.push((p, a, data));
+    wait_until(Duration::from_secs(20), "node 3 pending", || {
+        status(&meta)["nodes"]
+            .as_array()
+            .is_some_and(|n| n.len() == 4)
+    });
+    ok(strata().args(["cluster", "add-node", "--meta", &meta, "3"]));
+    let started = Instant::now();
+    let (after, map) = map_of(&meta);
+    let new_disk = after
+        .disks()
+        .iter()
+        .find(|d| d.node.0 == 3)
+        .expect("new disk")
+        .id;
+    let moving: Vec<usize> = after.rows_of_disk(new_disk);
+    assert!(!moving.is_empty());
+    // Delete the last-written objects of the moving rows: the copy streams
+    // a row in write order, so their old copies arrive after the deletes.
+    let mut deleted = Vec::new();
+    for i in (0..1800).rev() {
+        let key = format!("obj-{i:08}");
+        let row = after.row_of(object_hash("load", &key));
+        if moving.contains(&row) && deleted.iter().filter(|(r, _)| *r == row).count() < 8 {
+            deleted.push((row, key));
+        }
+        if deleted.len() == 8 * moving.len() {
+            break;
+        }
+    }
+    for (_, key) in &deleted {
+        ok(strata().args(["rm", "--meta", &meta, &format!("load/{key}")]));
+    }
+    // The deletes ran while the copies were still going on (else this test
+    // would not race anything), and the old owners still hold their rows.
+    let st = status(&meta);
+    assert_eq!(
+        st["recovery"]["complete"],
+        false,
+        "copies finished within {:?}, before the deletes were done",
+        started.elapsed()
+    );
+    let mut old_dirs: Vec<std::path::PathBuf> = Vec::new();
+    for &r in &moving {
+        for d in before.row(r) {
+            if !after.row(r).contains(d) {
+                let n = before.disk(*d).expect("disk").node.0;
+                old_dirs.push(
+                    dir_of_node(&map, &nodes, n)
+                        .join("rows")
+                        .join(format!("{r:08}")),
+                );
+            }
+        }
+    }
+    assert!(!old_dirs.is_empty());
+    for d in &old_dirs {
+        assert!(
+            d.is_dir(),
+            "{} removed before its copy finished",
+            d.display()
+        );
+    }
+    ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "120"]));
+    // Deleted on every replica, the new one included: the tombstone won
+    // over the older copy the stream brought.
+    let new_addr = addr_of(&map, &after, new_disk);
+    for (row, key) in &deleted {
+        assert!(gone_everywhere(&meta, "load", key), "{key} came back");
+        let (code, _, body) = http_full(
+            &new_addr,
+            "GET",
+            &format!("/cluster/v1/rows/{row}/objects/load/{key}?raw=1"),
+            Some(after.version()),
+            "",
+            b"",
+        );
+        assert_eq!(
+            (code, body),
+            (200, vec![2u8]),
+            "{key}: no tombstone on the new replica"
+        );
+    }
+    // The replicas of every moved row agree, record for record.
+    for &r in &moving {
+        let digests: Vec<Vec<u8>> = after
+            .row(r)
+            .iter()
+            .map(|&d| {
+                http_full(
+                    &addr_of(&map, &after, d),
+                    "GET",
+                    &format!("/cluster/v1/rows/{r}/digest"),
+                    None,
+                    "",
+                    b"",
+                )
+                .2
+            })
+            .collect();
+        assert_eq!(digests[0], digests[1], "row {r}");
+        assert_eq!(digests[0], digests[2], "row {r}");
+    }
+    // Once the copies are done, the old owners remove the moved rows.
+    for d in &old_dirs {
+        wait_until(
+            Duration::from_secs(20),
+            "the old row directory to go",
+            || !d.exists(),
+        );
+    }
+    // A removal cut short (renamed to trash, not yet deleted) is finished
+    // when the node restarts; its other rows stay.
+    let n0 = nodes[0].2.clone();
+    let kept: Vec<_> = std::fs::read_dir(n0.join("rows"))
+        .expect("rows")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(!kept.is_empty());
+    let trash = n0.join("rows").join("trash-00000099-1");
+    std::fs::create_dir_all(&trash).expect("trash");
+    std::fs::write(trash.join("x.seg"), b"old").expect("trash file");
+    nodes[0].0.kill();
+    let (restarted, _) = start_node_with(
+        &meta,
+        &["--data", &n0.display().to_string(), "--scrub-every", "0"],
+        &dir.path().join("n0-again.log"),
+    );
+    wait_until(Duration::from_secs(20), "the trash to be deleted", || {
+        !trash.exists()
+    });
+    for name in &kept {
+        assert!(n0.join("rows").join(name).is_dir(), "{name:?} lost");
+    }
+    drop(restarted);
+    drop(nodes);
+}

@@ -1,0 +1,335 @@
+//! A cluster node is still a store node: every device registers with its
+//! tier class and capacity, rows hold the disk-class devices, the flash in
+//! front of them takes new needles with the cluster tier plan's write
+//! probability (a bucket with probability 0 never touches flash), the tier
+//! mover holds flash to its budget, the RAM cache serves repeated reads
+//! (visible in /metrics), and sampled traces come out in the lab's format.
+
+mod cluster_common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use cluster_common::*;
+use strata_placement::object_hash;
+
+/// Occurrences of `needle` in every file under `dir`.
+fn count_in_files(dir: &Path, needle: &[u8]) -> usize {
+    let mut n = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            n += count_in_files(&p, needle);
+        } else if let Ok(b) = std::fs::read(&p) {
+            n += b.windows(needle.len()).filter(|w| *w == needle).count();
+        }
+    }
+    n
+}
+
+/// The name bytes of a record of `bucket` in a needle (bucket, key length
+/// 12 for `obj-NNNNNNNN`, then the key's start).
+fn name_bytes(bucket: &str) -> Vec<u8> {
+    let mut v = bucket.as_bytes().to_vec();
+    v.extend_from_slice(&12u16.to_le_bytes());
+    v.extend_from_slice(b"obj-");
+    v
+}
+
+fn plan_json(hot_flash: u64, hot_p: f64) -> String {
+    serde_json::json!({
+        "format": "strata-tier-plan",
+        "version": 1,
+        "total_flash_bytes": 1u64 << 20,
+        "write_bound_bytes_per_s": null,
+        "train_window": [0.0, 1.0],
+        "policy": "fifo",
+        "predicted_flash_hit_ratio": 0.5,
+        "workloads": [
+            {"id": strata_cluster::workload_id("hot"), "name": "hot", "flash_bytes": hot_flash,
+             "write_probability": hot_p, "ttl_seconds": null, "eviction": "fifo",
+             "weight": 1.0, "predicted_flash_reads_per_s": 1.0},
+            {"id": strata_cluster::workload_id("cold"), "name": "cold", "flash_bytes": 0,
+             "write_probability": 0.0, "ttl_seconds": null, "eviction": "fifo",
+             "weight": 1.0, "predicted_flash_reads_per_s": 0.0}
+        ]
+    })
+    .to_string()
+}
+
+fn node_status(addr: &str) -> serde_json::Value {
+    let (_, _, b) = http_full(addr, "GET", "/cluster/v1/status", None, "", b"");
+    serde_json::from_slice(&b).expect("node status")
+}
+
+fn metrics_of(addr: &str) -> String {
+    let (_, _, b) = http_full(addr, "GET", "/metrics", None, "", b"");
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+#[test]
+fn devices_tiers_plan_ram_cache_mover_and_traces() {
+    let dir = scratch();
+    let (_meta_proc, meta) = start_meta(
+        None,
+        3,
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let n = dir.path().join(format!("n{i}"));
+        let p = |s: &str| n.join(s).display().to_string();
+        let (flash, d0, d1, traces, id) = (p("flash"), p("d0"), p("d1"), p("traces"), p("id"));
+        let args = [
+            "--data",
+            &id,
+            "--flash",
+            &flash,
+            "--disk",
+            &d0,
+            "--disk",
+            &d1,
+            "--ram-cache",
+            "8MiB",
+            "--trace-dir",
+            &traces,
+            "--trace-sample",
+            "1",
+            "--trace-rotate",
+            "100",
+            "--segment-size",
+            "64KiB",
+            "--flash-capacity",
+            "4MiB",
+            "--scrub-every",
+            "0",
+        ];
+        let (proc_, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
+        nodes.push((proc_, addr, n));
+    }
+    wait_until(Duration::from_secs(30), "a table", || {
+        status(&meta)["table_version"] == 1
+    });
+
+    // Every device registered, with its tier class; rows hold the two
+    // disk-class devices of each node, never two of one node.
+    let st = status(&meta);
+    for n in st["nodes"].as_array().expect("nodes") {
+        let disks = n["disks"].as_array().expect("disks");
+        assert_eq!(disks.len(), 3, "{n}");
+        assert_eq!(disks[0]["tier"], "flash");
+        assert_eq!(disks[0]["state"], "flash-tier");
+        assert_eq!(disks[0]["rows"], 0);
+        for d in &disks[1..] {
+            assert_eq!(d["tier"], "disk");
+            assert_eq!(d["state"], "live");
+            assert!(d["rows"].as_u64().unwrap_or(0) > 0, "{d}");
+            assert!(d["capacity_bytes"].as_u64().unwrap_or(0) > 0, "{d}");
+        }
+    }
+    let (t, map) = map_of(&meta);
+    assert_eq!(t.disks().len(), 6);
+    assert!(t.uncovered_pairs().is_empty());
+    for row in t.rows() {
+        let mut owners: Vec<u32> = row
+            .iter()
+            .map(|d| t.disk(*d).expect("disk").node.0)
+            .collect();
+        owners.sort_unstable();
+        owners.dedup();
+        assert_eq!(owners.len(), 3, "a node's disks share a row");
+    }
+    let human = ok(strata().args(["cluster", "status", "--meta", &meta]));
+    assert!(human.contains("flash-tier"), "{human}");
+
+    // The tier plan: `hot` always to flash, `cold` never. A bad plan is refused.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"workloads\": 3}").expect("write");
+    let out = run(strata()
+        .args(["cluster", "plan", "set", "--meta", &meta])
+        .arg(&bad));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid tier plan"));
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, plan_json(1 << 20, 1.0)).expect("write");
+    ok(strata()
+        .args(["cluster", "plan", "set", "--meta", &meta])
+        .arg(&plan));
+    let got = ok(strata().args(["cluster", "plan", "get", "--meta", &meta]));
+    assert!(got.contains("\"hot\""), "{got}");
+    for (_, addr, _) in &nodes {
+        wait_until(Duration::from_secs(20), "the plan on every node", || {
+            node_status(addr)["plan_version"] == 1
+        });
+        assert_eq!(node_status(addr)["flash_budget_bytes"], 1 << 20);
+    }
+
+    for bucket in ["cold", "hot"] {
+        ok(strata().args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            "300",
+            "--size",
+            "2KiB",
+            "--bucket",
+            bucket,
+        ]));
+    }
+    // Nothing of `cold` was ever written to flash (the flash directories
+    // hold no needle of it, moved segments went to disk), all of it is on
+    // the disks; `hot` went to flash.
+    let mut cold_on_disk = 0;
+    let mut hot_anywhere = 0;
+    for (_, _, n) in &nodes {
+        assert_eq!(count_in_files(&n.join("flash"), &name_bytes("cold")), 0);
+        cold_on_disk += count_in_files(&n.join("d0"), &name_bytes("cold"))
+            + count_in_files(&n.join("d1"), &name_bytes("cold"));
+        hot_anywhere += count_in_files(&n.join("flash"), &name_bytes("hot"))
+            + count_in_files(&n.join("d0"), &name_bytes("hot"))
+            + count_in_files(&n.join("d1"), &name_bytes("hot"));
+    }
+    assert!(
+        cold_on_disk >= 900,
+        "3 replicas of 300 cold objects: {cold_on_disk}"
+    );
+    assert!(hot_anywhere >= 900, "{hot_anywhere}");
+    // Reads say where they were served from: cold from disk on every
+    // replica; hot from flash for the newest objects.
+    for i in 0..20 {
+        let key = format!("obj-{i:08}");
+        let row = t.row_of(object_hash("cold", &key));
+        for &d in t.row(row) {
+            let (code, head, _) = http_full(
+                &addr_of(&map, &t, d),
+                "GET",
+                &format!("/cluster/v1/rows/{row}/objects/cold/{key}?raw=1"),
+                Some(1),
+                "",
+                b"",
+            );
+            assert_eq!(code, 200);
+            assert_eq!(header(&head, "x-strata-tier"), Some("disk"));
+        }
+    }
+    let newest = "obj-00000299";
+    let row = t.row_of(object_hash("hot", newest));
+    let addr = addr_of(&map, &t, t.row(row)[0]);
+    let path = format!("/cluster/v1/rows/{row}/objects/hot/{newest}");
+    let (code, head, first) = http_full(&addr, "GET", &path, Some(1), "", b"");
+    assert_eq!(code, 200);
+    assert_eq!(header(&head, "x-strata-tier"), Some("flash"));
+    // The RAM cache serves the repeated read, and says so in /metrics.
+    let hits_before = metric(&metrics_of(&addr), "strata_ram_cache_hits_total").unwrap_or(0.0);
+    let (code, head, again) = http_full(&addr, "GET", &path, Some(1), "", b"");
+    assert_eq!(code, 200);
+    assert_eq!(header(&head, "x-strata-tier"), Some("ram"));
+    assert_eq!(first, again);
+    let m = metrics_of(&addr);
+    assert!(
+        metric(&m, "strata_ram_cache_hits_total").unwrap_or(0.0) >= hits_before + 1.0,
+        "{m}"
+    );
+    // A write invalidates the cached copy: the next read is the new bytes.
+    ok(strata().args(["put", "--meta", &meta, &format!("hot/{newest}"), "-"]));
+    let (_, head, after) = http_full(&addr, "GET", &path, Some(1), "", b"");
+    assert_ne!(header(&head, "x-strata-tier"), Some("ram"));
+    assert_eq!(after, b"\x00");
+
+    // A plan that gives `hot` 256 KiB: the tier mover brings each node's
+    // flash down to it (300 hot objects of 2 KiB, 3 replicas over 3 nodes,
+    // make ~600 KiB each) by moving whole segments to disk.
+    std::fs::write(&plan, plan_json(256 << 10, 1.0)).expect("write");
+    ok(strata()
+        .args(["cluster", "plan", "set", "--meta", &meta])
+        .arg(&plan));
+    for (_, addr, _) in &nodes {
+        wait_until(Duration::from_secs(30), "flash within its budget", || {
+            let m = metrics_of(addr);
+            metric(&m, "strata_cluster_flash_used_bytes").unwrap_or(f64::MAX) <= (256 << 10) as f64
+        });
+        let m = metrics_of(addr);
+        assert!(
+            metric(&m, "strata_mover_segments_total").unwrap_or(0.0) >= 1.0,
+            "{m}"
+        );
+    }
+    // Every object is still readable, wherever the mover put it.
+    for bucket in ["cold", "hot"] {
+        ok(strata().args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            "299",
+            "--size",
+            "2KiB",
+            "--bucket",
+            bucket,
+            "--verify",
+        ]));
+    }
+
+    // Traces: rotated files of sampled requests that the lab reads, with
+    // both workloads.
+    let (_, _, n0) = &nodes[0];
+    let files: Vec<std::path::PathBuf> = std::fs::read_dir(n0.join("traces"))
+        .expect("trace dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !p.to_string_lossy().ends_with(".part"))
+        .collect();
+    assert!(!files.is_empty(), "no finished trace file");
+    let mut requests = 0u64;
+    let mut text = String::new();
+    for f in &files {
+        let out = ok(strata().args(["trace", "stats", "--json"]).arg(f));
+        let v: serde_json::Value = serde_json::from_str(&out).expect("stats JSON");
+        requests += v["total"]["requests"].as_u64().unwrap_or(0);
+        text.push_str(&out);
+    }
+    assert!(requests > 0, "{text}");
+    for bucket in ["hot", "cold"] {
+        let id = strata_cluster::workload_id(bucket).to_string();
+        assert!(
+            text.contains(&id),
+            "workload {bucket} ({id}) missing: {text}"
+        );
+    }
+
+    // A new plan version reaches every node: `hot` now goes to disk.
+    std::fs::write(&plan, plan_json(256 << 10, 0.0)).expect("write");
+    ok(strata()
+        .args(["cluster", "plan", "set", "--meta", &meta])
+        .arg(&plan));
+    for (_, addr, _) in &nodes {
+        wait_until(Duration::from_secs(20), "plan version 3", || {
+            node_status(addr)["plan_version"] == 3
+        });
+    }
+    ok(strata().args([
+        "load",
+        "--meta",
+        &meta,
+        "--objects",
+        "50",
+        "--size",
+        "2KiB",
+        "--bucket",
+        "hot",
+        "--prefix",
+        "late-",
+    ]));
+    for (_, _, n) in &nodes {
+        let mut late = b"hot".to_vec();
+        late.extend_from_slice(&13u16.to_le_bytes());
+        late.extend_from_slice(b"late-");
+        assert_eq!(count_in_files(&n.join("flash"), &late), 0);
+    }
+    drop(nodes);
+}

@@ -8,8 +8,12 @@
 //! this is the paper's ARC. libCacheSim's order of operations is kept: the
 //! ghost hit adapts `p` and drops the ghost at lookup, and the REPLACE and
 //! case-IV steps run once per eviction while making room.
+//!
+//! Ghosts may be as many as resident objects, so ARC's nodes are the 20-byte
+//! kind (the list id packed into the size's top two bits): in byte mode it
+//! refuses objects of 1 GiB or more, where the other policies go to 4 GiB.
 
-use crate::slab::{List, Slab};
+use crate::slab::{List, Slab, SlabNode, TaggedNode, TAGGED_MAX_SIZE};
 use crate::{node_size, storable, Evicted, Policy, Unit};
 
 const T1: u32 = 0;
@@ -19,7 +23,10 @@ const B2: u32 = 3;
 
 /// Adaptive replacement cache.
 pub struct Arc {
-    slab: Slab,
+    /// 20-byte nodes with the list id (T1, T2, B1, B2) as their tag: ARC
+    /// holds up to as many ghosts as resident objects, so each byte of the
+    /// node counts twice per cached object.
+    slab: Slab<TaggedNode>,
     lists: [List; 4],
     cap: u64,
     p: f64,
@@ -35,7 +42,7 @@ pub struct Arc {
 impl Arc {
     /// An empty ARC cache of `capacity` units.
     pub fn new(capacity: u64, unit: Unit) -> Arc {
-        let mut slab = Slab::new();
+        let mut slab = Slab::empty();
         if unit == Unit::Objects {
             slab.reserve(capacity as usize * 2 + 1);
         }
@@ -53,7 +60,7 @@ impl Arc {
 
     #[inline(always)]
     fn w(&self, i: u32) -> u64 {
-        self.unit.charge(self.slab.get(i).size as u64)
+        self.unit.charge(self.slab.get(i).size() as u64)
     }
 
     #[inline(always)]
@@ -63,13 +70,13 @@ impl Arc {
 
     fn unlink(&mut self, i: u32) {
         let w = self.w(i);
-        let l = self.slab.get(i).meta as usize;
+        let l = self.slab.get(i).tag() as usize;
         self.lists[l].unlink(&mut self.slab, i, w);
     }
 
     fn push(&mut self, l: u32, i: u32) {
         let w = self.w(i);
-        self.slab.get_mut(i).meta = l;
+        self.slab.get_mut(i).set_tag(l);
         self.lists[l as usize].push_front(&mut self.slab, i, w);
     }
 
@@ -80,8 +87,8 @@ impl Arc {
         self.unlink(t);
         self.push(if from == T1 { B1 } else { B2 }, t);
         evicted.push(Evicted {
-            key: n.key,
-            size: n.size as u64,
+            key: n.key(),
+            size: n.size() as u64,
         });
     }
 
@@ -118,8 +125,8 @@ impl Arc {
                 self.unlink(t);
                 self.slab.release(t);
                 evicted.push(Evicted {
-                    key: n.key,
-                    size: n.size as u64,
+                    key: n.key(),
+                    size: n.size() as u64,
                 });
             }
         } else {
@@ -135,7 +142,7 @@ impl Arc {
     fn ghost_hit_at(&mut self, i: u32) {
         let w = self.w(i) as f64;
         let (b1, b2) = (self.size_of(B1) as f64, self.size_of(B2) as f64);
-        if self.slab.get(i).meta == B1 {
+        if self.slab.get(i).tag() == B1 {
             self.in_b1 = true;
             let delta = (b2 / b1).max(1.0);
             self.p = (self.p + delta).min(self.cap as f64);
@@ -173,7 +180,7 @@ impl Policy for Arc {
     }
     fn contains(&self, key: u64) -> bool {
         match self.slab.find(key) {
-            Some(i) => self.slab.get(i).meta <= T2,
+            Some(i) => self.slab.get(i).tag() <= T2,
             None => false,
         }
     }
@@ -185,7 +192,7 @@ impl Policy for Arc {
         };
         self.in_b1 = false;
         self.in_b2 = false;
-        match self.slab.get(i).meta {
+        match self.slab.get(i).tag() {
             T1 => {
                 self.unlink(i);
                 self.push(T2, i);
@@ -206,7 +213,7 @@ impl Policy for Arc {
     fn insert(&mut self, key: u64, size: u64, evicted: &mut Vec<Evicted>) -> bool {
         let mut ghost = self.ghost_hit.take() == Some(key);
         if let Some(i) = self.slab.find(key) {
-            if self.slab.get(i).meta >= B1 {
+            if self.slab.get(i).tag() >= B1 {
                 self.in_b1 = false;
                 self.in_b2 = false;
                 self.ghost_hit_at(i);
@@ -216,7 +223,9 @@ impl Policy for Arc {
             }
         }
         let w = self.unit.charge(size);
-        if w > self.cap || !storable(self.unit, size) {
+        // Nodes keep 30-bit sizes: in byte mode a larger object is refused.
+        let too_big = self.unit == Unit::Bytes && size > TAGGED_MAX_SIZE;
+        if w > self.cap || !storable(self.unit, size) || too_big {
             return false;
         }
         while self.used() + w > self.cap {
@@ -242,7 +251,7 @@ impl Policy for Arc {
         let n = *self.slab.get(i);
         self.unlink(i);
         self.slab.release(i);
-        (n.meta <= T2).then_some(n.size as u64)
+        (n.tag() <= T2).then_some(n.size() as u64)
     }
 
     fn clear(&mut self) {

@@ -7,8 +7,9 @@
 //! policy sees keys, sizes and (for Belady only) the next access time.
 //!
 //! Every policy keeps its objects in a slab of 24-byte nodes addressed by
-//! `u32`, with intrusive lists and a hash index that stores only the slot,
-//! so an LRU cache of 10 M objects costs well under 64 bytes per object (see
+//! `u32` (ARC, which keeps a ghost per resident object, 20-byte ones), with
+//! intrusive lists and a hash index that stores only the slot, so a cache of
+//! 10 M objects costs at most 64 bytes per object (see
 //! [`Policy::heap_bytes`] and `docs/benchmarks.md`).
 //!
 //! ```

@@ -28,6 +28,7 @@ META=127.0.0.1:$(port)
 for i in $(seq 0 $((NODES-1))); do
   "$STRATA" server --meta "$META" --listen "127.0.0.1:$(port)" --data "$WORK/n$i" --scrub-every 0 2>"$WORK/n$i.log" & PIDS+=($!)
 done
+until "$STRATA" cluster status --meta "$META" >/dev/null 2>&1; do sleep 0.2; done
 "$STRATA" cluster wait --meta "$META" --timeout 60 >/dev/null
 for c in $CONC; do
   "$STRATA" load --meta "$META" --objects "$OBJECTS" --size "$SIZE" --concurrency "$c" --prefix "c$c-" --json

@@ -88,9 +88,14 @@ impl Client {
         body: Bytes,
     ) -> Result<Response, ClientError> {
         for attempt in 0..2 {
-            let mut sender = match self.conns.remove(addr) {
-                Some(s) if !s.is_closed() => s,
-                _ => Self::connect(addr).await?,
+            // The kept-alive connection stays in the map (no key allocation
+            // per request); a closed one is replaced.
+            if self.conns.get(addr).is_none_or(|s| s.is_closed()) {
+                let s = Self::connect(addr).await?;
+                self.conns.insert(addr.to_string(), s);
+            }
+            let Some(sender) = self.conns.get_mut(addr) else {
+                continue;
             };
             let mut b = Request::builder()
                 .method(method.clone())
@@ -103,6 +108,7 @@ impl Client {
                 .body(Full::new(body.clone()))
                 .map_err(|_| ClientError::Build(path_and_query.to_string()))?;
             if sender.ready().await.is_err() {
+                self.conns.remove(addr);
                 if attempt == 0 {
                     continue;
                 }
@@ -113,24 +119,29 @@ impl Client {
             }
             let resp = match sender.send_request(req).await {
                 Ok(r) => r,
-                Err(e) if attempt == 0 && (e.is_closed() || e.is_incomplete_message()) => continue,
+                Err(e) if attempt == 0 && (e.is_closed() || e.is_incomplete_message()) => {
+                    self.conns.remove(addr);
+                    continue;
+                }
                 Err(source) => {
+                    self.conns.remove(addr);
                     return Err(ClientError::Http {
                         addr: addr.to_string(),
                         source,
-                    })
+                    });
                 }
             };
             let (parts, body) = resp.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map_err(|source| ClientError::Http {
-                    addr: addr.to_string(),
-                    source,
-                })?
-                .to_bytes();
-            self.conns.insert(addr.to_string(), sender);
+            let body = match body.collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(source) => {
+                    self.conns.remove(addr);
+                    return Err(ClientError::Http {
+                        addr: addr.to_string(),
+                        source,
+                    });
+                }
+            };
             return Ok(Response {
                 status: parts.status,
                 headers: parts.headers,

@@ -112,6 +112,9 @@ pub struct LoadSpec {
     pub popularity: Popularity,
     /// Random seed.
     pub seed: u64,
+    /// Processes (the server's) whose CPU time over the measured phase is
+    /// reported, from /proc/PID/stat.
+    pub cpu_pids: Vec<u32>,
 }
 
 /// Throughput and latency of one operation kind.
@@ -162,6 +165,30 @@ pub struct LoadReport {
     pub get: OpStats,
     /// The first error seen, if any.
     pub first_error: Option<String>,
+    /// CPU seconds (user + system) the processes of
+    /// [`LoadSpec::cpu_pids`] spent during the measured phase; `None` when
+    /// none were given or /proc could not be read.
+    pub server_cpu_seconds: Option<f64>,
+    /// Server CPU microseconds per object moved (reads and writes), from
+    /// `server_cpu_seconds`: what the load cost the server, whatever else
+    /// ran on the machine.
+    pub server_cpu_us_per_object: Option<f64>,
+}
+
+/// CPU seconds (user + system, all threads) of the processes `pids`, from
+/// /proc/PID/stat; `None` if any cannot be read.
+pub fn cpu_seconds(pids: &[u32]) -> Option<f64> {
+    let tick = rustix::param::clock_ticks_per_second() as f64;
+    let mut total = 0u64;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name (which may hold spaces), 1-based
+        // field 14 is utime and 15 stime: indices 11 and 12 after ") ".
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        total += f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    }
+    Some(total as f64 / tick)
 }
 
 /// Why a load run could not run.
@@ -378,19 +405,23 @@ impl Worker {
             }
             Target::Seaweed { master, fsync } => {
                 let fsync = *fsync;
+                // `dataSize` tells the master how many bytes each fid will
+                // hold, as `weed benchmark` does (ExpectedDataSize). Without
+                // it the master books 1 MB per fid against the volume's size
+                // limit (topology.DefaultNeedleSizeEstimate) and, under a
+                // fast stream of small uploads, takes every volume out of the
+                // writable list long before any is full: "No writable
+                // volumes and no free volumes left" after ~100 volumes x
+                // ~1,000 assigns.
+                let per_fid = items.iter().map(|b| b.len()).max().unwrap_or(0).max(1);
+                let assign = format!("/dir/assign?count={k}&dataSize={per_fid}");
                 // The master answers "volume growth in progress" while it
                 // creates volumes: wait and ask again, as its clients do.
                 let mut tries = 0;
                 let a: Assign = loop {
                     let r = self
                         .client
-                        .request(
-                            master,
-                            Method::GET,
-                            &format!("/dir/assign?count={k}"),
-                            &[],
-                            Bytes::new(),
-                        )
+                        .request(master, Method::GET, &assign, &[], Bytes::new())
                         .await
                         .map_err(|e| e.to_string())?;
                     match serde_json::from_slice::<Assign>(&r.body) {
@@ -560,6 +591,9 @@ pub async fn run(spec: LoadSpec, progress: Arc<AtomicU64>) -> Result<LoadReport,
 
     // Measured phase.
     let stop = Arc::new(AtomicBool::new(false));
+    let cpu0 = (!spec.cpu_pids.is_empty())
+        .then(|| cpu_seconds(&spec.cpu_pids))
+        .flatten();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for mut w in workers {
@@ -619,7 +653,13 @@ pub async fn run(spec: LoadSpec, progress: Arc<AtomicU64>) -> Result<LoadReport,
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    let server_cpu_seconds = cpu0.and_then(|c0| Some(cpu_seconds(&spec.cpu_pids)? - c0));
+    let moved = put.objects + get.objects;
     Ok(LoadReport {
+        server_cpu_seconds,
+        server_cpu_us_per_object: server_cpu_seconds
+            .filter(|_| moved > 0)
+            .map(|c| c * 1e6 / moved as f64),
         target: match spec.target {
             Target::Strata { .. } => "strata".into(),
             Target::Seaweed { .. } => "seaweedfs".into(),
@@ -647,6 +687,54 @@ pub fn run_blocking(
         .build()
         .map_err(|e| LoadError::Spec(format!("cannot start the runtime: {e}")))?;
     rt.block_on(run(spec, progress))
+}
+
+/// A trivial HTTP server for measuring the load generator itself: every
+/// PUT or POST is answered 201 with a cookie header and a small JSON body
+/// (the body is read and dropped), every GET with `get_bytes` bytes. It
+/// stores nothing and touches no disk, so a run against it shows how many
+/// requests per second the load generator can drive on this machine, the
+/// ceiling of any figure measured with it. Serves on `listener` until the
+/// task is dropped.
+pub async fn null_server(listener: tokio::net::TcpListener, get_bytes: usize) {
+    use http_body_util::{BodyExt, Full};
+    use hyper::service::service_fn;
+    let body = Bytes::from(vec![b'x'; get_bytes]);
+    let written = Bytes::from_static(
+        br#"{"name":"x","cookie":"00000001","url":"/null/x?cookie=00000001","tier":"flash"}"#,
+    );
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (body, written) = (body.clone(), written.clone());
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let (body, written) = (body.clone(), written.clone());
+                async move {
+                    let is_get = req.method() == Method::GET;
+                    // Read the whole upload, as a real server must.
+                    let _ = req.into_body().collect().await;
+                    let resp = if is_get {
+                        hyper::Response::new(Full::new(body))
+                    } else {
+                        let mut r = hyper::Response::new(Full::new(written));
+                        *r.status_mut() = hyper::StatusCode::CREATED;
+                        r.headers_mut().insert(
+                            "x-strata-cookie",
+                            hyper::header::HeaderValue::from_static("00000001"),
+                        );
+                        r
+                    };
+                    Ok::<_, std::convert::Infallible>(resp)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+        });
+    }
 }
 
 /// Parses a size distribution: `4KiB` (fixed), `1KiB-64KiB` (uniform) or
@@ -750,6 +838,58 @@ mod tests {
         assert_eq!(parse_popularity("age:1.2").unwrap(), Popularity::Age(1.2));
         assert!(parse_popularity("zipf:-1").is_err());
         assert!(parse_popularity("lru").is_err());
+    }
+
+    #[test]
+    fn cpu_seconds_of_this_process_grow_with_work() {
+        let me = [std::process::id()];
+        let c0 = cpu_seconds(&me).expect("own /proc/PID/stat");
+        let t = Instant::now();
+        let mut x = 1u64;
+        while t.elapsed() < Duration::from_millis(300) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let c1 = cpu_seconds(&me).expect("own /proc/PID/stat");
+        assert!(c1 - c0 >= 0.1, "{c0} -> {c1} after 0.3 s of spinning");
+        assert!(cpu_seconds(&[u32::MAX]).is_none());
+    }
+
+    #[test]
+    fn drives_the_null_server_and_reports_its_cpu() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        rt.spawn(null_server(listener, 100));
+        let spec = LoadSpec {
+            target: Target::Strata {
+                addr,
+                bucket: "b".into(),
+            },
+            sizes: SizeDist::Fixed(100),
+            read_fraction: 0.5,
+            batch: 1,
+            concurrency: 4,
+            duration: Duration::from_millis(500),
+            prefill: 20,
+            popularity: Popularity::Uniform,
+            seed: 7,
+            cpu_pids: vec![std::process::id()],
+        };
+        let r = rt.block_on(run(spec, Arc::new(AtomicU64::new(0)))).unwrap();
+        assert_eq!(r.prefill_objects, 20);
+        assert!(r.put.objects > 0 && r.get.objects > 0, "{r:?}");
+        assert_eq!(r.put.errors + r.get.errors, 0, "{:?}", r.first_error);
+        // Every GET got the null server's 100 bytes.
+        assert!((r.get.mb_per_s * 1e6 * r.seconds / r.get.objects as f64 - 100.0).abs() < 1.0);
+        assert!(r.server_cpu_seconds.is_some_and(|c| c > 0.0), "{r:?}");
+        assert!(r.server_cpu_us_per_object.is_some_and(|c| c > 0.0));
     }
 
     #[test]

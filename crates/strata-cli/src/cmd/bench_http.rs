@@ -20,6 +20,7 @@ use strata_node::loadgen::{self, LoadReport, LoadSpec, Target};
 ///   strata bench http --addr 127.0.0.1:8480 --sizes 1KiB --read-fraction 0
 ///   strata bench http --sizes 8KiB:70,64KiB:30 --read-fraction 0.98 --batch 16 --popularity age
 ///   strata bench http --seaweedfs 127.0.0.1:9333 --sizes 64KiB --read-fraction 1 --json
+///   strata bench http --null-server --sizes 1KiB --read-fraction 1   (the generator's own ceiling)
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -33,6 +34,17 @@ pub struct Args {
     /// durable as a Strata PUT (SeaweedFS does not fsync by default).
     #[arg(long)]
     seaweedfs_fsync: bool,
+    /// Drive a trivial built-in server instead (stores nothing, answers
+    /// every PUT 201 and every GET with an object of the largest --sizes),
+    /// started in this process on 127.0.0.1 with two threads: the ceiling
+    /// of what this load generator can measure on this machine.
+    #[arg(long, conflicts_with = "seaweedfs")]
+    null_server: bool,
+    /// Only serve the trivial server of --null-server at this address, in
+    /// the foreground until killed (to run it as a process of its own, e.g.
+    /// on another core than the load generator), and drive no load.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["seaweedfs", "null_server"])]
+    serve_null: Option<String>,
     /// Bucket (= workload) to write into on a Strata node.
     #[arg(long, default_value = "bench")]
     bucket: String,
@@ -63,6 +75,10 @@ pub struct Args {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Report the CPU time these processes (the server's, comma-separated
+    /// PIDs) spend in the measured phase, and per object (Linux /proc).
+    #[arg(long, value_name = "PID,...", value_delimiter = ',')]
+    cpu_pids: Vec<u32>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -74,17 +90,60 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         bail!("--duration must be a positive number of seconds");
     }
     let sizes = loadgen::parse_sizes(&a.sizes, |s| parse_bytes(s).ok())?;
+    if let Some(listen) = &a.serve_null {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the null server's runtime")?;
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(listen))
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        println!(
+            "null server on http://{} (GET answers {} bytes)",
+            listener.local_addr().context("null server address")?,
+            sizes.max()
+        );
+        rt.block_on(loadgen::null_server(listener, sizes.max() as usize));
+        return Ok(());
+    }
     let popularity = loadgen::parse_popularity(&a.popularity)?;
+    // The null server's runtime lives until the end of the run.
+    let mut null_rt = None;
+    let addr = if a.null_server {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("cannot start the null server's runtime")?;
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .context("cannot listen on 127.0.0.1 for the null server")?;
+        let addr = listener
+            .local_addr()
+            .context("null server address")?
+            .to_string();
+        rt.spawn(loadgen::null_server(listener, sizes.max() as usize));
+        null_rt = Some(rt);
+        addr
+    } else {
+        a.addr.clone()
+    };
     let target = match &a.seaweedfs {
         Some(m) => Target::Seaweed {
             master: m.clone(),
             fsync: a.seaweedfs_fsync,
         },
         None => Target::Strata {
-            addr: a.addr.clone(),
+            addr: addr.clone(),
             bucket: a.bucket.clone(),
         },
     };
+    if !a.cpu_pids.is_empty() && loadgen::cpu_seconds(&a.cpu_pids).is_none() {
+        bail!(
+            "--cpu-pids: cannot read /proc/PID/stat of every one of {:?} (not running, or not Linux)",
+            a.cpu_pids
+        );
+    }
     let spec = LoadSpec {
         target,
         sizes,
@@ -95,6 +154,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         prefill: a.prefill,
         popularity,
         seed: a.seed,
+        cpu_pids: a.cpu_pids.clone(),
     };
     let progress = Arc::new(AtomicU64::new(0));
     let pb = crate::progress::spinner("requests");
@@ -112,10 +172,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     done.store(true, Ordering::Relaxed);
     let _ = ticker.join();
     pb.finish_and_clear();
-    let report = res.with_context(|| match &a.seaweedfs {
+    if let Some(rt) = null_rt {
+        rt.shutdown_background();
+    }
+    let mut report = res.with_context(|| match &a.seaweedfs {
         Some(m) => format!("load against SeaweedFS at {m} failed"),
-        None => format!("load against the Strata node at {} failed", a.addr),
+        None if a.null_server => format!("load against the null server at {addr} failed"),
+        None => format!("load against the Strata node at {addr} failed"),
     })?;
+    if a.null_server {
+        report.target = "null-server".into();
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -158,6 +225,9 @@ fn print_table(r: &LoadReport) {
             s.max_us,
             s.errors
         );
+    }
+    if let (Some(c), Some(per)) = (r.server_cpu_seconds, r.server_cpu_us_per_object) {
+        println!("server CPU: {c:.2} s in the measured phase, {per:.1} us per object");
     }
     if let Some(e) = &r.first_error {
         println!("first error: {e}");

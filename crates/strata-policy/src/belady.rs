@@ -70,10 +70,7 @@ impl Belady {
     }
 
     fn unlink(&mut self, i: u32) -> u64 {
-        let size = self.slab.get(i).size as u64;
-        self.all.unlink(&mut self.slab, i, self.unit.charge(size));
-        self.slab.release(i);
-        size
+        self.all.remove_node(&mut self.slab, i, self.unit)
     }
 }
 
@@ -81,21 +78,7 @@ impl Policy for Belady {
     fn name(&self) -> String {
         "belady".into()
     }
-    fn unit(&self) -> Unit {
-        self.unit
-    }
-    fn capacity(&self) -> u64 {
-        self.cap
-    }
-    fn used(&self) -> u64 {
-        self.all.weight
-    }
-    fn len(&self) -> usize {
-        self.all.len as usize
-    }
-    fn contains(&self, key: u64) -> bool {
-        self.slab.find(key).is_some()
-    }
+    resident_accessors!(lists: [all], resident: |_| true);
     fn set_next_access(&mut self, next: Option<u64>) {
         self.cur_next = next.unwrap_or(u64::MAX);
     }

@@ -50,21 +50,7 @@ impl Policy for Clock {
             format!("clock{}", self.bits)
         }
     }
-    fn unit(&self) -> Unit {
-        self.unit
-    }
-    fn capacity(&self) -> u64 {
-        self.cap
-    }
-    fn used(&self) -> u64 {
-        self.list.weight
-    }
-    fn len(&self) -> usize {
-        self.list.len as usize
-    }
-    fn contains(&self, key: u64) -> bool {
-        self.slab.find(key).is_some()
-    }
+    resident_accessors!(lists: [list], resident: |_| true);
 
     #[inline]
     fn lookup(&mut self, key: u64) -> bool {
@@ -115,10 +101,7 @@ impl Policy for Clock {
 
     fn remove(&mut self, key: u64) -> Option<u64> {
         let i = self.slab.find(key)?;
-        let size = self.slab.get(i).size as u64;
-        self.list.unlink(&mut self.slab, i, self.unit.charge(size));
-        self.slab.release(i);
-        Some(size)
+        Some(self.list.remove_node(&mut self.slab, i, self.unit))
     }
 
     fn clear(&mut self) {

@@ -30,6 +30,37 @@
 
 #![warn(missing_docs)]
 
+/// The five `Policy` accessors a policy answers from its fields (`unit`,
+/// `cap`, `slab` and the resident lists named): capacity unit, capacity,
+/// used units and resident count summed over the resident lists, and
+/// residency (a slab entry whose node `n` satisfies the given test: ghosts
+/// share the slab with resident objects in some policies).
+macro_rules! resident_accessors {
+    (lists: [$($list:ident),+], resident: |$n:pat_param| $res:expr) => {
+        fn unit(&self) -> Unit {
+            self.unit
+        }
+        fn capacity(&self) -> u64 {
+            self.cap
+        }
+        fn used(&self) -> u64 {
+            0 $(+ self.$list.weight)+
+        }
+        fn len(&self) -> usize {
+            (0 $(+ self.$list.len)+) as usize
+        }
+        fn contains(&self, key: u64) -> bool {
+            match self.slab.find(key) {
+                Some(i) => {
+                    let $n = self.slab.get(i);
+                    $res
+                }
+                None => false,
+            }
+        }
+    };
+}
+
 mod arc;
 mod belady;
 mod clock;

@@ -177,24 +177,7 @@ impl Policy for S3Fifo {
             format!("s3fifo:{}:{}", self.ratio, self.threshold)
         }
     }
-    fn unit(&self) -> Unit {
-        self.unit
-    }
-    fn capacity(&self) -> u64 {
-        self.cap
-    }
-    fn used(&self) -> u64 {
-        self.small.weight + self.main.weight
-    }
-    fn len(&self) -> usize {
-        (self.small.len + self.main.len) as usize
-    }
-    fn contains(&self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(i) => queue(self.slab.get(i).meta) != GHOST,
-            None => false,
-        }
-    }
+    resident_accessors!(lists: [small, main], resident: |n| queue(n.meta) != GHOST);
 
     #[inline]
     fn lookup(&mut self, key: u64) -> bool {

@@ -37,10 +37,7 @@ impl Sieve {
         if self.hand == i {
             self.hand = self.slab.get(i).prev;
         }
-        let size = self.slab.get(i).size as u64;
-        self.list.unlink(&mut self.slab, i, self.unit.charge(size));
-        self.slab.release(i);
-        size
+        self.list.remove_node(&mut self.slab, i, self.unit)
     }
 }
 
@@ -48,21 +45,7 @@ impl Policy for Sieve {
     fn name(&self) -> String {
         "sieve".into()
     }
-    fn unit(&self) -> Unit {
-        self.unit
-    }
-    fn capacity(&self) -> u64 {
-        self.cap
-    }
-    fn used(&self) -> u64 {
-        self.list.weight
-    }
-    fn len(&self) -> usize {
-        self.list.len as usize
-    }
-    fn contains(&self, key: u64) -> bool {
-        self.slab.find(key).is_some()
-    }
+    resident_accessors!(lists: [list], resident: |_| true);
 
     #[inline]
     fn lookup(&mut self, key: u64) -> bool {

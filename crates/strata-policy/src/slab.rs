@@ -321,6 +321,16 @@ impl List {
         self.weight -= w;
     }
 
+    /// Unlinks `idx` (a plain [`Node`] charged under `unit`) and releases
+    /// its slot; returns its size.
+    #[inline(always)]
+    pub fn remove_node(&mut self, slab: &mut Slab, idx: u32, unit: crate::Unit) -> u64 {
+        let size = slab.get(idx).size as u64;
+        self.unlink(slab, idx, unit.charge(size));
+        slab.release(idx);
+        size
+    }
+
     #[inline(always)]
     pub fn move_to_front<N: SlabNode>(&mut self, slab: &mut Slab<N>, idx: u32) {
         if self.head == idx {

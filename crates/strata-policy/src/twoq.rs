@@ -103,24 +103,7 @@ impl Policy for TwoQ {
     fn name(&self) -> String {
         "twoq".into()
     }
-    fn unit(&self) -> Unit {
-        self.unit
-    }
-    fn capacity(&self) -> u64 {
-        self.cap
-    }
-    fn used(&self) -> u64 {
-        self.ain.weight + self.am.weight
-    }
-    fn len(&self) -> usize {
-        (self.ain.len + self.am.len) as usize
-    }
-    fn contains(&self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(i) => self.slab.get(i).meta != AOUT,
-            None => false,
-        }
-    }
+    resident_accessors!(lists: [ain, am], resident: |n| n.meta != AOUT);
 
     #[inline]
     fn lookup(&mut self, key: u64) -> bool {

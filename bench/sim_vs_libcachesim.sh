@@ -5,6 +5,14 @@
 #
 #   bench/sim_vs_libcachesim.sh CACHESIM STRATA TRACE SIZE_BYTES "lru fifo s3fifo" REPS
 #   bench/sim_vs_libcachesim.sh mrc CACHESIM STRATA TRACE SIZE_BYTES WSS_BYTES REPS
+#   bench/sim_vs_libcachesim.sh all CACHESIM STRATA DIR
+#
+# The third form runs every row of docs/benchmarks.md's simulator tables
+# that exists in DIR: cloudPhysicsIO.oracleGeneral.bin (5 runs),
+# tw10m.oracleGeneral.bin (5) and zipf100m.oracleGeneral.bin (3), the speed
+# rows of lru/fifo/s3fifo and the MRC rows. Make the two large files first:
+#   strata trace convert ../shared/traces/twitter_cluster52_10m.csv.zst DIR/tw10m.oracleGeneral.bin
+#   cargo run --release -p strata-sim --example zipf -- DIR/zipf100m.oracleGeneral.bin 100000000 10000000 1.0
 #
 # CACHESIM is a cachesim binary you built yourself from libCacheSim (this
 # script does not fetch or build it). The first form prints one markdown row
@@ -22,6 +30,25 @@ set -euo pipefail
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 now() { date +%s.%N; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+if [ "${1:-}" = all ]; then
+  cachesim=$2 strata=$3 dir=$4 self=$0
+  echo "started $(date -u +%FT%TZ), load $(load), $(nproc) CPUs"
+  # file, cache size (B), working set (B), reps
+  while read -r f size wss reps; do
+    [ -f "$dir/$f" ] || { echo "skipping $f (not in $dir)"; continue; }
+    echo; echo "### $f: lru fifo s3fifo at $size B, $reps runs"
+    "$self" "$cachesim" "$strata" "$dir/$f" "$size" "lru fifo s3fifo" "$reps"
+    echo; echo "### $f: exact MRC vs one LRU run"
+    "$self" mrc "$cachesim" "$strata" "$dir/$f" "$size" "$wss" "$reps"
+  done <<'ROWS'
+cloudPhysicsIO.oracleGeneral.bin 202976972 2029769728 5
+tw10m.oracleGeneral.bin 17472257 174722570 5
+zipf100m.oracleGeneral.bin 2147483648 15180733721 3
+ROWS
+  echo; echo "finished $(date -u +%FT%TZ), load $(load)"
+  exit 0
+fi
 
 if [ "${1:-}" = mrc ]; then
   cachesim=$2 strata=$3 trace=$4 size=$5 wss=$6 reps=${7:-3}

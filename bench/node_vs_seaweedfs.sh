@@ -34,7 +34,7 @@
 # Knobs (environment): DUR seconds per run (5), REPS (3), CONCS ("16 64"),
 # SIZES ("1KiB 64KiB"), PREFILL_1KiB (20000), PREFILL_64KiB (4000), ports
 # SPORT (18490), MPORT (19334), VPORT (18084). Default settings take about
-# 7 minutes.
+# 8.5 minutes (under 10 on this 2-core machine).
 set -euo pipefail
 WEED=${1:?usage: $0 WEED_BINARY [STRATA_BINARY]}
 STRATA=${2:-target/release/strata}

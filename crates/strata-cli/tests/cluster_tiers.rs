@@ -249,9 +249,15 @@ fn devices_tiers_plan_ram_cache_mover_and_traces() {
         .args(["cluster", "plan", "set", "--meta", &meta])
         .arg(&plan));
     for (_, addr, _) in &nodes {
+        // The flash gauge is refreshed by the mover's passes (every 250 ms):
+        // wait for the new budget, a move, and the gauge under the budget,
+        // so a fast run cannot read a gauge from before the load.
         wait_until(Duration::from_secs(30), "flash within its budget", || {
             let m = metrics_of(addr);
-            metric(&m, "strata_cluster_flash_used_bytes").unwrap_or(f64::MAX) <= (256 << 10) as f64
+            metric(&m, "strata_cluster_flash_budget_bytes") == Some((256 << 10) as f64)
+                && metric(&m, "strata_mover_segments_total").unwrap_or(0.0) >= 1.0
+                && metric(&m, "strata_cluster_flash_used_bytes").unwrap_or(f64::MAX)
+                    <= (256 << 10) as f64
         });
         let m = metrics_of(addr);
         assert!(

@@ -723,7 +723,10 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         let devs: Vec<String> = ids
             .iter()
             .zip(&node.opts.devices)
-            .map(|(id, d)| format!("{id} {:?} {}", d.tier, d.path.display()).to_lowercase())
+            .map(|(id, d)| {
+                let tier = format!("{:?}", d.tier).to_lowercase();
+                format!("{id} {tier} {}", d.path.display())
+            })
             .collect();
         eprintln!(
             "strata server: node {n} serving at {} in the cluster of {} (devices: {})",

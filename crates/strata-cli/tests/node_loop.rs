@@ -55,14 +55,25 @@ fn plan_from_the_nodes_traces_beats_the_default_and_matches_the_prediction() {
         (mb - pb).abs() < 0.03,
         "default: measured {mb:.3} vs predicted {pb:.3}"
     );
+    //
+    // Per workload the tolerance depends on the write draw. A workload
+    // written wholly to flash or wholly to disk (p = 0 or 1) has no draw:
+    // within 5 points. One with a fractional p (`late`, p ~ 0.72) is a
+    // sample: which of its ~240 objects the draw sends to flash decides the
+    // hit ratio, and its reads per object are Poisson(4 x Exp(1)), so the
+    // standard deviation is sqrt(p(1-p) x 2.25 / 240) ~ 4.4 points; two
+    // runs on a quiet machine measured 82.5% and 66.3% against 71.8%
+    // predicted. Within 15 points (3.4 sigma) there.
     for w in r["workloads"].as_array().unwrap() {
         let g = |k: &str| w[k].as_f64().unwrap_or(f64::NAN);
         assert!(
             (g("measured_before") - g("predicted_before")).abs() < 0.05,
             "default plan, workload {w}"
         );
+        let p = g("plan_write_probability");
+        let tol = if p > 0.001 && p < 0.999 { 0.15 } else { 0.05 };
         assert!(
-            (g("measured_after") - g("predicted_after")).abs() < 0.05,
+            (g("measured_after") - g("predicted_after")).abs() < tol,
             "computed plan, workload {w}"
         );
     }

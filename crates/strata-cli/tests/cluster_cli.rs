@@ -6,7 +6,7 @@
 
 mod cluster_common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use cluster_common::*;
@@ -24,30 +24,8 @@ fn http_body(
     headers: &str,
     body: &[u8],
 ) -> (u16, Vec<u8>) {
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    let v = version
-        .map(|v| format!("x-strata-table-version: {v}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{v}{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .expect("send");
-    s.write_all(body).expect("send body");
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).expect("read");
-    let code = String::from_utf8_lossy(&buf)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    let at = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(buf.len(), |p| p + 4);
-    (code, buf[at..].to_vec())
+    let (code, _, body) = http_full(addr, method, path, version, headers, body);
+    (code, body)
 }
 
 fn table(meta: &str) -> (PlacementTable, serde_json::Value) {

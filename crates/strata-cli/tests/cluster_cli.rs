@@ -10,7 +10,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use cluster_common::*;
-use strata_placement::{object_hash, PlacementTable};
+use strata_placement::object_hash;
 
 fn http(addr: &str, method: &str, path: &str, version: Option<u64>) -> (u16, Vec<u8>) {
     http_body(addr, method, path, version, "", b"")
@@ -26,27 +26,6 @@ fn http_body(
 ) -> (u16, Vec<u8>) {
     let (code, _, body) = http_full(addr, method, path, version, headers, body);
     (code, body)
-}
-
-fn table(meta: &str) -> (PlacementTable, serde_json::Value) {
-    let (_, body) = http(meta, "GET", "/v1/map", None);
-    let map: serde_json::Value = serde_json::from_slice(&body).expect("map");
-    let t: PlacementTable = serde_json::from_value(map["table"].clone()).expect("table");
-    (t, map)
-}
-
-fn addr_of_disk(
-    map: &serde_json::Value,
-    t: &PlacementTable,
-    disk: strata_placement::DiskId,
-) -> String {
-    let node = t.disk(disk).expect("disk").node.0;
-    map["nodes"]
-        .as_array()
-        .and_then(|ns| ns.iter().find(|n| n["id"] == node))
-        .and_then(|n| n["addr"].as_str())
-        .expect("node")
-        .to_string()
 }
 
 #[test]
@@ -230,7 +209,7 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
     assert_eq!(std::fs::read(&out).expect("read"), big);
     // 300,000 bytes in 64 KiB tracts: 5 data tracts on 5 consecutive rows
     // after the manifest's row.
-    let (t, _) = table(&meta);
+    let (t, _) = map_of(&meta);
     let h = object_hash("b", "dir/big.bin");
     assert_eq!(t.tract_count(big.len() as u64), 5);
     assert_eq!(t.tract_row(h, 0), (t.row_of(h) + 1) % t.row_count());
@@ -292,7 +271,7 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
 
     // A stale table version is refused with the current one.
     let row = t.row_of(object_hash("load", "obj-00000001"));
-    let addr = addr_of_disk(&table(&meta).1, &t, t.row(row)[0]);
+    let addr = addr_of(&map_of(&meta).1, &t, t.row(row)[0]);
     let (code, _) = http(
         &addr,
         "GET",
@@ -321,7 +300,7 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
     let p_row = t.row_of(object_hash("b", "partial"));
     for &d in &t.row(p_row)[..2] {
         let (code, _) = http_body(
-            &addr_of_disk(&table(&meta).1, &t, d),
+            &addr_of(&map_of(&meta).1, &t, d),
             "PUT",
             &format!("/cluster/v1/rows/{p_row}/objects/b/partial"),
             Some(1),
@@ -330,7 +309,7 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
         );
         assert_eq!(code, 200);
     }
-    let flip_addr = addr_of_disk(&table(&meta).1, &t, reps[2]);
+    let flip_addr = addr_of(&map_of(&meta).1, &t, reps[2]);
     let flip_data = &nodes.iter().find(|n| n.1 == flip_addr).expect("node").2;
     let seg = std::fs::read_dir(flip_data.join("rows").join(format!("{key_row:08}")))
         .expect("row dir")
@@ -357,14 +336,14 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
         },
     );
     // Every replica of every row holds the same records again.
-    let (t, map) = table(&meta);
+    let (t, map) = map_of(&meta);
     for r in 0..t.row_count() {
         let digests: Vec<serde_json::Value> = t
             .row(r)
             .iter()
             .map(|&d| {
                 let (_, b) = http(
-                    &addr_of_disk(&map, &t, d),
+                    &addr_of(&map, &t, d),
                     "GET",
                     &format!("/cluster/v1/rows/{r}/digest"),
                     None,
@@ -387,7 +366,7 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
         "2KiB",
         "--verify",
     ]));
-    let third = addr_of_disk(&map, &t, t.row(p_row)[2]);
+    let third = addr_of(&map, &t, t.row(p_row)[2]);
     let (code, body) = http(
         &third,
         "GET",
@@ -419,10 +398,10 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
             .as_array()
             .is_some_and(|n| n.len() == 4)
     });
-    let before = table(&meta).0;
+    let before = map_of(&meta).0;
     ok(strata().args(["cluster", "add-node", "--meta", &meta, "3"]));
     ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "60"]));
-    let after = table(&meta).0;
+    let after = map_of(&meta).0;
     assert_eq!(after.version(), 2);
     assert_eq!(
         after.row_count(),
@@ -445,7 +424,7 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
     assert!(moved > 0);
     // Each old owner removes the directory of a row that moved away once
     // the copy is done and the new table is out; the new owner has it.
-    let moved_map = table(&meta).1;
+    let moved_map = map_of(&meta).1;
     let data_of = |node: u32| dir_of_node(&moved_map, &nodes, node);
     for (r, (a, b)) in before.rows().zip(after.rows()).enumerate() {
         for (x, y) in a.iter().zip(b) {

@@ -1,39 +1,10 @@
 //! `strata analyze` end to end: the real binary on the shared traces, the
 //! memory bound's sampling, and clear errors on bad input.
 
+mod lab_common;
+
+use lab_common::*;
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
-
-fn traces_dir() -> PathBuf {
-    let dir = match std::env::var_os("STRATA_TRACES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"),
-    };
-    assert!(
-        dir.join("SOURCES.md").exists(),
-        "the shared traces are not at {} (set STRATA_TRACES)",
-        dir.display()
-    );
-    dir
-}
-
-fn strata(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("run strata")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = strata(args);
-    assert!(
-        out.status.success(),
-        "strata {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
 
 #[test]
 fn analyze_cloudphysics_matches_the_trace() {

@@ -1,38 +1,13 @@
 //! `strata model` end to end: replication, what-ifs and the flash-buffer
 //! sweep on a shared trace, and errors on bad settings.
 
-use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
+mod lab_common;
 
-fn trace() -> PathBuf {
-    let dir = match std::env::var_os("STRATA_TRACES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"),
-    };
-    dir.join("cloudPhysicsIO.vscsi")
-}
-
-fn strata(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("run strata")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = strata(args);
-    assert!(
-        out.status.success(),
-        "strata {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
+use lab_common::*;
 
 #[test]
 fn model_replicates_writes_and_compares_local_compaction() {
-    let t = trace();
+    let t = trace("cloudPhysicsIO.vscsi");
     let v = json(&[
         "model",
         t.to_str().unwrap(),
@@ -66,7 +41,7 @@ fn model_replicates_writes_and_compares_local_compaction() {
 
 #[test]
 fn model_sweeps_the_flash_buffer_threshold() {
-    let t = trace();
+    let t = trace("cloudPhysicsIO.vscsi");
     let v = json(&[
         "model",
         t.to_str().unwrap(),
@@ -101,7 +76,7 @@ fn model_sweeps_the_flash_buffer_threshold() {
 
 #[test]
 fn model_bad_settings_are_clear_errors() {
-    let t = trace();
+    let t = trace("cloudPhysicsIO.vscsi");
     let out = strata(&["model", t.to_str().unwrap(), "--disks", "0"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least one disk"));

@@ -2,24 +2,10 @@
 //! systems) on a shared trace, its Pareto set checked independently, TOML
 //! overrides, the plot, and clear errors.
 
+mod lab_common;
+
+use lab_common::*;
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
-
-fn trace(name: &str) -> PathBuf {
-    let dir = match std::env::var_os("STRATA_TRACES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"),
-    };
-    dir.join(name)
-}
-
-fn strata(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("run strata")
-}
 
 #[test]
 fn cost_reproduces_the_study_setup_and_marks_a_pareto_set() {

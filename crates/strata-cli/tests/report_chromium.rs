@@ -2,23 +2,11 @@
 //! and renders in headless Chromium with charts on screen and no console
 //! errors.
 
+mod lab_common;
+
+use lab_common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn trace(name: &str) -> PathBuf {
-    let dir = match std::env::var_os("STRATA_TRACES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"),
-    };
-    dir.join(name)
-}
-
-fn strata(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("run strata")
-}
 
 fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"]

@@ -77,6 +77,10 @@ fn plan_from_the_nodes_traces_beats_the_default_and_matches_the_prediction() {
             "computed plan, workload {w}"
         );
     }
+    // No request failed: the load never reads an object before its PUT was
+    // acknowledged, and a healthy node answers every request.
+    assert!(r["requests"].as_u64().unwrap() > 1000, "{r}");
+    assert_eq!(r["errors"].as_u64(), Some(0), "failed requests: {r}");
     // Every workload was read in both phases, and the traces and plan exist.
     for w in r["workloads"].as_array().unwrap() {
         assert!(w["reads_before"].as_u64().unwrap() > 0, "{w}");

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use strata_placement::PlacementTable;
 
+use crate::etcd::{Compare, EtcdClient, EtcdError, Op};
 use crate::state::{ClusterState, STATE_FORMAT};
 use crate::MetaError;
 
@@ -144,7 +144,7 @@ fn decode_state(bytes: &[u8], what: &str) -> Result<ClusterState, MetaError> {
 /// Every save is one transaction guarded by the state key's revision, so
 /// two metadata services on one prefix cannot overwrite each other.
 pub struct EtcdBackend {
-    client: Client,
+    client: EtcdClient,
     endpoint: String,
     prefix: String,
     /// mod_revision of the state key as last read or written (0: absent).
@@ -154,11 +154,12 @@ pub struct EtcdBackend {
 impl EtcdBackend {
     /// Connects to etcd at `endpoint` (e.g. `http://127.0.0.1:2379`).
     pub async fn connect(endpoint: &str, prefix: &str) -> Result<EtcdBackend, MetaError> {
-        let err = |source| MetaError::Etcd {
-            endpoint: endpoint.to_string(),
-            source,
-        };
-        let client = Client::connect([endpoint], None).await.map_err(err)?;
+        let client = EtcdClient::connect(endpoint)
+            .await
+            .map_err(|source| MetaError::Etcd {
+                endpoint: endpoint.to_string(),
+                source,
+            })?;
         Ok(EtcdBackend {
             client,
             endpoint: endpoint.to_string(),
@@ -175,7 +176,7 @@ impl EtcdBackend {
         self.key(&format!("table/{v:020}"))
     }
 
-    fn err(&self, source: etcd_client::Error) -> MetaError {
+    fn err(&self, source: EtcdError) -> MetaError {
         MetaError::Etcd {
             endpoint: self.endpoint.clone(),
             source,
@@ -184,25 +185,17 @@ impl EtcdBackend {
 
     async fn load(&mut self) -> Result<Option<ClusterState>, MetaError> {
         let state_key = self.key("state");
-        let resp = self
-            .client
-            .get(state_key.as_str(), None)
-            .await
-            .map_err(|e| self.err(e))?;
-        let Some(kv) = resp.kvs().first() else {
+        let got = self.client.get(&state_key).await.map_err(|e| self.err(e))?;
+        let Some(kv) = got else {
             self.revision = 0;
             return Ok(None);
         };
-        self.revision = kv.mod_revision();
-        let mut state = decode_state(kv.value(), &state_key)?;
+        self.revision = kv.mod_revision;
+        let mut state = decode_state(&kv.value, &state_key)?;
         let cur_key = self.key("table/current");
-        let cur = self
-            .client
-            .get(cur_key.as_str(), None)
-            .await
-            .map_err(|e| self.err(e))?;
-        if let Some(kv) = cur.kvs().first() {
-            let v: u64 = std::str::from_utf8(kv.value())
+        let cur = self.client.get(&cur_key).await.map_err(|e| self.err(e))?;
+        if let Some(kv) = cur {
+            let v: u64 = std::str::from_utf8(&kv.value)
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| MetaError::Corrupt {
@@ -210,17 +203,17 @@ impl EtcdBackend {
                     reason: "not a decimal version".into(),
                 })?;
             let tk = self.table_key(v);
-            let t = self
+            let kv = self
                 .client
-                .get(tk.as_str(), None)
+                .get(&tk)
                 .await
-                .map_err(|e| self.err(e))?;
-            let kv = t.kvs().first().ok_or_else(|| MetaError::Corrupt {
-                what: tk.clone(),
-                reason: "current table version is missing".into(),
-            })?;
+                .map_err(|e| self.err(e))?
+                .ok_or_else(|| MetaError::Corrupt {
+                    what: tk.clone(),
+                    reason: "current table version is missing".into(),
+                })?;
             let table: PlacementTable =
-                serde_json::from_slice(kv.value()).map_err(|e| MetaError::Corrupt {
+                serde_json::from_slice(&kv.value).map_err(|e| MetaError::Corrupt {
                     what: tk.clone(),
                     reason: e.to_string(),
                 })?;
@@ -237,46 +230,41 @@ impl EtcdBackend {
             what: state_key.clone(),
             reason: e.to_string(),
         })?;
-        let mut ops = vec![TxnOp::put(state_key.as_str(), body, None)];
+        let mut ops = vec![Op::Put(state_key.clone(), body)];
         if let Some(t) = &table {
             let json = serde_json::to_vec(t).map_err(|e| MetaError::Corrupt {
                 what: self.table_key(t.version()),
                 reason: e.to_string(),
             })?;
-            ops.push(TxnOp::put(self.table_key(t.version()), json, None));
-            ops.push(TxnOp::put(
+            ops.push(Op::Put(self.table_key(t.version()), json));
+            ops.push(Op::Put(
                 self.key("table/current"),
-                t.version().to_string(),
-                None,
+                t.version().to_string().into_bytes(),
             ));
             if t.version() > KEEP_VERSIONS {
                 // Drop versions older than the last KEEP_VERSIONS.
-                ops.push(TxnOp::delete(
+                ops.push(Op::DeleteRange(
                     self.table_key(0),
-                    Some(
-                        etcd_client::DeleteOptions::new()
-                            .with_range(self.table_key(t.version() - KEEP_VERSIONS)),
-                    ),
+                    self.table_key(t.version() - KEEP_VERSIONS),
                 ));
             }
         }
         let cmp = if self.revision == 0 {
-            Compare::create_revision(state_key.as_str(), CompareOp::Equal, 0)
+            Compare::CreateRevision(state_key.clone(), 0)
         } else {
-            Compare::mod_revision(state_key.as_str(), CompareOp::Equal, self.revision)
+            Compare::ModRevision(state_key.clone(), self.revision)
         };
-        let txn = Txn::new().when([cmp]).and_then(ops);
-        let resp = self.client.txn(txn).await.map_err(|e| self.err(e))?;
-        if !resp.succeeded() {
+        let ok = self
+            .client
+            .txn(&[cmp], &ops)
+            .await
+            .map_err(|e| self.err(e))?;
+        if !ok {
             return Err(MetaError::Conflict);
         }
         // Learn the new revision of the state key.
-        let got = self
-            .client
-            .get(state_key.as_str(), Some(GetOptions::new().with_keys_only()))
-            .await
-            .map_err(|e| self.err(e))?;
-        self.revision = got.kvs().first().map_or(0, |kv| kv.mod_revision());
+        let got = self.client.get(&state_key).await.map_err(|e| self.err(e))?;
+        self.revision = got.map_or(0, |kv| kv.mod_revision);
         Ok(())
     }
 }

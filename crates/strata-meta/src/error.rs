@@ -36,7 +36,7 @@ pub enum MetaError {
         /// The endpoint given with --etcd.
         endpoint: String,
         /// The client's error.
-        source: etcd_client::Error,
+        source: crate::etcd::EtcdError,
     },
     /// Another metadata service changed the state in etcd since we read it.
     #[error("the state in etcd changed under us (another metadata service is running on the same prefix); reloaded, retry the request")]

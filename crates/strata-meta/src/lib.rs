@@ -18,6 +18,7 @@
 pub mod api;
 pub mod backend;
 mod error;
+pub mod etcd;
 pub mod http;
 mod service;
 pub mod state;

@@ -60,10 +60,11 @@ async fn start_etcd() -> Etcd {
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok(mut c) = etcd_client::Client::connect([etcd.url.as_str()], None).await {
-            if c.status().await.is_ok() {
-                return etcd;
-            }
+        if strata_meta::etcd::EtcdClient::connect(&etcd.url)
+            .await
+            .is_ok()
+        {
+            return etcd;
         }
         assert!(Instant::now() < deadline, "etcd did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -116,16 +117,17 @@ async fn state_and_table_versions_survive_a_restart_in_etcd() {
     assert_eq!(after.config.initial_nodes, 4, "saved config wins");
 
     // The keys are where docs/placement.md says.
-    let mut c = etcd_client::Client::connect([etcd.url.as_str()], None)
+    let c = strata_meta::etcd::EtcdClient::connect(&etcd.url)
         .await
         .unwrap();
-    let cur = c.get("/strata-test/table/current", None).await.unwrap();
-    assert_eq!(cur.kvs()[0].value(), b"2");
+    let cur = c.get("/strata-test/table/current").await.unwrap().unwrap();
+    assert_eq!(cur.value, b"2");
     let v1 = c
-        .get("/strata-test/table/00000000000000000001", None)
+        .get("/strata-test/table/00000000000000000001")
         .await
         .unwrap();
-    assert_eq!(v1.kvs().len(), 1, "older versions are kept");
+    assert!(v1.is_some(), "older versions are kept");
+    assert!(c.get("/strata-test/nothing-here").await.unwrap().is_none());
 }
 
 #[tokio::test]

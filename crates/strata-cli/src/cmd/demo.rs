@@ -145,7 +145,7 @@ fn print_report(r: &DemoReport, kept: bool) {
         "default = every object to flash, one FIFO over all of flash; planned = the Janus plan computed from the node's own traces."
     );
     println!(
-        "{} requests, {} failed (reads racing their object's write count here), {} segments moved flash -> disk.",
+        "{} requests, {} failed, {} segments moved flash -> disk.",
         r.requests, r.errors, r.segments_moved
     );
     if kept {

@@ -43,7 +43,23 @@ enum Command {
     Synth(cmd::synth::Args),
 }
 
+/// Fixes glibc's mmap threshold at 1 MiB. Its default threshold is
+/// dynamic: after a large buffer is freed it rises (up to 32 MiB), and later
+/// buffers of that size come from per-thread heap arenas that keep the
+/// memory. A server that streams 8 MiB tracts through many threads then
+/// holds hundreds of MiB it no longer uses; with a fixed threshold every
+/// large buffer is mapped and returned to the system when freed.
+fn bound_allocator_retention() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator tunable; called once at start,
+    // before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 fn main() {
+    bound_allocator_retention();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),

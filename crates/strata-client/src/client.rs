@@ -13,8 +13,9 @@ use strata_placement::{object_hash, DiskId, PlacementTable};
 
 use crate::http::Http;
 use crate::protocol::{
-    extend_path, inline_record, manifest_record, object_path, tract_key, valid_name, ExtendRequest,
-    ExtendResponse, Manifest, RECORD_INLINE, RECORD_MANIFEST,
+    extend_path, inline_record, manifest_record, new_cookie, object_path, parse_head, tract_data,
+    tract_key, tract_record, valid_name, ExtendRequest, ExtendResponse, Head, Manifest,
+    RECORD_TRACT,
 };
 use crate::ClientError;
 
@@ -207,34 +208,122 @@ impl Client {
     }
 
     /// Stores `data` as `bucket/key` on every replica; returns once all of
-    /// them have it durably.
-    pub async fn put(&self, bucket: &str, key: &str, data: Bytes) -> Result<(), ClientError> {
+    /// them have it durably, with the object's new random cookie.
+    pub async fn put(&self, bucket: &str, key: &str, data: Bytes) -> Result<u32, ClientError> {
+        let once = futures_util::stream::once(async move { Ok::<_, std::io::Error>(data) });
+        self.put_stream(bucket, key, once).await
+    }
+
+    /// The tract size of the cluster's table: objects larger than this are
+    /// split into tracts across rows.
+    pub fn tract_size(&self) -> u64 {
+        self.current().table.tract_size()
+    }
+
+    /// Stores the bytes `body` yields as `bucket/key`, streaming: a body
+    /// that ends within one tract is stored whole at the object's row;
+    /// a longer one is cut into tracts as it arrives, each written to every
+    /// replica of its own row while the next is read (at most
+    /// `tract_parallelism` tracts in memory), then the manifest (tract −1)
+    /// last, so that a reader that finds the manifest finds every tract.
+    /// Returns the object's new random cookie once every replica holds
+    /// every record durably.
+    pub async fn put_stream<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+    ) -> Result<u32, ClientError>
+    where
+        S: futures_util::Stream<Item = Result<Bytes, E>>,
+        E: std::fmt::Display,
+    {
+        use futures_util::stream::{FuturesOrdered, StreamExt};
         check(bucket, key)?;
         let h = object_hash(bucket, key);
-        let ts = self.current().table.tract_size();
-        if data.len() as u64 <= ts {
-            return self
-                .put_record(bucket, key, h, -1, inline_record(&data))
-                .await;
+        let ts = self.tract_size() as usize;
+        let cookie = new_cookie();
+        let body_err = |e: E| ClientError::Write {
+            name: format!("{bucket}/{key}"),
+            reason: format!("reading the body: {e}"),
+        };
+        let mut body = std::pin::pin!(body);
+        let mut len = 0u64;
+        let mut tracts = 0u64;
+        let mut inflight = FuturesOrdered::new();
+        let mut ended = false;
+        // Each tract's record is built in place (kind byte, then the bytes
+        // as they arrive): one copy from the body into the record.
+        let new_record = || {
+            let mut r = BytesMut::with_capacity(ts + 1);
+            r.extend_from_slice(&[RECORD_TRACT]);
+            r
+        };
+        let mut rec = new_record();
+        let mut pending: Option<Bytes> = None;
+        loop {
+            while rec.len() < ts + 1 {
+                let chunk = match pending.take() {
+                    Some(c) => c,
+                    None => match body.next().await {
+                        Some(Ok(c)) => {
+                            len += c.len() as u64;
+                            c
+                        }
+                        Some(Err(e)) => return Err(body_err(e)),
+                        None => {
+                            ended = true;
+                            break;
+                        }
+                    },
+                };
+                let room = ts + 1 - rec.len();
+                if chunk.len() <= room {
+                    rec.extend_from_slice(&chunk);
+                } else {
+                    rec.extend_from_slice(&chunk[..room]);
+                    pending = Some(chunk.slice(room..));
+                }
+            }
+            if tracts == 0 && ended {
+                // Small object: stored whole, no tracts.
+                let rec = inline_record(cookie, &rec[1..]);
+                return self
+                    .put_record(bucket, key, h, -1, rec)
+                    .await
+                    .map(|()| cookie);
+            }
+            if rec.len() > 1 {
+                let piece = std::mem::replace(&mut rec, new_record()).freeze();
+                let t = tracts;
+                tracts += 1;
+                let name = tract_key(key, t);
+                inflight.push_back(async move {
+                    self.put_record(bucket, &name, h, t as i64, piece).await
+                });
+                if inflight.len() >= self.cfg.tract_parallelism.max(1) {
+                    if let Some(r) = inflight.next().await {
+                        r?;
+                    }
+                }
+            }
+            if ended {
+                break;
+            }
         }
-        let tracts = (data.len() as u64).div_ceil(ts);
-        let work = (0..tracts).map(|t| {
-            let start = (t * ts) as usize;
-            let end = ((t + 1) * ts).min(data.len() as u64) as usize;
-            let piece = data.slice(start..end);
-            let name = tract_key(key, t);
-            async move { self.put_record(bucket, &name, h, t as i64, piece).await }
-        });
-        run_bounded(work, self.cfg.tract_parallelism).await?;
-        // The manifest last: a reader that sees it finds every tract.
+        while let Some(r) = inflight.next().await {
+            r?;
+        }
         let m = Manifest {
-            len: data.len() as u64,
-            tract_size: ts,
+            len,
+            tract_size: ts as u64,
             tracts,
             lens: Vec::new(),
+            cookie,
         };
         self.put_record(bucket, key, h, -1, manifest_record(&m))
             .await
+            .map(|()| cookie)
     }
 
     async fn put_record(
@@ -345,7 +434,7 @@ impl Client {
         let work = lens.iter().enumerate().map(|(i, _)| {
             let start = i * ts as usize;
             let end = (start + ts as usize).min(data.len());
-            let piece = data.slice(start..end);
+            let piece = tract_record(&data[start..end]);
             let t = first + i as u64;
             let name = tract_key(key, t);
             async move { self.put_record(bucket, &name, h, t as i64, piece).await }
@@ -436,51 +525,76 @@ impl Client {
         }
     }
 
-    /// Reads `bucket/key`: `None` when no replica has it.
+    /// Reads `bucket/key` whole: `None` when no replica has it.
     pub async fn get(&self, bucket: &str, key: &str) -> Result<Option<Bytes>, ClientError> {
+        let Some(head) = self.head(bucket, key).await? else {
+            return Ok(None);
+        };
+        let m = match head {
+            Head::Inline { data, .. } => return Ok(Some(data)),
+            Head::Manifest(m) => m,
+        };
+        let work = (0..m.tracts).map(|t| self.get_tract(bucket, key, &m, t));
+        let parts = run_bounded(work, self.cfg.tract_parallelism).await?;
+        let mut out = BytesMut::with_capacity(m.len as usize);
+        for p in parts {
+            out.extend_from_slice(&p);
+        }
+        if out.len() as u64 != m.len {
+            return Err(ClientError::Manifest {
+                name: format!("{bucket}/{key}"),
+                reason: format!("tracts hold {} bytes, manifest says {}", out.len(), m.len),
+            });
+        }
+        Ok(Some(out.freeze()))
+    }
+
+    /// Reads the record at `bucket/key`'s metadata row: the object whole
+    /// when it is small, else its manifest; `None` when no replica has it.
+    pub async fn head(&self, bucket: &str, key: &str) -> Result<Option<Head>, ClientError> {
         check(bucket, key)?;
         let h = object_hash(bucket, key);
         let Some(rec) = self.get_record(bucket, key, h, -1).await? else {
             return Ok(None);
         };
+        parse_head(&rec)
+            .map(Some)
+            .map_err(|reason| ClientError::Manifest {
+                name: format!("{bucket}/{key}"),
+                reason,
+            })
+    }
+
+    /// Reads data tract `t` of an object whose manifest is `m`, checking
+    /// its length against the manifest.
+    pub async fn get_tract(
+        &self,
+        bucket: &str,
+        key: &str,
+        m: &Manifest,
+        t: u64,
+    ) -> Result<Bytes, ClientError> {
+        let h = object_hash(bucket, key);
         let name = format!("{bucket}/{key}");
-        match rec.first() {
-            Some(&RECORD_INLINE) => Ok(Some(rec.slice(1..))),
-            Some(&RECORD_MANIFEST) => {
-                let m: Manifest =
-                    serde_json::from_slice(&rec[1..]).map_err(|e| ClientError::Manifest {
-                        name: name.clone(),
-                        reason: e.to_string(),
-                    })?;
-                let work = (0..m.tracts).map(|t| {
-                    let tk = tract_key(key, t);
-                    async move {
-                        self.get_record(bucket, &tk, h, t as i64)
-                            .await?
-                            .ok_or_else(|| ClientError::Manifest {
-                                name: format!("{bucket}/{key}"),
-                                reason: format!("tract {t} is missing"),
-                            })
-                    }
-                });
-                let parts = run_bounded(work, self.cfg.tract_parallelism).await?;
-                let mut out = BytesMut::with_capacity(m.len as usize);
-                for p in parts {
-                    out.extend_from_slice(&p);
-                }
-                if out.len() as u64 != m.len {
-                    return Err(ClientError::Manifest {
-                        name,
-                        reason: format!("tracts hold {} bytes, manifest says {}", out.len(), m.len),
-                    });
-                }
-                Ok(Some(out.freeze()))
-            }
-            _ => Err(ClientError::Manifest {
+        let data = self
+            .get_record(bucket, &tract_key(key, t), h, t as i64)
+            .await?
+            .map(tract_data)
+            .ok_or_else(|| ClientError::Manifest {
+                name: name.clone(),
+                reason: format!("tract {t} is missing"),
+            })?;
+        if data.len() as u64 != m.tract_len(t) {
+            return Err(ClientError::Manifest {
                 name,
-                reason: "unknown record kind".into(),
-            }),
+                reason: format!(
+                    "tract {t} holds {} bytes, the manifest says {}",
+                    data.len(),
+                    m.tract_len(t)
+                ),
+            });
         }
+        Ok(data)
     }
 
     async fn get_record(
@@ -574,12 +688,10 @@ impl Client {
         let Some(rec) = self.get_record(bucket, key, h, -1).await? else {
             return Ok(false);
         };
-        if rec.first() == Some(&RECORD_MANIFEST) {
-            if let Ok(m) = serde_json::from_slice::<Manifest>(&rec[1..]) {
-                for t in 0..m.tracts {
-                    self.delete_record(bucket, &tract_key(key, t), h, t as i64)
-                        .await?;
-                }
+        if let Ok(Head::Manifest(m)) = parse_head(&rec) {
+            for t in 0..m.tracts {
+                self.delete_record(bucket, &tract_key(key, t), h, t as i64)
+                    .await?;
             }
         }
         self.delete_record(bucket, key, h, -1).await?;

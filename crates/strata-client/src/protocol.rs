@@ -65,6 +65,14 @@ pub fn object_path(row: usize, bucket: &str, key: &str) -> String {
 pub const RECORD_INLINE: u8 = 0;
 /// Kind byte of a record at an object's metadata row: a JSON [`Manifest`] follows.
 pub const RECORD_MANIFEST: u8 = 1;
+/// Kind byte of a record at an object's metadata row: the object's cookie
+/// (u32 LE, random per object, Haystack §3.4.1) and its bytes follow.
+pub const RECORD_INLINE_COOKIE: u8 = 3;
+/// Kind byte of a data tract's record: the tract's bytes follow. (Tracts
+/// written before this kind existed are stored raw; one whose first byte
+/// happened to be [`RECORD_TOMBSTONE`] read as deleted, so every tract now
+/// carries its kind.)
+pub const RECORD_TRACT: u8 = 4;
 /// Kind byte of a tombstone: the name was deleted at the record's stamp
 /// (no payload). A tombstone wins over any record of the name with an
 /// older stamp, in recovery streaming and in scrubbing (docs/recovery.md).
@@ -106,6 +114,25 @@ pub struct Manifest {
     /// object written whole: every tract is full but the last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lens: Vec<u64>,
+    /// The object's cookie (random per object; 0 in manifests written
+    /// before cookies existed: none to check).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cookie: u32,
+}
+
+fn is_zero(c: &u32) -> bool {
+    *c == 0
+}
+
+impl Manifest {
+    /// Bytes held by data tract `t`.
+    pub fn tract_len(&self, t: u64) -> u64 {
+        if let Some(l) = self.lens.get(t as usize) {
+            return *l;
+        }
+        let start = t * self.tract_size;
+        self.len.saturating_sub(start).min(self.tract_size)
+    }
 }
 
 /// `POST /cluster/v1/rows/{row}/extend/{bucket}/{key}` at the first live
@@ -135,12 +162,111 @@ pub fn extend_path(row: usize, bucket: &str, key: &str) -> String {
     )
 }
 
-/// A record holding a small object whole.
-pub fn inline_record(data: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(1 + data.len());
-    b.put_u8(RECORD_INLINE);
+/// A record holding a small object whole, with its cookie.
+pub fn inline_record(cookie: u32, data: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(5 + data.len());
+    b.put_u8(RECORD_INLINE_COOKIE);
+    b.put_u32_le(cookie);
     b.put_slice(data);
     b.freeze()
+}
+
+/// A random cookie for a new object (Haystack §3.4.1): never 0, which
+/// stands for "no cookie" in records written before cookies existed.
+pub fn new_cookie() -> u32 {
+    loop {
+        let c: u32 = rand::random();
+        if c != 0 {
+            return c;
+        }
+    }
+}
+
+/// What an object's metadata-row record says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// The object whole.
+    Inline {
+        /// Its cookie (0: written before cookies, none to check).
+        cookie: u32,
+        /// Its bytes.
+        data: Bytes,
+    },
+    /// The object is split into tracts.
+    Manifest(Manifest),
+}
+
+impl Head {
+    /// The object's length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Head::Inline { data, .. } => data.len() as u64,
+            Head::Manifest(m) => m.len,
+        }
+    }
+
+    /// Whether the object is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The object's cookie (0: none).
+    pub fn cookie(&self) -> u32 {
+        match self {
+            Head::Inline { cookie, .. } => *cookie,
+            Head::Manifest(m) => m.cookie,
+        }
+    }
+}
+
+/// Parses the record at an object's metadata row (not a tombstone).
+pub fn parse_head(rec: &Bytes) -> Result<Head, String> {
+    match rec.first() {
+        Some(&RECORD_INLINE) => Ok(Head::Inline {
+            cookie: 0,
+            data: rec.slice(1..),
+        }),
+        Some(&RECORD_INLINE_COOKIE) if rec.len() >= 5 => {
+            let mut c = [0u8; 4];
+            c.copy_from_slice(&rec[1..5]);
+            Ok(Head::Inline {
+                cookie: u32::from_le_bytes(c),
+                data: rec.slice(5..),
+            })
+        }
+        Some(&RECORD_MANIFEST) => serde_json::from_slice(&rec[1..])
+            .map(Head::Manifest)
+            .map_err(|e| format!("bad manifest: {e}")),
+        Some(k) => Err(format!("unknown record kind {k}")),
+        None => Err("empty record".into()),
+    }
+}
+
+/// The record of a data tract.
+pub fn tract_record(data: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(1 + data.len());
+    b.put_u8(RECORD_TRACT);
+    b.put_slice(data);
+    b.freeze()
+}
+
+/// The bytes of a data tract's record (a raw record of the first layout as
+/// it is).
+pub fn tract_data(rec: Bytes) -> Bytes {
+    if rec.first() == Some(&RECORD_TRACT) {
+        rec.slice(1..)
+    } else {
+        rec
+    }
+}
+
+/// Whether a record holds object bytes (a whole object; tracts are
+/// recognised by their key), as opposed to a manifest or a tombstone.
+pub fn is_data_record(rec: &[u8]) -> bool {
+    matches!(
+        rec.first(),
+        Some(&RECORD_INLINE) | Some(&RECORD_INLINE_COOKIE)
+    )
 }
 
 /// A record holding a manifest.

@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod gateway;
 mod mover;
 mod node;
 pub mod recovery;
@@ -28,4 +29,4 @@ pub mod scrub;
 mod server;
 
 pub use error::ClusterError;
-pub use node::{serve, workload_id, ClusterNode, Device, NodeOptions};
+pub use node::{serve, ClusterNode, Device, NodeOptions};

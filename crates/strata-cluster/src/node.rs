@@ -73,6 +73,8 @@ pub struct NodeOptions {
     pub trace_sample: f64,
     /// Records per trace file before it rotates.
     pub trace_rotate: u64,
+    /// Seconds a trace file stays open before it rotates.
+    pub trace_rotate_after: Duration,
     /// Rows pulled at once during recovery (per disk).
     pub recovery_streams: usize,
     /// Bound on recovery bytes per second (per disk; None: unbounded).
@@ -84,6 +86,8 @@ pub struct NodeOptions {
     /// A tombstone held by every replica of its row is dropped by the scrub
     /// once it is this old.
     pub tombstone_grace: Duration,
+    /// Limits of the public object API this node serves for the cluster.
+    pub gateway: crate::gateway::GatewayLimits,
 }
 
 impl NodeOptions {
@@ -107,11 +111,13 @@ impl NodeOptions {
             trace_dir: None,
             trace_sample: 0.1,
             trace_rotate: 1_000_000,
+            trace_rotate_after: Duration::from_secs(60),
             recovery_streams: 4,
             recovery_bytes_per_sec: None,
             scrub_interval: Some(Duration::from_secs(3600)),
             scrub_bytes_per_sec: 32 << 20,
             tombstone_grace: Duration::from_secs(24 * 3600),
+            gateway: crate::gateway::GatewayLimits::default(),
         }
     }
 
@@ -189,6 +195,12 @@ pub struct ClusterNode {
     pub(crate) flash_capacity: u64,
     /// Old row directories removed after their rows moved away.
     pub(crate) rows_removed: AtomicU64,
+    /// The write-probability draw of each workload.
+    pub(crate) draws: Mutex<HashMap<u32, strata_node::node::WriteDraw>>,
+    /// The id of each workload (bucket) in this node's traces, dense from
+    /// 1 in order of first use; every trace file names them (a plan matches
+    /// workloads by name).
+    workload_ids: Mutex<HashMap<String, u32>>,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -212,13 +224,6 @@ fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
         Ok(g) => g,
         Err(p) => p.into_inner(),
     }
-}
-
-/// The workload id of a bucket in traces and tier plans: the top 31 bits
-/// of XXH3-64 of the name, the same on every node (a plan entry that names
-/// its workload matches by name first).
-pub fn workload_id(bucket: &str) -> u32 {
-    (xxhash_rust::xxh3::xxh3_64(bucket.as_bytes()) >> 33) as u32
 }
 
 impl ClusterNode {
@@ -289,24 +294,38 @@ impl ClusterNode {
     /// probability under the plan in force (Janus's insert-on-write, the
     /// rule strata-node applies), disk otherwise, when the flash tier is
     /// far over its bound (the mover lags), or when there is no flash tier.
+    /// The id of `bucket`'s workload in this node's traces, named in the
+    /// traces' names table before its first record (the lab prints bucket
+    /// names).
+    pub(crate) fn workload_id(&self, bucket: &str) -> u32 {
+        let mut ids = lock(&self.workload_ids);
+        if let Some(&id) = ids.get(bucket) {
+            return id;
+        }
+        let id = ids.len() as u32 + 1;
+        ids.insert(bucket.to_string(), id);
+        if let Some(t) = &self.tracer {
+            t.name_workload(id, bucket);
+        }
+        id
+    }
+
     pub(crate) fn choose_tier(&self, bucket: &str) -> Tier {
         if self.opts.flash_tier().is_empty() {
             return Tier::Disk;
         }
-        let rule = read(&self.plan).1.rule(workload_id(bucket), bucket);
-        let p = rule.write_probability;
-        let to_flash = p >= 1.0 || (p > 0.0 && rand::random::<f64>() < p);
+        let id = self.workload_id(bucket);
+        let rule = read(&self.plan).1.rule(id, bucket);
+        // The node's stratified draw (strata-node), one per workload.
+        let to_flash = lock(&self.draws)
+            .entry(id)
+            .or_default()
+            .next(rule.write_probability, &mut rand::rng());
         if !to_flash {
             return Tier::Disk;
         }
-        let limit = self.flash_budget();
         let used = self.flash_used.load(Ordering::Relaxed);
-        if limit == 0
-            || used
-                > limit
-                    .saturating_mul(2)
-                    .max(limit + 4 * self.opts.segment_size)
-        {
+        if strata_node::node::flash_overflowing(self.flash_budget(), used, self.opts.segment_size) {
             return Tier::Disk;
         }
         Tier::Flash
@@ -663,12 +682,19 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         .then(|| RamCache::new(&opts.ram_policy, opts.ram_cache_bytes, metrics.clone()));
     let tracer = match &opts.trace_dir {
         Some(d) => Some(
-            Tracer::start(d, opts.trace_sample, opts.trace_rotate, metrics.clone()).map_err(
-                |source| ClusterError::Io {
-                    path: d.display().to_string(),
-                    source,
+            Tracer::start_with(
+                d,
+                &strata_node::trace::TraceConfig {
+                    rate: opts.trace_sample,
+                    rotate_records: opts.trace_rotate,
+                    rotate_after: opts.trace_rotate_after,
                 },
-            )?,
+                metrics.clone(),
+            )
+            .map_err(|source| ClusterError::Io {
+                path: d.display().to_string(),
+                source,
+            })?,
         ),
         None => None,
     };
@@ -702,6 +728,8 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         flash_used: AtomicU64::new(0),
         flash_capacity,
         rows_removed: AtomicU64::new(0),
+        draws: Mutex::new(HashMap::new()),
+        workload_ids: Mutex::new(HashMap::new()),
         opts,
     });
     // Wait for the metadata service (it may start after the nodes).
@@ -746,7 +774,11 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             source,
         })?;
     }
-    let app = crate::server::router(node.clone());
+    let gateway = Arc::new(crate::gateway::Gateway::new(
+        &node.opts.meta,
+        node.opts.gateway.clone(),
+    ));
+    let app = crate::server::router(node.clone()).merge(crate::gateway::routes(gateway));
     axum::serve(listener, app)
         .await
         .map_err(|source| ClusterError::Io {

@@ -43,12 +43,12 @@ const BATCH_BYTES: usize = 16 << 20;
 const STAMPED: u16 = 0x8000;
 
 /// The engine identity of a record.
+/// The key and alternate key are the node's object identity
+/// ([`strata_node::object::object_id`]); the next 32 bits of the same hash
+/// are the store-level cookie of a row record (the object's own random
+/// cookie is in the record, checked by the node serving the public API).
 pub fn identity(bucket: &str, key: &str) -> (u64, u32, u32) {
-    let mut buf = Vec::with_capacity(bucket.len() + 1 + key.len());
-    buf.extend_from_slice(bucket.as_bytes());
-    buf.push(0);
-    buf.extend_from_slice(key.as_bytes());
-    let h = xxhash_rust::xxh3::xxh3_128(&buf);
+    let h = strata_node::object::name_hash(bucket, key);
     (h as u64, (h >> 64) as u32, (h >> 96) as u32)
 }
 

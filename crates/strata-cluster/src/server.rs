@@ -15,9 +15,10 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use strata_client::protocol::{
-    is_tombstone, manifest_record, now_stamp, object_path, put_frame, record_hash, record_range,
-    tombstone_record, ExtendRequest, ExtendResponse, ListEntry, Manifest, RowDigest, DIGEST_RANGES,
-    RECORD_INLINE, RECORD_MANIFEST, STAMP_HEADER, TABLE_VERSION_HEADER,
+    is_data_record, is_tombstone, manifest_record, new_cookie, now_stamp, object_path, parse_head,
+    put_frame, record_hash, record_range, tombstone_record, ExtendRequest, ExtendResponse,
+    ListEntry, Manifest, RowDigest, DIGEST_RANGES, RECORD_MANIFEST, STAMP_HEADER,
+    TABLE_VERSION_HEADER,
 };
 use strata_node::metrics::Served;
 use strata_node::object::ObjectId;
@@ -25,7 +26,7 @@ use strata_node::ramcache::Cached;
 use strata_placement::DiskId;
 use strata_store::Tier;
 
-use crate::node::{workload_id, ClusterNode};
+use crate::node::ClusterNode;
 use crate::rows::{identity, RowStore, RowStores, Scanned};
 
 type Node = Arc<ClusterNode>;
@@ -46,8 +47,14 @@ pub(crate) fn router(node: Node) -> Router {
         .route("/cluster/v1/rows/{row}/list", get(list))
         .route("/cluster/v1/status", get(status))
         .route("/metrics", get(metrics))
+        // A record is at most one tract (the table's tract size, 8 MiB by
+        // default) or a whole small object: bounded well above both.
+        .layer(axum::extract::DefaultBodyLimit::max(RECORD_BODY_LIMIT))
         .with_state(node)
 }
+
+/// Largest record body a node accepts on the protocol routes.
+const RECORD_BODY_LIMIT: usize = 64 << 20;
 
 fn text(code: StatusCode, msg: impl Into<String>) -> Response {
     (code, msg.into()).into_response()
@@ -190,7 +197,7 @@ async fn put_object(
     let stamp = stamp_of(&headers);
     // Object bytes (whole objects and tracts) are tiered by the plan;
     // manifests and tombstones are small metadata and go to disk.
-    let data = body.first() == Some(&RECORD_INLINE) || is_tract(&key);
+    let data = is_data_record(&body) || is_tract(&key);
     let tier = if data {
         node.choose_tier(&bucket)
     } else {
@@ -202,13 +209,22 @@ async fn put_object(
     }
     let code = match res {
         Ok(_) => {
-            if let Some(t) = &node.tracer {
-                if data && !is_tract(&key) {
+            // An object's write is counted and traced once, at its head
+            // record (the object whole, or the manifest written after every
+            // tract), with the object's length.
+            if let (false, Ok(head)) = (is_tract(&key), parse_head(&body)) {
+                let w = node.metrics.workload(&bucket);
+                w.writes.fetch_add(1, Ordering::Relaxed);
+                w.bytes_written.fetch_add(head.len(), Ordering::Relaxed);
+                if tier == Tier::Flash && data {
+                    w.writes_flash.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(t) = node.tracer.as_ref() {
                     let id = object_id(&bucket, &key);
                     t.put(
                         id.key,
-                        workload_id(&bucket),
-                        body.len().saturating_sub(1) as u64,
+                        node.workload_id(&bucket),
+                        head.len(),
                         stamp as f64 / 1e6,
                         start.elapsed().as_micros() as u64,
                     );
@@ -251,11 +267,12 @@ async fn get_object(
         node.metrics.workload(&bucket).read(served);
         let us = start.elapsed().as_micros() as u64;
         node.metrics.get_latency.observe(us);
-        if let (Some(t), true) = (&node.tracer, traced) {
+        let len = parse_head(&record).map(|h| h.len());
+        if let (Some(t), true, Ok(len)) = (node.tracer.as_ref(), traced, len) {
             t.get(
                 id.key,
-                workload_id(&bucket),
-                record.len().saturating_sub(1) as u64,
+                node.workload_id(&bucket),
+                len,
                 stamp as f64 / 1e6,
                 served,
                 us,
@@ -378,8 +395,8 @@ async fn delete_object(
     }
     let r = match res {
         Ok(_) => {
-            if let (Some(t), false) = (&node.tracer, is_tract(&key)) {
-                t.delete(object_id(&bucket, &key).key, workload_id(&bucket));
+            if let (Some(t), false) = (node.tracer.as_ref(), is_tract(&key)) {
+                t.delete(object_id(&bucket, &key).key, node.workload_id(&bucket));
             }
             if existed {
                 text(StatusCode::OK, "deleted")
@@ -445,6 +462,7 @@ async fn extend(
             tract_size: req.tract_size,
             tracts: 0,
             lens: Vec::new(),
+            cookie: new_cookie(),
         },
         Some(rec) if rec.first() == Some(&RECORD_MANIFEST) => {
             match serde_json::from_slice::<Manifest>(&rec[1..]) {

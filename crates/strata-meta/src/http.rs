@@ -49,6 +49,7 @@ pub fn router(svc: Arc<MetaService>) -> Router {
         .route("/v1/nodes/{id}/remove", post(remove_node))
         .route("/v1/tier-plan", get(get_tier_plan).put(put_tier_plan))
         .route("/health", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
         .with_state(svc)
 }
 
@@ -84,6 +85,98 @@ async fn table(State(svc): State<Arc<MetaService>>) -> Response {
                 .into_response()
         }
     }
+}
+
+/// Prometheus text: membership, the table, recovery and the tier plan.
+async fn metrics(State(svc): State<Arc<MetaService>>) -> Response {
+    let st = svc.state().await;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        render_metrics(&st),
+    )
+        .into_response()
+}
+
+/// The metadata service's metrics (docs/placement.md lists them).
+pub fn render_metrics(st: &crate::state::ClusterState) -> String {
+    use crate::api::NodeState;
+    use std::fmt::Write;
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, samples: &[(String, u64)]| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (labels, v) in samples {
+            let _ = writeln!(out, "{name}{labels} {v}");
+        }
+    };
+    let states = [
+        (NodeState::Pending, "pending"),
+        (NodeState::Up, "up"),
+        (NodeState::Dead, "dead"),
+        (NodeState::Removed, "removed"),
+    ];
+    let nodes: Vec<(String, u64)> = states
+        .iter()
+        .map(|(s, name)| {
+            let n = st.nodes.values().filter(|r| r.state == *s).count() as u64;
+            (format!("{{state=\"{name}\"}}"), n)
+        })
+        .collect();
+    gauge("strata_meta_nodes", "Nodes by lifecycle state.", &nodes);
+    let disks = st.nodes.values().map(|n| n.disks.len() as u64).sum();
+    gauge(
+        "strata_meta_disks",
+        "Disks registered.",
+        &[(String::new(), disks)],
+    );
+    let (version, rows, under) = st.table.as_ref().map_or((0, 0, 0), |t| {
+        (
+            t.version(),
+            t.row_count() as u64,
+            t.rows_under_replicated() as u64,
+        )
+    });
+    gauge(
+        "strata_meta_table_version",
+        "Version of the current placement table (0: none yet).",
+        &[(String::new(), version)],
+    );
+    gauge(
+        "strata_meta_table_rows",
+        "Rows of the current table.",
+        &[(String::new(), rows)],
+    );
+    gauge(
+        "strata_meta_rows_under_replicated",
+        "Rows with fewer live replicas than the replication factor.",
+        &[(String::new(), under)],
+    );
+    let r = &st.recovery;
+    let pending = r.done.iter().filter(|d| !**d).count() as u64;
+    gauge(
+        "strata_meta_recovery_transfers",
+        "Row copies of the current or last recovery, by state.",
+        &[
+            ("{state=\"pending\"}".to_string(), pending),
+            (
+                "{state=\"done\"}".to_string(),
+                r.done.len() as u64 - pending,
+            ),
+        ],
+    );
+    gauge(
+        "strata_meta_recovery_bytes_copied",
+        "Bytes the nodes report copied by the current or last recovery.",
+        &[(String::new(), r.bytes_copied)],
+    );
+    gauge(
+        "strata_meta_tier_plan_version",
+        "Version of the cluster's tier plan (0: the default plan).",
+        &[(String::new(), st.tier_plan_version)],
+    );
+    out
 }
 
 async fn status(State(svc): State<Arc<MetaService>>) -> Response {

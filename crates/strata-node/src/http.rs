@@ -62,7 +62,8 @@ struct App {
     limits: HttpLimits,
 }
 
-fn reason(status: StatusCode, msg: impl Into<String>) -> Response {
+/// A plain-text answer with a one-line reason (the API's error form).
+pub fn reason(status: StatusCode, msg: impl Into<String>) -> Response {
     let mut m = msg.into();
     m.push('\n');
     (
@@ -172,7 +173,8 @@ async fn admin_plan(State(app): State<App>, req: Request) -> Response {
     }
 }
 
-fn method_not_allowed(allow: &'static str) -> Response {
+/// 405 with `Allow`.
+pub fn method_not_allowed(allow: &'static str) -> Response {
     let mut r = reason(
         StatusCode::METHOD_NOT_ALLOWED,
         format!("method not allowed here; allowed: {allow}"),
@@ -195,7 +197,8 @@ fn workload_of(headers: &HeaderMap, bucket: &str) -> Result<String, Response> {
     }
 }
 
-fn check_names(bucket: &str, name: &str) -> Result<(), Response> {
+/// A 400 answer unless `bucket` and `name` are valid object names.
+pub fn check_names(bucket: &str, name: &str) -> Result<(), Response> {
     if !valid_bucket(bucket) {
         return Err(reason(
             StatusCode::BAD_REQUEST,
@@ -215,7 +218,7 @@ fn check_names(bucket: &str, name: &str) -> Result<(), Response> {
 }
 
 /// The `cookie` query parameter: `Ok(None)` when absent.
-fn cookie_of(query: Option<&str>) -> Result<Option<u32>, Response> {
+pub fn cookie_of(query: Option<&str>) -> Result<Option<u32>, Response> {
     let Some(q) = query else { return Ok(None) };
     for kv in q.split('&') {
         if let Some(v) = kv.strip_prefix("cookie=") {
@@ -237,7 +240,7 @@ fn cookie_of(query: Option<&str>) -> Result<Option<u32>, Response> {
 }
 
 /// The declared body length, or a 411/413 answer.
-fn content_length(headers: &HeaderMap, max: u64) -> Result<u64, Response> {
+pub fn content_length(headers: &HeaderMap, max: u64) -> Result<u64, Response> {
     let Some(v) = headers.get(header::CONTENT_LENGTH) else {
         return Err(reason(
             StatusCode::LENGTH_REQUIRED,
@@ -258,7 +261,8 @@ fn content_length(headers: &HeaderMap, max: u64) -> Result<u64, Response> {
     Ok(n)
 }
 
-async fn read_body(req: Request, max: u64, timeout: Duration) -> Result<Bytes, Response> {
+/// Reads a whole (bounded) body within `timeout`, or a 408/413/400 answer.
+pub async fn read_body(req: Request, max: u64, timeout: Duration) -> Result<Bytes, Response> {
     let body = http_body_util::Limited::new(req.into_body(), max as usize);
     match tokio::time::timeout(timeout, body.collect()).await {
         Err(_) => Err(reason(
@@ -341,31 +345,44 @@ async fn object(
     }
 }
 
+/// The request's `Range` header, checked for syntax before any device
+/// read (a malformed or multiple range is a 416).
+pub fn requested_range(headers: &HeaderMap) -> Result<Option<String>, Response> {
+    let Some(v) = headers.get(header::RANGE) else {
+        return Ok(None);
+    };
+    let Ok(r) = v.to_str() else {
+        return Err(reason(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            "malformed Range header",
+        ));
+    };
+    if let Err(e @ (RangeError::Malformed(_) | RangeError::Multiple(_))) = parse_range(r, u64::MAX)
+    {
+        return Err(reason(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string()));
+    }
+    Ok(Some(r.to_string()))
+}
+
+/// The 416 answer for a range outside an object of `size` bytes.
+pub fn unsatisfiable(e: RangeError, size: u64) -> Response {
+    let mut resp = reason(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string());
+    if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+        resp.headers_mut().insert(header::CONTENT_RANGE, v);
+    }
+    resp
+}
+
 async fn get_object(app: App, workload: &str, bucket: &str, name: &str, req: Request) -> Response {
     let cookie = match cookie_of(req.uri().query()) {
         Ok(c) => c,
         Err(r) => return r,
     };
     let head = req.method() == Method::HEAD;
-    let range_h = req
-        .headers()
-        .get(header::RANGE)
-        .map(|v| v.to_str().map(str::to_string));
-    let range_h = match range_h {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(_)) => {
-            return reason(StatusCode::RANGE_NOT_SATISFIABLE, "malformed Range header");
-        }
+    let range_h = match requested_range(req.headers()) {
+        Ok(r) => r,
+        Err(r) => return r,
     };
-    // A Range that cannot parse is refused before any device read.
-    if let Some(r) = &range_h {
-        if let Err(e @ (RangeError::Malformed(_) | RangeError::Multiple(_))) =
-            parse_range(r, u64::MAX)
-        {
-            return reason(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string());
-        }
-    }
     let found = match app.node.get(workload, bucket, name, cookie, None).await {
         Ok(f) => f,
         Err(e) => return e.into_response(),
@@ -385,13 +402,7 @@ async fn get_object(app: App, workload: &str, bucket: &str, name: &str, req: Req
                 found.data.slice(a as usize..b as usize),
                 Some(format!("bytes {a}-{}/{size}", b - 1)),
             ),
-            Err(e) => {
-                let mut resp = reason(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string());
-                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                    resp.headers_mut().insert(header::CONTENT_RANGE, v);
-                }
-                return resp;
-            }
+            Err(e) => return unsatisfiable(e, size),
         },
     };
     let len = body.len();

@@ -277,7 +277,7 @@ pub struct Workload {
 /// exact over every block instead of binomial, so a workload's flash hit
 /// ratio does not swing with the luck of the draw.
 #[derive(Default)]
-struct WriteDraw {
+pub struct WriteDraw {
     p: f64,
     left: u32,
     flash_left: u32,
@@ -286,7 +286,8 @@ struct WriteDraw {
 const DRAW_BLOCK: u32 = 32;
 
 impl WriteDraw {
-    fn next(&mut self, p: f64, rng: &mut impl Rng) -> bool {
+    /// Whether the next write goes to flash, under write probability `p`.
+    pub fn next(&mut self, p: f64, rng: &mut impl Rng) -> bool {
         if p >= 1.0 {
             return true;
         }
@@ -308,6 +309,14 @@ impl WriteDraw {
         }
         flash
     }
+}
+
+/// Whether flash holding `have` bytes against an allocation of `limit` is
+/// so far over (the mover lags far behind) that a write drawn for flash
+/// goes to disk instead (Colossus does the same when flash is full, Janus
+/// §8.1): over twice the allocation and over it by four segments.
+pub fn flash_overflowing(limit: u64, have: u64, segment_bytes: u64) -> bool {
+    limit == 0 || have > limit.saturating_mul(2).max(limit + 4 * segment_bytes)
 }
 
 /// Recently written objects, so that a read which started before a write
@@ -722,16 +731,9 @@ impl Node {
         if !to_flash {
             return Tier::Disk;
         }
-        // Flash full because the mover lags far behind: write to disk
-        // (Colossus does the same when flash is full, Janus §8.1).
         let limit = rule.flash_bytes.unwrap_or(self.cfg.flash_capacity);
         let have = w.counters.flash_bytes.load(Relaxed);
-        if limit == 0
-            || have
-                > limit
-                    .saturating_mul(2)
-                    .max(limit + 4 * self.cfg.segment_bytes)
-        {
+        if flash_overflowing(limit, have, self.cfg.segment_bytes) {
             return Tier::Disk;
         }
         Tier::Flash

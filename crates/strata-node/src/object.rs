@@ -29,15 +29,21 @@ pub struct ObjectId {
     pub alt: u32,
 }
 
-/// The 96-bit identity of `bucket/name`: the low 64 bits of XXH3-128 over
-/// `bucket`, a zero byte and `name` give the key, the next 32 the
-/// alternate key.
-pub fn object_id(bucket: &str, name: &str) -> ObjectId {
+/// XXH3-128 over `bucket`, a zero byte and `name`: the one hash every
+/// part of Strata derives an object's engine identity from.
+pub fn name_hash(bucket: &str, name: &str) -> u128 {
     let mut buf = Vec::with_capacity(bucket.len() + 1 + name.len());
     buf.extend_from_slice(bucket.as_bytes());
     buf.push(0);
     buf.extend_from_slice(name.as_bytes());
-    let h = xxhash_rust::xxh3::xxh3_128(&buf);
+    xxhash_rust::xxh3::xxh3_128(&buf)
+}
+
+/// The 96-bit identity of `bucket/name`: the low 64 bits of XXH3-128 over
+/// `bucket`, a zero byte and `name` give the key, the next 32 the
+/// alternate key.
+pub fn object_id(bucket: &str, name: &str) -> ObjectId {
+    let h = name_hash(bucket, name);
     ObjectId {
         key: h as u64,
         alt: (h >> 64) as u32,

@@ -79,25 +79,6 @@ pub fn sampled(key: u64, rate: f64) -> bool {
 }
 
 impl Tracer {
-    /// Starts writing traces of a `rate` sample of objects into `dir`,
-    /// rotating every `rotate` records or 60 seconds, whichever comes first.
-    pub fn start(
-        dir: &Path,
-        rate: f64,
-        rotate: u64,
-        metrics: Arc<Metrics>,
-    ) -> std::io::Result<Tracer> {
-        Tracer::start_with(
-            dir,
-            &TraceConfig {
-                rate,
-                rotate_records: rotate,
-                rotate_after: Duration::from_secs(60),
-            },
-            metrics,
-        )
-    }
-
     /// Starts the writer with `cfg`, first finishing the files a previous
     /// run left unfinished in `dir` ([`salvage`]).
     pub fn start_with(
@@ -410,7 +391,12 @@ mod tests {
     fn rotates_into_finished_binary_files_with_names() {
         let d = tempfile::tempdir().unwrap();
         let m = Arc::new(Metrics::default());
-        let t = Tracer::start(d.path(), 1.0, 3, m.clone()).unwrap();
+        let cfg = TraceConfig {
+            rate: 1.0,
+            rotate_records: 3,
+            rotate_after: Duration::from_secs(60),
+        };
+        let t = Tracer::start_with(d.path(), &cfg, m.clone()).unwrap();
         t.name_workload(1, "photos");
         for k in 0..7 {
             t.put(k, 1, 10, 1.5, 5);

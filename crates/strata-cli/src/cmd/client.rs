@@ -60,19 +60,22 @@ pub struct PutArgs {
 /// Runs `strata put`.
 pub fn put(a: PutArgs) -> anyhow::Result<()> {
     let (bucket, key) = split_name(&a.name)?;
-    let data = if a.file.as_os_str() == "-" {
-        let mut v = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut v)
-            .context("reading standard input")?;
-        v
+    let mut input: Box<dyn Read + Send> = if a.file.as_os_str() == "-" {
+        Box::new(std::io::stdin())
     } else {
-        std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?
+        Box::new(
+            std::fs::File::open(&a.file)
+                .with_context(|| format!("reading {}", a.file.display()))?,
+        )
     };
-    let len = data.len();
     runtime()?.block_on(async {
         let c = connect(&a.meta, a.deadline).await?;
         if a.append {
+            let mut data = Vec::new();
+            input
+                .read_to_end(&mut data)
+                .with_context(|| format!("reading {}", a.file.display()))?;
+            let len = data.len();
             let first = c
                 .append(bucket, key, Bytes::from(data))
                 .await
@@ -84,10 +87,41 @@ pub fn put(a: PutArgs) -> anyhow::Result<()> {
             );
             return Ok(());
         }
-        c.put(bucket, key, Bytes::from(data))
+        // The file streams through a small queue: a tract at a time is cut
+        // from it and written while the next is read.
+        let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+        let reader = tokio::task::spawn_blocking(move || {
+            let mut total = 0u64;
+            loop {
+                let mut buf = vec![0u8; 1 << 20];
+                match input.read(&mut buf) {
+                    Ok(0) => return total,
+                    Ok(n) => {
+                        buf.truncate(n);
+                        total += n as u64;
+                        if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
+                            return total;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return total;
+                    }
+                }
+            }
+        });
+        let body = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+        let cookie = c
+            .put_stream(bucket, key, body)
             .await
             .with_context(|| format!("storing {}", a.name))?;
-        eprintln!("stored {} ({})", a.name, format_bytes(len as u64));
+        let len = reader.await.unwrap_or(0);
+        eprintln!(
+            "stored {} ({}, cookie {cookie:08x})",
+            a.name,
+            format_bytes(len)
+        );
         Ok(())
     })
 }
@@ -110,22 +144,44 @@ pub struct GetArgs {
 
 /// Runs `strata get`.
 pub fn get(a: GetArgs) -> anyhow::Result<()> {
+    use strata_client::protocol::Head;
     let (bucket, key) = split_name(&a.name)?;
+    let mut out: Box<dyn Write> = match &a.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("writing {}", p.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let what = a
+        .output
+        .as_ref()
+        .map_or("standard output".to_string(), |p| p.display().to_string());
     runtime()?.block_on(async {
         let c = connect(&a.meta, a.deadline).await?;
-        let Some(data) = c
-            .get(bucket, key)
+        let Some(head) = c
+            .head(bucket, key)
             .await
             .with_context(|| format!("reading {}", a.name))?
         else {
             bail!("{} does not exist", a.name);
         };
-        match &a.output {
-            Some(p) => std::fs::write(p, &data).with_context(|| format!("writing {}", p.display())),
-            None => std::io::stdout()
-                .write_all(&data)
-                .context("writing standard output"),
+        match head {
+            Head::Inline { data, .. } => out.write_all(&data),
+            Head::Manifest(m) => {
+                // Tract by tract, the next one read while this one is written.
+                let mut tracts = stream::iter(0..m.tracts)
+                    .map(|t| c.get_tract(bucket, key, &m, t))
+                    .buffered(2);
+                while let Some(t) = tracts.next().await {
+                    let t = t.with_context(|| format!("reading {}", a.name))?;
+                    out.write_all(&t)
+                        .with_context(|| format!("writing {what}"))?;
+                }
+                Ok(())
+            }
         }
+        .with_context(|| format!("writing {what}"))?;
+        out.flush().with_context(|| format!("writing {what}"))
     })
 }
 

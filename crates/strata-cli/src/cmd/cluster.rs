@@ -433,6 +433,16 @@ pub struct NodeArgs {
     pub recovery_rate: Option<String>,
     /// Tombstone grace, seconds.
     pub tombstone_grace: u64,
+    /// Largest object the public API accepts.
+    pub max_object_size: String,
+    /// A GET without the object's cookie is a 404.
+    pub require_cookies: bool,
+    /// Seconds a body may send nothing before it is abandoned.
+    pub body_timeout: u64,
+    /// HTTP worker threads (0: one per core).
+    pub threads: usize,
+    /// Seconds a trace file stays open before it rotates.
+    pub trace_rotate_seconds: u64,
 }
 
 /// `strata server --meta ADDR`: runs this process as a cluster node.
@@ -481,6 +491,7 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
     opts.trace_dir = a.trace_dir.clone();
     opts.trace_sample = a.trace_sample;
     opts.trace_rotate = a.trace_rotate.max(1);
+    opts.trace_rotate_after = Duration::from_secs(a.trace_rotate_seconds.max(1));
     opts.scrub_interval = (a.scrub_every > 0).then(|| Duration::from_secs(a.scrub_every));
     opts.recovery_bytes_per_sec = a
         .recovery_rate
@@ -489,7 +500,18 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
         .transpose()
         .context("--recovery-rate")?;
     opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
-    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    opts.gateway = strata_cluster::gateway::GatewayLimits {
+        max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
+        require_cookies: a.require_cookies,
+        body_idle_timeout: Duration::from_secs(a.body_timeout.max(1)),
+        ..strata_cluster::gateway::GatewayLimits::default()
+    };
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if a.threads > 0 {
+        rt.worker_threads(a.threads);
+    }
+    let rt = rt.build().context("starting the async runtime")?;
     rt.block_on(strata_cluster::serve(opts)).with_context(|| {
         format!(
             "cluster node on {} with data in {}",

@@ -190,9 +190,45 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
     Ok(cfg)
 }
 
+/// The flags of the single-node server that a cluster node does not honour
+/// yet: given with --meta they are an error, never silently ignored.
+fn refuse_in_cluster_mode(a: &Args) -> anyhow::Result<()> {
+    let mut given = Vec::new();
+    if a.dev {
+        given.push("--dev (a cluster node needs --data and its devices)");
+    }
+    if a.ram_admission != "all" {
+        given.push("--ram-admission");
+    }
+    if a.plan.is_some() {
+        given.push("--plan (set the cluster's plan with `strata cluster plan set`)");
+    }
+    if a.flash_cache != "0"
+        || a.flash_cache_policy != "lru-mid:75"
+        || a.flash_cache_write_rate != "16MiB"
+    {
+        given.push("--flash-cache, --flash-cache-policy, --flash-cache-write-rate");
+    }
+    if a.flash_burst != 0.25 {
+        given.push("--flash-burst");
+    }
+    if a.header_timeout != 10 {
+        given.push("--header-timeout");
+    }
+    if given.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "a cluster node (--meta) does not support {} yet: leave them out \
+         (docs/placement.md lists what a cluster node honours)",
+        given.join(", ")
+    )
+}
+
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(meta) = &a.meta {
+        refuse_in_cluster_mode(&a)?;
         return super::cluster::serve_node(super::cluster::NodeArgs {
             meta: meta.clone(),
             listen: a.listen.clone(),
@@ -213,6 +249,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             scrub_every: a.scrub_every,
             recovery_rate: a.recovery_rate.clone(),
             tombstone_grace: a.tombstone_grace,
+            max_object_size: a.max_object_size.clone(),
+            require_cookies: a.require_cookies,
+            body_timeout: a.body_timeout,
+            threads: a.threads,
+            trace_rotate_seconds: a.trace_rotate_seconds,
         });
     }
     let cfg = config(&a)?;

@@ -1,0 +1,444 @@
+//! Every node of a cluster serves the public object API (docs/node.md) for
+//! every object of the cluster, to any plain HTTP client: the receiving node
+//! computes the row, writes every replica, reads one with failover. Large
+//! objects stream through in tracts with bounded memory.
+
+mod cluster_common;
+
+use cluster_common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Deterministic bytes: byte `i` of object `seed`.
+fn pattern(seed: u64, start: u64, out: &mut [u8]) {
+    for (j, b) in out.iter_mut().enumerate() {
+        let i = start + j as u64;
+        let x = (i ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        *b = (x >> 56) as u8;
+    }
+}
+
+fn object(seed: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    pattern(seed, 0, &mut v);
+    v
+}
+
+fn meta_with(dir: &std::path::Path, args: &[&str], log: &std::path::Path) -> (Proc, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = strata()
+        .args([
+            "meta",
+            "--listen",
+            &addr,
+            "--suspect-after",
+            "1",
+            "--strikes",
+            "2",
+        ])
+        .args(args)
+        .arg("--data")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("strata meta");
+    let p = Proc {
+        child,
+        name: "meta".into(),
+    };
+    wait_until(Duration::from_secs(20), "meta to listen", || {
+        TcpStream::connect(&addr).is_ok()
+    });
+    (p, addr)
+}
+
+fn put(addr: &str, path: &str, body: &[u8]) -> String {
+    let (code, head, resp) = http_full(addr, "PUT", path, None, "", body);
+    assert_eq!(
+        code,
+        201,
+        "PUT {path} via {addr}: {}",
+        String::from_utf8_lossy(&resp)
+    );
+    let cookie = header(&head, "x-strata-cookie").expect("cookie header");
+    assert_eq!(cookie.len(), 8, "{head}");
+    let json: serde_json::Value = serde_json::from_slice(&resp).expect("JSON answer");
+    assert_eq!(json["cookie"], cookie);
+    cookie.to_string()
+}
+
+fn get(addr: &str, path: &str, headers: &str) -> (u16, String, Vec<u8>) {
+    http_full(addr, "GET", path, None, headers, b"")
+}
+
+#[test]
+fn any_node_serves_every_object_to_plain_http_and_survives_the_writers_death() {
+    let dir = scratch();
+    let (_meta, meta) = meta_with(
+        &dir.path().join("meta"),
+        &["--initial-nodes", "3"],
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let data = dir.path().join(format!("n{i}"));
+        let (p, addr) = start_node(&meta, &data, &dir.path().join(format!("n{i}.log")));
+        nodes.push((p, addr));
+    }
+    let addrs: Vec<String> = nodes.iter().map(|n| n.1.clone()).collect();
+    let (a, b, c) = (&addrs[0], &addrs[1], &addrs[2]);
+    wait_until(Duration::from_secs(30), "the first table", || {
+        http_full(&meta, "GET", "/v1/map", None, "", b"").0 == 200
+    });
+    for addr in &addrs {
+        wait_until(Duration::from_secs(30), "every node to serve", || {
+            TcpStream::connect(addr).is_ok()
+        });
+    }
+
+    // A small object through A, read through B and C with its cookie.
+    let small = object(1, 5000);
+    let ca = put(a, "/photos/cat.jpg", &small);
+    for via in [b, c] {
+        let (code, head, body) = get(via, &format!("/photos/cat.jpg?cookie={ca}"), "");
+        assert_eq!(
+            code,
+            200,
+            "GET via {via}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        assert!(body == small, "differs via {via}");
+        assert_eq!(header(&head, "x-strata-cookie"), Some(ca.as_str()));
+        // Without a cookie it is served (no --require-cookies); a wrong one
+        // reads exactly as an absent object.
+        assert_eq!(get(via, "/photos/cat.jpg", "").2, small);
+        let wrong = format!("{:08x}", u32::from_str_radix(&ca, 16).unwrap() ^ 1);
+        let (wcode, _, wbody) = get(via, &format!("/photos/cat.jpg?cookie={wrong}"), "");
+        let (ncode, _, nbody) = get(via, "/photos/nothing-here", "");
+        assert_eq!((wcode, &wbody), (404, &nbody), "wrong cookie vs absent");
+        assert_eq!(ncode, 404);
+    }
+    // Range and HEAD.
+    let (code, head, body) = get(b, "/photos/cat.jpg", "Range: bytes=100-199\r\n");
+    assert_eq!(code, 206);
+    assert_eq!(body, &small[100..200]);
+    assert_eq!(header(&head, "content-range"), Some("bytes 100-199/5000"));
+    let (code, head, body) = http_full(c, "HEAD", "/photos/cat.jpg", None, "", b"");
+    assert_eq!((code, body.len()), (200, 0));
+    assert_eq!(header(&head, "content-length"), Some("5000"));
+    assert_eq!(get(c, "/photos/cat.jpg", "Range: bytes=9000-\r\n").0, 416);
+
+    // A 20 MiB object (three tracts of 8 MiB on three rows) through B,
+    // read whole through C and A, and a range across a tract boundary.
+    let big = object(2, 20 << 20);
+    put(b, "/videos/clip.mp4", &big);
+    for via in [c, a] {
+        let (code, _, body) = get(via, "/videos/clip.mp4", "");
+        assert_eq!(code, 200);
+        assert!(body == big, "20 MiB object differs via {via}");
+    }
+    let lo = (8 << 20) - 10;
+    let (code, _, body) = get(
+        c,
+        "/videos/clip.mp4",
+        &format!("Range: bytes={lo}-{}\r\n", lo + 19),
+    );
+    assert_eq!(code, 206);
+    assert_eq!(body, &big[lo..lo + 20]);
+
+    // A batch through C, read through A.
+    let mut batch = Vec::new();
+    for i in 0..20u32 {
+        let name = format!("b{i}");
+        let data = object(100 + u64::from(i), 300 + i as usize);
+        batch.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        batch.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        batch.extend_from_slice(name.as_bytes());
+        batch.extend_from_slice(&data);
+    }
+    let (code, _, body) = http_full(c, "POST", "/batch", None, "", &batch);
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&body));
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["objects"].as_array().map(Vec::len), Some(20));
+    for i in 0..20u32 {
+        let (code, _, body) = get(a, &format!("/batch/b{i}"), "");
+        assert_eq!(code, 200);
+        assert_eq!(body, object(100 + u64::from(i), 300 + i as usize));
+    }
+
+    // The direct path (the Rust client, `strata get`) sees the same objects.
+    let out = run(strata().args(["get", "--meta", &meta, "photos/cat.jpg"]));
+    assert!(out.status.success());
+    assert!(out.stdout == small, "strata get differs");
+
+    // Bad input is a 4xx with a reason.
+    assert_eq!(http_full(a, "PUT", "/cluster/x", None, "", b"x").0, 400);
+    assert_eq!(
+        http_full(a, "PATCH", "/photos/cat.jpg", None, "", b"").0,
+        405
+    );
+
+    // The metadata service has metrics too.
+    let (code, _, m) = http_full(&meta, "GET", "/metrics", None, "", b"");
+    let m = String::from_utf8_lossy(&m);
+    assert_eq!(code, 200);
+    assert!(m.contains("strata_meta_nodes{state=\"up\"} 3"), "{m}");
+    assert_eq!(metric(&m, "strata_meta_disks"), Some(3.0), "{m}");
+    assert!(metric(&m, "strata_meta_table_version").unwrap_or(0.0) >= 1.0);
+
+    // The node every write went through dies: the others still serve all.
+    nodes[0].0.kill();
+    for via in [b, c] {
+        let (code, _, body) = get(via, "/photos/cat.jpg", "");
+        assert_eq!(
+            (code, body == small),
+            (200, true),
+            "after A died, via {via}"
+        );
+        let (code, _, body) = get(via, "/videos/clip.mp4", "");
+        assert_eq!((code, body == big), (200, true), "after A died, via {via}");
+    }
+    // Deletes go through any node too.
+    assert_eq!(http_full(c, "DELETE", "/batch/b3", None, "", b"").0, 204);
+    assert_eq!(get(b, "/batch/b3", "").0, 404);
+    assert_eq!(get(b, "/batch/b4", "").0, 200);
+    drop(nodes);
+}
+
+/// Peak resident memory of a process (VmHWM), bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[test]
+fn a_1_gib_object_streams_through_one_node_in_bounded_memory() {
+    const LEN: u64 = 1 << 30;
+    let dir = tempfile::tempdir().unwrap();
+    let (_meta, meta) = meta_with(
+        &dir.path().join("meta"),
+        &["--initial-nodes", "1", "--replication", "1"],
+        &dir.path().join("meta.log"),
+    );
+    let data = dir.path().join("n");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = strata()
+        .args(["server", "--meta", &meta, "--listen", &addr])
+        // The RAM cache is a budget of its own (256 MiB by default): off,
+        // so that what is measured is the streaming path.
+        .args(["--max-object-size", "2GiB", "--ram-cache", "0", "--data"])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("n.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_until(Duration::from_secs(30), "the node to serve", || {
+        TcpStream::connect(&addr).is_ok()
+            && http_full(&addr, "GET", "/warm/up", None, "", b"").0 == 404
+    });
+    // Warm the node's allocators with one small round trip first.
+    put(&addr, "/big/small", &object(5, 1000));
+    let before = peak_rss(pid);
+    assert!(before > 0, "no VmHWM for the node");
+
+    // PUT 1 GiB from a generator: never whole in this process either.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(300))).ok();
+    write!(
+        s,
+        "PUT /big/one-gib HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {LEN}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < LEN {
+        pattern(9, off, &mut chunk);
+        s.write_all(&chunk).unwrap();
+        off += chunk.len() as u64;
+    }
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+
+    // GET it back, streamed, compared piece by piece.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(300))).ok();
+    write!(
+        s,
+        "GET /big/one-gib HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::with_capacity(1 << 20, s);
+    let mut status = String::new();
+    r.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let mut chunked = false;
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        if l.trim().is_empty() {
+            break;
+        }
+        let l = l.to_lowercase();
+        if let Some(v) = l.strip_prefix("content-length:") {
+            assert_eq!(v.trim(), LEN.to_string());
+        }
+        chunked |= l.starts_with("transfer-encoding:") && l.contains("chunked");
+    }
+    assert!(!chunked, "a GET answers with its length");
+    let mut got = vec![0u8; 1 << 20];
+    let mut want = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < LEN {
+        r.read_exact(&mut got).unwrap();
+        pattern(9, off, &mut want);
+        assert!(got == want, "bytes differ at {off}");
+        off += got.len() as u64;
+    }
+    let after = peak_rss(pid);
+    let grew = after.saturating_sub(before);
+    eprintln!(
+        "node peak RSS {} MiB before, {} MiB after a 1 GiB PUT and GET",
+        before >> 20,
+        after >> 20
+    );
+    assert!(
+        grew < 256 << 20,
+        "the node's peak resident memory grew by {} MiB",
+        grew >> 20
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn strata_put_and_get_stream_a_20_mib_file() {
+    let dir = scratch();
+    let (_meta, meta) = meta_with(
+        &dir.path().join("meta"),
+        &["--initial-nodes", "1", "--replication", "1"],
+        &dir.path().join("meta.log"),
+    );
+    let (_n, addr) = start_node(&meta, &dir.path().join("n"), &dir.path().join("n.log"));
+    wait_until(Duration::from_secs(30), "the node", || {
+        TcpStream::connect(&addr).is_ok()
+    });
+    let file = dir.path().join("in.bin");
+    let data = object(3, (20 << 20) + 12345);
+    std::fs::write(&file, &data).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["put", "--meta", &meta, "files/in.bin"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let back = dir.path().join("out.bin");
+    ok(strata()
+        .args(["get", "--meta", &meta, "files/in.bin", "-o"])
+        .arg(&back));
+    assert!(std::fs::read(&back).unwrap() == data);
+    // And through the node's public API.
+    let (code, _, body) = get(&addr, "/files/in.bin", "");
+    assert_eq!(code, 200);
+    assert!(body == data);
+}
+
+#[test]
+fn cluster_node_flags_work_or_are_refused_by_name() {
+    let dir = scratch();
+    let (_meta, meta) = meta_with(
+        &dir.path().join("meta"),
+        &["--initial-nodes", "1", "--replication", "1"],
+        &dir.path().join("meta.log"),
+    );
+    // Flags a cluster node does not honour yet are an error naming them.
+    for (flag, value) in [
+        ("--plan", "plan.json"),
+        ("--flash-cache", "1MiB"),
+        ("--ram-admission", "recent"),
+        ("--flash-burst", "0.5"),
+        ("--header-timeout", "3"),
+    ] {
+        let out = run(strata()
+            .args([
+                "server",
+                "--meta",
+                &meta,
+                "--listen",
+                "127.0.0.1:0",
+                "--data",
+            ])
+            .arg(dir.path().join("refused"))
+            .args([flag, value]));
+        assert!(!out.status.success(), "{flag} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+    // The ones it honours: cookies required, the object size bound, the
+    // worker threads, the trace rotation age.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let traces = dir.path().join("traces");
+    let mut child = strata()
+        .args([
+            "server",
+            "--meta",
+            &meta,
+            "--listen",
+            &addr,
+            "--require-cookies",
+        ])
+        .args(["--max-object-size", "1MiB", "--threads", "2"])
+        .args([
+            "--trace-sample",
+            "1",
+            "--trace-rotate-seconds",
+            "1",
+            "--trace-dir",
+        ])
+        .arg(&traces)
+        .arg("--data")
+        .arg(dir.path().join("n"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("n.log")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(30), "the node", || {
+        TcpStream::connect(&addr).is_ok()
+            && http_full(&addr, "GET", "/warm/up", None, "", b"").0 == 404
+    });
+    let cookie = put(&addr, "/docs/a", b"hello");
+    assert_eq!(get(&addr, "/docs/a", "").0, 404, "no cookie, required");
+    let (code, _, body) = get(&addr, &format!("/docs/a?cookie={cookie}"), "");
+    assert_eq!((code, &body[..]), (200, &b"hello"[..]));
+    // Refused from the declared length, before any of the body is read.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "PUT /docs/big HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        (1 << 20) + 1
+    )
+    .unwrap();
+    let mut status = String::new();
+    BufReader::new(s).read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    // A trace file is finished within about a second, naming the bucket.
+    wait_until(Duration::from_secs(20), "a finished trace file", || {
+        std::fs::read_dir(&traces).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "strace"))
+        })
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,0 +1,421 @@
+//! The public object API (docs/node.md: `PUT`, `GET` with `Range`, `HEAD`,
+//! `DELETE` of `/{bucket}/{name}`, batch `POST /{bucket}`, cookies) on every
+//! node, for every object of the cluster.
+//!
+//! The node that receives a request is its coordinator, as the Rust client
+//! is on the direct path (FDS: a client that computes placement itself
+//! skips this hop; both see the same objects): it computes the object's
+//! row from the placement table, writes to every replica and answers only
+//! when all of them hold the object durably, and reads one replica with
+//! failover. Bodies stream: an object larger than the table's tract size
+//! is cut into tracts as its body arrives, each stored on its own row, and
+//! read back tract by tract, so a node holds at most a few tracts of any
+//! object in memory whatever its size.
+
+// Handlers answer errors as ready responses, as strata-node's do.
+#![allow(clippy::result_large_err)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use strata_client::protocol::Head;
+use strata_client::{Client, ClientConfig, ClientError};
+use strata_node::http::{
+    check_names, content_length, cookie_of, method_not_allowed, parse_batch, read_body, reason,
+    requested_range, unsatisfiable, COOKIE_HEADER,
+};
+use strata_node::node::valid_bucket;
+use strata_node::range::parse_range;
+
+/// Limits of the public API of a cluster node.
+#[derive(Clone, Debug)]
+pub struct GatewayLimits {
+    /// Largest object accepted (`--max-object-size`).
+    pub max_object_size: u64,
+    /// Largest batch body.
+    pub max_batch_bytes: u64,
+    /// A body that sends nothing for this long is abandoned (408).
+    pub body_idle_timeout: Duration,
+    /// A GET or HEAD without the object's cookie is a 404.
+    pub require_cookies: bool,
+}
+
+impl Default for GatewayLimits {
+    fn default() -> Self {
+        GatewayLimits {
+            max_object_size: 5 << 30,
+            max_batch_bytes: 256 << 20,
+            body_idle_timeout: Duration::from_secs(30),
+            require_cookies: false,
+        }
+    }
+}
+
+/// The coordinator of public requests on one node.
+pub struct Gateway {
+    meta: String,
+    limits: GatewayLimits,
+    client: tokio::sync::OnceCell<Arc<Client>>,
+}
+
+impl Gateway {
+    /// A gateway into the cluster whose metadata service is `meta`.
+    pub fn new(meta: &str, limits: GatewayLimits) -> Gateway {
+        Gateway {
+            meta: meta.to_string(),
+            limits,
+            client: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The cluster client, connected on first use (the cluster may have no
+    /// table yet when the node starts).
+    async fn client(&self) -> Result<Arc<Client>, Response> {
+        self.client
+            .get_or_try_init(|| async {
+                let cfg = ClientConfig {
+                    deadline: Duration::from_secs(30),
+                    tract_parallelism: 4,
+                    ..ClientConfig::default()
+                };
+                let quick = ClientConfig {
+                    deadline: Duration::from_millis(500),
+                    ..cfg.clone()
+                };
+                // Wait briefly for a table; the operation deadline is longer.
+                let c = Client::connect(&self.meta, quick).await?;
+                drop(c);
+                Client::connect(&self.meta, cfg).await.map(Arc::new)
+            })
+            .await
+            .cloned()
+            .map_err(|e| match e {
+                ClientError::NoTable => reason(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the cluster has no placement table yet (too few nodes registered)",
+                ),
+                e => reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            })
+    }
+}
+
+type Gw = Arc<Gateway>;
+
+/// The public routes, to be merged with the node's cluster routes.
+pub fn routes(gw: Gw) -> Router {
+    Router::new()
+        .route("/{bucket}/{*name}", any(object))
+        .route("/{bucket}", any(batch))
+        .with_state(gw)
+}
+
+fn client_error(e: ClientError) -> Response {
+    match e {
+        ClientError::BadName(_) => reason(StatusCode::BAD_REQUEST, e.to_string()),
+        ClientError::Write { .. } | ClientError::Read { .. } | ClientError::Meta { .. } => {
+            reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        ClientError::NoTable => reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        ClientError::Manifest { .. } => reason(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+fn check_public(bucket: &str, name: &str) -> Result<(), Response> {
+    if bucket == "cluster" {
+        return Err(reason(
+            StatusCode::BAD_REQUEST,
+            "bucket name \"cluster\" is reserved for the nodes' protocol (/cluster/v1)",
+        ));
+    }
+    check_names(bucket, name)
+}
+
+/// What a PUT answers: the object's name, cookie and URL.
+fn created(bucket: &str, name: &str, cookie: u32) -> serde_json::Value {
+    let cookie = format!("{cookie:08x}");
+    serde_json::json!({
+        "name": name,
+        "cookie": cookie,
+        "url": format!("/{bucket}/{name}?cookie={cookie}"),
+    })
+}
+
+async fn object(
+    State(gw): State<Gw>,
+    Path((bucket, name)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    if let Err(r) = check_public(&bucket, &name) {
+        return r;
+    }
+    match *req.method() {
+        Method::GET | Method::HEAD => get(gw, &bucket, &name, req).await,
+        Method::PUT => put(gw, &bucket, &name, req).await,
+        Method::DELETE => {
+            let client = match gw.client().await {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            match client.delete(&bucket, &name).await {
+                Ok(true) => StatusCode::NO_CONTENT.into_response(),
+                Ok(false) => reason(StatusCode::NOT_FOUND, "no such object"),
+                Err(e) => client_error(e),
+            }
+        }
+        _ => method_not_allowed("GET, HEAD, PUT, DELETE"),
+    }
+}
+
+async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
+    let max = gw.limits.max_object_size;
+    let len = match content_length(req.headers(), max) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let client = match gw.client().await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    // The body as it arrives, cut short by the declared length, the idle
+    // timeout and the size limit (each a 4xx, never a partial object: the
+    // manifest that makes an object visible is written last).
+    let idle = gw.limits.body_idle_timeout;
+    let body = req.into_body().into_data_stream();
+    let checked = stream::unfold(
+        (body, 0u64, false),
+        move |(mut body, seen, done): (axum::body::BodyDataStream, u64, bool)| async move {
+            if done {
+                return None;
+            }
+            match tokio::time::timeout(idle, body.next()).await {
+                Err(_) => Some((Err(BodyFault::Idle(idle)), (body, seen, true))),
+                Ok(None) if seen < len => Some((Err(BodyFault::Shorter(len)), (body, seen, true))),
+                Ok(None) => None,
+                Ok(Some(Err(e))) => {
+                    Some((Err(BodyFault::Broken(e.to_string())), (body, seen, true)))
+                }
+                Ok(Some(Ok(chunk))) => {
+                    let seen = seen + chunk.len() as u64;
+                    if seen > len {
+                        Some((Err(BodyFault::Longer(len)), (body, seen, true)))
+                    } else {
+                        Some((Ok(chunk), (body, seen, false)))
+                    }
+                }
+            }
+        },
+    );
+    let result = client.put_stream(bucket, name, checked).await;
+    match result {
+        Ok(cookie) => {
+            let mut r = (
+                StatusCode::CREATED,
+                axum::Json(created(bucket, name, cookie)),
+            )
+                .into_response();
+            let h = r.headers_mut();
+            if let Ok(v) = HeaderValue::from_str(&format!("{cookie:08x}")) {
+                h.insert(COOKIE_HEADER, v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&format!("/{bucket}/{name}?cookie={cookie:08x}")) {
+                h.insert(header::LOCATION, v);
+            }
+            r
+        }
+        Err(ClientError::Write { reason: why, .. }) if why.starts_with("reading the body: ") => {
+            let why = why.trim_start_matches("reading the body: ");
+            if why.starts_with("no data") {
+                reason(StatusCode::REQUEST_TIMEOUT, why)
+            } else {
+                reason(StatusCode::BAD_REQUEST, why)
+            }
+        }
+        Err(e) => client_error(e),
+    }
+}
+
+/// Why a streamed body was abandoned.
+#[derive(Debug)]
+enum BodyFault {
+    Idle(Duration),
+    Broken(String),
+    Longer(u64),
+    Shorter(u64),
+}
+
+impl std::fmt::Display for BodyFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyFault::Idle(d) => write!(f, "no data for {} s", d.as_secs()),
+            BodyFault::Broken(e) => write!(f, "could not read the body: {e}"),
+            BodyFault::Longer(n) => write!(f, "body longer than its Content-Length of {n}"),
+            BodyFault::Shorter(n) => write!(f, "body shorter than its Content-Length of {n}"),
+        }
+    }
+}
+
+async fn get(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
+    let cookie = match cookie_of(req.uri().query()) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let range_h = match requested_range(req.headers()) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let head_only = req.method() == Method::HEAD;
+    let client = match gw.client().await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let head = match client.head(bucket, name).await {
+        Ok(Some(h)) => h,
+        Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
+        Err(e) => return client_error(e),
+    };
+    // Haystack §3.4.1: a wrong cookie reads exactly as an absent object.
+    let stored = head.cookie();
+    let denied = match cookie {
+        Some(c) => stored != 0 && c != stored,
+        None => gw.limits.require_cookies && stored != 0,
+    };
+    if denied {
+        return reason(StatusCode::NOT_FOUND, "no such object");
+    }
+    let size = head.len();
+    let (status, start, end) = match &range_h {
+        None => (StatusCode::OK, 0, size),
+        Some(r) => match parse_range(r, size) {
+            Ok((a, b)) => (StatusCode::PARTIAL_CONTENT, a, b),
+            Err(e) => return unsatisfiable(e, size),
+        },
+    };
+    let body = if head_only {
+        Body::empty()
+    } else {
+        match head {
+            Head::Inline { data, .. } => Body::from(data.slice(start as usize..end as usize)),
+            Head::Manifest(m) if start < end => {
+                // Tracts of a written-whole object are full but the last;
+                // appended objects list each tract's length.
+                let offsets: Vec<(u64, u64)> = (0..m.tracts)
+                    .scan(0u64, |off, t| {
+                        let l = m.tract_len(t);
+                        let o = *off;
+                        *off += l;
+                        Some((o, l))
+                    })
+                    .collect();
+                let wanted: Vec<u64> = (0..m.tracts)
+                    .filter(|&t| {
+                        let (o, l) = offsets[t as usize];
+                        o < end && o + l > start
+                    })
+                    .collect();
+                let (bucket, name) = (bucket.to_string(), name.to_string());
+                let m = Arc::new(m);
+                let tracts = stream::iter(wanted)
+                    .map(move |t| {
+                        let (client, bucket, name, m) =
+                            (client.clone(), bucket.clone(), name.clone(), m.clone());
+                        let (o, _) = offsets[t as usize];
+                        async move {
+                            let data = client.get_tract(&bucket, &name, &m, t).await?;
+                            let a = start.saturating_sub(o).min(data.len() as u64) as usize;
+                            let b = (end - o).min(data.len() as u64) as usize;
+                            Ok::<Bytes, ClientError>(data.slice(a..b))
+                        }
+                    })
+                    // The next tract is read while this one is sent.
+                    .buffered(2)
+                    .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+                Body::from_stream(tracts)
+            }
+            Head::Manifest(_) => Body::empty(),
+        }
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    if let Ok(v) = HeaderValue::from_str(&format!("{stored:08x}")) {
+        h.insert(COOKIE_HEADER, v);
+    }
+    if status == StatusCode::PARTIAL_CONTENT {
+        if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1)) {
+            h.insert(header::CONTENT_RANGE, v);
+        }
+    }
+    resp
+}
+
+async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -> Response {
+    if req.method() != Method::POST {
+        return method_not_allowed("POST");
+    }
+    if !valid_bucket(&bucket) || bucket == "cluster" {
+        return reason(
+            StatusCode::BAD_REQUEST,
+            format!("bad bucket name {bucket:?}"),
+        );
+    }
+    let max = gw.limits.max_batch_bytes;
+    let len = match content_length(req.headers(), max) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let body = match read_body(req, max, gw.limits.body_idle_timeout).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if body.len() as u64 != len {
+        return reason(StatusCode::BAD_REQUEST, "body shorter than Content-Length");
+    }
+    let items = match parse_batch(&body) {
+        Ok(v) => v,
+        Err(e) => return reason(StatusCode::BAD_REQUEST, format!("bad batch: {e}")),
+    };
+    for (name, _) in &items {
+        if let Err(r) = check_names(&bucket, name) {
+            return r;
+        }
+    }
+    let client = match gw.client().await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let puts = items.into_iter().map(|(name, data)| {
+        let (client, bucket) = (client.clone(), bucket.clone());
+        async move {
+            let cookie = client.put(&bucket, &name, data).await?;
+            Ok::<_, ClientError>(created(&bucket, &name, cookie))
+        }
+    });
+    let done: Vec<Result<serde_json::Value, ClientError>> =
+        stream::iter(puts).buffered(16).collect().await;
+    let mut objects = Vec::with_capacity(done.len());
+    for d in done {
+        match d {
+            Ok(v) => objects.push(v),
+            Err(e) => return client_error(e),
+        }
+    }
+    (
+        StatusCode::CREATED,
+        axum::Json(serde_json::json!({ "objects": objects })),
+    )
+        .into_response()
+}

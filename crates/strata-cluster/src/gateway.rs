@@ -29,7 +29,7 @@ use futures_util::stream::{self, StreamExt};
 use strata_client::protocol::Head;
 use strata_client::{Client, ClientConfig, ClientError};
 use strata_node::http::{
-    check_names, content_length, cookie_of, method_not_allowed, parse_batch, read_body, reason,
+    check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
     requested_range, unsatisfiable, COOKIE_HEADER,
 };
 use strata_node::node::valid_bucket;
@@ -372,27 +372,17 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
             format!("bad bucket name {bucket:?}"),
         );
     }
-    let max = gw.limits.max_batch_bytes;
-    let len = match content_length(req.headers(), max) {
-        Ok(n) => n,
-        Err(r) => return r,
-    };
-    let body = match read_body(req, max, gw.limits.body_idle_timeout).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    if body.len() as u64 != len {
-        return reason(StatusCode::BAD_REQUEST, "body shorter than Content-Length");
-    }
-    let items = match parse_batch(&body) {
+    let items = match read_batch(
+        req,
+        &bucket,
+        gw.limits.max_batch_bytes,
+        gw.limits.body_idle_timeout,
+    )
+    .await
+    {
         Ok(v) => v,
-        Err(e) => return reason(StatusCode::BAD_REQUEST, format!("bad batch: {e}")),
+        Err(r) => return r,
     };
-    for (name, _) in &items {
-        if let Err(r) = check_names(&bucket, name) {
-            return r;
-        }
-    }
     let client = match gw.client().await {
         Ok(c) => c,
         Err(r) => return r,

@@ -127,3 +127,29 @@ pub fn grey_variance(px: &[[u8; 3]]) -> f64 {
     let mean = g.iter().sum::<f64>() / n;
     g.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n
 }
+
+/// What in `html` would make a browser fetch something (another host, a
+/// script, a stylesheet, a font, an image by URL); the SVG namespace is a
+/// name, not a fetch.
+pub fn external_references(html: &str) -> Vec<&'static str> {
+    let svg_ns = html.matches("http://www.w3.org/2000/svg").count();
+    [
+        "http://",
+        "https://",
+        "<script src",
+        "<link ",
+        "@import",
+        "url(",
+        "@font-face",
+    ]
+    .into_iter()
+    .filter(|bad| {
+        let n = html.matches(bad).count();
+        if *bad == "http://" {
+            n > svg_ns
+        } else {
+            n > 0
+        }
+    })
+    .collect()
+}

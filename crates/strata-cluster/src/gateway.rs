@@ -114,6 +114,14 @@ pub fn routes(gw: Gw) -> Router {
     Router::new()
         .route("/{bucket}/{*name}", any(object))
         .route("/{bucket}", any(batch))
+        // GET /dashboard is the dashboard's page (merged in beside these);
+        // a batch into a bucket named "dashboard" still reaches the bucket.
+        .route(
+            strata_node::dashboard::PAGE_PATH,
+            axum::routing::post(|s: State<Gw>, r: Request| {
+                batch(s, Path(strata_node::dashboard::PAGE_PATH[1..].into()), r)
+            }),
+        )
         .with_state(gw)
 }
 

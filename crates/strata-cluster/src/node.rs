@@ -778,7 +778,19 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         &node.opts.meta,
         node.opts.gateway.clone(),
     ));
-    let app = crate::server::router(node.clone()).merge(crate::gateway::routes(gateway));
+    // The dashboard's sampler stops when this function returns.
+    let dash =
+        strata_node::dashboard::Dashboard::new(crate::dashboard::ClusterSource(node.clone()));
+    let _sampler =
+        strata_node::dashboard::spawn(dash.clone(), strata_node::dashboard::SAMPLE_EVERY).map_err(
+            |source| ClusterError::Io {
+                path: "dashboard sampler thread".into(),
+                source,
+            },
+        )?;
+    let app = crate::server::router(node.clone())
+        .merge(crate::gateway::routes(gateway))
+        .merge(strata_node::dashboard::router(dash));
     axum::serve(listener, app)
         .await
         .map_err(|source| ClusterError::Io {

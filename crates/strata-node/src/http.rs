@@ -98,6 +98,13 @@ pub fn router(node: Arc<Node>, limits: HttpLimits) -> Router {
         .route("/_admin/traces/flush", post(admin_flush))
         .route("/{bucket}/{*name}", any(object))
         .route("/{bucket}", any(bucket))
+        // GET /dashboard is the dashboard's page (merged in by `serve`).
+        .route(
+            crate::dashboard::PAGE_PATH,
+            post(|s: State<App>, r: Request| {
+                bucket(s, Path(crate::dashboard::PAGE_PATH[1..].into()), r)
+            }),
+        )
         .fallback(|| async {
             reason(
                 StatusCode::NOT_FOUND,
@@ -533,14 +540,16 @@ async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request
     }
 }
 
-/// Serves `node` on `listener` until `shutdown` completes.
+/// Serves `node` on `listener`, with the routes of `extra` (the
+/// dashboard's) beside its own, until `shutdown` completes.
 pub async fn serve(
     node: Arc<Node>,
     listener: TcpListener,
     limits: HttpLimits,
+    extra: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let app = router(node, limits);
+    let app = router(node, limits).merge(extra);
     let sem = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {

@@ -36,4 +36,4 @@ pub mod protocol;
 
 pub use client::{Client, ClientConfig, ClientStats};
 pub use error::ClientError;
-pub use http::{Http, HttpResponse};
+pub use http::{Http, HttpResponse, LocalNode};

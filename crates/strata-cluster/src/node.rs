@@ -774,9 +774,13 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             source,
         })?;
     }
+    let protocol = crate::server::router(node.clone());
+    let local: Arc<dyn strata_client::LocalNode> =
+        Arc::new(crate::gateway::InProcess(protocol.clone()));
     let gateway = Arc::new(crate::gateway::Gateway::new(
         &node.opts.meta,
         node.opts.gateway.clone(),
+        Some((node.addr.clone(), local)),
     ));
     // The dashboard's sampler stops when this function returns.
     let dash =
@@ -788,7 +792,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
                 source,
             },
         )?;
-    let app = crate::server::router(node.clone())
+    let app = protocol
         .merge(crate::gateway::routes(gateway))
         .merge(strata_node::dashboard::router(dash));
     axum::serve(listener, app)

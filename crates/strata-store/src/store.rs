@@ -549,7 +549,18 @@ impl Store {
     /// older needle of the same identity) on disk, synchronously, then drops
     /// it from the index. Returns whether a live object was deleted.
     pub fn delete(&self, key: u64, alt_key: u32) -> Result<bool> {
-        self.inner.delete(key, alt_key)
+        Ok(self.inner.delete_batch(&[(key, alt_key)])?[0])
+    }
+
+    /// Deletes a batch of objects, grouped like a PUT batch: the deleted
+    /// flags of all their needles are written, then each segment file
+    /// touched gets one `fdatasync` (two rounds when some object also has
+    /// older versions: those are flagged and synced first, so that a crash
+    /// never leaves the newest version deleted on disk while an older one is
+    /// not). Returns, per identity in order, whether a live object was
+    /// deleted (an identity given twice reports false the second time).
+    pub fn delete_batch(&self, ids: &[(u64, u32)]) -> Result<Vec<bool>> {
+        self.inner.delete_batch(ids)
     }
 
     /// Every segment with its tier, size, garbage ratio and creation time,
@@ -1153,48 +1164,102 @@ impl Inner {
         Ok(((h.key, h.alt_key) == (key, alt)).then_some(h))
     }
 
-    /// Sets `flag` in a needle on disk (under the segment's lock); returns
-    /// false if the segment was retired meanwhile (the caller retries).
+    /// Sets `flag` in a needle on disk (under the segment's lock) and syncs
+    /// it; returns false if the segment was retired meanwhile (the caller
+    /// retries).
     fn set_flag(&self, c: &Cand, key: u64, alt: u32, flag: u32) -> Result<bool> {
-        let _g = lock(&c.seg.lock);
-        if c.seg.retired.load(Ordering::Acquire) {
-            return Ok(false);
+        self.set_flags(std::slice::from_ref(&(c, key, alt)), flag)
+    }
+
+    /// Sets `flag` in every given needle, grouped by segment: each segment
+    /// file gets its flag writes and then one `fdatasync`, under its lock.
+    /// Returns false if a segment was retired meanwhile (flags already
+    /// written stay; the caller retries, which is idempotent).
+    fn set_flags(&self, needles: &[(&Cand, u64, u32)], flag: u32) -> Result<bool> {
+        let mut order: Vec<usize> = (0..needles.len()).collect();
+        order.sort_by_key(|&i| (needles[i].0.seg.id, needles[i].0.offset));
+        let mut i = 0;
+        while i < order.len() {
+            let seg = needles[order[i]].0.seg.clone();
+            let mut j = i;
+            while j < order.len() && Arc::ptr_eq(&needles[order[j]].0.seg, &seg) {
+                j += 1;
+            }
+            let _g = lock(&seg.lock);
+            if seg.retired.load(Ordering::Acquire) {
+                return Ok(false);
+            }
+            let mut written: Vec<&(&Cand, u64, u32)> = Vec::new();
+            for &k in &order[i..j] {
+                let n = &needles[k];
+                let (c, key, alt) = *n;
+                let Some(h) = self.verify_header(c, key, alt)? else {
+                    continue;
+                };
+                if h.flags & flag == flag {
+                    written.push(n);
+                    continue;
+                }
+                seg.file
+                    .write_all_at(&(h.flags | flag).to_le_bytes(), c.offset + FLAGS_OFFSET)
+                    .map_err(StoreError::io("writing flags in", &seg.path))?;
+                written.push(n);
+            }
+            if !written.is_empty() {
+                seg.file
+                    .sync_data()
+                    .map_err(StoreError::io("writing flags in", &seg.path))?;
+                self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+                for &&(c, key, alt) in &written {
+                    if seg.mark_dead(key, alt, c.ord) {
+                        seg.garbage.fetch_add(c.len, Ordering::Relaxed);
+                    }
+                }
+                seg.dirty.store(true, Ordering::Relaxed);
+            }
+            i = j;
         }
-        let Some(h) = self.verify_header(c, key, alt)? else {
-            return Ok(true);
-        };
-        let flags = h.flags | flag;
-        c.seg
-            .file
-            .write_all_at(&flags.to_le_bytes(), c.offset + FLAGS_OFFSET)
-            .and_then(|_| c.seg.file.sync_data())
-            .map_err(StoreError::io("writing flags in", &c.seg.path))?;
-        self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
-        if c.seg.mark_dead(key, alt, c.ord) {
-            c.seg.garbage.fetch_add(c.len, Ordering::Relaxed);
-        }
-        c.seg.dirty.store(true, Ordering::Relaxed);
         Ok(true)
     }
 
-    fn delete(&self, key: u64, alt: u32) -> Result<bool> {
+    fn delete_batch(&self, ids: &[(u64, u32)]) -> Result<Vec<bool>> {
         'retry: loop {
-            // Every indexed version, newest first, checked against its header.
-            let mut versions: Vec<(Cand, NeedleHeader)> = Vec::new();
-            let mut below = u64::MAX;
-            while let Some(c) = self.next_candidate(key, alt, below)? {
-                below = c.seg.id;
-                if let Some(h) = self.verify_header(&c, key, alt)? {
-                    versions.push((c, h));
+            // Every indexed version of every identity, checked against its
+            // header: the newest of each apart from the older ones.
+            let mut existed = Vec::with_capacity(ids.len());
+            let mut newest: Vec<(Cand, u64, u32)> = Vec::new();
+            let mut older: Vec<(Cand, u64, u32)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for &(key, alt) in ids {
+                if !seen.insert((key, alt)) {
+                    existed.push(false);
+                    continue;
                 }
+                let mut versions: Vec<(Cand, NeedleHeader)> = Vec::new();
+                let mut below = u64::MAX;
+                while let Some(c) = self.next_candidate(key, alt, below)? {
+                    below = c.seg.id;
+                    if let Some(h) = self.verify_header(&c, key, alt)? {
+                        versions.push((c, h));
+                    }
+                }
+                existed.push(
+                    versions
+                        .first()
+                        .is_some_and(|(_, h)| h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0),
+                );
+                let mut it = versions.into_iter();
+                if let Some((c, _)) = it.next() {
+                    newest.push((c, key, alt));
+                }
+                older.extend(it.map(|(c, _)| (c, key, alt)));
             }
-            let existed = versions
-                .first()
-                .is_some_and(|(_, h)| h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0);
-            // Oldest first, so that a crash never leaves the newest version
-            // deleted on disk while an older one is not.
-            for (c, _) in versions.iter().rev() {
-                if !self.set_flag(c, key, alt, FLAG_DELETED)? {
+            // Older versions first, so that a crash never leaves the newest
+            // version deleted on disk while an older one is not.
+            for group in [&older, &newest] {
+                let refs: Vec<(&Cand, u64, u32)> =
+                    group.iter().map(|(c, k, a)| (c, *k, *a)).collect();
+                if !self.set_flags(&refs, FLAG_DELETED)? {
                     continue 'retry;
                 }
             }

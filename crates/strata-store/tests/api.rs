@@ -187,3 +187,70 @@ fn a_directory_is_opened_by_one_store_at_a_time() {
     drop(a);
     Store::open(cfg(dir.path())).unwrap();
 }
+
+#[test]
+fn delete_batch_is_one_fdatasync_per_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path());
+    c.segment_size = 1 << 30; // everything in one segment
+    let store = Store::open(c.clone()).unwrap();
+    let items: Vec<Vec<u8>> = (0..100u64).map(|i| data(i, 100)).collect();
+    let batch: Vec<PutItem<'_>> = items
+        .iter()
+        .enumerate()
+        .map(|(i, d)| PutItem {
+            key: i as u64,
+            alt_key: 0,
+            cookie: 1,
+            data: d,
+        })
+        .collect();
+    store.put_batch(Tier::Flash, &batch).unwrap();
+    let ids: Vec<(u64, u32)> = (0..50u64)
+        .map(|i| (i * 2, 0))
+        .chain([(1000, 0), (0, 0)])
+        .collect();
+    let before = store.counters().fdatasyncs;
+    let res = store.delete_batch(&ids).unwrap();
+    assert_eq!(
+        store.counters().fdatasyncs - before,
+        1,
+        "one fdatasync for the batch"
+    );
+    assert!(res[..50].iter().all(|&x| x), "every present object deleted");
+    assert_eq!(
+        &res[50..],
+        &[false, false],
+        "absent, and a repeat, report false"
+    );
+    // An object overwritten in a newer segment: its older version is flagged
+    // too, in a first round (one sync of the old file), then the newest
+    // versions (one sync of each of the two files).
+    store.seal_active(0).unwrap();
+    store.put(Tier::Flash, 1, 0, 2, b"v2").unwrap();
+    let before = store.counters().fdatasyncs;
+    assert_eq!(
+        store.delete_batch(&[(1, 0), (3, 0)]).unwrap(),
+        vec![true, true]
+    );
+    assert_eq!(store.counters().fdatasyncs - before, 3);
+    drop(store);
+    let store = Store::open(c).unwrap();
+    for i in 0..100u64 {
+        let got = store.get(i, 0, 1).unwrap();
+        if i % 2 == 0 || i == 1 || i == 3 {
+            assert_eq!(got, None, "key {i} deleted");
+        } else {
+            assert_eq!(got.unwrap().data, data(i, 100));
+        }
+    }
+    // Even after compaction drops the deleted needles, nothing resurfaces.
+    let sealed = store.segments().into_iter().find(|s| !s.active).unwrap();
+    store.compact(sealed.id, &mut |_| {}).unwrap();
+    store.seal_active(0).unwrap();
+    for s in store.segments().into_iter().filter(|s| !s.active) {
+        store.compact(s.id, &mut |_| {}).unwrap();
+    }
+    assert_eq!(store.get(1, 0, 1).unwrap(), None);
+    assert_eq!(store.get(1, 0, 2).unwrap(), None);
+}

@@ -52,6 +52,16 @@ impl ActiveIndex {
         self.offsets.len().saturating_sub(1) as u64
     }
 
+    /// Bytes of the needles indexed (the live ones, as far as this segment
+    /// knows).
+    pub fn live_bytes(&self) -> u64 {
+        self.map
+            .values()
+            .filter_map(|&o| self.needle(o))
+            .map(|x| x.1)
+            .sum()
+    }
+
     /// Heap bytes used (hash map buckets and control bytes, offsets).
     pub fn heap_bytes(&self) -> usize {
         let entry = std::mem::size_of::<((u64, u32), u32)>() + 1;

@@ -1136,12 +1136,7 @@ fn load_segment(
         file_len = at;
         dirty = true;
     }
-    let live: u64 = idx
-        .map
-        .values()
-        .filter_map(|&o| idx.needle(o))
-        .map(|x| x.1)
-        .sum();
+    let live = idx.live_bytes();
     let garbage = idx.end().saturating_sub(SUPERBLOCK_LEN as u64 + live);
     for (&(k, a), &o) in &idx.map {
         node.insert(
@@ -2011,12 +2006,7 @@ impl Inner {
             if self.cfg.random_access_advice {
                 advise_random(&file);
             }
-            let live: u64 = new_idx
-                .map
-                .values()
-                .filter_map(|&o| new_idx.needle(o))
-                .map(|x| x.1)
-                .sum();
+            let live = new_idx.live_bytes();
             let seg = Arc::new(Segment {
                 id,
                 generation,

@@ -479,7 +479,10 @@ fn remove_store_files(dir: &std::path::Path) -> anyhow::Result<()> {
         let ours = matches!(
             p.extension().and_then(|x| x.to_str()),
             Some("seg") | Some("idx")
-        ) || p.file_name().and_then(|x| x.to_str()) == Some(strata_store::LOCK_FILE);
+        ) || matches!(
+            p.file_name().and_then(|x| x.to_str()),
+            Some(strata_store::LOCK_FILE) | Some(strata_store::RUN_FILE)
+        );
         if ours {
             std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
         }

@@ -31,19 +31,9 @@ CONC=${CONC:-16}
 PREFILL_1KiB=${PREFILL_1KiB:-5000}
 PREFILL_1MiB=${PREFILL_1MiB:-300}
 BASE=${BASE:-18600}
-for b in "$WEED" "$STRATA"; do
-  [ -x "$b" ] || { echo "not an executable: $b" >&2; exit 2; }
-done
-command -v curl >/dev/null || { echo "needs curl" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "needs python3 (for the table)" >&2; exit 2; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-cluster-vs-weed.XXXXXX")
-RES="$WORK/results"
-mkdir -p "$RES"
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-cleanup() { stop_servers; rm -rf "$WORK"; }
-trap cleanup EXIT
+setup_work strata-cluster-vs-weed
 
 META=127.0.0.1:$BASE
 NODES=()

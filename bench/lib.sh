@@ -1,8 +1,8 @@
 # Shared by the side-by-side benchmark scripts (sourced, not run): server
 # process bookkeeping, logging and one measured `strata bench http` run.
-# The sourcing script sets STRATA (the binary), RES (results directory),
-# DUR (seconds per run) and optionally GEN (a command prefix for the load
-# generator, e.g. (taskset -c 0)).
+# The sourcing script sets STRATA (the binary), WEED, DUR (seconds per
+# run) and optionally GEN (a command prefix for the load generator, e.g.
+# (taskset -c 0)); setup_work makes WORK and RES.
 
 PIDS=()
 declare -p GEN >/dev/null 2>&1 || GEN=()
@@ -35,4 +35,19 @@ r = json.load(open(sys.argv[1]))
 s = r["put"] if r["put"]["objects"] else r["get"]
 print("%.0f obj/s, p99 %d us, %d errors" % (s["objects_per_s"], s["p99_us"], r["put"]["errors"] + r["get"]["errors"]))
 ' "$RES/$f.json") (load $l0 -> $l1)"
+}
+
+# setup_work NAME: checks $WEED and $STRATA and the tools the scripts use,
+# makes the work directory $WORK (servers stopped and it removed at exit)
+# and the results directory $RES in it.
+setup_work() {
+  for b in "$WEED" "$STRATA"; do
+    [ -x "$b" ] || { echo "not an executable: $b" >&2; exit 2; }
+  done
+  command -v curl >/dev/null || { echo "needs curl" >&2; exit 2; }
+  command -v python3 >/dev/null || { echo "needs python3 (for the table)" >&2; exit 2; }
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  RES="$WORK/results"
+  mkdir -p "$RES"
+  trap 'stop_servers; rm -rf "$WORK"' EXIT
 }

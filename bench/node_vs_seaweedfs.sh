@@ -56,19 +56,9 @@ else
   SRV=()
   GEN=()
 fi
-for b in "$WEED" "$STRATA"; do
-  [ -x "$b" ] || { echo "not an executable: $b" >&2; exit 2; }
-done
-command -v curl >/dev/null || { echo "needs curl" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "needs python3 (for the table)" >&2; exit 2; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-vs-weed.XXXXXX")
-RES="$WORK/results"
-mkdir -p "$RES"
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-cleanup() { stop_servers; rm -rf "$WORK"; }
-trap cleanup EXIT
+setup_work strata-vs-weed
 
 
 start_servers() {

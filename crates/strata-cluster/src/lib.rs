@@ -21,6 +21,7 @@
 
 mod error;
 pub mod gateway;
+pub mod index;
 mod mover;
 mod node;
 pub mod recovery;

@@ -778,7 +778,10 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         &node.opts.meta,
         node.opts.gateway.clone(),
     ));
-    let app = crate::server::router(node.clone()).merge(crate::gateway::routes(gateway));
+    let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;
+    let app = crate::server::router(node.clone())
+        .merge(crate::gateway::routes(gateway))
+        .merge(crate::index::routes(Arc::new(index)));
     axum::serve(listener, app)
         .await
         .map_err(|source| ClusterError::Io {

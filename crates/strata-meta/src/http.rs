@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use strata_placement::NodeId;
@@ -48,6 +48,11 @@ pub fn router(svc: Arc<MetaService>) -> Router {
         .route("/v1/nodes/{id}/add", post(add_node))
         .route("/v1/nodes/{id}/remove", post(remove_node))
         .route("/v1/tier-plan", get(get_tier_plan).put(put_tier_plan))
+        .route("/v1/buckets", get(list_buckets))
+        .route(
+            "/v1/buckets/{name}",
+            put(create_bucket).delete(delete_bucket),
+        )
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .with_state(svc)
@@ -244,6 +249,26 @@ async fn put_tier_plan(
 ) -> Response {
     match svc.set_tier_plan(plan).await {
         Ok(version) => Json(serde_json::json!({ "version": version })).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn list_buckets(State(svc): State<Arc<MetaService>>) -> Response {
+    Json(svc.state().await.buckets).into_response()
+}
+
+async fn create_bucket(State(svc): State<Arc<MetaService>>, Path(name): Path<String>) -> Response {
+    match svc.create_bucket(&name).await {
+        Ok(true) => StatusCode::CREATED.into_response(),
+        Ok(false) => StatusCode::OK.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn delete_bucket(State(svc): State<Arc<MetaService>>, Path(name): Path<String>) -> Response {
+    match svc.delete_bucket(&name).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => StatusCode::NOT_FOUND.into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -221,6 +221,39 @@ impl MetaService {
         .await
     }
 
+    /// Creates S3 bucket `name`; returns whether it is new (false: it
+    /// existed already).
+    pub async fn create_bucket(&self, name: &str) -> Result<bool, MetaError> {
+        if !crate::api::valid_bucket_name(name) {
+            return Err(MetaError::BadRequest(format!(
+                "bad bucket name {name:?}: 3 to 63 lowercase letters, digits, '.' and '-', \
+                 starting and ending with a letter or digit"
+            )));
+        }
+        if self.state().await.buckets.contains_key(name) {
+            return Ok(false);
+        }
+        self.mutate(|s| {
+            let new = !s.buckets.contains_key(name);
+            s.buckets
+                .entry(name.to_string())
+                .or_insert(crate::state::BucketRecord {
+                    created_ms: now_ms(),
+                });
+            Ok(new)
+        })
+        .await
+    }
+
+    /// Forgets S3 bucket `name`; returns whether it existed. The caller
+    /// (the S3 coordinator) checks that it is empty first.
+    pub async fn delete_bucket(&self, name: &str) -> Result<bool, MetaError> {
+        if !self.state().await.buckets.contains_key(name) {
+            return Ok(false);
+        }
+        self.mutate(|s| Ok(s.buckets.remove(name).is_some())).await
+    }
+
     /// Runs the health checker (Haystack's pitchfork) until the task is
     /// dropped: a node silent for `suspect_after` is probed over HTTP
     /// (`GET /cluster/v1/health`, which checks its disks); after `strikes`

@@ -130,6 +130,16 @@ pub struct ClusterState {
     /// Latest scrub report per node.
     #[serde(default)]
     pub scrub: BTreeMap<u32, ScrubReport>,
+    /// The cluster's S3 buckets by name (every node serves them).
+    #[serde(default)]
+    pub buckets: BTreeMap<String, BucketRecord>,
+}
+
+/// An S3 bucket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketRecord {
+    /// Milliseconds since the Unix epoch of its creation.
+    pub created_ms: u64,
 }
 
 impl NodeRecord {
@@ -163,6 +173,7 @@ impl ClusterState {
             tier_plan: None,
             tier_plan_version: 0,
             scrub: BTreeMap::new(),
+            buckets: BTreeMap::new(),
         }
     }
 

@@ -1,0 +1,473 @@
+//! The S3 operations, each mapped onto one call of the cluster coordinator.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use md5::{Digest, Md5};
+use s3s::dto::{
+    Bucket, CreateBucketInput, CreateBucketOutput, DeleteBucketInput, DeleteBucketOutput,
+    DeleteObjectInput, DeleteObjectOutput, ETag, GetBucketLocationInput, GetBucketLocationOutput,
+    GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput,
+    HeadObjectOutput, ListBucketsInput, ListBucketsOutput, ListObjectsInput, ListObjectsOutput,
+    ListObjectsV2Input, ListObjectsV2Output, PutObjectInput, PutObjectOutput, StreamingBlob,
+    Timestamp,
+};
+use std::collections::BTreeMap;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use strata_client::protocol::{IndexEntry, ListQuery};
+
+use crate::list;
+use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
+use strata_client::{Client, ClientConfig, ClientError};
+
+/// The S3 service of one node: a coordinator into the cluster whose
+/// metadata service is `meta`.
+pub struct StrataS3 {
+    meta: String,
+    max_object_size: u64,
+    client: tokio::sync::OnceCell<Arc<Client>>,
+    /// The cluster's buckets as last fetched from the metadata service, and
+    /// when: a request for a bucket not in it, or after [`BUCKETS_TTL`],
+    /// fetches them again (no key-value read on the GET path).
+    buckets: Mutex<Option<(Instant, Buckets)>>,
+}
+
+type Buckets = BTreeMap<String, strata_client::BucketRecord>;
+
+/// How long a node trusts its copy of the bucket list.
+const BUCKETS_TTL: Duration = Duration::from_secs(1);
+
+fn timestamp(ms: u64) -> Timestamp {
+    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl StrataS3 {
+    /// A service into the cluster at `meta` accepting objects of at most
+    /// `max_object_size` bytes.
+    pub fn new(meta: &str, max_object_size: u64) -> StrataS3 {
+        StrataS3 {
+            meta: meta.to_string(),
+            max_object_size,
+            client: tokio::sync::OnceCell::new(),
+            buckets: Mutex::new(None),
+        }
+    }
+
+    /// The cluster's buckets, fetched again if `fresh` or the copy is old.
+    async fn buckets(&self, client: &Client, fresh: bool) -> S3Result<Buckets> {
+        if !fresh {
+            if let Ok(g) = self.buckets.lock() {
+                if let Some((at, b)) = g.as_ref() {
+                    if at.elapsed() < BUCKETS_TTL {
+                        return Ok(b.clone());
+                    }
+                }
+            }
+        }
+        let b = client.buckets().await.map_err(unavailable)?;
+        if let Ok(mut g) = self.buckets.lock() {
+            *g = Some((Instant::now(), b.clone()));
+        }
+        Ok(b)
+    }
+
+    /// The client, once `bucket` is known to exist (else NoSuchBucket).
+    async fn bucket(&self, bucket: &str) -> S3Result<Arc<Client>> {
+        let client = self.client().await?;
+        if self.buckets(&client, false).await?.contains_key(bucket)
+            || self.buckets(&client, true).await?.contains_key(bucket)
+        {
+            return Ok(client);
+        }
+        Err(s3_error!(NoSuchBucket))
+    }
+
+    /// One page of the listing index.
+    async fn page(
+        &self,
+        bucket: &str,
+        q: ListQuery,
+    ) -> S3Result<strata_client::protocol::ListPage> {
+        let client = self.bucket(bucket).await?;
+        client.index_list(bucket, &q).await.map_err(unavailable)
+    }
+
+    /// The cluster client, connected on first use (the cluster may have no
+    /// placement table yet when the node starts).
+    async fn client(&self) -> S3Result<Arc<Client>> {
+        self.client
+            .get_or_try_init(|| async {
+                let cfg = ClientConfig {
+                    deadline: Duration::from_secs(30),
+                    tract_parallelism: 4,
+                    ..ClientConfig::default()
+                };
+                Client::connect(&self.meta, cfg).await.map(Arc::new)
+            })
+            .await
+            .cloned()
+            .map_err(unavailable)
+    }
+}
+
+/// A cluster failure is the service's, never the caller's: 503, which S3
+/// clients retry.
+fn unavailable(e: ClientError) -> s3s::S3Error {
+    match e {
+        ClientError::BadName(_) => s3_error!(InvalidArgument, "{e}"),
+        e => s3_error!(ServiceUnavailable, "{e}"),
+    }
+}
+
+/// The ETag S3 gives a single PUT: the hex MD5 of its bytes, quoted.
+fn md5_etag(digest: &[u8]) -> ETag {
+    ETag::Strong(hex::encode(digest))
+}
+
+#[async_trait::async_trait]
+impl S3 for StrataS3 {
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let input = req.input;
+        if let Some(n) = input.content_length {
+            if n as u64 > self.max_object_size {
+                return Err(s3_error!(
+                    EntityTooLarge,
+                    "objects are limited to {} bytes",
+                    self.max_object_size
+                ));
+            }
+        }
+        let expected = match &input.content_md5 {
+            None => None,
+            Some(b64) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|_| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?,
+            ),
+        };
+        let client = self.bucket(&input.bucket).await?;
+        let body = match input.body {
+            Some(b) => b.left_stream(),
+            None => stream::empty().right_stream(),
+        };
+        // The body as it arrives, hashed on the way; a fault (too long, bad
+        // digest) ends the stream with an error before the last record, so
+        // no object becomes visible.
+        let fault: Arc<Mutex<Option<s3s::S3Error>>> = Arc::new(Mutex::new(None));
+        let digest: Arc<Mutex<Option<(Vec<u8>, u64)>>> = Arc::new(Mutex::new(None));
+        let max = self.max_object_size;
+        let (f2, d2) = (fault.clone(), digest.clone());
+        let checked = stream::unfold(
+            (body, Md5::new(), 0u64, false),
+            move |(mut body, mut md5, seen, done)| {
+                let (fault, digest, expected) = (f2.clone(), d2.clone(), expected.clone());
+                async move {
+                    if done {
+                        return None;
+                    }
+                    let fail = |e: s3s::S3Error| {
+                        let msg = e.message().unwrap_or("bad body").to_string();
+                        if let Ok(mut f) = fault.lock() {
+                            *f = Some(e);
+                        }
+                        msg
+                    };
+                    match body.next().await {
+                        None => {
+                            let d = md5.finalize().to_vec();
+                            if expected.as_ref().is_some_and(|e| *e != d) {
+                                let m = fail(s3_error!(
+                                    BadDigest,
+                                    "The Content-MD5 you specified did not match what we received."
+                                ));
+                                return Some((Err(m), (body, Md5::new(), seen, true)));
+                            }
+                            if let Ok(mut g) = digest.lock() {
+                                *g = Some((d, seen));
+                            }
+                            None
+                        }
+                        Some(Err(e)) => {
+                            let m = fail(s3_error!(IncompleteBody, "reading the body: {e}"));
+                            Some((Err(m), (body, md5, seen, true)))
+                        }
+                        Some(Ok(chunk)) => {
+                            let seen = seen + chunk.len() as u64;
+                            if seen > max {
+                                let m = fail(s3_error!(
+                                    EntityTooLarge,
+                                    "objects are limited to {max} bytes"
+                                ));
+                                return Some((Err(m), (body, md5, seen, true)));
+                            }
+                            md5.update(&chunk);
+                            Some((Ok::<Bytes, String>(chunk), (body, md5, seen, false)))
+                        }
+                    }
+                }
+            },
+        );
+        let put = client.put_stream(&input.bucket, &input.key, checked).await;
+        if let Some(e) = fault.lock().ok().and_then(|mut f| f.take()) {
+            return Err(e);
+        }
+        put.map_err(unavailable)?;
+        let (d, size) = digest
+            .lock()
+            .ok()
+            .and_then(|mut d| d.take())
+            .unwrap_or_default();
+        // Listed before it is acknowledged (docs/placement.md).
+        let entry = IndexEntry {
+            size,
+            etag: hex::encode(&d),
+            modified_ms: now_ms(),
+        };
+        client
+            .index_write(&input.bucket, &input.key, Some(&entry))
+            .await
+            .map_err(unavailable)?;
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(md5_etag(&d)),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let input = req.input;
+        let client = self.bucket(&input.bucket).await?;
+        let (head, stamp) = client
+            .head_stamped(&input.bucket, &input.key)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| s3_error!(NoSuchKey))?;
+        let size = head.len();
+        let (range, content_range) = match &input.range {
+            None => (0..size, None),
+            Some(r) => {
+                let r = r.check(size)?;
+                let cr = format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1));
+                (r, Some(cr))
+            }
+        };
+        let len = range.end - range.start;
+        let body = client
+            .read_range(&input.bucket, &input.key, head, range.start, range.end)
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        Ok(S3Response::new(GetObjectOutput {
+            body: Some(StreamingBlob::wrap(body)),
+            content_length: Some(len as i64),
+            content_range,
+            accept_ranges: Some("bytes".into()),
+            last_modified: Some(timestamp(stamp / 1000)),
+            ..Default::default()
+        }))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let input = req.input;
+        let client = self.bucket(&input.bucket).await?;
+        let (head, stamp) = client
+            .head_stamped(&input.bucket, &input.key)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| s3_error!(NoSuchKey))?;
+        Ok(S3Response::new(HeadObjectOutput {
+            content_length: Some(head.len() as i64),
+            accept_ranges: Some("bytes".into()),
+            last_modified: Some(timestamp(stamp / 1000)),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let input = req.input;
+        let client = self.bucket(&input.bucket).await?;
+        // S3 answers a delete of an absent key with success too.
+        client
+            .delete(&input.bucket, &input.key)
+            .await
+            .map_err(unavailable)?;
+        client
+            .index_write(&input.bucket, &input.key, None)
+            .await
+            .map_err(unavailable)?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let client = self.client().await?;
+        let name = req.input.bucket;
+        match client.set_bucket(&name, true).await {
+            Ok(true) => {
+                let _ = self.buckets(&client, true).await;
+                Ok(S3Response::new(CreateBucketOutput {
+                    location: Some(format!("/{name}")),
+                }))
+            }
+            Ok(false) => Err(s3_error!(BucketAlreadyOwnedByYou)),
+            Err(ClientError::BadName(_)) => Err(s3_error!(InvalidBucketName)),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        let name = req.input.bucket;
+        let page = self
+            .page(
+                &name,
+                ListQuery {
+                    max: 1,
+                    ..ListQuery::default()
+                },
+            )
+            .await?;
+        if !page.contents.is_empty() {
+            return Err(s3_error!(BucketNotEmpty));
+        }
+        let client = self.client().await?;
+        if !client.set_bucket(&name, false).await.map_err(unavailable)? {
+            return Err(s3_error!(NoSuchBucket));
+        }
+        let _ = self.buckets(&client, true).await;
+        Ok(S3Response::new(DeleteBucketOutput::default()))
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        self.bucket(&req.input.bucket).await?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        self.bucket(&req.input.bucket).await?;
+        Ok(S3Response::new(GetBucketLocationOutput::default()))
+    }
+
+    async fn list_buckets(
+        &self,
+        _req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let client = self.client().await?;
+        let buckets = self
+            .buckets(&client, true)
+            .await?
+            .into_iter()
+            .map(|(name, b)| Bucket {
+                name: Some(name),
+                creation_date: Some(timestamp(b.created_ms)),
+                bucket_region: None,
+            })
+            .collect();
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(buckets),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        let input = req.input;
+        let after = match &input.continuation_token {
+            Some(t) => Some(list::decode_token(t)?),
+            None => None,
+        };
+        let q = list::query(
+            &input.prefix,
+            &input.delimiter,
+            input.max_keys,
+            [after.as_deref(), input.start_after.as_deref()],
+        )?;
+        let max = q.max;
+        let page = self.page(&input.bucket, q).await?;
+        let url = list::url_encoding(&input.encoding_type)?;
+        let (contents, prefixes) = list::entries(&page, url);
+        let next = page
+            .truncated
+            .then(|| page.last.as_deref().map(list::encode_token))
+            .flatten();
+        Ok(S3Response::new(ListObjectsV2Output {
+            name: Some(input.bucket),
+            key_count: Some((contents.len() + prefixes.len()) as i32),
+            contents: Some(contents),
+            common_prefixes: Some(prefixes),
+            is_truncated: Some(page.truncated),
+            next_continuation_token: next,
+            continuation_token: input.continuation_token,
+            max_keys: Some(max as i32),
+            prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
+            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            start_after: input.start_after.as_deref().map(|s| list::enc(url, s)),
+            encoding_type: input.encoding_type,
+            request_charged: None,
+        }))
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        let input = req.input;
+        let q = list::query(
+            &input.prefix,
+            &input.delimiter,
+            input.max_keys,
+            [input.marker.as_deref(), None],
+        )?;
+        let max = q.max;
+        let page = self.page(&input.bucket, q).await?;
+        let url = list::url_encoding(&input.encoding_type)?;
+        let (contents, prefixes) = list::entries(&page, url);
+        let next = page
+            .truncated
+            .then(|| page.last.as_deref().map(|l| list::enc(url, l)))
+            .flatten();
+        Ok(S3Response::new(ListObjectsOutput {
+            name: Some(input.bucket),
+            contents: Some(contents),
+            common_prefixes: Some(prefixes),
+            is_truncated: Some(page.truncated),
+            next_marker: next,
+            marker: input.marker.as_deref().map(|m| list::enc(url, m)),
+            max_keys: Some(max as i32),
+            prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
+            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            encoding_type: input.encoding_type,
+            request_charged: None,
+        }))
+    }
+}

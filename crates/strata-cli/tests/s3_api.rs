@@ -374,3 +374,108 @@ fn s3_listen_refused_without_meta_or_root_key() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("STRATA_ROOT_SECRET_KEY"), "{err}");
 }
+
+/// `strata key create|list|delete` with per-bucket permissions: a key
+/// reads where it may read, writes where it may write, nothing elsewhere;
+/// a deleted key is refused; the key routes need the admin token.
+#[test]
+fn keys_with_per_bucket_permissions() {
+    let c = S3Cluster::start();
+    let meta = c.meta.1.clone();
+    let created = ok(strata()
+        .args(["key", "create", "--meta", &meta])
+        .args(["--bucket", "rdonly:read", "--bucket", "rdwr:write"])
+        .env("STRATA_ADMIN_TOKEN", ADMIN));
+    let field = |name: &str| {
+        created
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .expect("key field")
+    };
+    let (access, secret) = (field("access key:"), field("secret key:"));
+    let listed = ok(strata()
+        .args(["key", "list", "--meta", &meta])
+        .env("STRATA_ADMIN_TOKEN", ADMIN));
+    assert!(
+        listed.contains(&access) && listed.contains("rdonly:read") && listed.contains("rdwr:write")
+    );
+    assert!(!listed.contains(&secret), "key list printed a secret");
+    // The key routes hold secrets: not without the admin token.
+    let (code, _, _) = http_full(&meta, "GET", "/v1/keys", None, "", b"");
+    assert_eq!(code, 403);
+    let (code, _, _) = http_full(
+        &meta,
+        "GET",
+        "/v1/keys",
+        None,
+        "x-strata-admin-token: wrong\r\n",
+        b"",
+    );
+    assert_eq!(code, 403);
+    let (code, _, _) = http_full(
+        &meta,
+        "POST",
+        "/v1/keys",
+        None,
+        "content-type: application/json\r\n",
+        b"{}",
+    );
+    assert_eq!(code, 403);
+    let refused = run(strata()
+        .args(["key", "list", "--meta", &meta])
+        .env("STRATA_ADMIN_TOKEN", "wrong"));
+    assert!(!refused.status.success());
+
+    let script = format!(
+        r#"{PRELUDE}
+import time
+for b in ("rdonly", "rdwr", "other"):
+    s3.create_bucket(Bucket=b)
+    s3.put_object(Bucket=b, Key="k", Body=b"root wrote " + b.encode())
+k = client(os.environ["KEY"], os.environ["KEY_SECRET"])
+assert k.get_object(Bucket="rdonly", Key="k")["Body"].read() == b"root wrote rdonly"
+assert [o["Key"] for o in k.list_objects_v2(Bucket="rdonly")["Contents"]] == ["k"]
+assert code(lambda: k.put_object(Bucket="rdonly", Key="x", Body=b"x")) == ("AccessDenied", 403)
+assert code(lambda: k.delete_object(Bucket="rdonly", Key="k")) == ("AccessDenied", 403)
+k.put_object(Bucket="rdwr", Key="x", Body=b"key wrote")
+assert k.get_object(Bucket="rdwr", Key="x")["Body"].read() == b"key wrote"
+k.delete_object(Bucket="rdwr", Key="x")
+assert code(lambda: k.get_object(Bucket="other", Key="k")) == ("AccessDenied", 403)
+assert code(lambda: k.list_objects_v2(Bucket="other")) == ("AccessDenied", 403)
+assert code(lambda: k.delete_bucket(Bucket="rdwr")) == ("AccessDenied", 403)
+assert code(lambda: k.create_bucket(Bucket="newone")) == ("AccessDenied", 403)
+wrong = client(os.environ["KEY"], "wrong-secret")
+assert code(lambda: wrong.get_object(Bucket="rdonly", Key="k")) == ("SignatureDoesNotMatch", 403)
+print("ok")
+"#
+    );
+    let out = c.python_env(&script, &[("KEY", &access), ("KEY_SECRET", &secret)]);
+    assert_eq!(out.trim(), "ok");
+
+    ok(strata()
+        .args(["key", "delete", "--meta", &meta, &access])
+        .env("STRATA_ADMIN_TOKEN", ADMIN));
+    let out = c.python_env(
+        &format!(
+            r#"{PRELUDE}
+import time
+k = client(os.environ["KEY"], os.environ["KEY_SECRET"])
+# Nodes cache keys for a second.
+deadline = time.time() + 10
+while True:
+    try:
+        k.get_object(Bucket="rdonly", Key="k")
+    except botocore.exceptions.ClientError as e:
+        assert e.response["Error"]["Code"] == "InvalidAccessKeyId", e.response
+        break
+    assert time.time() < deadline, "a deleted key still signs requests"
+    time.sleep(0.2)
+print("ok")
+"#
+        ),
+        &[("KEY", &access), ("KEY_SECRET", &secret)],
+    );
+    assert_eq!(out.trim(), "ok");
+    assert!(!c.logs().contains(&secret), "a key's secret was logged");
+}

@@ -777,6 +777,35 @@ impl Client {
             })
     }
 
+    /// The cluster's S3 access keys with their secrets and permissions,
+    /// from the metadata service (which answers only with its admin token).
+    pub async fn keys(
+        &self,
+        admin_token: &str,
+    ) -> Result<std::collections::BTreeMap<String, strata_meta::state::KeyRecord>, ClientError>
+    {
+        let url = format!("http://{}/v1/keys", self.meta);
+        let r = self
+            .http
+            .send_with_headers(
+                Method::GET,
+                &url,
+                &[(strata_meta::http::ADMIN_TOKEN_HEADER, admin_token)],
+                Bytes::new(),
+                self.cfg.request_timeout,
+            )
+            .await;
+        let fail = |reason: String| ClientError::Meta {
+            addr: self.meta.clone(),
+            reason,
+        };
+        let r = r.map_err(fail)?;
+        if r.status != StatusCode::OK {
+            return Err(fail(format!("{url}: {}", r.status)));
+        }
+        serde_json::from_slice(&r.body).map_err(|e| fail(format!("{url}: {e}")))
+    }
+
     /// Creates (`create`) or deletes an S3 bucket at the metadata service;
     /// returns whether anything changed (false: it existed already, or did
     /// not exist).

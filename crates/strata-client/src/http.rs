@@ -73,9 +73,37 @@ impl Http {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
+        self.exchange(method, url, version, stamp, &[], body, timeout)
+            .await
+    }
+
+    /// [`send`](Self::send) with extra request headers (an admin token).
+    pub async fn send_with_headers(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<HttpResponse, String> {
+        self.exchange(method, url, None, None, headers, body, timeout)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange(
+        &self,
+        method: Method,
+        url: &str,
+        version: Option<u64>,
+        stamp: Option<u64>,
+        headers: &[(&str, &str)],
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<HttpResponse, String> {
         let fut = async {
             let resp = self
-                .start_stamped(method, url, version, stamp, body)
+                .start_stamped(method, url, version, stamp, headers, body)
                 .await?;
             let status = resp.status();
             let table_version = header_version(&resp);
@@ -112,7 +140,8 @@ impl Http {
         version: Option<u64>,
         body: Bytes,
     ) -> Result<hyper::Response<Incoming>, String> {
-        self.start_stamped(method, url, version, None, body).await
+        self.start_stamped(method, url, version, None, &[], body)
+            .await
     }
 
     async fn start_stamped(
@@ -121,9 +150,13 @@ impl Http {
         url: &str,
         version: Option<u64>,
         stamp: Option<u64>,
+        headers: &[(&str, &str)],
         body: Bytes,
     ) -> Result<hyper::Response<Incoming>, String> {
         let mut req = Request::builder().method(method).uri(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
         if let Some(v) = version {
             req = req.header(crate::protocol::TABLE_VERSION_HEADER, v);
         }

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod cluster;
 pub mod error;
 pub mod list;
 pub mod server;

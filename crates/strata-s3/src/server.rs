@@ -4,12 +4,15 @@
 use hyper_util::rt::TokioIo;
 use s3s::service::S3ServiceBuilder;
 
-use crate::auth::{Key, Keys};
+use std::sync::Arc;
+
+use crate::auth::{Key, KeyAccess, KeyAuth, Keys};
+use crate::cluster::Cluster;
 use crate::service::StrataS3;
 use crate::S3Error;
 
 /// What the S3 listener of a node needs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct S3Options {
     /// The address to listen on.
     pub listen: String,
@@ -19,6 +22,9 @@ pub struct S3Options {
     pub root: Option<Key>,
     /// Largest object accepted.
     pub max_object_size: u64,
+    /// The metadata service's admin token, to fetch the other keys (none:
+    /// only the root key).
+    pub admin_token: Option<String>,
 }
 
 /// A bound S3 listener, ready to serve.
@@ -56,8 +62,11 @@ impl Listener {
 /// Binds the S3 listener of a node.
 pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     let root = opts.root.ok_or(S3Error::NoRootKey)?;
-    let mut builder = S3ServiceBuilder::new(StrataS3::new(&opts.meta, opts.max_object_size));
-    builder.set_auth(Keys::new(root));
+    let cluster = Arc::new(Cluster::new(&opts.meta));
+    let keys = Keys::new(root, cluster.clone(), opts.admin_token);
+    let mut builder = S3ServiceBuilder::new(StrataS3::new(cluster, opts.max_object_size));
+    builder.set_auth(KeyAuth(keys.clone()));
+    builder.set_access(KeyAccess(keys));
     let service = builder.build();
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await

@@ -21,14 +21,15 @@ use strata_client::protocol::{IndexEntry, ListQuery};
 
 use crate::list;
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
-use strata_client::{Client, ClientConfig, ClientError};
+use strata_client::{Client, ClientError};
+
+use crate::cluster::{unavailable, Cluster};
 
 /// The S3 service of one node: a coordinator into the cluster whose
 /// metadata service is `meta`.
 pub struct StrataS3 {
-    meta: String,
+    cluster: Arc<Cluster>,
     max_object_size: u64,
-    client: tokio::sync::OnceCell<Arc<Client>>,
     /// The cluster's buckets as last fetched from the metadata service, and
     /// when: a request for a bucket not in it, or after [`BUCKETS_TTL`],
     /// fetches them again (no key-value read on the GET path).
@@ -51,15 +52,18 @@ fn now_ms() -> u64 {
 }
 
 impl StrataS3 {
-    /// A service into the cluster at `meta` accepting objects of at most
+    /// A service into `cluster` accepting objects of at most
     /// `max_object_size` bytes.
-    pub fn new(meta: &str, max_object_size: u64) -> StrataS3 {
+    pub fn new(cluster: Arc<Cluster>, max_object_size: u64) -> StrataS3 {
         StrataS3 {
-            meta: meta.to_string(),
+            cluster,
             max_object_size,
-            client: tokio::sync::OnceCell::new(),
             buckets: Mutex::new(None),
         }
+    }
+
+    async fn client(&self) -> S3Result<Arc<Client>> {
+        self.cluster.client().await
     }
 
     /// The cluster's buckets, fetched again if `fresh` or the copy is old.
@@ -99,32 +103,6 @@ impl StrataS3 {
     ) -> S3Result<strata_client::protocol::ListPage> {
         let client = self.bucket(bucket).await?;
         client.index_list(bucket, &q).await.map_err(unavailable)
-    }
-
-    /// The cluster client, connected on first use (the cluster may have no
-    /// placement table yet when the node starts).
-    async fn client(&self) -> S3Result<Arc<Client>> {
-        self.client
-            .get_or_try_init(|| async {
-                let cfg = ClientConfig {
-                    deadline: Duration::from_secs(30),
-                    tract_parallelism: 4,
-                    ..ClientConfig::default()
-                };
-                Client::connect(&self.meta, cfg).await.map(Arc::new)
-            })
-            .await
-            .cloned()
-            .map_err(unavailable)
-    }
-}
-
-/// A cluster failure is the service's, never the caller's: 503, which S3
-/// clients retry.
-fn unavailable(e: ClientError) -> s3s::S3Error {
-    match e {
-        ClientError::BadName(_) => s3_error!(InvalidArgument, "{e}"),
-        e => s3_error!(ServiceUnavailable, "{e}"),
     }
 }
 

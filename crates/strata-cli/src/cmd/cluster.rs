@@ -539,6 +539,9 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
                     meta: a.meta.clone(),
                     root: Some(root),
                     max_object_size: opts.gateway.max_object_size,
+                    admin_token: std::env::var("STRATA_ADMIN_TOKEN")
+                        .ok()
+                        .filter(|t| !t.is_empty()),
                 }))
                 .context("--s3-listen")?;
             eprintln!(

@@ -13,6 +13,8 @@ use std::time::Duration;
 pub const ACCESS: &str = "STRATATESTROOT";
 /// Its secret.
 pub const SECRET: &str = "strata-test-secret-0123456789";
+/// The metadata service's admin token (key routes).
+pub const ADMIN: &str = "strata-test-admin-token";
 
 /// A cluster of one node serving S3.
 pub struct S3Cluster {
@@ -30,6 +32,7 @@ impl S3Cluster {
             .args(["meta", "--listen", &meta_addr, "--initial-nodes", "1"])
             .args(["--replication", "1", "--data"])
             .arg(dir.path().join("meta"))
+            .env("STRATA_ADMIN_TOKEN", ADMIN)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("meta.log")).expect("log"))
             .spawn()
@@ -62,6 +65,7 @@ impl S3Cluster {
             .args(["--s3-listen", s3])
             .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
             .env("STRATA_ROOT_SECRET_KEY", SECRET)
+            .env("STRATA_ADMIN_TOKEN", ADMIN)
             .stdout(Stdio::null())
             .stderr(
                 std::fs::OpenOptions::new()
@@ -104,7 +108,13 @@ impl S3Cluster {
     /// `ACCESS` and `SECRET` are in its environment. Asserts it succeeds and
     /// returns its standard output.
     pub fn python(&self, script: &str) -> String {
+        self.python_env(script, &[])
+    }
+
+    /// [`S3Cluster::python`] with more environment variables.
+    pub fn python_env(&self, script: &str, env: &[(&str, &str)]) -> String {
         let out = Command::new("python3")
+            .envs(env.iter().copied())
             .arg("-c")
             .arg(script)
             .env("ENDPOINT", self.endpoint())

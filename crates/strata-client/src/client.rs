@@ -852,13 +852,37 @@ impl Client {
             ),
             None => (Method::DELETE, Bytes::new()),
         };
-        let path = index_path(bucket, key);
+        self.index_call(bucket, method, &index_path(bucket, key), body, true)
+            .await
+            .map(drop)
+            .map_err(|reason| ClientError::Write {
+                name: format!("{bucket}/{key} (listing index)"),
+                reason,
+            })
+    }
+
+    /// Sends one request to the replicas of `bucket`'s index row, with a
+    /// fresh table and back-off until the deadline: to every replica
+    /// (`all`: a write, done when each answers 2xx) or to one replica at a
+    /// time in random order (a read, done at the first 200). Returns the
+    /// answer's body, or the last failure.
+    async fn index_call(
+        &self,
+        bucket: &str,
+        method: Method,
+        path: &str,
+        body: Bytes,
+        all: bool,
+    ) -> Result<Bytes, String> {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(50);
         loop {
             let map = self.current();
             let version = map.table.version();
-            let reps = map.replicas(index_row(&map.table, bucket));
+            let mut reps = map.replicas(index_row(&map.table, bucket));
+            if !all {
+                reps.shuffle(&mut rand::rng());
+            }
             let mut last_err = String::from("the index row has no live replica");
             let mut done = 0;
             for addr in &reps {
@@ -874,19 +898,17 @@ impl Client {
                     )
                     .await
                 {
+                    Ok(r) if r.status.is_success() && !all => return Ok(r.body),
                     Ok(r) if r.status.is_success() => done += 1,
                     Ok(r) => last_err = format!("{url}: {}", r.status),
                     Err(e) => last_err = e,
                 }
             }
-            if done == reps.len() && done > 0 {
-                return Ok(());
+            if all && done == reps.len() && done > 0 {
+                return Ok(Bytes::new());
             }
             if start.elapsed() >= self.cfg.deadline {
-                return Err(ClientError::Write {
-                    name: format!("{bucket}/{key} (listing index)"),
-                    reason: last_err,
-                });
+                return Err(last_err);
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(1));
@@ -898,48 +920,18 @@ impl Client {
     /// row (failing over to the others).
     pub async fn index_list(&self, bucket: &str, q: &ListQuery) -> Result<ListPage, ClientError> {
         let body = Bytes::from(serde_json::to_vec(q).unwrap_or_default());
-        let path = index_list_path(bucket);
-        let start = Instant::now();
-        let mut backoff = Duration::from_millis(50);
-        loop {
-            let map = self.current();
-            let version = map.table.version();
-            let mut reps = map.replicas(index_row(&map.table, bucket));
-            reps.shuffle(&mut rand::rng());
-            let mut last_err = String::from("the index row has no live replica");
-            for addr in &reps {
-                let url = format!("http://{addr}{path}");
-                match self
-                    .http
-                    .send(
-                        Method::POST,
-                        &url,
-                        Some(version),
-                        body.clone(),
-                        self.cfg.request_timeout,
-                    )
-                    .await
-                {
-                    Ok(r) if r.status == StatusCode::OK => {
-                        return serde_json::from_slice(&r.body).map_err(|e| ClientError::Read {
-                            name: format!("{bucket} (listing index)"),
-                            reason: format!("bad listing from {url}: {e}"),
-                        })
-                    }
-                    Ok(r) => last_err = format!("{url}: {}", r.status),
-                    Err(e) => last_err = e,
-                }
-            }
-            if start.elapsed() >= self.cfg.deadline {
-                return Err(ClientError::Read {
-                    name: format!("{bucket} (listing index)"),
-                    reason: last_err,
-                });
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
-            let _ = self.refresh_from(version).await;
-        }
+        let name = format!("{bucket} (listing index)");
+        let page = self
+            .index_call(bucket, Method::POST, &index_list_path(bucket), body, false)
+            .await
+            .map_err(|reason| ClientError::Read {
+                name: name.clone(),
+                reason,
+            })?;
+        serde_json::from_slice(&page).map_err(|e| ClientError::Read {
+            name,
+            reason: format!("bad listing page: {e}"),
+        })
     }
 
     /// Deletes `bucket/key` (and its tracts) on every replica; returns

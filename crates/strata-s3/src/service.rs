@@ -95,6 +95,23 @@ impl StrataS3 {
         Err(s3_error!(NoSuchBucket))
     }
 
+    /// The client and an object's head record and stamp (NoSuchBucket,
+    /// NoSuchKey): what GET and HEAD read, the head record only, never the
+    /// listing index.
+    async fn object(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> S3Result<(Arc<Client>, strata_client::protocol::Head, u64)> {
+        let client = self.bucket(bucket).await?;
+        let (head, stamp) = client
+            .head_stamped(bucket, key)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| s3_error!(NoSuchKey))?;
+        Ok((client, head, stamp))
+    }
+
     /// One page of the listing index.
     async fn page(
         &self,
@@ -228,12 +245,7 @@ impl S3 for StrataS3 {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let input = req.input;
-        let client = self.bucket(&input.bucket).await?;
-        let (head, stamp) = client
-            .head_stamped(&input.bucket, &input.key)
-            .await
-            .map_err(unavailable)?
-            .ok_or_else(|| s3_error!(NoSuchKey))?;
+        let (client, head, stamp) = self.object(&input.bucket, &input.key).await?;
         let size = head.len();
         let (range, content_range) = match &input.range {
             None => (0..size, None),
@@ -262,12 +274,7 @@ impl S3 for StrataS3 {
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         let input = req.input;
-        let client = self.bucket(&input.bucket).await?;
-        let (head, stamp) = client
-            .head_stamped(&input.bucket, &input.key)
-            .await
-            .map_err(unavailable)?
-            .ok_or_else(|| s3_error!(NoSuchKey))?;
+        let (_, head, stamp) = self.object(&input.bucket, &input.key).await?;
         Ok(S3Response::new(HeadObjectOutput {
             content_length: Some(head.len() as i64),
             accept_ranges: Some("bytes".into()),

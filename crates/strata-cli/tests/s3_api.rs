@@ -89,6 +89,13 @@ except urllib.error.HTTPError as e:
     assert e.code == 403, e.code
 
 assert code(lambda: s3.get_bucket_tagging(Bucket="docs")) == ("NotImplemented", 501)
+# UNSIGNED-PAYLOAD (the body is not hashed into the signature).
+import io
+unsigned = boto3.client("s3", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
+    aws_access_key_id=os.environ["ACCESS"], aws_secret_access_key=os.environ["SECRET"],
+    config=Config(s3={{"addressing_style": "path", "payload_signing_enabled": False}}))
+unsigned.put_object(Bucket="docs", Key="unsigned", Body=io.BytesIO(b"no payload hash"))
+assert s3.get_object(Bucket="docs", Key="unsigned")["Body"].read() == b"no payload hash"
 print(url)
 "#
     ));

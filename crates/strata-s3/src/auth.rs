@@ -37,6 +37,9 @@ impl std::fmt::Debug for Key {
 /// requests for this long).
 const KEYS_TTL: Duration = Duration::from_secs(1);
 
+/// How soon an unknown access key id may fetch the keys again.
+const MISS_REFETCH: Duration = Duration::from_millis(200);
+
 type KeyMap = BTreeMap<String, KeyRecord>;
 
 /// The keys that sign requests to this node's S3 API.
@@ -67,10 +70,12 @@ impl Keys {
         };
         if let Ok(g) = self.cache.lock() {
             if let Some((at, keys)) = g.as_ref() {
-                if at.elapsed() < KEYS_TTL {
-                    if let Some(k) = keys.get(access) {
-                        return Ok(Some(k.clone()));
-                    }
+                let known = keys.get(access);
+                // An unknown id refetches at most every MISS_REFETCH, so
+                // requests with made-up keys cannot flood the metadata
+                // service.
+                if at.elapsed() < KEYS_TTL && (known.is_some() || at.elapsed() < MISS_REFETCH) {
+                    return Ok(known.cloned());
                 }
             }
         }

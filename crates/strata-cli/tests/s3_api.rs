@@ -26,6 +26,11 @@ assert h["ContentLength"] == len(small), h
 import datetime
 age = datetime.datetime.now(datetime.timezone.utc) - h["LastModified"]
 assert abs(age.total_seconds()) < 120, h["LastModified"]
+# GET and HEAD carry the same version ETag (not the MD5, which is not
+# stored with the object yet); an overwrite changes it.
+assert g["ETag"] == h["ETag"] and "-" in h["ETag"], (g["ETag"], h["ETag"])
+s3.put_object(Bucket="photos", Key="a/b c.txt", Body=small)
+assert s3.head_object(Bucket="photos", Key="a/b c.txt")["ETag"] != h["ETag"]
 g = s3.get_object(Bucket="photos", Key="a/b c.txt", Range="bytes=7-12")
 assert g["Body"].read() == small[7:13]
 assert g["ContentRange"] == "bytes 7-12/%d" % len(small), g["ContentRange"]

@@ -128,6 +128,14 @@ fn md5_etag(digest: &[u8]) -> ETag {
     ETag::Strong(hex::encode(digest))
 }
 
+/// The ETag of GET and HEAD until the MD5 is stored with the object
+/// (docs/s3-compatibility.md): the object's random cookie and write stamp,
+/// which change with every write, with a `-` so that clients do not take
+/// it for an MD5 of the bytes (as with multipart ETags).
+fn version_etag(head: &strata_client::protocol::Head, stamp: u64) -> ETag {
+    ETag::Strong(format!("{:08x}{stamp:016x}-1", head.cookie()))
+}
+
 #[async_trait::async_trait]
 impl S3 for StrataS3 {
     async fn put_object(
@@ -256,11 +264,13 @@ impl S3 for StrataS3 {
             }
         };
         let len = range.end - range.start;
+        let e_tag = Some(version_etag(&head, stamp));
         let body = client
             .read_range(&input.bucket, &input.key, head, range.start, range.end)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
         Ok(S3Response::new(GetObjectOutput {
             body: Some(StreamingBlob::wrap(body)),
+            e_tag,
             content_length: Some(len as i64),
             content_range,
             accept_ranges: Some("bytes".into()),
@@ -276,6 +286,7 @@ impl S3 for StrataS3 {
         let input = req.input;
         let (_, head, stamp) = self.object(&input.bucket, &input.key).await?;
         Ok(S3Response::new(HeadObjectOutput {
+            e_tag: Some(version_etag(&head, stamp)),
             content_length: Some(head.len() as i64),
             accept_ranges: Some("bytes".into()),
             last_modified: Some(timestamp(stamp / 1000)),

@@ -42,6 +42,20 @@ impl Default for ClientConfig {
     }
 }
 
+impl ClientConfig {
+    /// The settings of a node that coordinates requests for other clients
+    /// (the public API and the S3 API of every node): a shorter deadline,
+    /// so a caller hears of an outage while it still waits, and fewer
+    /// tracts in flight per request, since many requests share the node.
+    pub fn coordinator() -> ClientConfig {
+        ClientConfig {
+            deadline: Duration::from_secs(30),
+            tract_parallelism: 4,
+            ..ClientConfig::default()
+        }
+    }
+}
+
 /// Counters of what the client had to do beyond the happy path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClientStats {

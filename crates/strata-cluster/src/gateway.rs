@@ -79,11 +79,7 @@ impl Gateway {
     async fn client(&self) -> Result<Arc<Client>, Response> {
         self.client
             .get_or_try_init(|| async {
-                let cfg = ClientConfig {
-                    deadline: Duration::from_secs(30),
-                    tract_parallelism: 4,
-                    ..ClientConfig::default()
-                };
+                let cfg = ClientConfig::coordinator();
                 let quick = ClientConfig {
                     deadline: Duration::from_millis(500),
                     ..cfg.clone()

@@ -2,7 +2,6 @@
 //! S3 operations and the key checks.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use s3s::{s3_error, S3Result};
 use strata_client::{Client, ClientConfig, ClientError};
@@ -27,12 +26,9 @@ impl Cluster {
     pub async fn client(&self) -> S3Result<Arc<Client>> {
         self.client
             .get_or_try_init(|| async {
-                let cfg = ClientConfig {
-                    deadline: Duration::from_secs(30),
-                    tract_parallelism: 4,
-                    ..ClientConfig::default()
-                };
-                Client::connect(&self.meta, cfg).await.map(Arc::new)
+                Client::connect(&self.meta, ClientConfig::coordinator())
+                    .await
+                    .map(Arc::new)
             })
             .await
             .cloned()

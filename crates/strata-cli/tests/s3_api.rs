@@ -491,3 +491,72 @@ print("ok")
     assert_eq!(out.trim(), "ok");
     assert!(!c.logs().contains(&secret), "a key's secret was logged");
 }
+
+/// Multipart upload: parts, ListParts, the part rules of
+/// CompleteMultipartUpload, the `-N` ETag, abort; and the aws CLI's own
+/// multipart `s3 cp` of a 100 MiB file up and back.
+#[test]
+fn multipart_uploads() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+s3.create_bucket(Bucket="mpu")
+MiB = 1 << 20
+parts = [bytes([i]) * (6 * MiB) for i in (1, 2)] + [b"tail" * 1000]
+u = s3.create_multipart_upload(Bucket="mpu", Key="big")["UploadId"]
+etags = [s3.upload_part(Bucket="mpu", Key="big", UploadId=u, PartNumber=i + 1, Body=p)["ETag"] for i, p in enumerate(parts)]
+assert etags[0] == '"%s"' % hashlib.md5(parts[0]).hexdigest()
+listed = s3.list_parts(Bucket="mpu", Key="big", UploadId=u)["Parts"]
+assert [(p["PartNumber"], p["Size"], p["ETag"]) for p in listed] == [(i + 1, len(p), etags[i]) for i, p in enumerate(parts)], listed
+# Nothing is listed before completion.
+assert s3.list_objects_v2(Bucket="mpu").get("KeyCount") == 0
+done = [{{"PartNumber": i + 1, "ETag": e}} for i, e in enumerate(etags)]
+assert code(lambda: s3.complete_multipart_upload(Bucket="mpu", Key="big", UploadId=u, MultipartUpload={{"Parts": done[::-1]}})) == ("InvalidPartOrder", 400)
+bad = [dict(done[0], ETag='"%s"' % ("0" * 32))] + done[1:]
+assert code(lambda: s3.complete_multipart_upload(Bucket="mpu", Key="big", UploadId=u, MultipartUpload={{"Parts": bad}})) == ("InvalidPart", 400)
+r = s3.complete_multipart_upload(Bucket="mpu", Key="big", UploadId=u, MultipartUpload={{"Parts": done}})
+want = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest() + "-3"
+assert r["ETag"] == '"%s"' % want, r["ETag"]
+assert s3.get_object(Bucket="mpu", Key="big")["Body"].read() == b"".join(parts)
+objs = s3.list_objects_v2(Bucket="mpu")["Contents"]
+assert [(o["Key"], o["Size"], o["ETag"]) for o in objs] == [("big", sum(map(len, parts)), '"%s"' % want)], objs
+assert code(lambda: s3.list_parts(Bucket="mpu", Key="big", UploadId=u)) == ("NoSuchUpload", 404)
+
+# A part below 5 MiB that is not the last: EntityTooSmall.
+u = s3.create_multipart_upload(Bucket="mpu", Key="small")["UploadId"]
+e1 = s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=1, Body=b"a")["ETag"]
+e2 = s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=2, Body=b"b")["ETag"]
+assert code(lambda: s3.complete_multipart_upload(Bucket="mpu", Key="small", UploadId=u, MultipartUpload={{"Parts": [{{"PartNumber": 1, "ETag": e1}}, {{"PartNumber": 2, "ETag": e2}}]}})) == ("EntityTooSmall", 400)
+# Abort: the upload is gone, nothing was written.
+s3.abort_multipart_upload(Bucket="mpu", Key="small", UploadId=u)
+assert code(lambda: s3.list_parts(Bucket="mpu", Key="small", UploadId=u)) == ("NoSuchUpload", 404)
+assert code(lambda: s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=3, Body=b"c")) == ("NoSuchUpload", 404)
+assert code(lambda: s3.head_object(Bucket="mpu", Key="small"))[1] == 404
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+
+    // The aws CLI cuts files above 8 MiB into parts itself.
+    let src = c.path("big.bin");
+    let data: Vec<u8> = (0..100u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(&src, &data).expect("write");
+    let src_s = src.to_string_lossy().into_owned();
+    c.aws_ok(&["s3", "cp", "--no-progress", &src_s, "s3://mpu/cli/big.bin"]);
+    let back = c.path("back.bin");
+    c.aws_ok(&[
+        "s3",
+        "cp",
+        "--no-progress",
+        "s3://mpu/cli/big.bin",
+        &back.to_string_lossy(),
+    ]);
+    assert!(
+        std::fs::read(&back).expect("read") == data,
+        "the 100 MiB file came back different"
+    );
+    let ls = c.aws_ok(&["s3", "ls", "s3://mpu/cli/"]);
+    assert!(ls.contains("104857600 big.bin"), "{ls}");
+}

@@ -113,7 +113,13 @@ fn needed(op: &str) -> Permission {
     match op {
         "GetObject" | "HeadObject" | "ListObjects" | "ListObjectsV2" | "HeadBucket"
         | "GetBucketLocation" => Permission::Read,
-        "PutObject" | "DeleteObject" => Permission::Write,
+        "PutObject"
+        | "DeleteObject"
+        | "CreateMultipartUpload"
+        | "UploadPart"
+        | "CompleteMultipartUpload"
+        | "AbortMultipartUpload"
+        | "ListParts" => Permission::Write,
         _ => Permission::Owner,
     }
 }

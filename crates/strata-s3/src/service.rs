@@ -8,12 +8,14 @@ use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use md5::{Digest, Md5};
 use s3s::dto::{
-    Bucket, CreateBucketInput, CreateBucketOutput, DeleteBucketInput, DeleteBucketOutput,
+    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CompleteMultipartUploadInput,
+    CompleteMultipartUploadOutput, CreateBucketInput, CreateBucketOutput,
+    CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
     DeleteObjectInput, DeleteObjectOutput, ETag, GetBucketLocationInput, GetBucketLocationOutput,
     GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput,
     HeadObjectOutput, ListBucketsInput, ListBucketsOutput, ListObjectsInput, ListObjectsOutput,
-    ListObjectsV2Input, ListObjectsV2Output, PutObjectInput, PutObjectOutput, StreamingBlob,
-    Timestamp,
+    ListObjectsV2Input, ListObjectsV2Output, ListPartsInput, ListPartsOutput, PutObjectInput,
+    PutObjectOutput, StreamingBlob, Timestamp, UploadPartInput, UploadPartOutput,
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -38,14 +40,17 @@ pub struct StrataS3 {
 
 type Buckets = BTreeMap<String, strata_client::BucketRecord>;
 
+/// Where a stored body's MD5 and length land once it has ended.
+type Hashed = Arc<Mutex<Option<(Vec<u8>, u64)>>>;
+
 /// How long a node trusts its copy of the bucket list.
 const BUCKETS_TTL: Duration = Duration::from_secs(1);
 
-fn timestamp(ms: u64) -> Timestamp {
+pub(crate) fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -85,7 +90,7 @@ impl StrataS3 {
     }
 
     /// The client, once `bucket` is known to exist (else NoSuchBucket).
-    async fn bucket(&self, bucket: &str) -> S3Result<Arc<Client>> {
+    pub(crate) async fn bucket(&self, bucket: &str) -> S3Result<Arc<Client>> {
         let client = self.client().await?;
         if self.buckets(&client, false).await?.contains_key(bucket)
             || self.buckets(&client, true).await?.contains_key(bucket)
@@ -112,38 +117,21 @@ impl StrataS3 {
         Ok((client, head, stamp))
     }
 
-    /// One page of the listing index.
-    async fn page(
+    /// Stores `body` as `bucket/key` through the coordinator, hashing it on
+    /// the way (MD5, checked against `content_md5` when given) and bounding
+    /// it by the object size limit; returns its MD5 and size. Nothing
+    /// becomes visible when the body fails: the stream ends in an error
+    /// before the object's last record.
+    pub(crate) async fn store(
         &self,
+        client: &Client,
         bucket: &str,
-        q: ListQuery,
-    ) -> S3Result<strata_client::protocol::ListPage> {
-        let client = self.bucket(bucket).await?;
-        client.index_list(bucket, &q).await.map_err(unavailable)
-    }
-}
-
-/// The ETag S3 gives a single PUT: the hex MD5 of its bytes, quoted.
-fn md5_etag(digest: &[u8]) -> ETag {
-    ETag::Strong(hex::encode(digest))
-}
-
-/// The ETag of GET and HEAD until the MD5 is stored with the object
-/// (docs/s3-compatibility.md): the object's random cookie and write stamp,
-/// which change with every write, with a `-` so that clients do not take
-/// it for an MD5 of the bytes (as with multipart ETags).
-fn version_etag(head: &strata_client::protocol::Head, stamp: u64) -> ETag {
-    ETag::Strong(format!("{:08x}{stamp:016x}-1", head.cookie()))
-}
-
-#[async_trait::async_trait]
-impl S3 for StrataS3 {
-    async fn put_object(
-        &self,
-        req: S3Request<PutObjectInput>,
-    ) -> S3Result<S3Response<PutObjectOutput>> {
-        let input = req.input;
-        if let Some(n) = input.content_length {
+        key: &str,
+        body: Option<StreamingBlob>,
+        content_length: Option<i64>,
+        content_md5: Option<&String>,
+    ) -> S3Result<(Vec<u8>, u64)> {
+        if let Some(n) = content_length {
             if n as u64 > self.max_object_size {
                 return Err(s3_error!(
                     EntityTooLarge,
@@ -152,7 +140,7 @@ impl S3 for StrataS3 {
                 ));
             }
         }
-        let expected = match &input.content_md5 {
+        let expected = match content_md5 {
             None => None,
             Some(b64) => Some(
                 base64::engine::general_purpose::STANDARD
@@ -160,8 +148,7 @@ impl S3 for StrataS3 {
                     .map_err(|_| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?,
             ),
         };
-        let client = self.bucket(&input.bucket).await?;
-        let body = match input.body {
+        let body = match body {
             Some(b) => b.left_stream(),
             None => stream::empty().right_stream(),
         };
@@ -169,7 +156,7 @@ impl S3 for StrataS3 {
         // digest) ends the stream with an error before the last record, so
         // no object becomes visible.
         let fault: Arc<Mutex<Option<s3s::S3Error>>> = Arc::new(Mutex::new(None));
-        let digest: Arc<Mutex<Option<(Vec<u8>, u64)>>> = Arc::new(Mutex::new(None));
+        let digest: Hashed = Arc::new(Mutex::new(None));
         let max = self.max_object_size;
         let (f2, d2) = (fault.clone(), digest.clone());
         let checked = stream::unfold(
@@ -222,7 +209,7 @@ impl S3 for StrataS3 {
                 }
             },
         );
-        let put = client.put_stream(&input.bucket, &input.key, checked).await;
+        let put = client.put_stream(bucket, key, checked).await;
         if let Some(e) = fault.lock().ok().and_then(|mut f| f.take()) {
             return Err(e);
         }
@@ -232,6 +219,51 @@ impl S3 for StrataS3 {
             .ok()
             .and_then(|mut d| d.take())
             .unwrap_or_default();
+        Ok((d, size))
+    }
+
+    /// One page of the listing index.
+    pub(crate) async fn page(
+        &self,
+        bucket: &str,
+        q: ListQuery,
+    ) -> S3Result<strata_client::protocol::ListPage> {
+        let client = self.bucket(bucket).await?;
+        client.index_list(bucket, &q).await.map_err(unavailable)
+    }
+}
+
+/// The ETag S3 gives a single PUT: the hex MD5 of its bytes, quoted.
+fn md5_etag(digest: &[u8]) -> ETag {
+    ETag::Strong(hex::encode(digest))
+}
+
+/// The ETag of GET and HEAD until the MD5 is stored with the object
+/// (docs/s3-compatibility.md): the object's random cookie and write stamp,
+/// which change with every write, with a `-` so that clients do not take
+/// it for an MD5 of the bytes (as with multipart ETags).
+fn version_etag(head: &strata_client::protocol::Head, stamp: u64) -> ETag {
+    ETag::Strong(format!("{:08x}{stamp:016x}-1", head.cookie()))
+}
+
+#[async_trait::async_trait]
+impl S3 for StrataS3 {
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let input = req.input;
+        let client = self.bucket(&input.bucket).await?;
+        let (d, size) = self
+            .store(
+                &client,
+                &input.bucket,
+                &input.key,
+                input.body,
+                input.content_length,
+                input.content_md5.as_ref(),
+            )
+            .await?;
         // Listed before it is acknowledged (docs/placement.md).
         let entry = IndexEntry {
             size,
@@ -465,5 +497,88 @@ impl S3 for StrataS3 {
             encoding_type: input.encoding_type,
             request_charged: None,
         }))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let input = req.input;
+        let upload = self.create_upload(&input.bucket, &input.key).await?;
+        Ok(S3Response::new(CreateMultipartUploadOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(upload),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        let input = req.input;
+        let md5 = req
+            .headers
+            .get("content-md5")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let etag = self.upload_part(input, md5.as_ref()).await?;
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(etag),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        let input = req.input;
+        let parts = self
+            .list_parts(&input.bucket, &input.key, &input.upload_id)
+            .await?;
+        Ok(S3Response::new(ListPartsOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(input.upload_id),
+            parts: Some(parts),
+            is_truncated: Some(false),
+            ..Default::default()
+        }))
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let input = req.input;
+        let wanted: Vec<(i32, Option<ETag>)> = input
+            .multipart_upload
+            .and_then(|m| m.parts)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| (p.part_number.unwrap_or(0), p.e_tag))
+            .collect();
+        let etag = self
+            .complete_upload(&input.bucket, &input.key, &input.upload_id, wanted)
+            .await?;
+        Ok(S3Response::new(CompleteMultipartUploadOutput {
+            bucket: Some(input.bucket.clone()),
+            key: Some(input.key.clone()),
+            e_tag: Some(etag),
+            location: Some(format!("/{}/{}", input.bucket, input.key)),
+            ..Default::default()
+        }))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        let input = req.input;
+        self.abort_upload(&input.bucket, &input.key, &input.upload_id)
+            .await?;
+        Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
 }

@@ -62,7 +62,7 @@ impl S3Cluster {
         let child = strata()
             .args(["server", "--meta", meta, "--listen", addr, "--data"])
             .arg(dir.join("node"))
-            .args(["--s3-listen", s3])
+            .args(["--s3-listen", s3, "--max-object-size", "1GiB"])
             .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
             .env("STRATA_ROOT_SECRET_KEY", SECRET)
             .env("STRATA_ADMIN_TOKEN", ADMIN)

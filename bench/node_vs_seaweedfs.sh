@@ -65,16 +65,11 @@ command -v python3 >/dev/null || { echo "needs python3 (for the table)" >&2; exi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-vs-weed.XXXXXX")
 RES="$WORK/results"
 mkdir -p "$RES"
-PIDS=()
-stop_servers() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 cleanup() { stop_servers; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
 
 start_servers() {
   local d="$WORK/data"
@@ -112,27 +107,6 @@ start_servers() {
   log "SeaweedFS gave no writable volume"
   tail -5 "$WORK"/*.log >&2
   exit 1
-}
-
-# run FILE ARGS...: one measured run, its JSON report in $RES/FILE.json.
-run() {
-  local f=$1
-  shift
-  local l0 l1
-  l0=$(cut -d' ' -f1 /proc/loadavg)
-  "${GEN[@]}" "$STRATA" bench http --duration "$DUR" --json "$@" >"$RES/$f.json" 2>"$RES/$f.err" || {
-    log "FAILED $f: $(tail -2 "$RES/$f.err")"
-    rm -f "$RES/$f.json"
-    return 0
-  }
-  l1=$(cut -d' ' -f1 /proc/loadavg)
-  echo "$l0 $l1" >"$RES/$f.load"
-  log "$f: $(python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-s = r["put"] if r["put"]["objects"] else r["get"]
-print("%.0f obj/s, p99 %d us, %d errors" % (s["objects_per_s"], s["p99_us"], r["put"]["errors"] + r["get"]["errors"]))
-' "$RES/$f.json") (load $l0 -> $l1)"
 }
 
 prefill_of() { if [ "$1" = 1KiB ]; then echo "$PREFILL_1KiB"; else echo "$PREFILL_64KiB"; fi; }

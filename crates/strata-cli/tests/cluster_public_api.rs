@@ -26,35 +26,6 @@ fn object(seed: u64, len: usize) -> Vec<u8> {
     v
 }
 
-fn meta_with(dir: &std::path::Path, args: &[&str], log: &std::path::Path) -> (Proc, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let child = strata()
-        .args([
-            "meta",
-            "--listen",
-            &addr,
-            "--suspect-after",
-            "1",
-            "--strikes",
-            "2",
-        ])
-        .args(args)
-        .arg("--data")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("log"))
-        .spawn()
-        .expect("strata meta");
-    let p = Proc {
-        child,
-        name: "meta".into(),
-    };
-    wait_until(Duration::from_secs(20), "meta to listen", || {
-        TcpStream::connect(&addr).is_ok()
-    });
-    (p, addr)
-}
-
 fn put(addr: &str, path: &str, body: &[u8]) -> String {
     let (code, head, resp) = http_full(addr, "PUT", path, None, "", body);
     assert_eq!(
@@ -77,9 +48,9 @@ fn get(addr: &str, path: &str, headers: &str) -> (u16, String, Vec<u8>) {
 #[test]
 fn any_node_serves_every_object_to_plain_http_and_survives_the_writers_death() {
     let dir = scratch();
-    let (_meta, meta) = meta_with(
-        &dir.path().join("meta"),
+    let (_meta, meta) = start_meta_with(
         &["--initial-nodes", "3"],
+        &dir.path().join("meta"),
         &dir.path().join("meta.log"),
     );
     let mut nodes = Vec::new();
@@ -221,9 +192,9 @@ fn peak_rss(pid: u32) -> u64 {
 fn a_1_gib_object_streams_through_one_node_in_bounded_memory() {
     const LEN: u64 = 1 << 30;
     let dir = tempfile::tempdir().unwrap();
-    let (_meta, meta) = meta_with(
-        &dir.path().join("meta"),
+    let (_meta, meta) = start_meta_with(
         &["--initial-nodes", "1", "--replication", "1"],
+        &dir.path().join("meta"),
         &dir.path().join("meta.log"),
     );
     let data = dir.path().join("n");
@@ -321,9 +292,9 @@ fn a_1_gib_object_streams_through_one_node_in_bounded_memory() {
 #[test]
 fn strata_put_and_get_stream_a_20_mib_file() {
     let dir = scratch();
-    let (_meta, meta) = meta_with(
-        &dir.path().join("meta"),
+    let (_meta, meta) = start_meta_with(
         &["--initial-nodes", "1", "--replication", "1"],
+        &dir.path().join("meta"),
         &dir.path().join("meta.log"),
     );
     let (_n, addr) = start_node(&meta, &dir.path().join("n"), &dir.path().join("n.log"));
@@ -357,9 +328,9 @@ fn strata_put_and_get_stream_a_20_mib_file() {
 #[test]
 fn cluster_node_flags_work_or_are_refused_by_name() {
     let dir = scratch();
-    let (_meta, meta) = meta_with(
-        &dir.path().join("meta"),
+    let (_meta, meta) = start_meta_with(
         &["--initial-nodes", "1", "--replication", "1"],
+        &dir.path().join("meta"),
         &dir.path().join("meta.log"),
     );
     // Flags a cluster node does not honour yet are an error naming them.

@@ -154,7 +154,16 @@ impl Client {
     /// Fetches the map from the metadata service at `meta` (`host:port`),
     /// waiting up to `cfg.deadline` for the cluster's first table.
     pub async fn connect(meta: &str, cfg: ClientConfig) -> Result<Client, ClientError> {
-        let http = Http::new();
+        Client::connect_with(meta, cfg, Http::new()).await
+    }
+
+    /// [`connect`](Self::connect) over `http` (for instance one that serves
+    /// this process's own node in-process: [`Http::with_local`]).
+    pub async fn connect_with(
+        meta: &str,
+        cfg: ClientConfig,
+        http: Http,
+    ) -> Result<Client, ClientError> {
         let start = Instant::now();
         let map = loop {
             match fetch_map(&http, meta, cfg.request_timeout).await {
@@ -706,6 +715,14 @@ impl Client {
             let row = map.table.tract_row(h, tract);
             let mut reps = map.replicas(row);
             reps.shuffle(&mut rand::rng());
+            // A replica in this process is read first (no network hop).
+            if let Some(i) = self
+                .http
+                .local_addr()
+                .and_then(|l| reps.iter().position(|a| a.as_str() == l))
+            {
+                reps.swap(0, i);
+            }
             let path = object_path(row, bucket, name);
             let mut not_found = 0;
             let mut stale = false;

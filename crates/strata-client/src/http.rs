@@ -15,6 +15,25 @@ use hyper_util::rt::TokioExecutor;
 #[derive(Clone)]
 pub struct Http {
     pool: Pool<HttpConnector, Full<Bytes>>,
+    /// This process's own node, called in-process instead of over a socket.
+    local: Option<(String, std::sync::Arc<dyn LocalNode>)>,
+}
+
+/// A node running in this process. A request the client would send to its
+/// address goes to [`LocalNode::call`] instead: the same routes and code,
+/// without a socket, a copy through the kernel or HTTP parsing (a node that
+/// coordinates a request and holds one of its replicas reads or writes
+/// that replica directly).
+pub trait LocalNode: Send + Sync {
+    /// Serves one request (`path` with its query) as the node's HTTP server
+    /// would, with the given headers, and answers it whole.
+    fn call(
+        &self,
+        method: Method,
+        path: String,
+        headers: Vec<(&'static str, String)>,
+        body: Bytes,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<HttpResponse, String>> + Send>>;
 }
 
 /// A whole response.
@@ -46,7 +65,26 @@ impl Http {
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(256)
             .build(conn);
-        Http { pool }
+        Http { pool, local: None }
+    }
+
+    /// This client with requests to `addr` served in-process by `node`.
+    pub fn with_local(mut self, addr: &str, node: std::sync::Arc<dyn LocalNode>) -> Http {
+        self.local = Some((addr.to_string(), node));
+        self
+    }
+
+    /// The address of the in-process node, if any.
+    pub fn local_addr(&self) -> Option<&str> {
+        self.local.as_ref().map(|(a, _)| a.as_str())
+    }
+
+    /// The path of `url` if it names the in-process node.
+    fn local_path(&self, url: &str) -> Option<(&dyn LocalNode, String)> {
+        let (addr, node) = self.local.as_ref()?;
+        let rest = url.strip_prefix("http://")?.strip_prefix(addr.as_str())?;
+        rest.starts_with('/')
+            .then(|| (node.as_ref(), rest.to_string()))
     }
 
     /// Sends a request and reads the whole answer within `timeout`.
@@ -82,11 +120,11 @@ impl Http {
         &self,
         method: Method,
         url: &str,
-        headers: &[(&str, &str)],
+        extra: &[(&str, &str)],
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
-        self.exchange(method, url, None, None, headers, body, timeout)
+        self.exchange(method, url, None, None, extra, body, timeout)
             .await
     }
 
@@ -97,13 +135,29 @@ impl Http {
         url: &str,
         version: Option<u64>,
         stamp: Option<u64>,
-        headers: &[(&str, &str)],
+        extra: &[(&str, &str)],
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
+        // Requests with extra headers go to the metadata service, never
+        // to this node's own routes.
+        if let Some((node, path)) = self.local_path(url).filter(|_| extra.is_empty()) {
+            let mut headers = Vec::new();
+            if let Some(v) = version {
+                headers.push((crate::protocol::TABLE_VERSION_HEADER, v.to_string()));
+            }
+            if let Some(s) = stamp {
+                headers.push((crate::protocol::STAMP_HEADER, s.to_string()));
+            }
+            return match tokio::time::timeout(timeout, node.call(method, path, headers, body)).await
+            {
+                Ok(r) => r,
+                Err(_) => Err(format!("{url}: no answer within {timeout:?}")),
+            };
+        }
         let fut = async {
             let resp = self
-                .start_stamped(method, url, version, stamp, headers, body)
+                .start_stamped(method, url, version, stamp, extra, body)
                 .await?;
             let status = resp.status();
             let table_version = header_version(&resp);

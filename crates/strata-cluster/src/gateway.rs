@@ -24,10 +24,11 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
+use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use strata_client::{Client, ClientConfig, ClientError};
+use strata_client::{Client, ClientConfig, ClientError, Http, HttpResponse, LocalNode};
 use strata_node::http::{
-    check_names, content_length, cookie_of, method_not_allowed, parse_batch, read_body, reason,
+    check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
     requested_range, unsatisfiable, COOKIE_HEADER,
 };
 use strata_node::node::valid_bucket;
@@ -62,15 +63,32 @@ pub struct Gateway {
     meta: String,
     limits: GatewayLimits,
     client: tokio::sync::OnceCell<Arc<Client>>,
+    /// This node's own protocol routes, called in-process for the replicas
+    /// it holds (no socket, no HTTP parsing: with every row on every node
+    /// of a 3-node cluster, every read is local).
+    local: Option<(String, Arc<dyn LocalNode>)>,
 }
 
 impl Gateway {
-    /// A gateway into the cluster whose metadata service is `meta`.
-    pub fn new(meta: &str, limits: GatewayLimits) -> Gateway {
+    /// A gateway into the cluster whose metadata service is `meta`; the
+    /// node at `local`'s address is served in-process.
+    pub fn new(
+        meta: &str,
+        limits: GatewayLimits,
+        local: Option<(String, Arc<dyn LocalNode>)>,
+    ) -> Gateway {
         Gateway {
             meta: meta.to_string(),
             limits,
             client: tokio::sync::OnceCell::new(),
+            local,
+        }
+    }
+
+    fn http(&self) -> Http {
+        match &self.local {
+            Some((addr, node)) => Http::new().with_local(addr, node.clone()),
+            None => Http::new(),
         }
     }
 
@@ -87,7 +105,9 @@ impl Gateway {
                 // Wait briefly for a table; the operation deadline is longer.
                 let c = Client::connect(&self.meta, quick).await?;
                 drop(c);
-                Client::connect(&self.meta, cfg).await.map(Arc::new)
+                Client::connect_with(&self.meta, cfg, self.http())
+                    .await
+                    .map(Arc::new)
             })
             .await
             .cloned()
@@ -108,6 +128,14 @@ pub fn routes(gw: Gw) -> Router {
     Router::new()
         .route("/{bucket}/{*name}", any(object))
         .route("/{bucket}", any(batch))
+        // GET /dashboard is the dashboard's page (merged in beside these);
+        // a batch into a bucket named "dashboard" still reaches the bucket.
+        .route(
+            strata_node::dashboard::PAGE_PATH,
+            axum::routing::post(|s: State<Gw>, r: Request| {
+                batch(s, Path(strata_node::dashboard::PAGE_PATH[1..].into()), r)
+            }),
+        )
         .with_state(gw)
 }
 
@@ -330,27 +358,17 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
             format!("bad bucket name {bucket:?}"),
         );
     }
-    let max = gw.limits.max_batch_bytes;
-    let len = match content_length(req.headers(), max) {
-        Ok(n) => n,
-        Err(r) => return r,
-    };
-    let body = match read_body(req, max, gw.limits.body_idle_timeout).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    if body.len() as u64 != len {
-        return reason(StatusCode::BAD_REQUEST, "body shorter than Content-Length");
-    }
-    let items = match parse_batch(&body) {
+    let items = match read_batch(
+        req,
+        &bucket,
+        gw.limits.max_batch_bytes,
+        gw.limits.body_idle_timeout,
+    )
+    .await
+    {
         Ok(v) => v,
-        Err(e) => return reason(StatusCode::BAD_REQUEST, format!("bad batch: {e}")),
+        Err(r) => return r,
     };
-    for (name, _) in &items {
-        if let Err(r) = check_names(&bucket, name) {
-            return r;
-        }
-    }
     let client = match gw.client().await {
         Ok(c) => c,
         Err(r) => return r,
@@ -376,4 +394,54 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
         axum::Json(serde_json::json!({ "objects": objects })),
     )
         .into_response()
+}
+
+/// A node's protocol router, called in-process ([`LocalNode`]).
+pub struct InProcess(pub Router);
+
+impl LocalNode for InProcess {
+    fn call(
+        &self,
+        method: Method,
+        path: String,
+        headers: Vec<(&'static str, String)>,
+        body: Bytes,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<HttpResponse, String>> + Send>>
+    {
+        use tower::ServiceExt;
+        let router = self.0.clone();
+        Box::pin(async move {
+            let mut req = axum::http::Request::builder().method(method).uri(&path);
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let req = req
+                .body(Body::from(body))
+                .map_err(|e| format!("{path}: {e}"))?;
+            let resp = match router.oneshot(req).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            };
+            let num = |h: &axum::http::HeaderMap, name: &str| {
+                h.get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|s| s.parse::<u64>().ok())
+            };
+            let status = resp.status();
+            let table_version = num(
+                resp.headers(),
+                strata_client::protocol::TABLE_VERSION_HEADER,
+            );
+            let stamp = num(resp.headers(), strata_client::protocol::STAMP_HEADER);
+            let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .map_err(|e| format!("{path}: reading the answer: {e}"))?;
+            Ok(HttpResponse {
+                status,
+                table_version,
+                stamp,
+                body,
+            })
+        })
+    }
 }

@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod dashboard;
 mod error;
 pub mod gateway;
 pub mod index;

@@ -774,14 +774,30 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             source,
         })?;
     }
+    // The listing index routes are node protocol routes: the gateway and
+    // the S3 coordinator reach them in-process on their own node too.
+    let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;
+    let protocol = crate::server::router(node.clone()).merge(crate::index::routes(Arc::new(index)));
+    let local: Arc<dyn strata_client::LocalNode> =
+        Arc::new(crate::gateway::InProcess(protocol.clone()));
     let gateway = Arc::new(crate::gateway::Gateway::new(
         &node.opts.meta,
         node.opts.gateway.clone(),
+        Some((node.addr.clone(), local)),
     ));
-    let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;
-    let app = crate::server::router(node.clone())
+    // The dashboard's sampler stops when this function returns.
+    let dash =
+        strata_node::dashboard::Dashboard::new(crate::dashboard::ClusterSource(node.clone()));
+    let _sampler =
+        strata_node::dashboard::spawn(dash.clone(), strata_node::dashboard::SAMPLE_EVERY).map_err(
+            |source| ClusterError::Io {
+                path: "dashboard sampler thread".into(),
+                source,
+            },
+        )?;
+    let app = protocol
         .merge(crate::gateway::routes(gateway))
-        .merge(crate::index::routes(Arc::new(index)));
+        .merge(strata_node::dashboard::router(dash));
     axum::serve(listener, app)
         .await
         .map_err(|source| ClusterError::Io {

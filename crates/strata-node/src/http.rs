@@ -98,6 +98,13 @@ pub fn router(node: Arc<Node>, limits: HttpLimits) -> Router {
         .route("/_admin/traces/flush", post(admin_flush))
         .route("/{bucket}/{*name}", any(object))
         .route("/{bucket}", any(bucket))
+        // GET /dashboard is the dashboard's page (merged in by `serve`).
+        .route(
+            crate::dashboard::PAGE_PATH,
+            post(|s: State<App>, r: Request| {
+                bucket(s, Path(crate::dashboard::PAGE_PATH[1..].into()), r)
+            }),
+        )
         .fallback(|| async {
             reason(
                 StatusCode::NOT_FOUND,
@@ -431,6 +438,30 @@ async fn get_object(app: App, workload: &str, bucket: &str, name: &str, req: Req
     resp
 }
 
+/// Reads and parses the batch body of `POST /{bucket}` (at most `max`
+/// bytes, within `timeout`), checking every name; a 4xx answer otherwise.
+pub async fn read_batch(
+    req: Request,
+    bucket: &str,
+    max: u64,
+    timeout: Duration,
+) -> Result<Vec<(String, Bytes)>, Response> {
+    let len = content_length(req.headers(), max)?;
+    let body = read_body(req, max, timeout).await?;
+    if body.len() as u64 != len {
+        return Err(reason(
+            StatusCode::BAD_REQUEST,
+            "body shorter than Content-Length",
+        ));
+    }
+    let items = parse_batch(&body)
+        .map_err(|e| reason(StatusCode::BAD_REQUEST, format!("bad batch: {e}")))?;
+    for (name, _) in &items {
+        check_names(bucket, name)?;
+    }
+    Ok(items)
+}
+
 /// Parses a batch body (docs/node.md, "Batch PUT"): repeated
 /// `name_len u16 LE, data_len u32 LE, name, data`.
 pub fn parse_batch(body: &Bytes) -> Result<Vec<(String, Bytes)>, String> {
@@ -480,27 +511,19 @@ async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request
         Ok(w) => w,
         Err(r) => return r,
     };
-    let max = app.limits.max_batch_bytes;
-    let len = match content_length(req.headers(), max) {
-        Ok(n) => n,
-        Err(r) => return r,
-    };
-    let body = match read_body(req, max, app.limits.body_timeout).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    if body.len() as u64 != len {
-        return reason(StatusCode::BAD_REQUEST, "body shorter than Content-Length");
-    }
-    let items = match parse_batch(&body) {
+    let items = match read_batch(
+        req,
+        &bucket,
+        app.limits.max_batch_bytes,
+        app.limits.body_timeout,
+    )
+    .await
+    {
         Ok(v) => v,
-        Err(e) => return reason(StatusCode::BAD_REQUEST, format!("bad batch: {e}")),
+        Err(r) => return r,
     };
     let mut objs = Vec::with_capacity(items.len());
     for (name, data) in items {
-        if let Err(r) = check_names(&bucket, &name) {
-            return r;
-        }
         objs.push(NewObject {
             bucket: bucket.clone(),
             name,
@@ -517,14 +540,16 @@ async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request
     }
 }
 
-/// Serves `node` on `listener` until `shutdown` completes.
+/// Serves `node` on `listener`, with the routes of `extra` (the
+/// dashboard's) beside its own, until `shutdown` completes.
 pub async fn serve(
     node: Arc<Node>,
     listener: TcpListener,
     limits: HttpLimits,
+    extra: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let app = router(node, limits);
+    let app = router(node, limits).merge(extra);
     let sem = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {

@@ -8,12 +8,14 @@
 //! - [`mover`]: the tier mover (FIFO / LRU, throttled, crash-safe moves).
 //! - [`ramcache`], [`flashcache`]: the caches, run by `strata-policy`.
 //! - [`trace`]: sampled request traces; [`plan`]: the tier plan in force.
+//! - [`dashboard`]: the live flash dashboard at `/dashboard`.
 //! - [`loadgen`], [`client`]: the load generator of `strata bench http` and
 //!   `strata demo`.
 
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod dashboard;
 pub mod demo;
 pub mod flashcache;
 pub mod http;

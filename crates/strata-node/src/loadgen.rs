@@ -20,10 +20,13 @@ use std::time::{Duration, Instant};
 /// What a load run talks to.
 #[derive(Clone, Debug)]
 pub enum Target {
-    /// A Strata node at `addr` (host:port), objects under `bucket`.
+    /// Strata nodes (host:port each), objects under `bucket`. Worker `i`
+    /// talks to node `i mod n` for its writes and its reads, so with the
+    /// nodes of one cluster every object is written through one node and
+    /// read through any.
     Strata {
-        /// host:port of the node.
-        addr: String,
+        /// host:port of each node.
+        addrs: Vec<String>,
         /// The bucket (= workload) to use.
         bucket: String,
     },
@@ -347,8 +350,8 @@ impl Worker {
         let items: Vec<Bytes> = (0..k).map(|_| self.payload()).collect();
         let bytes: u64 = items.iter().map(|b| b.len() as u64).sum();
         match &self.spec.target {
-            Target::Strata { addr, bucket } => {
-                let addr: Arc<str> = Arc::from(addr.as_str());
+            Target::Strata { addrs, bucket } => {
+                let addr: Arc<str> = Arc::from(self.node_addr(addrs));
                 let mut stored = Vec::with_capacity(k);
                 if k == 1 {
                     self.seq += 1;
@@ -507,13 +510,26 @@ impl Worker {
         objs.get(i).cloned()
     }
 
+    /// This worker's Strata node.
+    fn node_addr<'a>(&self, addrs: &'a [String]) -> &'a str {
+        addrs
+            .get(self.id as usize % addrs.len().max(1))
+            .map_or("", String::as_str)
+    }
+
     async fn read(&mut self) -> Result<Option<u64>, String> {
         let Some(s) = self.pick() else {
             return Ok(None);
         };
+        // Strata: through this worker's node, whichever node wrote it;
+        // SeaweedFS: at the volume server that holds it.
+        let addr: Arc<str> = match &self.spec.target {
+            Target::Strata { addrs, .. } => Arc::from(self.node_addr(addrs)),
+            Target::Seaweed { .. } => s.addr.clone(),
+        };
         let r = self
             .client
-            .request(&s.addr, Method::GET, &s.path, &[], Bytes::new())
+            .request(&addr, Method::GET, &s.path, &[], Bytes::new())
             .await
             .map_err(|e| e.to_string())?;
         if !r.status.is_success() {
@@ -869,7 +885,7 @@ mod tests {
         rt.spawn(null_server(listener, 100));
         let spec = LoadSpec {
             target: Target::Strata {
-                addr,
+                addrs: vec![addr],
                 bucket: "b".into(),
             },
             sizes: SizeDist::Fixed(100),

@@ -2,7 +2,7 @@
 //! flash bytes it may hold, the probability that a new object goes to
 //! flash, and how its flash evicts.
 
-use strata_provision::{Eviction, TierPlan};
+use strata_provision::{Eviction, TierPlan, WorkloadPlan};
 
 /// What the node does for one workload.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -35,6 +35,18 @@ impl ActivePlan {
         ActivePlan { plan: None }
     }
 
+    /// The loaded plan's entry for workload `id` named `name`: the entry
+    /// with that name, else the unnamed (or same-named) entry with that id.
+    pub fn entry(&self, id: u32, name: &str) -> Option<&WorkloadPlan> {
+        let p = self.plan.as_ref()?;
+        let by_name = p.workloads.iter().find(|w| w.name.as_deref() == Some(name));
+        by_name.or_else(|| {
+            p.workloads
+                .iter()
+                .find(|w| w.id == id && w.name.as_deref().is_none_or(|n| n == name))
+        })
+    }
+
     /// The rule for workload `id` named `name`. A loaded plan matches a
     /// workload by name when its entry has one, else by id; a workload the
     /// plan does not list gets no flash.
@@ -47,13 +59,7 @@ impl ActivePlan {
                 ttl: None,
             };
         };
-        let by_name = p.workloads.iter().find(|w| w.name.as_deref() == Some(name));
-        let entry = by_name.or_else(|| {
-            p.workloads
-                .iter()
-                .find(|w| w.id == id && w.name.as_deref().is_none_or(|n| n == name))
-        });
-        match entry {
+        match self.entry(id, name) {
             Some(w) => Rule {
                 write_probability: w.write_probability,
                 flash_bytes: Some(w.flash_bytes),

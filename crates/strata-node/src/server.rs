@@ -16,6 +16,7 @@ pub struct Running {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     rt: Option<tokio::runtime::Runtime>,
     mover: Option<std::thread::JoinHandle<()>>,
+    sampler: Option<crate::dashboard::Sampler>,
 }
 
 /// Opens the node of `cfg` and serves it on `listen` with `threads` worker
@@ -43,10 +44,13 @@ pub fn start(
     let node = Node::open(cfg)?;
     let mover = crate::mover::spawn(node.clone())
         .map_err(|e| NodeError::Startup(format!("cannot start the tier mover: {e}")))?;
+    let dash = crate::dashboard::Dashboard::new(crate::dashboard::NodeSource(node.clone()));
+    let sampler = crate::dashboard::spawn(dash.clone(), crate::dashboard::SAMPLE_EVERY)
+        .map_err(|e| NodeError::Startup(format!("cannot start the dashboard sampler: {e}")))?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let n = node.clone();
     rt.spawn(async move {
-        serve(n, listener, limits, async {
+        serve(n, listener, limits, crate::dashboard::router(dash), async {
             let _ = rx.await;
         })
         .await;
@@ -57,6 +61,7 @@ pub fn start(
         stop: Some(tx),
         rt: Some(rt),
         mover: Some(mover),
+        sampler: Some(sampler),
     })
 }
 
@@ -73,6 +78,9 @@ impl Running {
         self.node.stop.store(true, Relaxed);
         if let Some(m) = self.mover.take() {
             let _ = m.join();
+        }
+        if let Some(s) = self.sampler.take() {
+            s.stop();
         }
         self.node.shutdown();
         if let Some(rt) = self.rt.take() {

@@ -507,6 +507,7 @@ impl Provision {
                     eviction: self.policy,
                     weight: w.weight,
                     predicted_flash_reads_per_s: w.predicted_flash_reads_per_s,
+                    read_ops_per_s: Some(w.read_ops_per_s),
                 })
                 .collect(),
         }

@@ -51,6 +51,22 @@ pub struct WorkloadPlan {
     pub weight: f64,
     /// Reads per second the plan expects flash to serve for this workload.
     pub predicted_flash_reads_per_s: f64,
+    /// Reads per second the workload made in the training window: the
+    /// denominator of its predicted flash hit ratio. Absent in plans
+    /// written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ops_per_s: Option<f64>,
+}
+
+impl WorkloadPlan {
+    /// The flash hit ratio the plan predicts for this workload (flash reads
+    /// over all its reads), when the plan carries its read rate.
+    pub fn predicted_flash_hit_ratio(&self) -> Option<f64> {
+        match self.read_ops_per_s {
+            Some(r) if r > 0.0 => Some((self.predicted_flash_reads_per_s / r).clamp(0.0, 1.0)),
+            _ => None,
+        }
+    }
 }
 
 /// A tier plan: per workload flash bytes, write probability, TTL, policy.
@@ -113,6 +129,14 @@ impl TierPlan {
                     )));
                 }
             }
+            if let Some(r) = w.read_ops_per_s {
+                if !(r >= 0.0 && r.is_finite()) {
+                    return Err(ProvisionError::BadPlan(format!(
+                        "workload {}: read_ops_per_s {r} is not a non-negative number",
+                        w.id
+                    )));
+                }
+            }
             sum = sum.saturating_add(w.flash_bytes);
         }
         if sum > self.total_flash_bytes {
@@ -165,6 +189,7 @@ mod tests {
                 eviction: Eviction::Fifo,
                 weight: 1.0,
                 predicted_flash_reads_per_s: 4.0,
+                read_ops_per_s: Some(10.0),
             }],
         }
     }
@@ -185,5 +210,19 @@ mod tests {
         bad.workloads[0].flash_bytes = 101;
         assert!(TierPlan::from_json(&bad.to_json()).is_err());
         assert!(TierPlan::from_json("{").is_err());
+        let mut bad = plan();
+        bad.workloads[0].read_ops_per_s = Some(-1.0);
+        assert!(TierPlan::from_json(&bad.to_json()).is_err());
+    }
+
+    #[test]
+    fn predicted_ratio_per_workload() {
+        let p = plan();
+        assert_eq!(p.workloads[0].predicted_flash_hit_ratio(), Some(0.4));
+        // A plan written before `read_ops_per_s` existed still loads.
+        let old = p.to_json().replace(",\n      \"read_ops_per_s\": 10.0", "");
+        assert!(!old.contains("read_ops_per_s"));
+        let back = TierPlan::from_json(&old).unwrap();
+        assert_eq!(back.workloads[0].predicted_flash_hit_ratio(), None);
     }
 }

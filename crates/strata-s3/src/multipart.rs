@@ -267,7 +267,7 @@ impl StrataS3 {
                 &client,
                 bucket,
                 key,
-                Some(StreamingBlob::wrap(body)),
+                Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
                 Some(total as i64),
                 None,
             )

@@ -301,7 +301,7 @@ impl S3 for StrataS3 {
             .read_range(&input.bucket, &input.key, head, range.start, range.end)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
         Ok(S3Response::new(GetObjectOutput {
-            body: Some(StreamingBlob::wrap(body)),
+            body: Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
             e_tag,
             content_length: Some(len as i64),
             content_range,

@@ -24,9 +24,16 @@ use strata_node::loadgen::{self, LoadReport, LoadSpec, Target};
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
-    /// The Strata node (host:port).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8480")]
-    addr: String,
+    /// The Strata node (host:port), or several nodes of one cluster,
+    /// comma-separated: connection i writes and reads through node i mod n
+    /// (every node serves every object of its cluster).
+    #[arg(
+        long,
+        value_name = "HOST:PORT,...",
+        default_value = "127.0.0.1:8480",
+        value_delimiter = ','
+    )]
+    addr: Vec<String>,
     /// Drive a SeaweedFS master at this host:port instead.
     #[arg(long, value_name = "HOST:PORT")]
     seaweedfs: Option<String>,
@@ -109,7 +116,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let popularity = loadgen::parse_popularity(&a.popularity)?;
     // The null server's runtime lives until the end of the run.
     let mut null_rt = None;
-    let addr = if a.null_server {
+    let addrs = if a.null_server {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -124,17 +131,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .to_string();
         rt.spawn(loadgen::null_server(listener, sizes.max() as usize));
         null_rt = Some(rt);
-        addr
+        vec![addr]
     } else {
         a.addr.clone()
     };
+    let shown = addrs.join(",");
     let target = match &a.seaweedfs {
         Some(m) => Target::Seaweed {
             master: m.clone(),
             fsync: a.seaweedfs_fsync,
         },
         None => Target::Strata {
-            addr: addr.clone(),
+            addrs,
             bucket: a.bucket.clone(),
         },
     };
@@ -177,8 +185,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let mut report = res.with_context(|| match &a.seaweedfs {
         Some(m) => format!("load against SeaweedFS at {m} failed"),
-        None if a.null_server => format!("load against the null server at {addr} failed"),
-        None => format!("load against the Strata node at {addr} failed"),
+        None if a.null_server => format!("load against the null server at {shown} failed"),
+        None => format!("load against the Strata node(s) at {shown} failed"),
     })?;
     if a.null_server {
         report.target = "null-server".into();

@@ -13,7 +13,8 @@ use strata_node::{HttpLimits, NodeConfig, RamAdmission};
 /// API (docs/node.md): PUT, GET (with Range), HEAD, DELETE of
 /// /{bucket}/{name}; POST /{bucket} is a batch PUT; GET /metrics
 /// (Prometheus), GET /healthz; /_admin/plan (GET, POST a plan or an empty
-/// body to reload --plan, DELETE for the default plan), /_admin/status.
+/// body to reload --plan, DELETE for the default plan), /_admin/status;
+/// GET /dashboard, the live flash dashboard (also in --meta mode).
 /// A PUT answers with the object's cookie (X-Strata-Cookie and a URL with
 /// ?cookie=HEX); a GET with a wrong cookie is a 404 like an absent object.
 /// SIGHUP reloads --plan.

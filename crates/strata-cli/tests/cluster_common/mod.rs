@@ -100,17 +100,24 @@ pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
 }
 
 pub fn start_meta(etcd: Option<&str>, initial: usize, dir: &Path, log: &Path) -> (Proc, String) {
+    let initial = initial.to_string();
+    let mut args = vec!["--initial-nodes", initial.as_str()];
+    if let Some(url) = etcd {
+        args.extend(["--etcd", url, "--prefix", "/strata-test"]);
+    }
+    start_meta_with(&args, dir, log)
+}
+
+/// A metadata service with its state in `dir` (quick failure detection:
+/// suspect after 1 s, 2 strikes) and extra arguments.
+pub fn start_meta_with(args: &[&str], dir: &Path, log: &Path) -> (Proc, String) {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let mut cmd = strata();
-    cmd.args(["meta", "--listen", &addr, "--initial-nodes"])
-        .arg(initial.to_string())
+    let child = strata()
+        .args(["meta", "--listen", &addr])
         .args(["--suspect-after", "1", "--strikes", "2", "--data"])
-        .arg(dir);
-    if let Some(url) = etcd {
-        cmd.args(["--etcd", url, "--prefix", "/strata-test"]);
-    }
-    let child = cmd
+        .arg(dir)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).expect("log"))
         .spawn()

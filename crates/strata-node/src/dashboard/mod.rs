@@ -1,0 +1,261 @@
+//! The live flash dashboard (docs/node.md, "Dashboard"): `GET /dashboard`
+//! serves one self-contained page (inline CSS, JS and SVG, nothing from
+//! another host) that polls `GET /_admin/dashboard?window=hour|day` every
+//! few seconds and draws, per workload, flash bytes against the plan's
+//! allocation, reads by tier, the flash hit ratio against the plan's
+//! prediction and the flash write rate (Janus §8, Figure 7).
+//!
+//! - [`history`]: the bounded rings and the JSON (pure);
+//! - [`Sampler`]: the one thread that reads a [`Source`] every
+//!   [`SAMPLE_EVERY`] into the history, stopped cleanly by its owner;
+//! - [`router`]: the two routes, merged into a server's router;
+//! - [`NodeSource`]: a storage node's counters. Cluster mode has its own
+//!   source (strata-cluster), over the same history and page.
+
+pub mod history;
+
+use crate::metrics::Served;
+use crate::node::Node;
+use crate::plan::ActivePlan;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use history::{Counts, History, PlanInfo, Reading, Window};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use strata_provision::TierPlan;
+
+/// The page, compiled in.
+pub const PAGE: &str = include_str!("page.html");
+/// The path of the page.
+pub const PAGE_PATH: &str = "/dashboard";
+/// The path of the page's data.
+pub const DATA_PATH: &str = "/_admin/dashboard";
+/// How often the sampler reads the counters.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
+
+/// Where the dashboard's readings come from: a server's counters.
+pub trait Source: Send + Sync + 'static {
+    /// The counters and gauges now.
+    fn read(&self) -> Reading;
+    /// The server's mode, shown on the page (`node`, `cluster`).
+    fn mode(&self) -> &'static str;
+}
+
+/// The history of one server and where its readings come from.
+pub struct Dashboard {
+    source: Box<dyn Source>,
+    history: Mutex<History>,
+    /// Unix seconds at `start`: readings are timed on the monotonic clock
+    /// from there, so a wall-clock step cannot scramble the history.
+    unix0: f64,
+    start: Instant,
+}
+
+impl Dashboard {
+    /// A dashboard over `source`, with an empty history starting now.
+    pub fn new(source: impl Source) -> Arc<Dashboard> {
+        let unix0 = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        Arc::new(Dashboard {
+            source: Box::new(source),
+            history: Mutex::new(History::new(unix0)),
+            unix0,
+            start: Instant::now(),
+        })
+    }
+
+    /// Takes one reading into the history.
+    pub fn sample(&self) {
+        let r = self.source.read();
+        let t = self.unix0 + self.start.elapsed().as_secs_f64();
+        self.history.lock().record(t, &r);
+    }
+
+    /// The JSON of window `w`.
+    pub fn data(&self, w: Window) -> history::Data {
+        self.history.lock().data(self.source.mode(), w)
+    }
+}
+
+/// The sampling thread: one owner, stopped by [`Sampler::stop`] or drop.
+pub struct Sampler {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts sampling `dash` every `every` (usually [`SAMPLE_EVERY`]).
+pub fn spawn(dash: Arc<Dashboard>, every: Duration) -> std::io::Result<Sampler> {
+    let (tx, rx) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("strata-dashboard".into())
+        .spawn(move || {
+            // A message or a hung-up sender both mean stop.
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                dash.sample();
+            }
+        })?;
+    Ok(Sampler {
+        stop: Some(tx),
+        thread: Some(thread),
+    })
+}
+
+impl Sampler {
+    /// Stops the thread and waits for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The routes `GET /dashboard` and `GET /_admin/dashboard`.
+pub fn router(dash: Arc<Dashboard>) -> Router {
+    Router::new()
+        .route(PAGE_PATH, get(page))
+        .route(DATA_PATH, get(data))
+        .with_state(dash)
+}
+
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            // The page may talk to this server only: no other host, no
+            // external script, style, font or image.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'",
+            ),
+        ],
+        PAGE,
+    )
+        .into_response()
+}
+
+async fn data(State(dash): State<Arc<Dashboard>>, req: Request) -> Response {
+    let mut window = Window::Hour;
+    for kv in req.uri().query().unwrap_or("").split('&') {
+        if let Some(v) = kv.strip_prefix("window=") {
+            match Window::parse(v) {
+                Some(w) => window = w,
+                None => {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        format!("bad window {v:?}: expected hour or day\n"),
+                    )
+                        .into_response()
+                }
+            }
+        }
+    }
+    let mut r = axum::Json(dash.data(window)).into_response();
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+/// The plan in force as the dashboard shows it.
+pub fn plan_info(plan: Option<&TierPlan>) -> PlanInfo {
+    PlanInfo {
+        loaded: plan.is_some(),
+        predicted_flash_hit_ratio: plan.map(|p| p.predicted_flash_hit_ratio),
+        write_bound_bytes_per_s: plan.and_then(|p| p.write_bound_bytes_per_s),
+    }
+}
+
+/// What `plan` says of workload `id` named `name`: its flash allocation
+/// (`None`: the default plan, no allocation of its own) and its predicted
+/// flash hit ratio (0 for a workload a loaded plan does not list: it gets
+/// no flash; `None` for a plan without the workload's read rate).
+pub fn plan_of(plan: &ActivePlan, id: u32, name: &str) -> (Option<u64>, Option<f64>) {
+    if plan.plan.is_none() {
+        return (None, None);
+    }
+    match plan.entry(id, name) {
+        Some(e) => (Some(e.flash_bytes), e.predicted_flash_hit_ratio()),
+        None => (Some(0), Some(0.0)),
+    }
+}
+
+/// Reads of `c` by tier, in the order of [`history::TIERS`].
+pub fn reads_of(c: &crate::metrics::WorkloadCounters) -> [u64; 4] {
+    [Served::Ram, Served::Flash, Served::FlashCache, Served::Disk].map(|s| c.reads_from(s))
+}
+
+/// Adds `c`'s reads into `total`.
+pub fn add_reads(total: &mut Counts, c: &Counts) {
+    for (a, b) in total.reads.iter_mut().zip(c.reads) {
+        *a += b;
+    }
+}
+
+/// A storage node's counters: per workload, reads by tier, the bytes of
+/// its segments on flash (the tier mover's gauge), the bytes its store
+/// wrote to flash, and the plan's allocation and prediction. The total
+/// adds the flash read cache's writes (not attributed to a workload).
+pub struct NodeSource(pub Arc<Node>);
+
+impl Source for NodeSource {
+    fn read(&self) -> Reading {
+        let node = &self.0;
+        let plan = ActivePlan { plan: node.plan() };
+        let mut total = Counts {
+            flash_bytes: Some(0),
+            flash_written_bytes: Some(node.metrics.fcache_bytes_written.load(Relaxed)),
+            ..Counts::default()
+        };
+        let mut workloads = Vec::new();
+        for w in node.workloads() {
+            let (plan_flash_bytes, predicted) = plan_of(&plan, w.id, &w.name);
+            let c = Counts {
+                reads: reads_of(&w.counters),
+                flash_bytes: Some(w.counters.flash_bytes.load(Relaxed)),
+                flash_written_bytes: Some(w.store.counters().bytes_written_flash),
+                plan_flash_bytes,
+                predicted_flash_hit_ratio: predicted,
+            };
+            add_reads(&mut total, &c);
+            total.flash_bytes = Some(total.flash_bytes.unwrap_or(0) + c.flash_bytes.unwrap_or(0));
+            total.flash_written_bytes =
+                Some(total.flash_written_bytes.unwrap_or(0) + c.flash_written_bytes.unwrap_or(0));
+            workloads.push((w.name.clone(), c));
+        }
+        total.plan_flash_bytes = Some(match &plan.plan {
+            Some(p) => p.workloads.iter().map(|w| w.flash_bytes).sum(),
+            None => node.cfg.flash_capacity,
+        });
+        total.predicted_flash_hit_ratio = plan.plan.as_ref().map(|p| p.predicted_flash_hit_ratio);
+        Reading {
+            total,
+            workloads,
+            plan: plan_info(plan.plan.as_ref()),
+        }
+    }
+
+    fn mode(&self) -> &'static str {
+        "node"
+    }
+}

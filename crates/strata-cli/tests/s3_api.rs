@@ -524,6 +524,11 @@ assert code(lambda: s3.list_parts(Bucket="mpu", Key="big", UploadId=u)) == ("NoS
 
 # A part below 5 MiB that is not the last: EntityTooSmall.
 u = s3.create_multipart_upload(Bucket="mpu", Key="small")["UploadId"]
+u2 = s3.create_multipart_upload(Bucket="mpu", Key="other/x")["UploadId"]
+ups = s3.list_multipart_uploads(Bucket="mpu")["Uploads"]
+assert sorted((x["Key"], x["UploadId"]) for x in ups) == sorted([("small", u), ("other/x", u2)]), ups
+assert [x["UploadId"] for x in s3.list_multipart_uploads(Bucket="mpu", Prefix="oth")["Uploads"]] == [u2]
+s3.abort_multipart_upload(Bucket="mpu", Key="other/x", UploadId=u2)
 e1 = s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=1, Body=b"a")["ETag"]
 e2 = s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=2, Body=b"b")["ETag"]
 assert code(lambda: s3.complete_multipart_upload(Bucket="mpu", Key="small", UploadId=u, MultipartUpload={{"Parts": [{{"PartNumber": 1, "ETag": e1}}, {{"PartNumber": 2, "ETag": e2}}]}})) == ("EntityTooSmall", 400)
@@ -532,6 +537,7 @@ s3.abort_multipart_upload(Bucket="mpu", Key="small", UploadId=u)
 assert code(lambda: s3.list_parts(Bucket="mpu", Key="small", UploadId=u)) == ("NoSuchUpload", 404)
 assert code(lambda: s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=3, Body=b"c")) == ("NoSuchUpload", 404)
 assert code(lambda: s3.head_object(Bucket="mpu", Key="small"))[1] == 404
+assert s3.list_multipart_uploads(Bucket="mpu").get("Uploads", []) == []
 print("ok")
 "#
     ));

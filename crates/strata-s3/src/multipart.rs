@@ -10,7 +10,7 @@
 
 use futures_util::stream::{self, StreamExt};
 use md5::{Digest, Md5};
-use s3s::dto::{ETag, Part, StreamingBlob, UploadPartInput};
+use s3s::dto::{ETag, MultipartUpload, Part, StreamingBlob, UploadPartInput};
 use s3s::{s3_error, S3Result};
 use strata_client::protocol::{IndexEntry, ListQuery};
 use strata_client::{Client, ClientError};
@@ -284,6 +284,50 @@ impl StrataS3 {
         self.drop_upload(&client, bucket, upload, stored.iter().map(|p| p.number))
             .await;
         Ok(ETag::Strong(etag))
+    }
+
+    /// ListMultipartUploads: the bucket's unfinished uploads whose key
+    /// starts with `prefix`, by key then upload id (one page, no paging).
+    pub(crate) async fn list_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> S3Result<Vec<MultipartUpload>> {
+        let client = self.bucket(bucket).await?;
+        let mut out = Vec::new();
+        let mut after = String::new();
+        loop {
+            // Parts (`UPLOAD/PART`) roll up into common prefixes; the
+            // uploads themselves are the plain names.
+            let page = client
+                .index_list(
+                    &uploads(bucket),
+                    &ListQuery {
+                        prefix: String::new(),
+                        start_after: after.clone(),
+                        delimiter: Some("/".into()),
+                        max: 1000,
+                    },
+                )
+                .await
+                .map_err(unavailable)?;
+            for (upload, e) in &page.contents {
+                if e.etag.starts_with(prefix) {
+                    out.push(MultipartUpload {
+                        key: Some(e.etag.clone()),
+                        upload_id: Some(upload.clone()),
+                        initiated: Some(crate::service::timestamp(e.modified_ms)),
+                        ..Default::default()
+                    });
+                }
+            }
+            match (page.truncated, page.last) {
+                (true, Some(l)) => after = l,
+                _ => break,
+            }
+        }
+        out.sort_by(|a, b| (&a.key, &a.upload_id).cmp(&(&b.key, &b.upload_id)));
+        Ok(out)
     }
 
     /// AbortMultipartUpload: removes the parts and the upload.

@@ -13,9 +13,10 @@ use s3s::dto::{
     CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
     DeleteObjectInput, DeleteObjectOutput, ETag, GetBucketLocationInput, GetBucketLocationOutput,
     GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput,
-    HeadObjectOutput, ListBucketsInput, ListBucketsOutput, ListObjectsInput, ListObjectsOutput,
-    ListObjectsV2Input, ListObjectsV2Output, ListPartsInput, ListPartsOutput, PutObjectInput,
-    PutObjectOutput, StreamingBlob, Timestamp, UploadPartInput, UploadPartOutput,
+    HeadObjectOutput, ListBucketsInput, ListBucketsOutput, ListMultipartUploadsInput,
+    ListMultipartUploadsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
+    ListObjectsV2Output, ListPartsInput, ListPartsOutput, PutObjectInput, PutObjectOutput,
+    StreamingBlob, Timestamp, UploadPartInput, UploadPartOutput,
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -580,5 +581,21 @@ impl S3 for StrataS3 {
         self.abort_upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        let input = req.input;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let uploads = self.list_uploads(&input.bucket, &prefix).await?;
+        Ok(S3Response::new(ListMultipartUploadsOutput {
+            bucket: Some(input.bucket),
+            prefix: input.prefix,
+            uploads: Some(uploads),
+            is_truncated: Some(false),
+            ..Default::default()
+        }))
     }
 }

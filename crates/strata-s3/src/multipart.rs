@@ -81,39 +81,55 @@ impl StrataS3 {
         }
     }
 
-    /// Every stored part of `upload`, in part order.
-    async fn parts(&self, client: &Client, bucket: &str, upload: &str) -> S3Result<Vec<Stored>> {
+    /// Every entry of `bucket`'s upload index under `prefix`, in order
+    /// (with `/` as delimiter when `rolled`: parts roll up under their
+    /// upload).
+    async fn upload_entries(
+        &self,
+        client: &Client,
+        bucket: &str,
+        prefix: &str,
+        rolled: bool,
+    ) -> S3Result<Vec<(String, IndexEntry)>> {
         let mut out = Vec::new();
-        let prefix = format!("{upload}/");
         let mut after = String::new();
         loop {
             let page = client
                 .index_list(
                     &uploads(bucket),
                     &ListQuery {
-                        prefix: prefix.clone(),
+                        prefix: prefix.to_string(),
                         start_after: after.clone(),
-                        delimiter: None,
+                        delimiter: rolled.then(|| "/".to_string()),
                         max: 1000,
                     },
                 )
                 .await
                 .map_err(unavailable)?;
-            for (name, e) in &page.contents {
-                if let Ok(number) = name[prefix.len()..].parse() {
-                    out.push(Stored {
-                        number,
-                        size: e.size,
-                        md5: e.etag.clone(),
-                        modified_ms: e.modified_ms,
-                    });
-                }
-            }
+            out.extend(page.contents);
             match (page.truncated, page.last) {
                 (true, Some(l)) => after = l,
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// Every stored part of `upload`, in part order.
+    async fn parts(&self, client: &Client, bucket: &str, upload: &str) -> S3Result<Vec<Stored>> {
+        let prefix = format!("{upload}/");
+        Ok(self
+            .upload_entries(client, bucket, &prefix, false)
+            .await?
+            .into_iter()
+            .filter_map(|(name, e)| {
+                Some(Stored {
+                    number: name[prefix.len()..].parse().ok()?,
+                    size: e.size,
+                    md5: e.etag,
+                    modified_ms: e.modified_ms,
+                })
+            })
+            .collect())
     }
 
     /// CreateMultipartUpload: a new upload id, recorded.
@@ -294,38 +310,20 @@ impl StrataS3 {
         prefix: &str,
     ) -> S3Result<Vec<MultipartUpload>> {
         let client = self.bucket(bucket).await?;
-        let mut out = Vec::new();
-        let mut after = String::new();
-        loop {
-            // Parts (`UPLOAD/PART`) roll up into common prefixes; the
-            // uploads themselves are the plain names.
-            let page = client
-                .index_list(
-                    &uploads(bucket),
-                    &ListQuery {
-                        prefix: String::new(),
-                        start_after: after.clone(),
-                        delimiter: Some("/".into()),
-                        max: 1000,
-                    },
-                )
-                .await
-                .map_err(unavailable)?;
-            for (upload, e) in &page.contents {
-                if e.etag.starts_with(prefix) {
-                    out.push(MultipartUpload {
-                        key: Some(e.etag.clone()),
-                        upload_id: Some(upload.clone()),
-                        initiated: Some(crate::service::timestamp(e.modified_ms)),
-                        ..Default::default()
-                    });
-                }
-            }
-            match (page.truncated, page.last) {
-                (true, Some(l)) => after = l,
-                _ => break,
-            }
-        }
+        // Parts (`UPLOAD/PART`) roll up into common prefixes; the uploads
+        // themselves are the plain names.
+        let mut out: Vec<MultipartUpload> = self
+            .upload_entries(&client, bucket, "", true)
+            .await?
+            .into_iter()
+            .filter(|(_, e)| e.etag.starts_with(prefix))
+            .map(|(upload, e)| MultipartUpload {
+                key: Some(e.etag),
+                upload_id: Some(upload),
+                initiated: Some(crate::service::timestamp(e.modified_ms)),
+                ..Default::default()
+            })
+            .collect();
         out.sort_by(|a, b| (&a.key, &a.upload_id).cmp(&(&b.key, &b.upload_id)));
         Ok(out)
     }

@@ -13,9 +13,9 @@ use strata_placement::{object_hash, DiskId, PlacementTable};
 
 use crate::http::Http;
 use crate::protocol::{
-    extend_path, inline_record, manifest_record, new_cookie, object_path, parse_head, tract_data,
-    tract_key, tract_record, valid_name, ExtendRequest, ExtendResponse, Head, Manifest,
-    RECORD_TRACT,
+    extend_path, index_list_path, index_path, index_row, inline_record, manifest_record,
+    new_cookie, object_path, parse_head, tract_data, tract_key, tract_record, valid_name,
+    ExtendRequest, ExtendResponse, Head, IndexEntry, ListPage, ListQuery, Manifest, RECORD_TRACT,
 };
 use crate::ClientError;
 
@@ -38,6 +38,20 @@ impl Default for ClientConfig {
             request_timeout: Duration::from_secs(3),
             deadline: Duration::from_secs(60),
             tract_parallelism: 8,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// The settings of a node that coordinates requests for other clients
+    /// (the public API and the S3 API of every node): a shorter deadline,
+    /// so a caller hears of an outage while it still waits, and fewer
+    /// tracts in flight per request, since many requests share the node.
+    pub fn coordinator() -> ClientConfig {
+        ClientConfig {
+            deadline: Duration::from_secs(30),
+            tract_parallelism: 4,
+            ..ClientConfig::default()
         }
     }
 }
@@ -561,13 +575,24 @@ impl Client {
     /// Reads the record at `bucket/key`'s metadata row: the object whole
     /// when it is small, else its manifest; `None` when no replica has it.
     pub async fn head(&self, bucket: &str, key: &str) -> Result<Option<Head>, ClientError> {
+        Ok(self.head_stamped(bucket, key).await?.map(|(h, _)| h))
+    }
+
+    /// [`Client::head`] with the head record's stamp (microseconds since
+    /// the Unix epoch of the write that made it: the object's last
+    /// modification time).
+    pub async fn head_stamped(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<(Head, u64)>, ClientError> {
         check(bucket, key)?;
         let h = object_hash(bucket, key);
-        let Some(rec) = self.get_record(bucket, key, h, -1).await? else {
+        let Some((rec, stamp)) = self.get_stamped(bucket, key, h, -1).await? else {
             return Ok(None);
         };
         parse_head(&rec)
-            .map(Some)
+            .map(|head| Some((head, stamp)))
             .map_err(|reason| ClientError::Manifest {
                 name: format!("{bucket}/{key}"),
                 reason,
@@ -606,6 +631,61 @@ impl Client {
         Ok(data)
     }
 
+    /// The bytes `start..end` of an object whose head record is `head`, as
+    /// a stream of pieces: an inline object at once, a striped one tract by
+    /// tract (the next tract read while this one is consumed), so a reader
+    /// holds at most two tracts of any object in memory.
+    pub fn read_range(
+        self: &Arc<Self>,
+        bucket: &str,
+        key: &str,
+        head: Head,
+        start: u64,
+        end: u64,
+    ) -> impl futures_util::Stream<Item = Result<Bytes, ClientError>> + Send + 'static {
+        use futures_util::stream::{self, StreamExt};
+        let end = end.min(head.len());
+        let start = start.min(end);
+        match head {
+            Head::Inline { data, .. } => {
+                stream::iter(vec![Ok(data.slice(start as usize..end as usize))]).left_stream()
+            }
+            Head::Manifest(m) => {
+                // Tracts of a written-whole object are full but the last;
+                // appended objects list each tract's length.
+                let offsets: Vec<(u64, u64)> = (0..m.tracts)
+                    .scan(0u64, |off, t| {
+                        let l = m.tract_len(t);
+                        let o = *off;
+                        *off += l;
+                        Some((o, l))
+                    })
+                    .collect();
+                let wanted: Vec<(u64, u64)> = (0..m.tracts)
+                    .filter_map(|t| {
+                        let (o, l) = offsets[t as usize];
+                        (o < end && o + l > start).then_some((t, o))
+                    })
+                    .collect();
+                let (client, bucket, key) = (self.clone(), bucket.to_string(), key.to_string());
+                let m = Arc::new(m);
+                stream::iter(wanted)
+                    .map(move |(t, o)| {
+                        let (client, bucket, key, m) =
+                            (client.clone(), bucket.clone(), key.clone(), m.clone());
+                        async move {
+                            let data = client.get_tract(&bucket, &key, &m, t).await?;
+                            let a = start.saturating_sub(o).min(data.len() as u64) as usize;
+                            let b = (end - o).min(data.len() as u64) as usize;
+                            Ok(data.slice(a..b))
+                        }
+                    })
+                    .buffered(2)
+                    .right_stream()
+            }
+        }
+    }
+
     async fn get_record(
         &self,
         bucket: &str,
@@ -613,6 +693,20 @@ impl Client {
         h: u64,
         tract: i64,
     ) -> Result<Option<Bytes>, ClientError> {
+        Ok(self
+            .get_stamped(bucket, name, h, tract)
+            .await?
+            .map(|(rec, _)| rec))
+    }
+
+    /// A record and its stamp, from one replica with failover.
+    async fn get_stamped(
+        &self,
+        bucket: &str,
+        name: &str,
+        h: u64,
+        tract: i64,
+    ) -> Result<Option<(Bytes, u64)>, ClientError> {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -653,7 +747,7 @@ impl Client {
                         if r.status == StatusCode::OK
                             && deleted_at.is_none_or(|d| r.stamp.unwrap_or(0) > d) =>
                     {
-                        return Ok(Some(r.body))
+                        return Ok(Some((r.body, r.stamp.unwrap_or(0))))
                     }
                     Ok(r) if r.status == StatusCode::OK => not_found += 1,
                     Ok(r) if r.status == StatusCode::NOT_FOUND => {
@@ -695,6 +789,180 @@ impl Client {
             backoff = (backoff * 2).min(Duration::from_secs(1));
             let _ = self.refresh_from(version).await;
         }
+    }
+
+    /// The cluster's S3 buckets, from the metadata service.
+    pub async fn buckets(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, strata_meta::state::BucketRecord>, ClientError>
+    {
+        self.http
+            .get_json(
+                &format!("http://{}/v1/buckets", self.meta),
+                self.cfg.request_timeout,
+            )
+            .await
+            .map_err(|reason| ClientError::Meta {
+                addr: self.meta.clone(),
+                reason,
+            })
+    }
+
+    /// The cluster's S3 access keys with their secrets and permissions,
+    /// from the metadata service (which answers only with its admin token).
+    pub async fn keys(
+        &self,
+        admin_token: &str,
+    ) -> Result<std::collections::BTreeMap<String, strata_meta::state::KeyRecord>, ClientError>
+    {
+        let url = format!("http://{}/v1/keys", self.meta);
+        let r = self
+            .http
+            .send_with_headers(
+                Method::GET,
+                &url,
+                &[(strata_meta::http::ADMIN_TOKEN_HEADER, admin_token)],
+                Bytes::new(),
+                self.cfg.request_timeout,
+            )
+            .await;
+        let fail = |reason: String| ClientError::Meta {
+            addr: self.meta.clone(),
+            reason,
+        };
+        let r = r.map_err(fail)?;
+        if r.status != StatusCode::OK {
+            return Err(fail(format!("{url}: {}", r.status)));
+        }
+        serde_json::from_slice(&r.body).map_err(|e| fail(format!("{url}: {e}")))
+    }
+
+    /// Creates (`create`) or deletes an S3 bucket at the metadata service;
+    /// returns whether anything changed (false: it existed already, or did
+    /// not exist).
+    pub async fn set_bucket(&self, name: &str, create: bool) -> Result<bool, ClientError> {
+        let url = format!(
+            "http://{}/v1/buckets/{}",
+            self.meta,
+            crate::protocol::encode_segment(name)
+        );
+        let method = if create { Method::PUT } else { Method::DELETE };
+        let r = self
+            .http
+            .send(method, &url, None, Bytes::new(), self.cfg.request_timeout)
+            .await
+            .map_err(|reason| ClientError::Meta {
+                addr: self.meta.clone(),
+                reason,
+            })?;
+        match r.status {
+            StatusCode::CREATED | StatusCode::NO_CONTENT => Ok(true),
+            StatusCode::OK | StatusCode::NOT_FOUND => Ok(false),
+            StatusCode::BAD_REQUEST => Err(ClientError::BadName(name.to_string())),
+            s => Err(ClientError::Meta {
+                addr: self.meta.clone(),
+                reason: format!("{url}: {s}: {}", String::from_utf8_lossy(&r.body)),
+            }),
+        }
+    }
+
+    /// Writes (`Some`) or removes (`None`) `bucket/key`'s entry in the
+    /// bucket's listing index on every replica of the bucket's index row;
+    /// returns once every replica has it durably.
+    pub async fn index_write(
+        &self,
+        bucket: &str,
+        key: &str,
+        entry: Option<&IndexEntry>,
+    ) -> Result<(), ClientError> {
+        check(bucket, key)?;
+        let (method, body) = match entry {
+            Some(e) => (
+                Method::PUT,
+                Bytes::from(serde_json::to_vec(e).unwrap_or_default()),
+            ),
+            None => (Method::DELETE, Bytes::new()),
+        };
+        self.index_call(bucket, method, &index_path(bucket, key), body, true)
+            .await
+            .map(drop)
+            .map_err(|reason| ClientError::Write {
+                name: format!("{bucket}/{key} (listing index)"),
+                reason,
+            })
+    }
+
+    /// Sends one request to the replicas of `bucket`'s index row, with a
+    /// fresh table and back-off until the deadline: to every replica
+    /// (`all`: a write, done when each answers 2xx) or to one replica at a
+    /// time in random order (a read, done at the first 200). Returns the
+    /// answer's body, or the last failure.
+    async fn index_call(
+        &self,
+        bucket: &str,
+        method: Method,
+        path: &str,
+        body: Bytes,
+        all: bool,
+    ) -> Result<Bytes, String> {
+        let start = Instant::now();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let map = self.current();
+            let version = map.table.version();
+            let mut reps = map.replicas(index_row(&map.table, bucket));
+            if !all {
+                reps.shuffle(&mut rand::rng());
+            }
+            let mut last_err = String::from("the index row has no live replica");
+            let mut done = 0;
+            for addr in &reps {
+                let url = format!("http://{addr}{path}");
+                match self
+                    .http
+                    .send(
+                        method.clone(),
+                        &url,
+                        Some(version),
+                        body.clone(),
+                        self.cfg.request_timeout,
+                    )
+                    .await
+                {
+                    Ok(r) if r.status.is_success() && !all => return Ok(r.body),
+                    Ok(r) if r.status.is_success() => done += 1,
+                    Ok(r) => last_err = format!("{url}: {}", r.status),
+                    Err(e) => last_err = e,
+                }
+            }
+            if all && done == reps.len() && done > 0 {
+                return Ok(Bytes::new());
+            }
+            if start.elapsed() >= self.cfg.deadline {
+                return Err(last_err);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+            let _ = self.refresh_from(version).await;
+        }
+    }
+
+    /// One page of `bucket`'s listing index, from one replica of its index
+    /// row (failing over to the others).
+    pub async fn index_list(&self, bucket: &str, q: &ListQuery) -> Result<ListPage, ClientError> {
+        let body = Bytes::from(serde_json::to_vec(q).unwrap_or_default());
+        let name = format!("{bucket} (listing index)");
+        let page = self
+            .index_call(bucket, Method::POST, &index_list_path(bucket), body, false)
+            .await
+            .map_err(|reason| ClientError::Read {
+                name: name.clone(),
+                reason,
+            })?;
+        serde_json::from_slice(&page).map_err(|e| ClientError::Read {
+            name,
+            reason: format!("bad listing page: {e}"),
+        })
     }
 
     /// Deletes `bucket/key` (and its tracts) on every replica; returns

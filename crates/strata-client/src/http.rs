@@ -111,7 +111,37 @@ impl Http {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
-        if let Some((node, path)) = self.local_path(url) {
+        self.exchange(method, url, version, stamp, &[], body, timeout)
+            .await
+    }
+
+    /// [`send`](Self::send) with extra request headers (an admin token).
+    pub async fn send_with_headers(
+        &self,
+        method: Method,
+        url: &str,
+        extra: &[(&str, &str)],
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<HttpResponse, String> {
+        self.exchange(method, url, None, None, extra, body, timeout)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange(
+        &self,
+        method: Method,
+        url: &str,
+        version: Option<u64>,
+        stamp: Option<u64>,
+        extra: &[(&str, &str)],
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<HttpResponse, String> {
+        // Requests with extra headers go to the metadata service, never
+        // to this node's own routes.
+        if let Some((node, path)) = self.local_path(url).filter(|_| extra.is_empty()) {
             let mut headers = Vec::new();
             if let Some(v) = version {
                 headers.push((crate::protocol::TABLE_VERSION_HEADER, v.to_string()));
@@ -127,7 +157,7 @@ impl Http {
         }
         let fut = async {
             let resp = self
-                .start_stamped(method, url, version, stamp, body)
+                .start_stamped(method, url, version, stamp, extra, body)
                 .await?;
             let status = resp.status();
             let table_version = header_version(&resp);
@@ -164,7 +194,8 @@ impl Http {
         version: Option<u64>,
         body: Bytes,
     ) -> Result<hyper::Response<Incoming>, String> {
-        self.start_stamped(method, url, version, None, body).await
+        self.start_stamped(method, url, version, None, &[], body)
+            .await
     }
 
     async fn start_stamped(
@@ -173,9 +204,13 @@ impl Http {
         url: &str,
         version: Option<u64>,
         stamp: Option<u64>,
+        headers: &[(&str, &str)],
         body: Bytes,
     ) -> Result<hyper::Response<Incoming>, String> {
         let mut req = Request::builder().method(method).uri(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
         if let Some(v) = version {
             req = req.header(crate::protocol::TABLE_VERSION_HEADER, v);
         }

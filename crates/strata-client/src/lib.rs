@@ -37,3 +37,4 @@ pub mod protocol;
 pub use client::{Client, ClientConfig, ClientStats};
 pub use error::ClientError;
 pub use http::{Http, HttpResponse, LocalNode};
+pub use strata_meta::state::{BucketRecord, KeyRecord, Permission};

@@ -400,6 +400,71 @@ pub fn record_range(bucket: &str, key: &str) -> usize {
     (strata_placement::object_hash(bucket, key) >> 60) as usize
 }
 
+/// An object's entry in its bucket's listing index (docs/placement.md,
+/// "The listing index").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    /// Bytes.
+    pub size: u64,
+    /// The S3 ETag, unquoted.
+    pub etag: String,
+    /// Milliseconds since the Unix epoch of the write.
+    pub modified_ms: u64,
+}
+
+/// A listing request (`POST /cluster/v1/index/{bucket}/list`): names in
+/// UTF-8 byte order after `start_after` that start with `prefix`, at most
+/// `max` entries and common prefixes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListQuery {
+    /// Only names starting with this.
+    #[serde(default)]
+    pub prefix: String,
+    /// Only names (and common prefixes) after this one.
+    #[serde(default)]
+    pub start_after: String,
+    /// Names that contain this after the prefix are rolled up into one
+    /// common prefix (up to and including it).
+    #[serde(default)]
+    pub delimiter: Option<String>,
+    /// At most this many entries and common prefixes together.
+    pub max: usize,
+}
+
+/// A listing answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListPage {
+    /// Objects, in order.
+    pub contents: Vec<(String, IndexEntry)>,
+    /// Common prefixes, in order.
+    pub common_prefixes: Vec<String>,
+    /// Whether more follow; the next page starts after [`ListPage::last`].
+    pub truncated: bool,
+    /// The last name or common prefix of this page.
+    pub last: Option<String>,
+}
+
+/// The path of `bucket/key`'s entry in the listing index on a node.
+pub fn index_path(bucket: &str, key: &str) -> String {
+    format!(
+        "/cluster/v1/index/{}/{}",
+        encode_segment(bucket),
+        encode_segment(key)
+    )
+}
+
+/// The path of a listing request for `bucket` on a node.
+pub fn index_list_path(bucket: &str) -> String {
+    format!("/cluster/v1/index/{}", encode_segment(bucket))
+}
+
+/// The row whose replicas hold `bucket`'s listing index: the index is
+/// partitioned by bucket (one row per bucket), the row of the bucket's
+/// name as an object with an empty key.
+pub fn index_row(table: &strata_placement::PlacementTable, bucket: &str) -> usize {
+    table.tract_row(strata_placement::object_hash(bucket, ""), -1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

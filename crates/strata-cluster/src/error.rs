@@ -45,4 +45,12 @@ pub enum ClusterError {
         /// Why.
         reason: String,
     },
+    /// The listing index database failed.
+    #[error("listing index at {path}: {reason}")]
+    Index {
+        /// The database file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }

@@ -26,7 +26,6 @@ use axum::routing::any;
 use axum::Router;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use strata_client::protocol::Head;
 use strata_client::{Client, ClientConfig, ClientError, Http, HttpResponse, LocalNode};
 use strata_node::http::{
     check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
@@ -98,11 +97,7 @@ impl Gateway {
     async fn client(&self) -> Result<Arc<Client>, Response> {
         self.client
             .get_or_try_init(|| async {
-                let cfg = ClientConfig {
-                    deadline: Duration::from_secs(30),
-                    tract_parallelism: 4,
-                    ..ClientConfig::default()
-                };
+                let cfg = ClientConfig::coordinator();
                 let quick = ClientConfig {
                     deadline: Duration::from_millis(500),
                     ..cfg.clone()
@@ -328,46 +323,10 @@ async fn get(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     let body = if head_only {
         Body::empty()
     } else {
-        match head {
-            Head::Inline { data, .. } => Body::from(data.slice(start as usize..end as usize)),
-            Head::Manifest(m) if start < end => {
-                // Tracts of a written-whole object are full but the last;
-                // appended objects list each tract's length.
-                let offsets: Vec<(u64, u64)> = (0..m.tracts)
-                    .scan(0u64, |off, t| {
-                        let l = m.tract_len(t);
-                        let o = *off;
-                        *off += l;
-                        Some((o, l))
-                    })
-                    .collect();
-                let wanted: Vec<u64> = (0..m.tracts)
-                    .filter(|&t| {
-                        let (o, l) = offsets[t as usize];
-                        o < end && o + l > start
-                    })
-                    .collect();
-                let (bucket, name) = (bucket.to_string(), name.to_string());
-                let m = Arc::new(m);
-                let tracts = stream::iter(wanted)
-                    .map(move |t| {
-                        let (client, bucket, name, m) =
-                            (client.clone(), bucket.clone(), name.clone(), m.clone());
-                        let (o, _) = offsets[t as usize];
-                        async move {
-                            let data = client.get_tract(&bucket, &name, &m, t).await?;
-                            let a = start.saturating_sub(o).min(data.len() as u64) as usize;
-                            let b = (end - o).min(data.len() as u64) as usize;
-                            Ok::<Bytes, ClientError>(data.slice(a..b))
-                        }
-                    })
-                    // The next tract is read while this one is sent.
-                    .buffered(2)
-                    .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
-                Body::from_stream(tracts)
-            }
-            Head::Manifest(_) => Body::empty(),
-        }
+        let tracts = client
+            .read_range(bucket, name, head, start, end)
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        Body::from_stream(tracts)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;

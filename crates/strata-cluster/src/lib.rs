@@ -22,6 +22,7 @@
 mod dashboard;
 mod error;
 pub mod gateway;
+pub mod index;
 mod mover;
 mod node;
 pub mod recovery;

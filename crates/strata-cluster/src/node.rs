@@ -774,7 +774,10 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             source,
         })?;
     }
-    let protocol = crate::server::router(node.clone());
+    // The listing index routes are node protocol routes: the gateway and
+    // the S3 coordinator reach them in-process on their own node too.
+    let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;
+    let protocol = crate::server::router(node.clone()).merge(crate::index::routes(Arc::new(index)));
     let local: Arc<dyn strata_client::LocalNode> =
         Arc::new(crate::gateway::InProcess(protocol.clone()));
     let gateway = Arc::new(crate::gateway::Gateway::new(

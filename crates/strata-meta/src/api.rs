@@ -250,3 +250,16 @@ pub struct ErrorBody {
     /// What went wrong.
     pub error: String,
 }
+
+/// Whether `name` is a valid S3 bucket name (3 to 63 characters of
+/// lowercase letters, digits, `.` and `-`, starting and ending with a
+/// letter or digit), the rule S3 clients assume.
+pub fn valid_bucket_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    (3..=63).contains(&b.len())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'.' || *c == b'-')
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && !name.contains("..")
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use strata_placement::NodeId;
@@ -35,6 +35,55 @@ impl IntoResponse for MetaError {
     }
 }
 
+/// The header that carries the admin token of the key routes.
+pub const ADMIN_TOKEN_HEADER: &str = "x-strata-admin-token";
+
+/// The service's routes with the S3 key routes (`/v1/keys`), which answer
+/// only requests carrying `admin_token` in [`ADMIN_TOKEN_HEADER`] (and
+/// none at all without a token): they hold the keys' secrets.
+pub fn router_with_keys(svc: Arc<MetaService>, admin_token: Option<String>) -> Router {
+    let keys = Router::new()
+        .route("/v1/keys", get(list_keys).post(create_key))
+        .route("/v1/keys/{access}", axum::routing::delete(delete_key))
+        .with_state(svc.clone())
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let token = admin_token.clone();
+                async move {
+                    let given = req
+                        .headers()
+                        .get(ADMIN_TOKEN_HEADER)
+                        .map(|v| v.as_bytes().to_vec());
+                    match (&token, given) {
+                        (None, _) => (
+                            StatusCode::FORBIDDEN,
+                            Json(ErrorBody {
+                                error: "S3 keys are managed only when the metadata service \
+                                        is started with STRATA_ADMIN_TOKEN"
+                                    .into(),
+                            }),
+                        )
+                            .into_response(),
+                        (Some(t), Some(g)) if same(t.as_bytes(), &g) => next.run(req).await,
+                        _ => (
+                            StatusCode::FORBIDDEN,
+                            Json(ErrorBody {
+                                error: "missing or wrong x-strata-admin-token".into(),
+                            }),
+                        )
+                            .into_response(),
+                    }
+                }
+            },
+        ));
+    router(svc).merge(keys)
+}
+
+/// Compares two secrets in time independent of where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// The service's routes (listed in docs/placement.md).
 pub fn router(svc: Arc<MetaService>) -> Router {
     Router::new()
@@ -48,6 +97,11 @@ pub fn router(svc: Arc<MetaService>) -> Router {
         .route("/v1/nodes/{id}/add", post(add_node))
         .route("/v1/nodes/{id}/remove", post(remove_node))
         .route("/v1/tier-plan", get(get_tier_plan).put(put_tier_plan))
+        .route("/v1/buckets", get(list_buckets))
+        .route(
+            "/v1/buckets/{name}",
+            put(create_bucket).delete(delete_bucket),
+        )
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .with_state(svc)
@@ -244,6 +298,63 @@ async fn put_tier_plan(
 ) -> Response {
     match svc.set_tier_plan(plan).await {
         Ok(version) => Json(serde_json::json!({ "version": version })).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn list_buckets(State(svc): State<Arc<MetaService>>) -> Response {
+    Json(svc.state().await.buckets).into_response()
+}
+
+async fn create_bucket(State(svc): State<Arc<MetaService>>, Path(name): Path<String>) -> Response {
+    match svc.create_bucket(&name).await {
+        Ok(true) => StatusCode::CREATED.into_response(),
+        Ok(false) => StatusCode::OK.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn delete_bucket(State(svc): State<Arc<MetaService>>, Path(name): Path<String>) -> Response {
+    match svc.delete_bucket(&name).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => StatusCode::NOT_FOUND.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Body of `POST /v1/keys`.
+#[derive(Deserialize)]
+struct CreateKey {
+    #[serde(default)]
+    buckets: std::collections::BTreeMap<String, crate::state::Permission>,
+}
+
+async fn list_keys(State(svc): State<Arc<MetaService>>) -> Response {
+    Json(
+        svc.state()
+            .await
+            .keys
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
+    .into_response()
+}
+
+async fn create_key(State(svc): State<Arc<MetaService>>, Json(body): Json<CreateKey>) -> Response {
+    match svc.create_key(body.buckets).await {
+        Ok((access_key, secret_key)) => (
+            StatusCode::CREATED,
+            Json(serde_json::json!({ "access_key": access_key, "secret_key": secret_key })),
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn delete_key(State(svc): State<Arc<MetaService>>, Path(access): Path<String>) -> Response {
+    match svc.delete_key(&access).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => StatusCode::NOT_FOUND.into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -221,6 +221,80 @@ impl MetaService {
         .await
     }
 
+    /// Creates S3 bucket `name`; returns whether it is new (false: it
+    /// existed already).
+    pub async fn create_bucket(&self, name: &str) -> Result<bool, MetaError> {
+        if !crate::api::valid_bucket_name(name) {
+            return Err(MetaError::BadRequest(format!(
+                "bad bucket name {name:?}: 3 to 63 lowercase letters, digits, '.' and '-', \
+                 starting and ending with a letter or digit"
+            )));
+        }
+        if self.state().await.buckets.contains_key(name) {
+            return Ok(false);
+        }
+        self.mutate(|s| {
+            let new = !s.buckets.contains_key(name);
+            s.buckets
+                .entry(name.to_string())
+                .or_insert(crate::state::BucketRecord {
+                    created_ms: now_ms(),
+                });
+            Ok(new)
+        })
+        .await
+    }
+
+    /// Forgets S3 bucket `name`; returns whether it existed. The caller
+    /// (the S3 coordinator) checks that it is empty first.
+    pub async fn delete_bucket(&self, name: &str) -> Result<bool, MetaError> {
+        if !self.state().await.buckets.contains_key(name) {
+            return Ok(false);
+        }
+        self.mutate(|s| Ok(s.buckets.remove(name).is_some())).await
+    }
+
+    /// Creates an S3 access key with `buckets`' permissions; returns its
+    /// access key id and secret.
+    pub async fn create_key(
+        &self,
+        buckets: std::collections::BTreeMap<String, crate::state::Permission>,
+    ) -> Result<(String, String), MetaError> {
+        use rand::Rng;
+        const UPPER: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+        const ANY: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        let pick = |set: &[u8], n: usize| -> String {
+            let mut r = rand::rng();
+            (0..n)
+                .map(|_| set[r.random_range(0..set.len())] as char)
+                .collect()
+        };
+        let access = format!("SK{}", pick(UPPER, 18));
+        let secret = pick(ANY, 40);
+        let (a, sec) = (access.clone(), secret.clone());
+        self.mutate(move |s| {
+            s.keys.insert(
+                a,
+                crate::state::KeyRecord {
+                    secret: sec,
+                    created_ms: now_ms(),
+                    buckets,
+                },
+            );
+            Ok(())
+        })
+        .await?;
+        Ok((access, secret))
+    }
+
+    /// Deletes S3 access key `access`; returns whether it existed.
+    pub async fn delete_key(&self, access: &str) -> Result<bool, MetaError> {
+        if !self.state().await.keys.contains_key(access) {
+            return Ok(false);
+        }
+        self.mutate(|s| Ok(s.keys.remove(access).is_some())).await
+    }
+
     /// Runs the health checker (Haystack's pitchfork) until the task is
     /// dropped: a node silent for `suspect_after` is probed over HTTP
     /// (`GET /cluster/v1/health`, which checks its disks); after `strikes`

@@ -130,6 +130,66 @@ pub struct ClusterState {
     /// Latest scrub report per node.
     #[serde(default)]
     pub scrub: BTreeMap<u32, ScrubReport>,
+    /// The cluster's S3 buckets by name (every node serves them).
+    #[serde(default)]
+    pub buckets: BTreeMap<String, BucketRecord>,
+    /// S3 access keys other than the root key, by access key id.
+    #[serde(default)]
+    pub keys: BTreeMap<String, KeyRecord>,
+}
+
+/// What an S3 access key may do in one bucket; each includes the ones
+/// before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// List and read objects.
+    Read,
+    /// Also write and delete objects.
+    Write,
+    /// Also delete the bucket.
+    Owner,
+}
+
+impl std::str::FromStr for Permission {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "read" => Ok(Permission::Read),
+            "write" => Ok(Permission::Write),
+            "owner" => Ok(Permission::Owner),
+            o => Err(format!("{o:?} is not read, write or owner")),
+        }
+    }
+}
+
+/// An S3 access key (not the root key, which comes from the nodes'
+/// environment). The secret is kept as it is: SigV4 verification needs it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    /// The secret.
+    pub secret: String,
+    /// Milliseconds since the Unix epoch of its creation.
+    pub created_ms: u64,
+    /// Its permission per bucket (none elsewhere).
+    pub buckets: BTreeMap<String, Permission>,
+}
+
+impl std::fmt::Debug for KeyRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRecord")
+            .field("secret", &"<hidden>")
+            .field("created_ms", &self.created_ms)
+            .field("buckets", &self.buckets)
+            .finish()
+    }
+}
+
+/// An S3 bucket.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketRecord {
+    /// Milliseconds since the Unix epoch of its creation.
+    pub created_ms: u64,
 }
 
 impl NodeRecord {
@@ -163,6 +223,8 @@ impl ClusterState {
             tier_plan: None,
             tier_plan_version: 0,
             scrub: BTreeMap::new(),
+            buckets: BTreeMap::new(),
+            keys: BTreeMap::new(),
         }
     }
 

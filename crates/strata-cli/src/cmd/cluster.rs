@@ -443,6 +443,23 @@ pub struct NodeArgs {
     pub threads: usize,
     /// Seconds a trace file stays open before it rotates.
     pub trace_rotate_seconds: u64,
+    /// Where to serve the S3 API, if at all.
+    pub s3_listen: Option<String>,
+}
+
+/// The S3 root key from STRATA_ROOT_ACCESS_KEY and STRATA_ROOT_SECRET_KEY.
+fn root_key_from_env() -> anyhow::Result<strata_s3::auth::Key> {
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    match (var("STRATA_ROOT_ACCESS_KEY"), var("STRATA_ROOT_SECRET_KEY")) {
+        (Some(access_key), Some(secret_key)) => Ok(strata_s3::auth::Key {
+            access_key,
+            secret_key,
+        }),
+        _ => bail!(
+            "--s3-listen needs a root key: set STRATA_ROOT_ACCESS_KEY and \
+             STRATA_ROOT_SECRET_KEY (no anonymous access)"
+        ),
+    }
 }
 
 /// `strata server --meta ADDR`: runs this process as a cluster node.
@@ -512,7 +529,33 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
         rt.worker_threads(a.threads);
     }
     let rt = rt.build().context("starting the async runtime")?;
-    rt.block_on(strata_cluster::serve(opts)).with_context(|| {
+    let s3 = match &a.s3_listen {
+        None => None,
+        Some(listen) => {
+            let root = root_key_from_env()?;
+            let s3 = rt
+                .block_on(strata_s3::serve(strata_s3::S3Options {
+                    listen: listen.clone(),
+                    meta: a.meta.clone(),
+                    root: Some(root),
+                    max_object_size: opts.gateway.max_object_size,
+                    admin_token: std::env::var("STRATA_ADMIN_TOKEN")
+                        .ok()
+                        .filter(|t| !t.is_empty()),
+                }))
+                .context("--s3-listen")?;
+            eprintln!(
+                "strata: S3 API on http://{}",
+                s3.local_addr().context("--s3-listen")?
+            );
+            Some(rt.spawn(s3.run()))
+        }
+    };
+    let served = rt.block_on(strata_cluster::serve(opts));
+    if let Some(s3) = s3 {
+        s3.abort();
+    }
+    served.with_context(|| {
         format!(
             "cluster node on {} with data in {}",
             a.listen,

@@ -101,8 +101,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let addr = listener.local_addr().context("listening address")?;
         eprintln!("strata meta: listening on {addr}, state in {describe}");
         tokio::spawn(svc.clone().run_health_checker());
-        axum::serve(listener, strata_meta::http::router(svc))
-            .await
-            .context("serving the metadata API")
+        // The S3 key routes answer only with this token (none: keys are off).
+        let admin_token = std::env::var("STRATA_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        axum::serve(
+            listener,
+            strata_meta::http::router_with_keys(svc, admin_token),
+        )
+        .await
+        .context("serving the metadata API")
     })
 }

@@ -8,6 +8,7 @@ pub mod client;
 pub mod cluster;
 pub mod cost;
 pub mod demo;
+pub mod key;
 pub mod meta;
 pub mod model;
 pub mod mrc;

@@ -122,6 +122,11 @@ pub struct Args {
     /// of its row holds it (then the scrub drops it).
     #[arg(long, value_name = "SECS", default_value_t = 86_400, requires = "meta")]
     tombstone_grace: u64,
+    /// Serve the S3 API at ADDR too (docs/s3-compatibility.md); requests
+    /// are signed with the root key STRATA_ROOT_ACCESS_KEY /
+    /// STRATA_ROOT_SECRET_KEY. Cluster nodes only for now.
+    #[arg(long, value_name = "ADDR")]
+    s3_listen: Option<String>,
 }
 
 /// Builds the node configuration from the arguments.
@@ -228,6 +233,13 @@ fn refuse_in_cluster_mode(a: &Args) -> anyhow::Result<()> {
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.s3_listen.is_some() && a.meta.is_none() {
+        bail!(
+            "--s3-listen is served by cluster nodes only for now (the single-node server \
+             is being merged into the cluster code): run `strata meta --initial-nodes 1 \
+             --replication 1` and `strata server --meta ADDR --s3-listen ADDR`"
+        );
+    }
     if let Some(meta) = &a.meta {
         refuse_in_cluster_mode(&a)?;
         return super::cluster::serve_node(super::cluster::NodeArgs {
@@ -255,6 +267,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             body_timeout: a.body_timeout,
             threads: a.threads,
             trace_rotate_seconds: a.trace_rotate_seconds,
+            s3_listen: a.s3_listen.clone(),
         });
     }
     let cfg = config(&a)?;

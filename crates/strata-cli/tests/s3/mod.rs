@@ -1,0 +1,186 @@
+//! Shared by the S3 tests: a cluster of one (metadata service and one node
+//! of the real `strata` binary serving S3), and real S3 clients (boto3 and
+//! the aws CLI) run against it.
+
+#![allow(dead_code)]
+
+use crate::cluster_common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// The root key the tests start nodes with.
+pub const ACCESS: &str = "STRATATESTROOT";
+/// Its secret.
+pub const SECRET: &str = "strata-test-secret-0123456789";
+/// The metadata service's admin token (key routes).
+pub const ADMIN: &str = "strata-test-admin-token";
+
+/// A cluster of one node serving S3.
+pub struct S3Cluster {
+    pub meta: (Proc, String),
+    pub node: (Proc, String),
+    pub s3: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl S3Cluster {
+    pub fn start() -> S3Cluster {
+        let dir = scratch();
+        let meta_addr = format!("127.0.0.1:{}", free_port());
+        let child = strata()
+            .args(["meta", "--listen", &meta_addr, "--initial-nodes", "1"])
+            .args(["--replication", "1", "--data"])
+            .arg(dir.path().join("meta"))
+            .env("STRATA_ADMIN_TOKEN", ADMIN)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("meta.log")).expect("log"))
+            .spawn()
+            .expect("strata meta");
+        let meta = Proc {
+            child,
+            name: "meta".into(),
+        };
+        wait_until(Duration::from_secs(20), "meta to listen", || {
+            std::net::TcpStream::connect(&meta_addr).is_ok()
+        });
+        let s3 = format!("127.0.0.1:{}", free_port());
+        let addr = format!("127.0.0.1:{}", free_port());
+        let node = Self::node(&meta_addr, dir.path(), &s3, &addr);
+        let c = S3Cluster {
+            meta: (meta, meta_addr),
+            node: (node, addr),
+            s3,
+            dir,
+        };
+        c.wait_ready();
+        c
+    }
+
+    /// Starts the node (again) on the same data directory and addresses.
+    pub fn node(meta: &str, dir: &Path, s3: &str, addr: &str) -> Proc {
+        let child = strata()
+            .args(["server", "--meta", meta, "--listen", addr, "--data"])
+            .arg(dir.join("node"))
+            .args(["--s3-listen", s3, "--max-object-size", "1GiB"])
+            .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
+            .env("STRATA_ROOT_SECRET_KEY", SECRET)
+            .env("STRATA_ADMIN_TOKEN", ADMIN)
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(dir.join("node.log"))
+                    .expect("log"),
+            )
+            .spawn()
+            .expect("strata server");
+        Proc {
+            child,
+            name: format!("node {addr}"),
+        }
+    }
+
+    /// Waits until the node's native API can store an object (the cluster
+    /// has its table) and the S3 port listens.
+    pub fn wait_ready(&self) {
+        wait_until(
+            Duration::from_secs(30),
+            "the cluster to take writes",
+            || {
+                std::net::TcpStream::connect(&self.node.1).is_ok()
+                    && std::net::TcpStream::connect(&self.s3).is_ok()
+                    && http_full(&self.node.1, "PUT", "/ready/probe", None, "", b"x").0 == 201
+            },
+        );
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.s3)
+    }
+
+    pub fn logs(&self) -> String {
+        logs(self.dir.path())
+    }
+
+    /// Runs a Python script with boto3 against the S3 endpoint; `ENDPOINT`,
+    /// `ACCESS` and `SECRET` are in its environment. Asserts it succeeds and
+    /// returns its standard output.
+    pub fn python(&self, script: &str) -> String {
+        self.python_env(script, &[])
+    }
+
+    /// [`S3Cluster::python`] with more environment variables.
+    pub fn python_env(&self, script: &str, env: &[(&str, &str)]) -> String {
+        let out = Command::new("python3")
+            .envs(env.iter().copied())
+            .arg("-c")
+            .arg(script)
+            .env("ENDPOINT", self.endpoint())
+            .env("ACCESS", ACCESS)
+            .env("SECRET", SECRET)
+            .env("NODE", &self.node.1)
+            .output()
+            .expect("python3 (with boto3: pip install boto3) must be installed");
+        assert_ok(&out, "python3", &self.logs());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The aws CLI with the root key, path-style, against the endpoint.
+    pub fn aws(&self, args: &[&str]) -> Output {
+        let cfg = self.dir.path().join("aws-config");
+        std::fs::write(
+            &cfg,
+            "[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n",
+        )
+        .expect("aws config");
+        Command::new("aws")
+            .args(["--endpoint-url", &self.endpoint()])
+            .args(args)
+            .env("AWS_CONFIG_FILE", &cfg)
+            .env("AWS_SHARED_CREDENTIALS_FILE", self.dir.path().join("none"))
+            .env("AWS_ACCESS_KEY_ID", ACCESS)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .output()
+            .expect("the aws CLI (pip install awscli) must be installed")
+    }
+
+    pub fn aws_ok(&self, args: &[&str]) -> String {
+        let out = self.aws(args);
+        assert_ok(&out, &format!("aws {args:?}"), &self.logs());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+pub fn assert_ok(out: &Output, what: &str, logs: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}\n{logs}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The boto3 prelude of every script: a client `s3` with the root key and
+/// helpers `client(access, secret)` and `code(fn)` (the S3 error code and
+/// HTTP status a call fails with).
+pub const PRELUDE: &str = r#"
+import os, hashlib, boto3, botocore
+from botocore.config import Config
+def client(access, secret, **kw):
+    return boto3.client("s3", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
+        aws_access_key_id=access, aws_secret_access_key=secret,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **kw))
+s3 = client(os.environ["ACCESS"], os.environ["SECRET"])
+def code(f):
+    try:
+        f()
+    except botocore.exceptions.ClientError as e:
+        return (e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
+    raise AssertionError("the call succeeded")
+"#;

@@ -1,0 +1,46 @@
+//! The node's way into the cluster: one coordinator client, shared by the
+//! S3 operations and the key checks.
+
+use std::sync::Arc;
+
+use s3s::{s3_error, S3Result};
+use strata_client::{Client, ClientConfig, ClientError};
+
+/// The cluster whose metadata service is `meta`, connected on first use
+/// (the cluster may have no placement table yet when the node starts).
+pub struct Cluster {
+    meta: String,
+    client: tokio::sync::OnceCell<Arc<Client>>,
+}
+
+impl Cluster {
+    /// The cluster at `meta`.
+    pub fn new(meta: &str) -> Cluster {
+        Cluster {
+            meta: meta.to_string(),
+            client: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The coordinator client.
+    pub async fn client(&self) -> S3Result<Arc<Client>> {
+        self.client
+            .get_or_try_init(|| async {
+                Client::connect(&self.meta, ClientConfig::coordinator())
+                    .await
+                    .map(Arc::new)
+            })
+            .await
+            .cloned()
+            .map_err(unavailable)
+    }
+}
+
+/// A cluster failure is the service's, never the caller's: 503, which S3
+/// clients retry.
+pub fn unavailable(e: ClientError) -> s3s::S3Error {
+    match e {
+        ClientError::BadName(_) => s3_error!(InvalidArgument, "{e}"),
+        e => s3_error!(ServiceUnavailable, "{e}"),
+    }
+}

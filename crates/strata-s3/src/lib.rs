@@ -1,0 +1,22 @@
+//! The S3 API of a Strata cluster node (docs/s3-compatibility.md).
+//!
+//! Layered as the native public API is: the `s3s` crate parses each request
+//! (REST routes and XML generated from the AWS model), checks its AWS
+//! Signature Version 4 against the node's access keys and answers errors as
+//! S3 XML; [`service::StrataS3`] maps each operation onto one call of the
+//! cluster coordinator ([`strata_client::Client`]), the same one the native
+//! API of every node uses, so an object written over S3 reads over the
+//! native API and back.
+
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod cluster;
+pub mod error;
+pub mod list;
+pub mod multipart;
+pub mod server;
+pub mod service;
+
+pub use error::S3Error;
+pub use server::{serve, S3Options};

@@ -1,0 +1,358 @@
+//! Multipart upload. Each part is stored through the coordinator as a
+//! hidden object of the bucket (`\u{1}mpu/UPLOAD/PART`, striped into
+//! tracts like any object) and recorded with its MD5 and size in the
+//! bucket's upload index (the listing index of the internal name
+//! `BUCKET\u{1}mpu`, so the bucket's own listing never shows it).
+//! CompleteMultipartUpload streams the parts in order into the final
+//! object (one copy through the node, a few tracts in memory at a time),
+//! lists it, then removes the parts. docs/s3-compatibility.md has the
+//! limits.
+
+use futures_util::stream::{self, StreamExt};
+use md5::{Digest, Md5};
+use s3s::dto::{ETag, MultipartUpload, Part, StreamingBlob, UploadPartInput};
+use s3s::{s3_error, S3Result};
+use strata_client::protocol::{IndexEntry, ListQuery};
+use strata_client::{Client, ClientError};
+
+use crate::cluster::unavailable;
+use crate::service::StrataS3;
+
+/// Every part but the last must be at least this long (S3's rule).
+pub const MIN_PART: u64 = 5 << 20;
+/// Part numbers run from 1 to this.
+pub const MAX_PART: i32 = 10_000;
+
+/// The internal index namespace of `bucket`'s uploads.
+fn uploads(bucket: &str) -> String {
+    format!("{bucket}\u{1}mpu")
+}
+
+/// The hidden object of one part.
+fn part_key(upload: &str, part: i32) -> String {
+    format!("\u{1}mpu/{upload}/{part:05}")
+}
+
+fn part_name(upload: &str, part: i32) -> String {
+    format!("{upload}/{part:05}")
+}
+
+/// A new upload id: 128 random bits.
+fn new_upload_id() -> String {
+    let a = strata_client::protocol::new_cookie() as u128;
+    let b = strata_client::protocol::new_cookie() as u128;
+    let c = strata_client::protocol::new_cookie() as u128;
+    let d = strata_client::protocol::new_cookie() as u128;
+    format!("{:032x}", a << 96 | b << 64 | c << 32 | d)
+}
+
+/// A stored part: number, size, MD5 (hex).
+struct Stored {
+    number: i32,
+    size: u64,
+    md5: String,
+    modified_ms: u64,
+}
+
+impl StrataS3 {
+    /// Checks that `upload` is an upload of `bucket/key`.
+    async fn upload_of(
+        &self,
+        client: &Client,
+        bucket: &str,
+        key: &str,
+        upload: &str,
+    ) -> S3Result<()> {
+        let page = client
+            .index_list(
+                &uploads(bucket),
+                &ListQuery {
+                    prefix: upload.to_string(),
+                    max: 1,
+                    ..ListQuery::default()
+                },
+            )
+            .await
+            .map_err(unavailable)?;
+        match page.contents.first() {
+            // The upload's own entry records its key in `etag`.
+            Some((name, e)) if name == upload && e.etag == key => Ok(()),
+            _ => Err(s3_error!(NoSuchUpload)),
+        }
+    }
+
+    /// Every entry of `bucket`'s upload index under `prefix`, in order
+    /// (with `/` as delimiter when `rolled`: parts roll up under their
+    /// upload).
+    async fn upload_entries(
+        &self,
+        client: &Client,
+        bucket: &str,
+        prefix: &str,
+        rolled: bool,
+    ) -> S3Result<Vec<(String, IndexEntry)>> {
+        let mut out = Vec::new();
+        let mut after = String::new();
+        loop {
+            let page = client
+                .index_list(
+                    &uploads(bucket),
+                    &ListQuery {
+                        prefix: prefix.to_string(),
+                        start_after: after.clone(),
+                        delimiter: rolled.then(|| "/".to_string()),
+                        max: 1000,
+                    },
+                )
+                .await
+                .map_err(unavailable)?;
+            out.extend(page.contents);
+            match (page.truncated, page.last) {
+                (true, Some(l)) => after = l,
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// Every stored part of `upload`, in part order.
+    async fn parts(&self, client: &Client, bucket: &str, upload: &str) -> S3Result<Vec<Stored>> {
+        let prefix = format!("{upload}/");
+        Ok(self
+            .upload_entries(client, bucket, &prefix, false)
+            .await?
+            .into_iter()
+            .filter_map(|(name, e)| {
+                Some(Stored {
+                    number: name[prefix.len()..].parse().ok()?,
+                    size: e.size,
+                    md5: e.etag,
+                    modified_ms: e.modified_ms,
+                })
+            })
+            .collect())
+    }
+
+    /// CreateMultipartUpload: a new upload id, recorded.
+    pub(crate) async fn create_upload(&self, bucket: &str, key: &str) -> S3Result<String> {
+        let client = self.bucket(bucket).await?;
+        if !strata_client::protocol::valid_name(bucket, key) {
+            return Err(s3_error!(InvalidArgument, "bad object name"));
+        }
+        let upload = new_upload_id();
+        let entry = IndexEntry {
+            size: 0,
+            etag: key.to_string(),
+            modified_ms: crate::service::now_ms(),
+        };
+        client
+            .index_write(&uploads(bucket), &upload, Some(&entry))
+            .await
+            .map_err(unavailable)?;
+        Ok(upload)
+    }
+
+    /// UploadPart: stores the part, records its MD5; returns its ETag.
+    pub(crate) async fn upload_part(
+        &self,
+        input: UploadPartInput,
+        content_md5: Option<&String>,
+    ) -> S3Result<ETag> {
+        let (bucket, key, upload, part) = (
+            input.bucket.as_str(),
+            input.key.as_str(),
+            input.upload_id.as_str(),
+            input.part_number,
+        );
+        if !(1..=MAX_PART).contains(&part) {
+            return Err(s3_error!(
+                InvalidArgument,
+                "Part number must be an integer between 1 and 10000, inclusive"
+            ));
+        }
+        let client = self.bucket(bucket).await?;
+        self.upload_of(&client, bucket, key, upload).await?;
+        let (d, size) = self
+            .store(
+                &client,
+                bucket,
+                &part_key(upload, part),
+                input.body,
+                input.content_length,
+                content_md5,
+            )
+            .await?;
+        let entry = IndexEntry {
+            size,
+            etag: hex::encode(&d),
+            modified_ms: crate::service::now_ms(),
+        };
+        client
+            .index_write(&uploads(bucket), &part_name(upload, part), Some(&entry))
+            .await
+            .map_err(unavailable)?;
+        Ok(ETag::Strong(entry.etag))
+    }
+
+    /// ListParts (all of them, in order).
+    pub(crate) async fn list_parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload: &str,
+    ) -> S3Result<Vec<Part>> {
+        let client = self.bucket(bucket).await?;
+        self.upload_of(&client, bucket, key, upload).await?;
+        Ok(self
+            .parts(&client, bucket, upload)
+            .await?
+            .into_iter()
+            .map(|p| Part {
+                e_tag: Some(ETag::Strong(p.md5)),
+                part_number: Some(p.number),
+                size: Some(p.size as i64),
+                last_modified: Some(crate::service::timestamp(p.modified_ms)),
+                ..Default::default()
+            })
+            .collect())
+    }
+
+    /// CompleteMultipartUpload: checks the client's part list against the
+    /// stored parts (InvalidPartOrder, InvalidPart, EntityTooSmall), writes
+    /// the object from them, lists it, removes the parts; returns the ETag
+    /// `MD5(part MD5s)-N`.
+    pub(crate) async fn complete_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload: &str,
+        wanted: Vec<(i32, Option<ETag>)>,
+    ) -> S3Result<ETag> {
+        let client = self.bucket(bucket).await?;
+        self.upload_of(&client, bucket, key, upload).await?;
+        if wanted.is_empty() {
+            return Err(s3_error!(MalformedXML, "no parts listed"));
+        }
+        if wanted.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(s3_error!(InvalidPartOrder));
+        }
+        let stored = self.parts(&client, bucket, upload).await?;
+        let mut chosen = Vec::with_capacity(wanted.len());
+        for (i, (n, etag)) in wanted.iter().enumerate() {
+            let Some(p) = stored.iter().find(|p| p.number == *n) else {
+                return Err(s3_error!(InvalidPart, "part {n} was not uploaded"));
+            };
+            if etag.as_ref().is_some_and(|e| e.value() != p.md5) {
+                return Err(s3_error!(InvalidPart, "part {n} has another ETag"));
+            }
+            if i + 1 < wanted.len() && p.size < MIN_PART {
+                return Err(s3_error!(EntityTooSmall, "part {n} is smaller than 5 MiB"));
+            }
+            chosen.push(p);
+        }
+        let mut md5s = Md5::new();
+        for p in &chosen {
+            md5s.update(hex::decode(&p.md5).unwrap_or_default());
+        }
+        let etag = format!("{}-{}", hex::encode(md5s.finalize()), chosen.len());
+        let total: u64 = chosen.iter().map(|p| p.size).sum();
+        let numbers: Vec<i32> = chosen.iter().map(|p| p.number).collect();
+        // The parts in order, each read tract by tract.
+        let (c2, b2, u2) = (client.clone(), bucket.to_string(), upload.to_string());
+        let body = stream::iter(numbers.clone())
+            .then(move |n| {
+                let (client, bucket, key) = (c2.clone(), b2.clone(), part_key(&u2, n));
+                async move {
+                    match client.head(&bucket, &key).await {
+                        Ok(Some(h)) => {
+                            let len = h.len();
+                            client.read_range(&bucket, &key, h, 0, len).left_stream()
+                        }
+                        Ok(None) => stream::iter(vec![Err(ClientError::Read {
+                            name: key,
+                            reason: "the part is gone".into(),
+                        })])
+                        .right_stream(),
+                        Err(e) => stream::iter(vec![Err(e)]).right_stream(),
+                    }
+                }
+            })
+            .flatten()
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        let (_, size) = self
+            .store(
+                &client,
+                bucket,
+                key,
+                Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
+                Some(total as i64),
+                None,
+            )
+            .await?;
+        let entry = IndexEntry {
+            size,
+            etag: etag.clone(),
+            modified_ms: crate::service::now_ms(),
+        };
+        client
+            .index_write(bucket, key, Some(&entry))
+            .await
+            .map_err(unavailable)?;
+        self.drop_upload(&client, bucket, upload, stored.iter().map(|p| p.number))
+            .await;
+        Ok(ETag::Strong(etag))
+    }
+
+    /// ListMultipartUploads: the bucket's unfinished uploads whose key
+    /// starts with `prefix`, by key then upload id (one page, no paging).
+    pub(crate) async fn list_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> S3Result<Vec<MultipartUpload>> {
+        let client = self.bucket(bucket).await?;
+        // Parts (`UPLOAD/PART`) roll up into common prefixes; the uploads
+        // themselves are the plain names.
+        let mut out: Vec<MultipartUpload> = self
+            .upload_entries(&client, bucket, "", true)
+            .await?
+            .into_iter()
+            .filter(|(_, e)| e.etag.starts_with(prefix))
+            .map(|(upload, e)| MultipartUpload {
+                key: Some(e.etag),
+                upload_id: Some(upload),
+                initiated: Some(crate::service::timestamp(e.modified_ms)),
+                ..Default::default()
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.key, &a.upload_id).cmp(&(&b.key, &b.upload_id)));
+        Ok(out)
+    }
+
+    /// AbortMultipartUpload: removes the parts and the upload.
+    pub(crate) async fn abort_upload(&self, bucket: &str, key: &str, upload: &str) -> S3Result<()> {
+        let client = self.bucket(bucket).await?;
+        self.upload_of(&client, bucket, key, upload).await?;
+        let parts = self.parts(&client, bucket, upload).await?;
+        self.drop_upload(&client, bucket, upload, parts.iter().map(|p| p.number))
+            .await;
+        Ok(())
+    }
+
+    /// Removes the upload's record first (so it is gone for clients), then
+    /// its parts; a failure leaves garbage, never a wrong answer.
+    async fn drop_upload(
+        &self,
+        client: &Client,
+        bucket: &str,
+        upload: &str,
+        parts: impl Iterator<Item = i32>,
+    ) {
+        let _ = client.index_write(&uploads(bucket), upload, None).await;
+        for n in parts {
+            let _ = client.delete(bucket, &part_key(upload, n)).await;
+            let _ = client
+                .index_write(&uploads(bucket), &part_name(upload, n), None)
+                .await;
+        }
+    }
+}

@@ -78,5 +78,5 @@ pub use error::{Result, StoreError};
 pub use format::superblock::Tier;
 pub use store::{
     Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem, RewriteProgress, RewriteReport,
-    SegmentInfo, Store, StoredNeedle, LOCK_FILE, RUN_FILE,
+    SegmentInfo, Store, StoredNeedle, LOCK_FILE,
 };

@@ -479,10 +479,7 @@ fn remove_store_files(dir: &std::path::Path) -> anyhow::Result<()> {
         let ours = matches!(
             p.extension().and_then(|x| x.to_str()),
             Some("seg") | Some("idx")
-        ) || matches!(
-            p.file_name().and_then(|x| x.to_str()),
-            Some(strata_store::LOCK_FILE) | Some(strata_store::RUN_FILE)
-        );
+        ) || p.file_name().and_then(|x| x.to_str()) == Some(strata_store::LOCK_FILE);
         if ours {
             std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
         }

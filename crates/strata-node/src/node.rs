@@ -1258,26 +1258,20 @@ fn commit_loop(store: Arc<Store>, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>
         let t0 = Instant::now();
         answered = jobs.len();
         let mut puts: Vec<Commit> = Vec::new();
-        let mut dels: Vec<DeleteJob> = Vec::new();
         for j in jobs {
             match j {
-                Job::Put(c) => {
-                    flush_deletes(&store, &mut dels);
-                    puts.push(c)
-                }
+                Job::Put(c) => puts.push(c),
                 Job::Delete(id, reply) => {
                     flush_puts(&store, &mut puts, &metrics);
-                    dels.push((id, reply));
+                    let _ = reply.send(store.delete(id.key, id.alt).map_err(store_err));
                 }
                 Job::Reappend(segment, needles, reply) => {
                     flush_puts(&store, &mut puts, &metrics);
-                    flush_deletes(&store, &mut dels);
                     let _ = reply.send(reappend(&store, segment, needles));
                 }
             }
         }
         flush_puts(&store, &mut puts, &metrics);
-        flush_deletes(&store, &mut dels);
         answered_at = Instant::now();
         window = ((answered_at - t0) / 2).min(Duration::from_millis(2));
     }
@@ -1304,33 +1298,6 @@ fn reappend(store: &Store, segment: u64, needles: Vec<StoredNeedle>) -> Result<u
         store.put_batch(Tier::Flash, &items)?;
     }
     Ok(live.len() as u64)
-}
-
-/// A queued delete and where its answer goes.
-type DeleteJob = (
-    ObjectId,
-    tokio::sync::oneshot::Sender<Result<bool, NodeError>>,
-);
-
-/// Deletes a run of queued deletes as one batch (one fdatasync per segment
-/// file, as for PUTs).
-fn flush_deletes(store: &Store, dels: &mut Vec<DeleteJob>) {
-    if dels.is_empty() {
-        return;
-    }
-    let ids: Vec<(u64, u32)> = dels.iter().map(|(id, _)| (id.key, id.alt)).collect();
-    match store.delete_batch(&ids) {
-        Ok(gone) => {
-            for ((_, reply), g) in dels.drain(..).zip(gone) {
-                let _ = reply.send(Ok(g));
-            }
-        }
-        Err(e) => {
-            for (_, reply) in dels.drain(..) {
-                let _ = reply.send(Err(store_err_ref(&e)));
-            }
-        }
-    }
 }
 
 fn flush_puts(store: &Store, puts: &mut Vec<Commit>, metrics: &Metrics) {

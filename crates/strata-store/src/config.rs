@@ -37,14 +37,8 @@ pub struct StoreConfig {
     /// How often dirty index checkpoints are written in the background
     /// (default 1 s).
     pub checkpoint_interval: Duration,
-    /// Fingerprint bits per object in the node index's run (default 14:
-    /// 0.6 extra device reads per 10,000 GETs of absent keys; 8..=40).
+    /// Fingerprint bits per object in sealed indexes (default 24; 8..=40).
     pub fingerprint_bits: u32,
-    /// Merge the recent versions into the node index's run once they number
-    /// at least this many and at least a quarter of the run (default
-    /// 65,536). Smaller values merge more often (less RAM in the map of
-    /// recent versions, more CPU).
-    pub merge_min_objects: u64,
     /// Advise the kernel that segment reads are random (no readahead), so
     /// that a GET costs exactly the pages of its needle (default true).
     pub random_access_advice: bool,
@@ -65,9 +59,8 @@ impl StoreConfig {
             auto_compaction: true,
             compaction_bytes_per_s: Some(64 << 20),
             checkpoint_interval: Duration::from_secs(1),
-            fingerprint_bits: crate::nodeindex::DEFAULT_FINGERPRINT_BITS,
+            fingerprint_bits: crate::index::DEFAULT_FINGERPRINT_BITS,
             random_access_advice: true,
-            merge_min_objects: 1 << 16,
         }
     }
 

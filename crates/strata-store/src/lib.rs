@@ -52,10 +52,9 @@
 //!
 //! - [`format`]: pure encoding and parsing of needles, superblocks and
 //!   checkpoints (no I/O; fuzzed).
-//! - `bits`, `mphf`, `nodeindex`: the node-wide RAM index (a perfect-hash
-//!   run over the merged sealed segments with fingerprints, plus a map of
-//!   recent versions; two probes per GET whatever the segment count), and
-//!   `index`, one segment's checkpointed entries (pure).
+//! - `bits`, `mphf`, `index`: the compact sealed-segment index (perfect
+//!   hash, fingerprints, Elias–Fano offsets, deleted bits) and the active
+//!   segment's hash map (pure).
 //! - [`segment`]: segment files, counted positioned reads, the scanner.
 //! - [`Store`]: the engine; [`verify`]: an offline check of a directory.
 
@@ -68,7 +67,6 @@ pub mod format;
 pub mod hash;
 pub mod index;
 pub mod mphf;
-pub mod nodeindex;
 pub mod segment;
 mod store;
 pub mod verify;

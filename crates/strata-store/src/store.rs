@@ -1,23 +1,20 @@
 //! The store: device directories, their segments, the RAM index over all
 //! of them, and the put / get / delete / compact / move operations.
 
-use crate::bits::EliasFano;
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::format::checkpoint;
-use crate::format::checkpoint::{RunFile, RunSegment};
 use crate::format::needle::{
     self, NeedleHeader, FLAGS_OFFSET, FLAG_DELETED, FLAG_SUPERSEDED, HEADER_LEN,
 };
 use crate::format::superblock::{Superblock, Tier, SUPERBLOCK_LEN};
 use crate::hash::mix64;
-use crate::index::ActiveIndex;
-use crate::nodeindex::{Loc, NodeIndex, Run};
+use crate::index::{ActiveIndex, SealedIndex};
 use crate::segment::{
     self, index_file_name, parse_file_name, pread_exact, segment_file_name, sync_dir,
     write_file_atomic, ScanItem, Scanner,
 };
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -99,11 +96,6 @@ pub struct Counters {
     pub compactions: u64,
     /// Bytes reclaimed by compactions.
     pub bytes_reclaimed: u64,
-    /// Index structures probed by GETs (two per GET whatever the segment
-    /// count: the map of recent versions and the run).
-    pub index_probes: u64,
-    /// Merges of recent versions into the node index's run.
-    pub merges: u64,
 }
 
 /// RAM used by the index.
@@ -190,31 +182,9 @@ pub struct OpenReport {
     pub corrupt_regions: Vec<(u64, u64)>,
 }
 
-/// Needle offsets (in 8-byte units, file order, then the end of the last
-/// needle) of a segment; the identities live in the node index.
-enum Offsets {
-    /// The appendable segment: offsets and the identity of every needle
-    /// (for its checkpoint).
-    Active(RwLock<ActiveSeg>),
-    /// A sealed segment: Elias–Fano coded offsets.
-    Sealed(EliasFano),
-}
-
-struct ActiveSeg {
-    offsets: Vec<u32>,
-    /// Identity of each needle ((0, 0) for a damaged region).
-    keys: Vec<(u64, u32)>,
-    /// Needles whose identities are in the node index: a checkpoint covers
-    /// only those (the rest are orphans for the next open to scan).
-    published: usize,
-}
-
-impl ActiveSeg {
-    fn needle(&self, ord: u32) -> Option<(u64, u64)> {
-        let a = u64::from(*self.offsets.get(ord as usize)?);
-        let b = u64::from(*self.offsets.get(ord as usize + 1)?);
-        Some((a * 8, (b - a) * 8))
-    }
+enum SegIndex {
+    Active(RwLock<ActiveIndex>),
+    Sealed(SealedIndex),
 }
 
 struct Segment {
@@ -225,10 +195,7 @@ struct Segment {
     path: PathBuf,
     file: Arc<File>,
     created_unix_ns: u64,
-    offsets: Offsets,
-    /// Identities by ordinal of a sealed segment whose checkpoint is not yet
-    /// written (dropped once it is).
-    pending_keys: Mutex<Option<Vec<(u64, u32)>>>,
+    index: SegIndex,
     len: AtomicU64,
     garbage: AtomicU64,
     /// Serialises in-place flag writes with the swap of a compaction, move
@@ -248,42 +215,50 @@ struct Cand {
     len: u64,
 }
 
-impl Cand {
-    fn loc(&self) -> Loc {
-        Loc {
-            seg: self.seg.id as u32,
-            ord: self.ord,
-        }
-    }
-}
-
 impl Segment {
-    fn needle(&self, ord: u32) -> Option<(u64, u64)> {
-        match &self.offsets {
-            Offsets::Active(a) => read(a).needle(ord),
-            Offsets::Sealed(ef) => {
-                let a = ef.get(ord as usize)?;
-                let b = ef.get(ord as usize + 1)?;
-                Some((a * 8, (b - a) * 8))
+    fn locate(&self, key: u64, alt: u32) -> Option<(u32, u64, u64)> {
+        match &self.index {
+            SegIndex::Active(a) => {
+                let a = read(a);
+                let ord = *a.map.get(&(key, alt))?;
+                let (o, l) = a.needle(ord)?;
+                Some((ord, o, l))
+            }
+            SegIndex::Sealed(s) => {
+                let ord = s.lookup(key, alt)?;
+                if s.is_deleted(ord) {
+                    return None;
+                }
+                let (o, l) = s.needle(ord)?;
+                Some((ord, o, l))
             }
         }
     }
 
-    fn is_active(&self) -> bool {
-        matches!(self.offsets, Offsets::Active(_))
-    }
-
-    fn needle_count(&self) -> u64 {
-        match &self.offsets {
-            Offsets::Active(a) => read(a).offsets.len().saturating_sub(1) as u64,
-            Offsets::Sealed(ef) => ef.len().saturating_sub(1) as u64,
+    /// Drops the index entry of needle `ord` of identity (key, alt).
+    fn mark_dead(&self, key: u64, alt: u32, ord: u32) -> bool {
+        match &self.index {
+            SegIndex::Active(a) => {
+                let mut a = write(a);
+                if a.map.get(&(key, alt)) == Some(&ord) {
+                    a.map.remove(&(key, alt));
+                    true
+                } else {
+                    false
+                }
+            }
+            SegIndex::Sealed(s) => s.set_deleted(ord),
         }
     }
 
-    fn offset_units(&self) -> Vec<u32> {
-        match &self.offsets {
-            Offsets::Active(a) => read(a).offsets.clone(),
-            Offsets::Sealed(ef) => ef.iter().map(|u| u as u32).collect(),
+    fn is_active(&self) -> bool {
+        matches!(self.index, SegIndex::Active(_))
+    }
+
+    fn needle_count(&self) -> u64 {
+        match &self.index {
+            SegIndex::Active(a) => read(a).needle_count(),
+            SegIndex::Sealed(s) => s.needle_count(),
         }
     }
 
@@ -310,31 +285,11 @@ impl Segment {
             .with_file_name(index_file_name(self.id, self.generation))
     }
 
-    /// The checkpoint of this segment (offsets, and the latest indexed
-    /// needle of each identity in it), if its identities are in RAM.
-    fn checkpoint_bytes(&self, idx: &NodeIndex) -> Option<Vec<u8>> {
-        let pending = lock(&self.pending_keys);
-        let active = match &self.offsets {
-            Offsets::Active(a) => Some(read(a)),
-            Offsets::Sealed(_) => None,
-        };
-        let (offsets, keys): (Vec<u32>, &[(u64, u32)]) = match (&active, pending.as_deref()) {
-            (Some(a), _) => (a.offsets[..=a.published].to_vec(), &a.keys[..a.published]),
-            (None, Some(k)) => (self.offset_units(), k),
-            (None, None) => return None,
-        };
-        let mut ai = ActiveIndex::new(0);
-        ai.offsets = offsets;
-        for (ord, &(k, a)) in keys.iter().enumerate() {
-            let loc = Loc {
-                seg: self.id as u32,
-                ord: ord as u32,
-            };
-            if idx.is_indexed(k, a, loc) {
-                ai.map.insert((k, a), ord as u32);
-            }
+    fn checkpoint_bytes(&self) -> Vec<u8> {
+        match &self.index {
+            SegIndex::Active(a) => checkpoint::encode_active(self.id, self.generation, &read(a)),
+            SegIndex::Sealed(s) => checkpoint::encode_sealed(self.id, self.generation, s),
         }
-        Some(checkpoint::encode_active(self.id, self.generation, &ai))
     }
 
     fn garbage_ratio(&self) -> f64 {
@@ -351,8 +306,6 @@ struct CounterCells {
     fdatasyncs: AtomicU64,
     compactions: AtomicU64,
     reclaimed: AtomicU64,
-    probes: AtomicU64,
-    merges: AtomicU64,
 }
 
 struct Device {
@@ -365,14 +318,8 @@ struct Device {
 struct Inner {
     cfg: StoreConfig,
     devices: Vec<Device>,
-    /// The node-wide index. Lock order: `idx` before `segs`.
-    idx: RwLock<NodeIndex>,
     /// Every segment, sorted by id, highest (newest) first.
     segs: RwLock<Vec<Arc<Segment>>>,
-    /// The run changed since the run file was written.
-    run_dirty: AtomicBool,
-    /// Sequence number of the run file.
-    run_seq: AtomicU64,
     next_id: AtomicU64,
     rr: AtomicUsize,
     counters: CounterCells,
@@ -412,15 +359,8 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// A needle a compaction or move copied: source ordinal, new ordinal, new
-/// offset, identity, and whether the index held it when it was copied.
-type KeptNeedle = (u32, u32, u64, (u64, u32), bool);
-
-/// The segment with id `id` in a list sorted by id, highest first.
-fn find_in(segs: &[Arc<Segment>], id: u64) -> Option<Arc<Segment>> {
-    segs.binary_search_by(|s| id.cmp(&s.id))
-        .ok()
-        .map(|i| segs[i].clone())
+fn seed_of(id: u64, generation: u64) -> u64 {
+    mix64(id ^ generation.rotate_left(32) ^ 0x7374_7261_7461)
 }
 
 fn advise_random(file: &File) {
@@ -468,11 +408,6 @@ impl Store {
         let mut report = OpenReport::default();
         let found = discover(&cfg)?;
         let max_id = found.keys().next_back().copied();
-        if max_id.is_some_and(|m| m >= u64::from(u32::MAX)) {
-            return Err(StoreError::Config(
-                "segment ids must stay below 2^32 (the node index stores 32 bits)".into(),
-            ));
-        }
         let next_id = AtomicU64::new(max_id.map_or(1, |m| m + 1));
         let counters = CounterCells::default();
         let mut segs: Vec<Arc<Segment>> = Vec::new();
@@ -481,45 +416,10 @@ impl Store {
         for (&id, f) in &found {
             last_of_device[f.device] = Some(id);
         }
-        // The run file: the merged part of the node index, with the needle
-        // offsets of the segments it covers.
-        let mut run_file = load_run_file(&cfg);
-        let mut idx = NodeIndex::default();
-        let mut covered_ok: HashSet<u32> = HashSet::new();
         for (&id, f) in &found {
             let is_last = last_of_device[f.device] == Some(id);
-            let from_run = run_file.as_mut().and_then(|rf| {
-                let i = rf.run.segs.binary_search(&(id as u32)).ok()?;
-                let rs = &rf.segments[i];
-                (rs.generation == f.generation).then(|| (rs.offsets.clone(), rs.garbage))
-            });
-            let seg = match from_run {
-                Some((offsets, garbage)) => match load_covered(f, offsets, garbage)? {
-                    Some(seg) => {
-                        covered_ok.insert(id as u32);
-                        seg
-                    }
-                    None => load_segment(&cfg, f, is_last, &mut report, &mut idx)?,
-                },
-                None => load_segment(&cfg, f, is_last, &mut report, &mut idx)?,
-            };
+            let seg = load_segment(&cfg, f, is_last, &mut report)?;
             segs.push(Arc::new(seg));
-        }
-        let mut run_seq = 0;
-        if let Some(rf) = run_file {
-            let mut run = rf.run;
-            for &id in &run.segs.clone() {
-                if !covered_ok.contains(&id) {
-                    run.forget_segment(id);
-                }
-            }
-            for (k, a, l) in rf.older {
-                if covered_ok.contains(&l.seg) {
-                    idx.older.entry((k, a)).or_default().push(l);
-                }
-            }
-            run_seq = rf.sequence;
-            idx.run = Some(run);
         }
         report.segments = segs.len();
         segs.sort_by_key(|s| std::cmp::Reverse(s.id));
@@ -556,10 +456,7 @@ impl Store {
         let inner = Arc::new(Inner {
             cfg,
             devices,
-            idx: RwLock::new(idx),
             segs: RwLock::new(segs),
-            run_dirty: AtomicBool::new(false),
-            run_seq: AtomicU64::new(run_seq),
             next_id,
             rr: AtomicUsize::new(0),
             counters,
@@ -652,18 +549,7 @@ impl Store {
     /// older needle of the same identity) on disk, synchronously, then drops
     /// it from the index. Returns whether a live object was deleted.
     pub fn delete(&self, key: u64, alt_key: u32) -> Result<bool> {
-        Ok(self.inner.delete_batch(&[(key, alt_key)])?[0])
-    }
-
-    /// Deletes a batch of objects, grouped like a PUT batch: the deleted
-    /// flags of all their needles are written, then each segment file
-    /// touched gets one `fdatasync` (two rounds when some object also has
-    /// older versions: those are flagged and synced first, so that a crash
-    /// never leaves the newest version deleted on disk while an older one is
-    /// not). Returns, per identity in order, whether a live object was
-    /// deleted (an identity given twice reports false the second time).
-    pub fn delete_batch(&self, ids: &[(u64, u32)]) -> Result<Vec<bool>> {
-        self.inner.delete_batch(ids)
+        self.inner.delete(key, alt_key)
     }
 
     /// Every segment with its tier, size, garbage ratio and creation time,
@@ -787,49 +673,27 @@ impl Store {
             fdatasyncs: c.fdatasyncs.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
             bytes_reclaimed: c.reclaimed.load(Ordering::Relaxed),
-            index_probes: c.probes.load(Ordering::Relaxed),
-            merges: c.merges.load(Ordering::Relaxed),
         }
     }
 
-    /// RAM used by the index. "Sealed" is the node index's run (the merged
-    /// part) with the needle offsets of sealed segments; "active" is the
-    /// map of recent versions (written since the last merge) with the
-    /// offsets and identities of the active segments.
+    /// RAM used by the index.
     pub fn memory(&self) -> MemoryUsage {
         let mut m = MemoryUsage::default();
-        {
-            let idx = read(&self.inner.idx);
-            if let Some(r) = &idx.run {
-                m.sealed_bytes += r.heap_bytes() as u64;
-                m.sealed_objects += r.entry_count();
-            }
-            m.active_bytes += idx.map_heap_bytes() as u64;
-            m.active_objects += idx.map_entries();
-        }
         for s in read(&self.inner.segs).iter() {
             let own = std::mem::size_of::<Segment>() as u64 + s.path.as_os_str().len() as u64;
-            match &s.offsets {
-                Offsets::Active(a) => {
+            match &s.index {
+                SegIndex::Active(a) => {
                     let a = read(a);
-                    m.active_bytes +=
-                        (a.offsets.capacity() * 4 + a.keys.capacity() * 16) as u64 + own;
+                    m.active_bytes += a.heap_bytes() as u64 + own;
+                    m.active_objects += a.map.len() as u64;
                 }
-                Offsets::Sealed(ef) => {
-                    m.sealed_bytes += ef.heap_bytes() as u64 + own;
+                SegIndex::Sealed(x) => {
+                    m.sealed_bytes += x.heap_bytes() as u64 + own;
+                    m.sealed_objects += x.entry_count();
                 }
-            }
-            if let Some(k) = lock(&s.pending_keys).as_ref() {
-                m.active_bytes += k.capacity() as u64 * 16;
             }
         }
         m
-    }
-
-    /// Merges the recent versions into the node index's run now (the
-    /// background thread does it by itself past `merge_min_objects`).
-    pub fn merge_index(&self) -> Result<()> {
-        self.inner.merge()
     }
 
     /// Writes every dirty index checkpoint now.
@@ -995,60 +859,12 @@ fn discover(cfg: &StoreConfig) -> Result<BTreeMap<u64, Found>> {
     Ok(found)
 }
 
-/// Name of the node index's run file, in the first device directory.
-pub const RUN_FILE: &str = "strata.run";
-
-/// Reads the run file if it is whole and valid (otherwise the segments'
-/// own checkpoints rebuild the index, and the next merge writes a new run).
-fn load_run_file(cfg: &StoreConfig) -> Option<RunFile> {
-    let path = cfg.devices.first()?.path.join(RUN_FILE);
-    let bytes = std::fs::read(path).ok()?;
-    let (h, body) = checkpoint::parse(&bytes).ok()?;
-    checkpoint::decode_run(&h, body).ok()
-}
-
-/// Opens a segment covered by the run file (its offsets come from there);
-/// `None` if the file does not match them (then it is loaded on its own).
-fn load_covered(f: &Found, offsets: EliasFano, garbage: u64) -> Result<Option<Segment>> {
-    let file = Arc::new(segment::open_rw(&f.path)?);
-    let sb = segment::read_superblock(&file, &f.path)?;
-    let file_len = file
-        .metadata()
-        .map_err(StoreError::io("reading metadata of", &f.path))?
-        .len();
-    let end = offsets.get(offsets.len().saturating_sub(1)).unwrap_or(0) * 8;
-    if sb.generation != f.generation
-        || end != file_len
-        || offsets.get(0) != Some(SUPERBLOCK_LEN as u64 / 8)
-    {
-        return Ok(None);
-    }
-    Ok(Some(Segment {
-        id: sb.id,
-        generation: sb.generation,
-        device: f.device,
-        tier: sb.tier,
-        path: f.path.clone(),
-        file,
-        created_unix_ns: sb.created_unix_ns,
-        offsets: Offsets::Sealed(offsets),
-        pending_keys: Mutex::new(None),
-        len: AtomicU64::new(file_len),
-        garbage: AtomicU64::new(garbage),
-        lock: Mutex::new(()),
-        retired: AtomicBool::new(false),
-        dirty: AtomicBool::new(false),
-    }))
-}
-
-/// Loads one segment not covered by the run: its checkpoint if valid, then
-/// the needles past it; its identities go into the node index.
+/// Loads one segment: its checkpoint if valid, then the needles past it.
 fn load_segment(
     cfg: &StoreConfig,
     f: &Found,
     is_last: bool,
     report: &mut OpenReport,
-    node: &mut NodeIndex,
 ) -> Result<Segment> {
     let file = Arc::new(segment::open_rw(&f.path)?);
     let sb = segment::read_superblock(&file, &f.path)?;
@@ -1067,107 +883,89 @@ fn load_segment(
         .len();
     let idx_path = f.path.with_file_name(index_file_name(sb.id, sb.generation));
     let ck = std::fs::read(&idx_path).ok();
+    let mut sealed: Option<SealedIndex> = None;
     let mut active: Option<ActiveIndex> = None;
     if let Some(bytes) = ck.as_deref() {
         if let Ok((h, body)) = checkpoint::parse(bytes) {
-            if h.segment == sb.id
-                && h.generation == sb.generation
-                && h.covered_len <= file_len
-                && h.kind == checkpoint::KIND_ACTIVE
-            {
-                active = checkpoint::decode_active(&h, body)
-                    .ok()
-                    .filter(|a| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
+            if h.segment == sb.id && h.generation == sb.generation && h.covered_len <= file_len {
+                if h.kind == checkpoint::KIND_SEALED && h.covered_len == file_len {
+                    sealed = checkpoint::decode_sealed(&h, body).ok();
+                } else if h.kind == checkpoint::KIND_ACTIVE {
+                    active = checkpoint::decode_active(&h, body)
+                        .ok()
+                        .filter(|a| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
+                }
             }
         }
     }
     let mut dirty = false;
-    let mut idx = active.take().unwrap_or_else(|| {
-        report.scanned_segments += 1;
-        ActiveIndex::new(SUPERBLOCK_LEN as u64)
-    });
-    // Orphans: needles past the checkpoint.
-    let start = idx.end();
-    let mut sc = Scanner::new(file.clone(), &f.path, start, file_len, false);
-    let mut cut: Option<u64> = None;
-    let mut keys: Vec<(u64, u32)> = vec![(0, 0); idx.needle_count() as usize];
-    for (&(k, a), &o) in &idx.map {
-        if let Some(x) = keys.get_mut(o as usize) {
-            *x = (k, a);
-        }
-    }
-    while let Some(item) = sc.next() {
-        match item? {
-            ScanItem::Needle { header, .. } => {
-                report.orphan_needles += 1;
-                let len = header.needle_len();
-                idx.push(header.key, header.alt_key, len);
-                keys.push((header.key, header.alt_key));
-                if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
-                    idx.map.remove(&(header.key, header.alt_key));
+    if sealed.is_none() {
+        let mut idx = active.take().unwrap_or_else(|| {
+            report.scanned_segments += 1;
+            ActiveIndex::new(SUPERBLOCK_LEN as u64)
+        });
+        // Orphans: needles past the checkpoint.
+        let start = idx.end();
+        let mut sc = Scanner::new(file.clone(), &f.path, start, file_len, false);
+        let mut cut: Option<u64> = None;
+        while let Some(item) = sc.next() {
+            match item? {
+                ScanItem::Needle { header, .. } => {
+                    report.orphan_needles += 1;
+                    let len = header.needle_len();
+                    idx.push(header.key, header.alt_key, len);
+                    if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
+                        idx.map.remove(&(header.key, header.alt_key));
+                    }
+                }
+                ScanItem::Corrupt {
+                    offset,
+                    len,
+                    at_tail,
+                    ..
+                } => {
+                    if at_tail {
+                        cut = Some(offset);
+                        break;
+                    }
+                    report.corrupt_regions.push((sb.id, offset));
+                    // Keep the region as an unindexed entry so offsets stay
+                    // contiguous.
+                    idx.offsets.push(((offset + len) / 8) as u32);
                 }
             }
-            ScanItem::Corrupt {
-                offset,
-                len,
-                at_tail,
-                ..
-            } => {
-                if at_tail {
-                    cut = Some(offset);
-                    break;
-                }
-                report.corrupt_regions.push((sb.id, offset));
-                // Keep the region as an unindexed entry so offsets stay
-                // contiguous.
-                idx.offsets.push(((offset + len) / 8) as u32);
-                keys.push((0, 0));
-            }
+        }
+        if idx.end() != start {
+            dirty = true;
+        }
+        if let Some(at) = cut {
+            file.set_len(at)
+                .and_then(|_| file.sync_all())
+                .map_err(StoreError::io("cutting torn tail of", &f.path))?;
+            report.torn_tails.push((sb.id, at, file_len - at));
+            file_len = at;
+            dirty = true;
+        }
+        if is_last && file_len < cfg.segment_size {
+            active = Some(idx);
+        } else {
+            let s = idx
+                .seal(seed_of(sb.id, sb.generation), cfg.fingerprint_bits)
+                .map_err(|_| StoreError::NotASegment {
+                    path: f.path.clone(),
+                    reason: "its needles could not be indexed (duplicate identities)".into(),
+                })?;
+            sealed = Some(s);
+            dirty = true;
         }
     }
-    if idx.end() != start {
-        dirty = true;
-    }
-    if let Some(at) = cut {
-        file.set_len(at)
-            .and_then(|_| file.sync_all())
-            .map_err(StoreError::io("cutting torn tail of", &f.path))?;
-        report.torn_tails.push((sb.id, at, file_len - at));
-        file_len = at;
-        dirty = true;
-    }
-    let live = idx.live_bytes();
-    let garbage = idx.end().saturating_sub(SUPERBLOCK_LEN as u64 + live);
-    for (&(k, a), &o) in &idx.map {
-        node.insert(
-            k,
-            a,
-            Loc {
-                seg: sb.id as u32,
-                ord: o,
-            },
-        );
-    }
-    let (offsets, pending) = if is_last && file_len < cfg.segment_size {
-        (
-            Offsets::Active(RwLock::new(ActiveSeg {
-                offsets: idx.offsets,
-                published: keys.len(),
-                keys,
-            })),
-            None,
-        )
-    } else {
-        let units: Vec<u64> = idx.offsets.iter().map(|&o| u64::from(o)).collect();
-        let ef = EliasFano::new(&units, units.last().copied().unwrap_or(0)).ok_or_else(|| {
-            StoreError::NotASegment {
-                path: f.path.clone(),
-                reason: "its needle offsets could not be indexed".into(),
-            }
-        })?;
-        (Offsets::Sealed(ef), dirty.then_some(keys))
+    let index = match sealed {
+        Some(s) => SegIndex::Sealed(s),
+        None => SegIndex::Active(RwLock::new(
+            active.unwrap_or_else(|| ActiveIndex::new(SUPERBLOCK_LEN as u64)),
+        )),
     };
-    Ok(Segment {
+    let seg = Segment {
         id: sb.id,
         generation: sb.generation,
         device: f.device,
@@ -1175,22 +973,52 @@ fn load_segment(
         path: f.path.clone(),
         file,
         created_unix_ns: sb.created_unix_ns,
-        offsets,
-        pending_keys: Mutex::new(pending),
+        index,
         len: AtomicU64::new(file_len),
-        garbage: AtomicU64::new(garbage),
+        garbage: AtomicU64::new(0),
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
         dirty: AtomicBool::new(dirty),
-    })
+    };
+    seg.garbage.store(initial_garbage(&seg), Ordering::Relaxed);
+    Ok(seg)
+}
+
+/// Garbage bytes known from a segment's own index: needles not indexed
+/// (overwritten within the segment, damaged) or deleted.
+fn initial_garbage(seg: &Segment) -> u64 {
+    match &seg.index {
+        SegIndex::Active(a) => {
+            let a = read(a);
+            let live: u64 = a
+                .map
+                .values()
+                .filter_map(|&o| a.needle(o))
+                .map(|x| x.1)
+                .sum();
+            a.end().saturating_sub(SUPERBLOCK_LEN as u64 + live)
+        }
+        SegIndex::Sealed(s) => {
+            let mut indexed = vec![false; s.needle_count() as usize];
+            for o in s.indexed_ordinals() {
+                if let Some(x) = indexed.get_mut(o as usize) {
+                    *x = !s.is_deleted(o);
+                }
+            }
+            let live: u64 = s
+                .needles()
+                .zip(indexed)
+                .filter(|(_, live)| *live)
+                .map(|((_, len), _)| len)
+                .sum();
+            seg.len
+                .load(Ordering::Relaxed)
+                .saturating_sub(SUPERBLOCK_LEN as u64 + live)
+        }
+    }
 }
 
 fn new_active(cfg: &StoreConfig, device: usize, id: u64) -> Result<Segment> {
-    if id >= u64::from(u32::MAX) {
-        return Err(StoreError::Config(
-            "segment ids must stay below 2^32 (the node index stores 32 bits)".into(),
-        ));
-    }
     let d = &cfg.devices[device];
     let sb = Superblock {
         tier: d.tier,
@@ -1210,12 +1038,7 @@ fn new_active(cfg: &StoreConfig, device: usize, id: u64) -> Result<Segment> {
         path,
         file: Arc::new(file),
         created_unix_ns: sb.created_unix_ns,
-        offsets: Offsets::Active(RwLock::new(ActiveSeg {
-            offsets: vec![(SUPERBLOCK_LEN / 8) as u32],
-            keys: Vec::new(),
-            published: 0,
-        })),
-        pending_keys: Mutex::new(None),
+        index: SegIndex::Active(RwLock::new(ActiveIndex::new(SUPERBLOCK_LEN as u64))),
         len: AtomicU64::new(SUPERBLOCK_LEN as u64),
         garbage: AtomicU64::new(0),
         lock: Mutex::new(()),
@@ -1239,10 +1062,6 @@ fn background(weak: Weak<Inner>) {
             // themselves stay authoritative.
             let _ = inner.write_checkpoints();
         }
-        if inner.merge_due() {
-            // Errors leave the index as it was; retried on the next round.
-            let _ = inner.merge();
-        }
         if inner.cfg.auto_compaction && last_compact.elapsed() >= inner.cfg.checkpoint_interval {
             last_compact = Instant::now();
             let candidate = read(&inner.segs)
@@ -1261,57 +1080,35 @@ fn background(weak: Weak<Inner>) {
 
 impl Inner {
     fn find(&self, id: u64) -> Result<Arc<Segment>> {
-        let segs = read(&self.segs);
-        find_in(&segs, id).ok_or(StoreError::NoSuchSegment(id))
+        read(&self.segs)
+            .iter()
+            .find(|s| s.id == id)
+            .cloned()
+            .ok_or(StoreError::NoSuchSegment(id))
     }
 
     /// The newest indexed needle of (key, alt) in a segment with id below
     /// `below`.
     fn next_candidate(&self, key: u64, alt: u32, below: u64) -> Result<Option<Cand>> {
-        Ok(self.next_candidate_counted(key, alt, below).0)
-    }
-
-    fn next_candidate_counted(&self, key: u64, alt: u32, below: u64) -> (Option<Cand>, u32) {
-        let idx = read(&self.idx);
-        let mut below = below;
-        let mut probes = 0;
-        loop {
-            let (l, p) = idx.candidate_counted(key, alt, below);
-            probes += p;
-            let Some(l) = l else {
-                return (None, probes);
-            };
-            let segs = read(&self.segs);
-            if let Some(seg) = find_in(&segs, u64::from(l.seg)) {
-                if let Some((offset, len)) = seg.needle(l.ord) {
-                    return (
-                        Some(Cand {
-                            seg,
-                            ord: l.ord,
-                            offset,
-                            len,
-                        }),
-                        probes,
-                    );
-                }
+        let segs = read(&self.segs);
+        let start = segs.partition_point(|s| s.id >= below);
+        for s in &segs[start..] {
+            if let Some((ord, offset, len)) = s.locate(key, alt) {
+                return Ok(Some(Cand {
+                    seg: s.clone(),
+                    ord,
+                    offset,
+                    len,
+                }));
             }
-            below = u64::from(l.seg);
         }
-    }
-
-    /// Drops the index entry of a needle found deleted or superseded.
-    fn mark_dead(&self, c: &Cand, key: u64, alt: u32) -> bool {
-        write(&self.idx).remove(key, alt, c.loc())
+        Ok(None)
     }
 
     fn get(&self, key: u64, alt: u32, cookie: Option<u32>) -> Result<Option<Object>> {
         let mut below = u64::MAX;
         loop {
-            let (c, probes) = self.next_candidate_counted(key, alt, below);
-            self.counters
-                .probes
-                .fetch_add(u64::from(probes), Ordering::Relaxed);
-            let Some(c) = c else {
+            let Some(c) = self.next_candidate(key, alt, below)? else {
                 return Ok(None);
             };
             below = c.seg.id;
@@ -1327,11 +1124,11 @@ impl Inner {
                 return Err(c.seg.corrupt(c.offset, e));
             }
             if h.is_deleted() {
-                self.mark_dead(&c, key, alt);
+                c.seg.mark_dead(key, alt, c.ord);
                 return Ok(None);
             }
             if h.is_superseded() {
-                self.mark_dead(&c, key, alt);
+                c.seg.mark_dead(key, alt, c.ord);
                 continue;
             }
             if cookie.is_some_and(|ck| ck != h.cookie) {
@@ -1356,102 +1153,48 @@ impl Inner {
         Ok(((h.key, h.alt_key) == (key, alt)).then_some(h))
     }
 
-    /// Sets `flag` in a needle on disk (under the segment's lock) and syncs
-    /// it; returns false if the segment was retired meanwhile (the caller
-    /// retries).
+    /// Sets `flag` in a needle on disk (under the segment's lock); returns
+    /// false if the segment was retired meanwhile (the caller retries).
     fn set_flag(&self, c: &Cand, key: u64, alt: u32, flag: u32) -> Result<bool> {
-        self.set_flags(std::slice::from_ref(&(c, key, alt)), flag)
-    }
-
-    /// Sets `flag` in every given needle, grouped by segment: each segment
-    /// file gets its flag writes and then one `fdatasync`, under its lock.
-    /// Returns false if a segment was retired meanwhile (flags already
-    /// written stay; the caller retries, which is idempotent).
-    fn set_flags(&self, needles: &[(&Cand, u64, u32)], flag: u32) -> Result<bool> {
-        let mut order: Vec<usize> = (0..needles.len()).collect();
-        order.sort_by_key(|&i| (needles[i].0.seg.id, needles[i].0.offset));
-        let mut i = 0;
-        while i < order.len() {
-            let seg = needles[order[i]].0.seg.clone();
-            let mut j = i;
-            while j < order.len() && Arc::ptr_eq(&needles[order[j]].0.seg, &seg) {
-                j += 1;
-            }
-            let _g = lock(&seg.lock);
-            if seg.retired.load(Ordering::Acquire) {
-                return Ok(false);
-            }
-            let mut written: Vec<&(&Cand, u64, u32)> = Vec::new();
-            for &k in &order[i..j] {
-                let n = &needles[k];
-                let (c, key, alt) = *n;
-                let Some(h) = self.verify_header(c, key, alt)? else {
-                    continue;
-                };
-                if h.flags & flag == flag {
-                    written.push(n);
-                    continue;
-                }
-                seg.file
-                    .write_all_at(&(h.flags | flag).to_le_bytes(), c.offset + FLAGS_OFFSET)
-                    .map_err(StoreError::io("writing flags in", &seg.path))?;
-                written.push(n);
-            }
-            if !written.is_empty() {
-                seg.file
-                    .sync_data()
-                    .map_err(StoreError::io("writing flags in", &seg.path))?;
-                self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
-                for &&(c, key, alt) in &written {
-                    if self.mark_dead(c, key, alt) {
-                        seg.garbage.fetch_add(c.len, Ordering::Relaxed);
-                    }
-                }
-                seg.dirty.store(true, Ordering::Relaxed);
-            }
-            i = j;
+        let _g = lock(&c.seg.lock);
+        if c.seg.retired.load(Ordering::Acquire) {
+            return Ok(false);
         }
+        let Some(h) = self.verify_header(c, key, alt)? else {
+            return Ok(true);
+        };
+        let flags = h.flags | flag;
+        c.seg
+            .file
+            .write_all_at(&flags.to_le_bytes(), c.offset + FLAGS_OFFSET)
+            .and_then(|_| c.seg.file.sync_data())
+            .map_err(StoreError::io("writing flags in", &c.seg.path))?;
+        self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+        if c.seg.mark_dead(key, alt, c.ord) {
+            c.seg.garbage.fetch_add(c.len, Ordering::Relaxed);
+        }
+        c.seg.dirty.store(true, Ordering::Relaxed);
         Ok(true)
     }
 
-    fn delete_batch(&self, ids: &[(u64, u32)]) -> Result<Vec<bool>> {
+    fn delete(&self, key: u64, alt: u32) -> Result<bool> {
         'retry: loop {
-            // Every indexed version of every identity, checked against its
-            // header: the newest of each apart from the older ones.
-            let mut existed = Vec::with_capacity(ids.len());
-            let mut newest: Vec<(Cand, u64, u32)> = Vec::new();
-            let mut older: Vec<(Cand, u64, u32)> = Vec::new();
-            let mut seen = std::collections::HashSet::new();
-            for &(key, alt) in ids {
-                if !seen.insert((key, alt)) {
-                    existed.push(false);
-                    continue;
+            // Every indexed version, newest first, checked against its header.
+            let mut versions: Vec<(Cand, NeedleHeader)> = Vec::new();
+            let mut below = u64::MAX;
+            while let Some(c) = self.next_candidate(key, alt, below)? {
+                below = c.seg.id;
+                if let Some(h) = self.verify_header(&c, key, alt)? {
+                    versions.push((c, h));
                 }
-                let mut versions: Vec<(Cand, NeedleHeader)> = Vec::new();
-                let mut below = u64::MAX;
-                while let Some(c) = self.next_candidate(key, alt, below)? {
-                    below = c.seg.id;
-                    if let Some(h) = self.verify_header(&c, key, alt)? {
-                        versions.push((c, h));
-                    }
-                }
-                existed.push(
-                    versions
-                        .first()
-                        .is_some_and(|(_, h)| h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0),
-                );
-                let mut it = versions.into_iter();
-                if let Some((c, _)) = it.next() {
-                    newest.push((c, key, alt));
-                }
-                older.extend(it.map(|(c, _)| (c, key, alt)));
             }
-            // Older versions first, so that a crash never leaves the newest
-            // version deleted on disk while an older one is not.
-            for group in [&older, &newest] {
-                let refs: Vec<(&Cand, u64, u32)> =
-                    group.iter().map(|(c, k, a)| (c, *k, *a)).collect();
-                if !self.set_flags(&refs, FLAG_DELETED)? {
+            let existed = versions
+                .first()
+                .is_some_and(|(_, h)| h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0);
+            // Oldest first, so that a crash never leaves the newest version
+            // deleted on disk while an older one is not.
+            for (c, _) in versions.iter().rev() {
+                if !self.set_flag(c, key, alt, FLAG_DELETED)? {
                     continue 'retry;
                 }
             }
@@ -1505,31 +1248,14 @@ impl Inner {
             self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
             self.counters.written[dev.tier.code() as usize]
                 .fetch_add(buf.len() as u64, Ordering::Relaxed);
-            if let Offsets::Active(a) = &seg.offsets {
-                let first = {
-                    let mut a = write(a);
-                    let first = (a.offsets.len() - 1) as u32;
-                    for (it, &len) in items.iter().zip(&lens) {
-                        let end = a.offsets.last().copied().unwrap_or(0) + (len / 8) as u32;
-                        a.offsets.push(end);
-                        a.keys.push((it.key, it.alt_key));
-                    }
-                    first
-                };
-                let mut idx = write(&self.idx);
-                let mut replaced = 0u64;
-                for (i, it) in items.iter().enumerate() {
-                    let loc = Loc {
-                        seg: seg.id as u32,
-                        ord: first + i as u32,
-                    };
-                    if let Some(p) = idx.insert(it.key, it.alt_key, loc) {
-                        replaced += seg.needle(p.ord).map_or(0, |x| x.1);
+            if let SegIndex::Active(a) = &seg.index {
+                let mut a = write(a);
+                for (it, &len) in items.iter().zip(&lens) {
+                    let (_, prev) = a.push(it.key, it.alt_key, len);
+                    if let Some(p) = prev.and_then(|p| a.needle(p)) {
+                        seg.garbage.fetch_add(p.1, Ordering::Relaxed);
                     }
                 }
-                drop(idx);
-                seg.garbage.fetch_add(replaced, Ordering::Relaxed);
-                write(a).published = first as usize + items.len();
             }
             seg.len.store(start + buf.len() as u64, Ordering::Release);
             seg.dirty.store(true, Ordering::Relaxed);
@@ -1563,8 +1289,7 @@ impl Inner {
     }
 
     /// Seals the device's active segment and starts a new one. The caller
-    /// holds the device's writer lock (`w`). Sealing only re-codes the
-    /// offsets: the identities stay where they are in the node index.
+    /// holds the device's writer lock (`w`).
     fn seal(&self, device: usize, w: &mut Arc<Segment>) -> Result<()> {
         let old = w.clone();
         let next = Arc::new(new_active(
@@ -1573,16 +1298,12 @@ impl Inner {
             self.next_id.fetch_add(1, Ordering::Relaxed),
         )?);
         let _g = lock(&old.lock);
-        let Offsets::Active(a) = &old.offsets else {
+        let SegIndex::Active(a) = &old.index else {
             return Ok(());
         };
-        let (ef, keys) = {
-            let a = read(a);
-            let units: Vec<u64> = a.offsets.iter().map(|&o| u64::from(o)).collect();
-            let ef = EliasFano::new(&units, units.last().copied().unwrap_or(0))
-                .ok_or_else(|| old.corrupt(0, "needle offsets decrease"))?;
-            (ef, a.keys.clone())
-        };
+        let sealed_index = read(a)
+            .seal(seed_of(old.id, old.generation), self.cfg.fingerprint_bits)
+            .map_err(|_| StoreError::Config("could not build a segment index".into()))?;
         let sealed = Arc::new(Segment {
             id: old.id,
             generation: old.generation,
@@ -1591,8 +1312,7 @@ impl Inner {
             path: old.path.clone(),
             file: old.file.clone(),
             created_unix_ns: old.created_unix_ns,
-            offsets: Offsets::Sealed(ef),
-            pending_keys: Mutex::new(Some(keys)),
+            index: SegIndex::Sealed(sealed_index),
             len: AtomicU64::new(old.len.load(Ordering::Acquire)),
             garbage: AtomicU64::new(old.garbage.load(Ordering::Relaxed)),
             lock: Mutex::new(()),
@@ -1618,160 +1338,14 @@ impl Inner {
         let segs: Vec<Arc<Segment>> = read(&self.segs).clone();
         for s in segs {
             if s.dirty.swap(false, Ordering::AcqRel) {
-                let bytes = s.checkpoint_bytes(&read(&self.idx));
-                let Some(bytes) = bytes else { continue };
+                let bytes = s.checkpoint_bytes();
                 if let Err(e) = write_file_atomic(&s.index_path(), &bytes) {
                     s.dirty.store(true, Ordering::Relaxed);
                     return Err(e);
                 }
-                if !s.is_active() {
-                    *lock(&s.pending_keys) = None;
-                }
-            }
-        }
-        if self.run_dirty.swap(false, Ordering::AcqRel) {
-            if let Err(e) = self.write_run_file() {
-                self.run_dirty.store(true, Ordering::Relaxed);
-                return Err(e);
             }
         }
         Ok(())
-    }
-
-    /// Writes the run file (atomically: temporary file, fdatasync, rename).
-    fn write_run_file(&self) -> Result<()> {
-        let bytes = {
-            let idx = read(&self.idx);
-            let Some(run) = idx.run.clone() else {
-                return Ok(());
-            };
-            let segs = read(&self.segs);
-            let mut segments = Vec::with_capacity(run.segs.len());
-            for &id in &run.segs {
-                let s = find_in(&segs, u64::from(id));
-                let Some(Offsets::Sealed(ef)) = s.as_ref().map(|s| &s.offsets) else {
-                    return Err(StoreError::Config(format!(
-                        "segment {id:016x} of the index run is not sealed"
-                    )));
-                };
-                let s = s.as_ref().expect("checked above");
-                segments.push(RunSegment {
-                    id,
-                    generation: s.generation,
-                    garbage: s.garbage.load(Ordering::Relaxed),
-                    offsets: ef.clone(),
-                });
-            }
-            let covered: HashSet<u32> = run
-                .segs
-                .iter()
-                .copied()
-                .filter(|&id| run.covers(id))
-                .collect();
-            let older = idx
-                .older
-                .iter()
-                .flat_map(|(&(k, a), v)| v.iter().map(move |&l| (k, a, l)))
-                .filter(|(_, _, l)| covered.contains(&l.seg))
-                .collect();
-            checkpoint::encode_run(&RunFile {
-                sequence: self.run_seq.load(Ordering::Relaxed),
-                run,
-                segments,
-                older,
-            })
-        };
-        write_file_atomic(&self.devices[0].path.join(RUN_FILE), &bytes)
-    }
-
-    /// Whether the map of recent versions is due to be merged into the run.
-    fn merge_due(&self) -> bool {
-        let idx = read(&self.idx);
-        let run = idx.run.as_ref().map_or(0, |r| r.entry_count());
-        let recent = idx.recent.len() as u64;
-        recent >= self.cfg.merge_min_objects.max(run / 4)
-            && read(&self.segs)
-                .iter()
-                .any(|s| !s.is_active() && !idx.run.as_ref().is_some_and(|r| r.covers(s.id as u32)))
-    }
-
-    /// Builds a new run over every sealed segment: the identities come from
-    /// their checkpoint files, filtered by what the index still holds; the
-    /// newest version of each identity gets the run's slot, the others go
-    /// to the map of older versions. Compactions wait meanwhile; GETs and
-    /// PUTs go on (PUTs land in active segments, which the run leaves out).
-    fn merge(&self) -> Result<()> {
-        let _m = lock(&self.maintenance);
-        let sealed: Vec<Arc<Segment>> = read(&self.segs)
-            .iter()
-            .filter(|s| !s.is_active())
-            .cloned()
-            .collect();
-        // After the snapshot: every segment in it has its final checkpoint.
-        self.write_checkpoints()?;
-        if sealed.is_empty() {
-            return Ok(());
-        }
-        let mut versions: Vec<(u64, u32, Loc)> = Vec::new();
-        let mut max_needles = 1u64;
-        for s in &sealed {
-            let path = s.index_path();
-            let bytes = std::fs::read(&path).map_err(StoreError::io("reading", &path))?;
-            let (h, body) = checkpoint::parse(&bytes)
-                .map_err(|e| s.corrupt(0, format!("checkpoint {}: {e}", path.display())))?;
-            let ck = checkpoint::decode_active(&h, body)
-                .map_err(|e| s.corrupt(0, format!("checkpoint {}: {e}", path.display())))?;
-            if h.generation != s.generation || h.covered_len != s.len.load(Ordering::Acquire) {
-                // Not the segment's final checkpoint yet: merge later.
-                return Err(s.corrupt(0, "checkpoint does not cover the sealed segment"));
-            }
-            max_needles = max_needles.max(s.needle_count() + 1);
-            let idx = read(&self.idx);
-            for (&(k, a), &ord) in &ck.map {
-                let loc = Loc {
-                    seg: s.id as u32,
-                    ord,
-                };
-                if idx.is_indexed(k, a, loc) {
-                    versions.push((k, a, loc));
-                }
-            }
-        }
-        // Newest version of each identity first.
-        versions.sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)).then(y.2.seg.cmp(&x.2.seg)));
-        let mut primary: Vec<(u64, u32, Loc)> = Vec::with_capacity(versions.len());
-        let mut older: Vec<(u64, u32, Loc)> = Vec::new();
-        for v in versions {
-            if primary.last().is_some_and(|p| (p.0, p.1) == (v.0, v.1)) {
-                older.push(v);
-            } else {
-                primary.push(v);
-            }
-        }
-        let mut seg_ids: Vec<u32> = sealed.iter().map(|s| s.id as u32).collect();
-        seg_ids.sort_unstable();
-        let covered: HashSet<u32> = seg_ids.iter().copied().collect();
-        let seq = self.run_seq.load(Ordering::Relaxed) + 1;
-        let run = Run::build(
-            &primary,
-            seg_ids,
-            max_needles,
-            mix64(seq ^ 0x006e_6f64_6572_756e),
-            self.cfg.fingerprint_bits,
-        )
-        .map_err(|_| StoreError::Config("could not build the node index's run".into()))?;
-        {
-            let mut idx = write(&self.idx);
-            idx.forget_map_entries(&covered);
-            idx.run = Some(run);
-            for (k, a, l) in older {
-                idx.older.entry((k, a)).or_default().push(l);
-            }
-        }
-        self.run_seq.store(seq, Ordering::Relaxed);
-        self.run_dirty.store(true, Ordering::Relaxed);
-        self.counters.merges.fetch_add(1, Ordering::Relaxed);
-        self.write_checkpoints()
     }
 
     /// Whether needle `ord` of `seg` (with header `h`) is the live version of
@@ -1780,11 +1354,10 @@ impl Inner {
         if h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
             return Ok(false);
         }
-        let loc = Loc {
-            seg: seg.id as u32,
-            ord,
+        let SegIndex::Sealed(s) = &seg.index else {
+            return Ok(true);
         };
-        if !read(&self.idx).is_indexed(h.key, h.alt_key, loc) {
+        if s.is_deleted(ord) || s.lookup(h.key, h.alt_key) != Some(ord) {
             return Ok(false);
         }
         // A newer version in a newer segment (checked on disk, since a
@@ -1816,7 +1389,9 @@ impl Inner {
         if src.is_active() {
             return Err(StoreError::SegmentActive(id));
         }
-        let src_needles = src.needle_count();
+        let SegIndex::Sealed(src_index) = &src.index else {
+            return Err(StoreError::SegmentActive(id));
+        };
         let compacting = dest.is_none();
         let dev_i = dest.unwrap_or(src.device);
         let dev = &self.devices[dev_i];
@@ -1839,10 +1414,8 @@ impl Inner {
         wr(&sb.encode(), 0)?;
         let total = src.len.load(Ordering::Acquire);
         let mut new_idx = ActiveIndex::new(SUPERBLOCK_LEN as u64);
-        // (source ordinal, new ordinal, new offset, identity, indexed when
-        // copied) of every needle kept; identities of those dropped.
-        let mut kept: Vec<KeptNeedle> = Vec::new();
-        let mut dropped: Vec<(u32, (u64, u32))> = Vec::new();
+        // (source ordinal, new ordinal, new offset) of every needle kept.
+        let mut kept: Vec<(u32, u32, u64)> = Vec::new();
         let mut pending: Vec<u8> = Vec::with_capacity(1 << 20);
         let mut pending_at = SUPERBLOCK_LEN as u64;
         let mut sc = Scanner::new(
@@ -1867,18 +1440,10 @@ impl Inner {
                     data,
                 } = &item
                 {
-                    if src.needle(this).map(|x| x.0) != Some(*offset) {
+                    if src_index.needle(this).map(|x| x.0) != Some(*offset) {
                         return Err(src.corrupt(*offset, "needle offsets disagree with the index"));
                     }
-                    let id_of = (header.key, header.alt_key);
-                    let src_loc = Loc {
-                        seg: id as u32,
-                        ord: this,
-                    };
                     let keep = !compacting || self.needle_is_live(&src, this, header)?;
-                    if !keep {
-                        dropped.push((this, id_of));
-                    }
                     if keep {
                         let before = pending.len();
                         needle::encode(
@@ -1891,18 +1456,16 @@ impl Inner {
                         );
                         let len = (pending.len() - before) as u64;
                         let new_off = new_idx.end();
-                        let (new_ord, prev) = new_idx.push(header.key, header.alt_key, len);
-                        let indexed = header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0
-                            && read(&self.idx).is_indexed(header.key, header.alt_key, src_loc);
-                        if !indexed {
+                        let (new_ord, _) = new_idx.push(header.key, header.alt_key, len);
+                        if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0
+                            || src_index.is_deleted(this)
+                            || src_index.lookup(header.key, header.alt_key) != Some(this)
+                        {
                             // Not the live version: copied (a move keeps
                             // everything) but not indexed.
-                            match prev {
-                                Some(p) => new_idx.map.insert(id_of, p),
-                                None => new_idx.map.remove(&id_of),
-                            };
+                            new_idx.map.remove(&(header.key, header.alt_key));
                         }
-                        kept.push((this, new_ord, new_off, id_of, indexed));
+                        kept.push((this, new_ord, new_off));
                     }
                 } else if !compacting {
                     // A move keeps damaged regions byte for byte.
@@ -1954,50 +1517,35 @@ impl Inner {
         // Swap, with in-place flag writes to the source blocked.
         let _g = lock(&src.lock);
         let swap: Result<Arc<Segment>> = (|| {
-            // Deletes (and supersedes) that reached the source during the
-            // copy: their flag words go to the new file too.
+            // Deletes that reached the source during the copy.
             let mut flagged = false;
-            let gone: Vec<usize> = {
-                let idx = read(&self.idx);
-                kept.iter()
-                    .enumerate()
-                    .filter(|(_, k)| {
-                        k.4 && !idx.is_indexed(
-                            k.3 .0,
-                            k.3 .1,
-                            Loc {
-                                seg: id as u32,
-                                ord: k.0,
-                            },
-                        )
-                    })
-                    .map(|(i, _)| i)
-                    .collect()
-            };
-            for &i in &gone {
-                let (src_ord, new_ord, new_off, id_of, _) = kept[i];
-                let Some((so, _)) = src.needle(src_ord) else {
-                    continue;
-                };
-                let mut fl = [0u8; 4];
-                pread_exact(&src.file, &mut fl, so + FLAGS_OFFSET)
-                    .map_err(StoreError::io("reading", &src.path))?;
-                wr(&fl, new_off + FLAGS_OFFSET)?;
-                flagged = true;
-                if new_idx.map.get(&id_of) == Some(&new_ord) {
-                    new_idx.map.remove(&id_of);
+            for &(src_ord, _, new_off) in &kept {
+                if src_index.is_deleted(src_ord) {
+                    let Some((so, _)) = src_index.needle(src_ord) else {
+                        continue;
+                    };
+                    let mut fl = [0u8; 4];
+                    pread_exact(&src.file, &mut fl, so + FLAGS_OFFSET)
+                        .map_err(StoreError::io("reading", &src.path))?;
+                    wr(&fl, new_off + FLAGS_OFFSET)?;
+                    flagged = true;
                 }
             }
             if flagged {
                 out.sync_data()
                     .map_err(StoreError::io("syncing", &tmp_path))?;
             }
-            let units: Vec<u64> = new_idx.offsets.iter().map(|&o| u64::from(o)).collect();
-            let ef = EliasFano::new(&units, units.last().copied().unwrap_or(0))
-                .ok_or_else(|| src.corrupt(0, "needle offsets decrease"))?;
+            let sealed = new_idx
+                .seal(seed_of(id, generation), self.cfg.fingerprint_bits)
+                .map_err(|_| StoreError::Config("could not build a segment index".into()))?;
+            for &(src_ord, new_ord, _) in &kept {
+                if src_index.is_deleted(src_ord) {
+                    sealed.set_deleted(new_ord);
+                }
+            }
             write_file_atomic(
                 &dev.path.join(index_file_name(id, generation)),
-                &checkpoint::encode_active(id, generation, &new_idx),
+                &checkpoint::encode_sealed(id, generation, &sealed),
             )?;
             std::fs::rename(&tmp_path, &final_path)
                 .map_err(StoreError::io("renaming", &tmp_path))?;
@@ -2006,7 +1554,6 @@ impl Inner {
             if self.cfg.random_access_advice {
                 advise_random(&file);
             }
-            let live = new_idx.live_bytes();
             let seg = Arc::new(Segment {
                 id,
                 generation,
@@ -2015,33 +1562,15 @@ impl Inner {
                 path: final_path.clone(),
                 file: Arc::new(file),
                 created_unix_ns: src.created_unix_ns,
-                offsets: Offsets::Sealed(ef),
-                pending_keys: Mutex::new(None),
+                index: SegIndex::Sealed(sealed),
                 len: AtomicU64::new(new_len),
-                garbage: AtomicU64::new(new_len.saturating_sub(SUPERBLOCK_LEN as u64 + live)),
+                garbage: AtomicU64::new(0),
                 lock: Mutex::new(()),
                 retired: AtomicBool::new(false),
                 dirty: AtomicBool::new(false),
             });
+            seg.garbage.store(initial_garbage(&seg), Ordering::Relaxed);
             {
-                let mut idx = write(&self.idx);
-                let at = |ord| Loc {
-                    seg: id as u32,
-                    ord,
-                };
-                // Removals first: a dropped needle's old ordinal may be a
-                // kept needle's new one.
-                for &(src_ord, (k, a)) in &dropped {
-                    idx.remove(k, a, at(src_ord));
-                }
-                for &(src_ord, new_ord, _, (k, a), was) in &kept {
-                    if was && src_ord != new_ord {
-                        idx.renumber(k, a, at(src_ord), at(new_ord));
-                    }
-                }
-                if idx.run.as_ref().is_some_and(|r| r.covers(id as u32)) {
-                    self.run_dirty.store(true, Ordering::Relaxed);
-                }
                 let mut segs = write(&self.segs);
                 for s in segs.iter_mut() {
                     if s.id == id {
@@ -2077,7 +1606,7 @@ impl Inner {
             segment: id,
             bytes_before: total,
             bytes_after: new_len,
-            needles_before: src_needles,
+            needles_before: src_index.needle_count(),
             needles_after: seg.needle_count(),
             seconds: t0.elapsed().as_secs_f64(),
         })

@@ -21,7 +21,6 @@ fn data(key: u64, ver: u64) -> Vec<u8> {
 fn config(a: &std::path::Path, b: &std::path::Path) -> StoreConfig {
     let mut c = StoreConfig::new(a, Tier::Flash).with_device(b, Tier::Disk);
     c.segment_size = 32 << 10;
-    c.merge_min_objects = 40;
     c.compaction_garbage_ratio = 0.3;
     c.compaction_bytes_per_s = None;
     c.checkpoint_interval = std::time::Duration::from_millis(10);

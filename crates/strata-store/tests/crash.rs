@@ -17,7 +17,6 @@ const KEYS: u64 = 400;
 fn config(dir: &std::path::Path) -> StoreConfig {
     let mut c = StoreConfig::new(dir, Tier::Flash);
     c.segment_size = 48 << 10;
-    c.merge_min_objects = 40;
     c.checkpoint_interval = Duration::from_millis(15);
     c.compaction_garbage_ratio = 0.3;
     c.compaction_bytes_per_s = None;
@@ -212,30 +211,9 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
                 Some(Some(v)) => got_new.as_ref().map(|o| &o.data) == Some(&data(k, *v)),
                 Some(None) => !store.contains(k, 0).unwrap(),
             };
-            if !(old_ok || new_ok) {
-                for sg in store.segments() {
-                    for n in store.needles(sg.id).unwrap().flatten() {
-                        if n.key == k {
-                            eprintln!(
-                                "seg {} gen {} active {} off {} cookie {} flags {}",
-                                sg.id, sg.generation, sg.active, n.offset, n.cookie, n.flags
-                            );
-                        }
-                    }
-                }
-                eprintln!(
-                    "{:?}",
-                    std::fs::read_dir(dir.path())
-                        .unwrap()
-                        .map(|e| e.unwrap().file_name())
-                        .collect::<Vec<_>>()
-                );
-            }
             assert!(
                 old_ok || new_ok,
-                "iteration {it}: key {k} has neither its acknowledged nor its in-flight value (model {old:?}, in flight {:?}, found cookie {:?})",
-                in_flight.get(&k),
-                store.get_unchecked(k, 0).unwrap().map(|o| (o.cookie, o.segment)),
+                "iteration {it}: key {k} has neither its acknowledged nor its in-flight value"
             );
             if in_flight.contains_key(&k) && old_ok != new_ok {
                 assert!(

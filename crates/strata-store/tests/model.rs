@@ -42,7 +42,6 @@ fn bytes(seed: u32, len: u16) -> Vec<u8> {
 fn config(flash: &std::path::Path, disk: &std::path::Path) -> StoreConfig {
     let mut c = StoreConfig::new(flash, Tier::Flash).with_device(disk, Tier::Disk);
     c.segment_size = 4096;
-    c.merge_min_objects = 8;
     c.auto_compaction = false;
     c
 }

@@ -7,7 +7,6 @@ use strata_store::{Store, StoreConfig, StoreError, Tier};
 fn cfg(dir: &Path) -> StoreConfig {
     let mut c = StoreConfig::new(dir, Tier::Disk);
     c.auto_compaction = false;
-    c.merge_min_objects = 20;
     c
 }
 

@@ -99,41 +99,6 @@ struct GetStats {
     p99: f64,
     per_s: f64,
     reads_per_get: f64,
-    probes_per_get: f64,
-    cpu_us_per_get: f64,
-}
-
-/// CPU time (user + system) of this process so far, in µs, from
-/// /proc/self/stat (clock ticks of 10 ms: use over many operations).
-fn cpu_us() -> f64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    let Some(rest) = s.rsplit_once(')').map(|x| x.1) else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // fields 14 and 15 of the file are 12 and 13 after the command name
-    (tick(11) + tick(12)) * 10_000.0
-}
-
-/// GETs of `gets` keys that were never stored: index probes and device
-/// reads they cost (a read is a fingerprint false positive).
-fn absent_phase(store: &Arc<Store>, a: &Args, gets: u64) -> anyhow::Result<(f64, f64)> {
-    let c0 = store.counters();
-    for i in 0..gets {
-        let key = a.objects + 1_000_000_000 + i * 7919;
-        if store.get(key, 0, cookie_of(key))?.is_some() {
-            bail!("object {key} was never stored but reads back");
-        }
-    }
-    let c1 = store.counters();
-    let n = gets.max(1) as f64;
-    Ok((
-        (c1.index_probes - c0.index_probes) as f64 / n,
-        (c1.preads - c0.preads) as f64 / n * 10_000.0,
-    ))
 }
 
 /// Runs `gets` random GETs of distinct objects on `threads` threads.
@@ -251,18 +216,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let t1 = Instant::now();
     let store = Store::open(config(&dir, &a)).context("reopening store")?;
     let restart_secs = t1.elapsed().as_secs_f64();
-    // Steady state: every sealed segment merged into the node index's run
-    // (the background does it by itself past `merge_min_objects`).
-    let t2 = Instant::now();
-    store.merge_index().context("merging the node index")?;
-    let merge_secs = t2.elapsed().as_secs_f64();
     let mem = store.memory();
     let store = Arc::new(store);
 
     // Cold random GETs.
     store.drop_page_cache().context("dropping the page cache")?;
     let cold = get_phase(&store, &a, gets, 0xC01D, "get")?;
-    let (absent_probes, absent_reads) = absent_phase(&store, &a, gets)?;
 
     let mut extra = serde_json::Map::new();
     if a.compaction {
@@ -283,11 +242,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     f("get_p50_us", cold.p50);
     f("get_p99_us", cold.p99);
     f("device_reads_per_get", cold.reads_per_get);
-    f("cpu_us_per_get", cold.cpu_us_per_get);
-    f("index_probes_per_get", cold.probes_per_get);
-    f("index_probes_per_absent_get", absent_probes);
-    f("extra_reads_per_10k_absent_gets", absent_reads);
-    f("merge_seconds", merge_secs);
     f(
         "ram_bytes_per_object_sealed",
         if mem.sealed_objects > 0 {
@@ -418,8 +372,6 @@ fn get_phase_mapped(
     let pb = progress::bar(gets, label);
     let next = Arc::new(AtomicU64::new(0));
     let reads0 = store.counters().preads;
-    let probes0 = store.counters().index_probes;
-    let cpu0 = cpu_us();
     let t0 = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..threads {
@@ -454,8 +406,6 @@ fn get_phase_mapped(
     let secs = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
     let reads = store.counters().preads - reads0;
-    let probes = store.counters().index_probes - probes0;
-    let cpu = cpu_us() - cpu0;
     lat.sort_unstable();
     let pct = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -467,8 +417,6 @@ fn get_phase_mapped(
         p99: pct(0.99),
         per_s: gets as f64 / secs,
         reads_per_get: reads as f64 / gets.max(1) as f64,
-        probes_per_get: probes as f64 / gets.max(1) as f64,
-        cpu_us_per_get: cpu / gets.max(1) as f64,
     })
 }
 

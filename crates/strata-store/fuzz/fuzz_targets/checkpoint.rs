@@ -26,12 +26,12 @@ fuzz_target!(|data: &[u8]| {
             let _ = a.needle(o);
         }
     }
-    if let Ok(f) = checkpoint::decode_run(&h, body) {
+    if let Ok(s) = checkpoint::decode_sealed(&h, body) {
         for k in 0..64u64 {
-            let _ = f.run.lookup(k, 0);
+            if let Some(o) = s.lookup(k, 0) {
+                let _ = s.needle(o);
+            }
         }
-        for s in &f.segments {
-            let _ = s.offsets.iter().count();
-        }
+        let _ = s.needles().count();
     }
 });

@@ -21,26 +21,20 @@
 
 use super::{le_u32, le_u64, Reader};
 use crate::bits::{EliasFano, PackedArray};
-use crate::index::ActiveIndex;
+use crate::index::{ActiveIndex, SealedIndex};
 use crate::mphf::Mphf;
-use crate::nodeindex::{Loc, Run};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Checkpoint magic.
 pub const MAGIC: [u8; 8] = *b"STRATIDX";
-/// Checkpoint format version (2: the node-wide run file; per-segment
-/// checkpoints are always of the active kind).
-pub const VERSION: u32 = 2;
-/// Version 1 checkpoints of the active kind have the same layout and are
-/// read; version 1 sealed checkpoints are not (their segment is scanned).
-pub const VERSION_1: u32 = 1;
+/// Checkpoint format version.
+pub const VERSION: u32 = 1;
 /// Header length.
 pub const HEADER_LEN: usize = 64;
 /// Kind code of an active-segment checkpoint.
 pub const KIND_ACTIVE: u32 = 1;
-/// Kind code of a version 1 sealed-segment checkpoint (no longer read).
-pub const KIND_SEALED_V1: u32 = 2;
-/// Kind code of the node index's run file.
-pub const KIND_RUN: u32 = 3;
+/// Kind code of a sealed-segment checkpoint.
+pub const KIND_SEALED: u32 = 2;
 
 /// What a checkpoint describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,8 +90,7 @@ pub fn parse(bytes: &[u8]) -> Result<(CheckpointHeader, &[u8]), CheckpointError>
     if le_u32(bytes, 60) != crc32c::crc32c(&bytes[0..60]) {
         return Err(CheckpointError::Invalid("header checksum mismatch"));
     }
-    let version = le_u32(bytes, 8);
-    if version != VERSION && !(version == VERSION_1 && le_u32(bytes, 12) == KIND_ACTIVE) {
+    if le_u32(bytes, 8) != VERSION {
         return Err(CheckpointError::Invalid("unsupported version"));
     }
     let body_len = le_u64(bytes, 48);
@@ -188,137 +181,66 @@ pub fn decode_active(h: &CheckpointHeader, body: &[u8]) -> Result<ActiveIndex, C
     Ok(idx)
 }
 
-fn put64(b: &mut Vec<u8>, v: u64) {
-    b.extend_from_slice(&v.to_le_bytes());
-}
-
-fn put_ef(b: &mut Vec<u8>, ef: &EliasFano) {
-    put64(b, ef.universe());
-    b.extend_from_slice(&ef.low().width().to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    for &w in ef.low().words() {
-        put64(b, w);
-    }
-    put64(b, ef.high().len() as u64);
-    for &w in ef.high() {
-        put64(b, w);
-    }
-}
-
-fn read_ef(r: &mut Reader<'_>, count: u64) -> Option<EliasFano> {
-    let universe = r.u64()?;
-    let low_width = r.u32()?;
-    r.u32()?;
-    if low_width > 64
-        || count
-            .checked_mul(u64::from(low_width))
-            .is_none_or(|x| x / 8 > r.remaining() as u64)
-    {
-        return None;
-    }
-    let low_words = r.words((count * u64::from(low_width)).div_ceil(64))?;
-    let low = PackedArray::from_parts(low_width, usize::try_from(count).ok()?, low_words)?;
-    let high_len = r.u64()?;
-    let high = r.words(high_len)?;
-    EliasFano::from_parts(count as usize, universe, low, high)
-}
-
-/// One segment covered by a run file.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunSegment {
-    /// Segment id.
-    pub id: u32,
-    /// Generation the run was built over (or last renumbered for).
-    pub generation: u64,
-    /// Garbage bytes known when the run file was written.
-    pub garbage: u64,
-    /// Offsets of its needles in 8-byte units, and the end of the last.
-    pub offsets: EliasFano,
-}
-
-/// The node index's merged part as stored in the run file.
-#[derive(Clone, Debug)]
-pub struct RunFile {
-    /// Run sequence number (bumped by each merge).
-    pub sequence: u64,
-    /// The perfect-hash table.
-    pub run: Run,
-    /// The segments it covers, with their needle offsets.
-    pub segments: Vec<RunSegment>,
-    /// Older versions in covered segments still indexed.
-    pub older: Vec<(u64, u32, Loc)>,
-}
-
-/// Encodes the run file (kind [`KIND_RUN`]).
-pub fn encode_run(f: &RunFile) -> Vec<u8> {
-    let run = &f.run;
-    let mut b = Vec::with_capacity(run.heap_bytes() + 1024);
-    put64(&mut b, run.entries);
-    for v in [run.ord_bits, run.seg_bits, run.fp_bits, 0] {
-        b.extend_from_slice(&v.to_le_bytes());
-    }
-    put64(&mut b, run.mph.seed());
-    put64(&mut b, run.mph.slots());
-    put64(&mut b, run.mph.pilots().len() as u64);
-    for p in run.mph.pilots() {
+/// Encodes a sealed segment's compact index.
+pub fn encode_sealed(segment: u64, generation: u64, idx: &SealedIndex) -> Vec<u8> {
+    let mut b = Vec::with_capacity(idx.heap_bytes() + 128);
+    let put64 = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+    put64(&mut b, idx.entries);
+    b.extend_from_slice(&idx.ord_bits.to_le_bytes());
+    b.extend_from_slice(&idx.fp_bits.to_le_bytes());
+    put64(&mut b, idx.mph.seed());
+    put64(&mut b, idx.mph.slots());
+    put64(&mut b, idx.mph.pilots().len() as u64);
+    for p in idx.mph.pilots() {
         b.extend_from_slice(&p.to_le_bytes());
     }
     b.resize(b.len().next_multiple_of(8), 0);
-    for &w in run.slots.words() {
+    for &w in idx.slots.words() {
         put64(&mut b, w);
     }
-    put64(&mut b, run.segs.len() as u64);
-    for (id, s) in run.segs.iter().zip(&f.segments) {
-        b.extend_from_slice(&id.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        // A segment the run no longer covers gets an impossible generation,
-        // so that no open takes its (emptied) slots for its identities.
-        let generation = if run.forgotten.contains(id) {
-            u64::MAX
-        } else {
-            s.generation
-        };
-        put64(&mut b, generation);
-        put64(&mut b, s.garbage);
-        put64(&mut b, s.offsets.len() as u64);
-        put_ef(&mut b, &s.offsets);
+    put64(&mut b, idx.offsets.universe());
+    b.extend_from_slice(&idx.offsets.low().width().to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    for &w in idx.offsets.low().words() {
+        put64(&mut b, w);
     }
-    put64(&mut b, f.older.len() as u64);
-    for &(k, a, l) in &f.older {
-        put64(&mut b, k);
-        b.extend_from_slice(&a.to_le_bytes());
-        b.extend_from_slice(&l.seg.to_le_bytes());
-        b.extend_from_slice(&l.ord.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
+    put64(&mut b, idx.offsets.high().len() as u64);
+    for &w in idx.offsets.high() {
+        put64(&mut b, w);
     }
+    for w in &idx.deleted {
+        put64(&mut b, w.load(Ordering::Relaxed));
+    }
+    let covered = idx
+        .offsets
+        .get(idx.offsets.len().saturating_sub(1))
+        .unwrap_or(0)
+        * 8;
     let h = CheckpointHeader {
-        kind: KIND_RUN,
-        segment: 0,
-        generation: f.sequence,
-        covered_len: 0,
-        needles: run.entries,
+        kind: KIND_SEALED,
+        segment,
+        generation,
+        covered_len: covered,
+        needles: idx.needle_count(),
     };
     let mut out = encode_header(&h, &b).to_vec();
     out.extend_from_slice(&b);
     out
 }
 
-/// Decodes a run file's body.
-pub fn decode_run(h: &CheckpointHeader, body: &[u8]) -> Result<RunFile, CheckpointError> {
-    if h.kind != KIND_RUN {
-        return Err(CheckpointError::Malformed("not a run file"));
+/// Decodes a sealed checkpoint's body into the compact index.
+pub fn decode_sealed(h: &CheckpointHeader, body: &[u8]) -> Result<SealedIndex, CheckpointError> {
+    if h.kind != KIND_SEALED {
+        return Err(CheckpointError::Malformed("not a sealed checkpoint"));
     }
     let m = |what| CheckpointError::Malformed(what);
     let mut r = Reader::new(body);
     let entries = r.u64().ok_or(m("entries"))?;
     let ord_bits = r.u32().ok_or(m("ordinal bits"))?;
-    let seg_bits = r.u32().ok_or(m("segment bits"))?;
     let fp_bits = r.u32().ok_or(m("fingerprint bits"))?;
-    r.u32().ok_or(m("reserved"))?;
-    if ord_bits == 0 || seg_bits == 0 || fp_bits == 0 || ord_bits + seg_bits + fp_bits > 64 {
+    if ord_bits == 0 || fp_bits == 0 || ord_bits + fp_bits > 64 {
         return Err(m("field widths"));
     }
-    let width = ord_bits + seg_bits + fp_bits;
     let seed = r.u64().ok_or(m("seed"))?;
     let nslots = r.u64().ok_or(m("slots"))?;
     let nbuckets = r.u64().ok_or(m("buckets"))?;
@@ -326,7 +248,7 @@ pub fn decode_run(h: &CheckpointHeader, body: &[u8]) -> Result<RunFile, Checkpoi
         .checked_mul(2)
         .is_none_or(|x| x > r.remaining() as u64)
         || nslots
-            .checked_mul(u64::from(width))
+            .checked_mul(u64::from(ord_bits + fp_bits))
             .is_none_or(|x| x / 8 > r.remaining() as u64)
     {
         return Err(m("table sizes"));
@@ -338,79 +260,56 @@ pub fn decode_run(h: &CheckpointHeader, body: &[u8]) -> Result<RunFile, Checkpoi
     let pad = (nbuckets as usize * 2).next_multiple_of(8) - nbuckets as usize * 2;
     r.take(pad).ok_or(m("pilot padding"))?;
     let mph = Mphf::from_parts(seed, nslots, pilots).ok_or(m("perfect hash"))?;
+    let width = ord_bits + fp_bits;
     let slot_words = r
         .words((nslots * u64::from(width)).div_ceil(64))
         .ok_or(m("slot table"))?;
     let slots =
         PackedArray::from_parts(width, nslots as usize, slot_words).ok_or(m("slot table"))?;
-    let nsegs = r.u64().ok_or(m("segment count"))?;
-    if nsegs > r.remaining() as u64 / 40 || nsegs > 1u64 << seg_bits {
-        return Err(m("segment count"));
-    }
-    let mut segs = Vec::with_capacity(nsegs as usize);
-    let mut segments = Vec::with_capacity(nsegs as usize);
-    for _ in 0..nsegs {
-        let id = r.u32().ok_or(m("segment id"))?;
-        r.u32().ok_or(m("segment id"))?;
-        let generation = r.u64().ok_or(m("generation"))?;
-        let garbage = r.u64().ok_or(m("garbage"))?;
-        let n = r.u64().ok_or(m("needle count"))?;
-        if n == 0 {
-            return Err(m("needle count"));
-        }
-        let offsets = read_ef(&mut r, n).ok_or(m("offsets"))?;
-        if segs.last().is_some_and(|&l| l >= id) {
-            return Err(m("segment order"));
-        }
-        segs.push(id);
-        segments.push(RunSegment {
-            id,
-            generation,
-            garbage,
-            offsets,
-        });
-    }
-    let nolder = r.u64().ok_or(m("older count"))?;
-    if nolder
-        .checked_mul(24)
-        .is_none_or(|x| x != r.remaining() as u64)
+    let universe = r.u64().ok_or(m("universe"))?;
+    let low_width = r.u32().ok_or(m("low width"))?;
+    r.u32().ok_or(m("reserved"))?;
+    let count = h.needles.checked_add(1).ok_or(m("needles"))?;
+    if low_width > 64
+        || count
+            .checked_mul(u64::from(low_width))
+            .is_none_or(|x| x / 8 > r.remaining() as u64)
     {
-        return Err(m("older versions"));
+        return Err(m("offsets"));
     }
-    let mut older = Vec::with_capacity(nolder as usize);
-    for _ in 0..nolder {
-        let k = r.u64().ok_or(m("older"))?;
-        let a = r.u32().ok_or(m("older"))?;
-        let seg = r.u32().ok_or(m("older"))?;
-        let ord = r.u32().ok_or(m("older"))?;
-        r.u32().ok_or(m("older"))?;
-        older.push((k, a, Loc { seg, ord }));
+    let low_words = r
+        .words((count * u64::from(low_width)).div_ceil(64))
+        .ok_or(m("offsets"))?;
+    let low = PackedArray::from_parts(low_width, count as usize, low_words).ok_or(m("offsets"))?;
+    let high_len = r.u64().ok_or(m("offsets"))?;
+    let high = r.words(high_len).ok_or(m("offsets"))?;
+    let offsets = EliasFano::from_parts(count as usize, universe, low, high).ok_or(m("offsets"))?;
+    if offsets.get(count as usize - 1).map(|e| e * 8) != Some(h.covered_len) {
+        return Err(m("covered length"));
     }
-    let run = Run {
+    let deleted: Vec<AtomicU64> = r
+        .words(h.needles.div_ceil(64))
+        .ok_or(m("deleted bitmap"))?
+        .into_iter()
+        .map(AtomicU64::new)
+        .collect();
+    if r.remaining() != 0 {
+        return Err(m("trailing bytes"));
+    }
+    let idx = SealedIndex {
         mph,
         slots,
         ord_bits,
-        seg_bits,
         fp_bits,
-        segs,
+        offsets,
+        deleted,
         entries,
-        forgotten: Default::default(),
     };
-    // Every occupied slot names a covered segment and a needle it has.
-    for l in run.locations() {
-        let Ok(i) = run.segs.binary_search(&l.seg) else {
-            return Err(m("segment position out of range"));
-        };
-        if l.ord as usize + 1 >= segments[i].offsets.len() {
-            return Err(m("ordinal out of range"));
-        }
+    // Every occupied slot must name a needle that exists.
+    if idx.indexed_ordinals().any(|o| u64::from(o) >= h.needles) {
+        return Err(m("ordinal out of range"));
     }
-    Ok(RunFile {
-        sequence: h.generation,
-        run,
-        segments,
-        older,
-    })
+    Ok(idx)
 }
 
 #[cfg(test)]
@@ -440,56 +339,23 @@ mod tests {
     }
 
     #[test]
-    fn run_roundtrip_and_flips() {
+    fn sealed_roundtrip_and_flips() {
         let a = sample();
-        let mut entries: Vec<(u64, u32, Loc)> = a
-            .map
-            .iter()
-            .map(|(&(k, alt), &o)| (k, alt, Loc { seg: 3, ord: o }))
-            .collect();
-        entries.sort_unstable();
-        let run = Run::build(&entries, vec![3], a.needle_count(), 9, 14).unwrap();
-        let units: Vec<u64> = a.offsets.iter().map(|&o| u64::from(o)).collect();
-        let f = RunFile {
-            sequence: 4,
-            run,
-            segments: vec![RunSegment {
-                id: 3,
-                generation: 1,
-                garbage: 80,
-                offsets: EliasFano::new(&units, *units.last().unwrap()).unwrap(),
-            }],
-            older: vec![(77, 1, Loc { seg: 3, ord: 5 })],
-        };
-        let bytes = encode_run(&f);
+        let s = a.seal(9, 24).unwrap();
+        s.set_deleted(7);
+        let bytes = encode_sealed(5, 2, &s);
         let (h, body) = parse(&bytes).unwrap();
-        let g = decode_run(&h, body).unwrap();
-        assert_eq!(g.sequence, 4);
-        assert_eq!(g.segments, f.segments);
-        assert_eq!(g.older, f.older);
-        for &(k, alt, l) in &entries {
-            assert_eq!(g.run.lookup(k, alt).map(|x| x.1), Some(l));
+        let t = decode_sealed(&h, body).unwrap();
+        for (&(k, alt), &ord) in &a.map {
+            assert_eq!(t.lookup(k, alt), Some(ord));
+            assert_eq!(t.needle(ord), a.needle(ord));
         }
+        assert!(t.is_deleted(7));
         for i in (0..bytes.len()).step_by(13) {
             let mut c = bytes.clone();
             c[i] ^= 0x10;
             assert!(parse(&c).is_err(), "flip at byte {i} undetected");
         }
         assert!(parse(&bytes[..bytes.len() - 1]).is_err());
-    }
-
-    #[test]
-    fn version_1_active_checkpoints_are_read() {
-        let a = sample();
-        let mut bytes = encode_active(5, 0, &a);
-        bytes[8..12].copy_from_slice(&VERSION_1.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes[0..60]);
-        bytes[60..64].copy_from_slice(&crc.to_le_bytes());
-        let (h, body) = parse(&bytes).unwrap();
-        assert_eq!(decode_active(&h, body).unwrap().map, a.map);
-        bytes[12..16].copy_from_slice(&KIND_SEALED_V1.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes[0..60]);
-        bytes[60..64].copy_from_slice(&crc.to_le_bytes());
-        assert!(parse(&bytes).is_err(), "v1 sealed checkpoints are refused");
     }
 }

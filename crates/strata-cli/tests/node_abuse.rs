@@ -190,3 +190,135 @@ fn slow_and_bad_clients_do_not_stop_the_others() {
     assert_eq!(get(&a, "/healthz").status, 200);
     assert_eq!(get(&a, "/b/known").body, b"0123456789");
 }
+
+/// Threads, open file descriptors and resident bytes of process `pid`.
+fn footprint(pid: u32) -> (u64, u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |k: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count() as u64;
+    (field("Threads:"), fds, field("VmRSS:") * 1024)
+}
+
+/// PUTs one object into each of buckets `from..to` (`b{i}/o`), from 8
+/// clients at once.
+fn fill_buckets(addr: &str, from: u64, to: u64) {
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                for i in (from..to).filter(|i| i % 8 == t) {
+                    let r = put(&addr, &format!("/b{i}/o"), &content(i, 200));
+                    assert_eq!(r.status, 201, "b{i}: {}", r.text());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn buckets_cost_no_threads_or_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(dir.path(), &["--ram-cache", "0", "--max-workloads", "4"]);
+    fill_buckets(&s.addr, 0, 100);
+    let (t0, f0, r0) = footprint(s.pid());
+    fill_buckets(&s.addr, 100, 10_000);
+    let (t1, f1, r1) = footprint(s.pid());
+    // 9,900 more buckets: no thread, (almost) no descriptor, little RAM.
+    assert_eq!(t1, t0, "threads grew from {t0} to {t1}");
+    assert!(f1 <= f0 + 4, "file descriptors grew from {f0} to {f1}");
+    assert!(
+        r1 < r0 + (48 << 20),
+        "resident memory grew from {r0} to {r1} bytes"
+    );
+    // The node restarts with them all and every object reads back.
+    s.kill9();
+    let s = Server::start(dir.path(), &["--ram-cache", "0", "--max-workloads", "4"]);
+    let (t2, f2, _) = footprint(s.pid());
+    assert!(
+        t2 <= t1 + 2 && f2 <= f1 + 4,
+        "after restart: {t2} threads, {f2} fds"
+    );
+    for i in (0..10_000u64).step_by(97) {
+        let r = get(&s.addr, &format!("/b{i}/o"));
+        assert_eq!(r.status, 200, "b{i}/o after restart");
+        assert_eq!(r.body, content(i, 200));
+    }
+    // A plan listing two buckets opens two stores (one writer thread each);
+    // their new writes go there, older versions are deleted from the shared
+    // store, and everything still reads back.
+    let entry = |id: u64, name: &str| {
+        format!(
+            r#"{{"id":{id},"name":"{name}","flash_bytes":1000000,"write_probability":1.0,"ttl_seconds":null,"eviction":"fifo","weight":1.0,"predicted_flash_reads_per_s":0.0}}"#
+        )
+    };
+    let plan = |entries: Vec<String>| {
+        format!(
+            r#"{{"format":"strata-tier-plan","version":1,"total_flash_bytes":{},"write_bound_bytes_per_s":null,"train_window":[0.0,1.0],"policy":"fifo","predicted_flash_hit_ratio":0.0,"workloads":[{}]}}"#,
+            entries.len() * 1_000_000,
+            entries.join(",")
+        )
+    };
+    let r = request(
+        &s.addr,
+        "POST",
+        "/_admin/plan",
+        &[],
+        Some(plan(vec![entry(1, "b1"), entry(2, "b2")]).as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(put(&s.addr, "/b1/o", b"new").status, 201);
+    assert_eq!(get(&s.addr, "/b1/o").body, b"new");
+    assert_eq!(get(&s.addr, "/b2/o").body, content(2, 200));
+    let st: serde_json::Value =
+        serde_json::from_str(&get(&s.addr, "/_admin/status").text()).unwrap();
+    let mut stores: Vec<&str> = st["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    stores.sort();
+    assert_eq!(stores, ["_shared", "b1"]);
+    // Back to the default plan: the write goes to the shared store and the
+    // version in b1's store is deleted; a delete leaves no version anywhere.
+    assert_eq!(
+        request(&s.addr, "DELETE", "/_admin/plan", &[], None)
+            .unwrap()
+            .status,
+        200
+    );
+    assert_eq!(put(&s.addr, "/b1/o", b"newer").status, 201);
+    assert_eq!(get(&s.addr, "/b1/o").body, b"newer");
+    assert_eq!(
+        request(&s.addr, "DELETE", "/b1/o", &[], None)
+            .unwrap()
+            .status,
+        204
+    );
+    assert_eq!(get(&s.addr, "/b1/o").status, 404);
+    // A plan over --max-workloads is refused with the reason.
+    let five: Vec<String> = (1..=5).map(|i| entry(i, &format!("b{i}"))).collect();
+    let r = request(
+        &s.addr,
+        "POST",
+        "/_admin/plan",
+        &[],
+        Some(plan(five).as_bytes()),
+    )
+    .unwrap();
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("--max-workloads"), "{}", r.text());
+}

@@ -228,7 +228,7 @@ struct Snapshot {
 
 fn snapshot(node: &crate::Node) -> Snapshot {
     let mut s = Snapshot::default();
-    for w in node.workloads() {
+    for w in node.named_workloads() {
         let c = &w.counters;
         s.reads.insert(
             w.name.clone(),
@@ -514,7 +514,7 @@ pub fn run_demo(
     for s in &specs {
         let Some(w) = running
             .node
-            .workloads()
+            .named_workloads()
             .into_iter()
             .find(|w| w.name == s.name)
         else {

@@ -90,6 +90,9 @@ pub struct NodeConfig {
     pub trace_rotate_after: Duration,
     /// Most objects per group commit.
     pub max_batch_objects: usize,
+    /// Most workloads a tier plan may list (each listed workload gets a
+    /// segment store of its own: a writer thread and its files).
+    pub max_workloads: usize,
 }
 
 impl NodeConfig {
@@ -143,6 +146,7 @@ impl NodeConfig {
             trace_rotate_records: 1_000_000,
             trace_rotate_after: Duration::from_secs(60),
             max_batch_objects: 1024,
+            max_workloads: 1024,
         }
     }
 }
@@ -250,13 +254,17 @@ enum Job {
     ),
 }
 
-/// One workload: its own chain of segments on every device directory
-/// (`<dir>/<workload>/`), so the tier mover can hold each workload to its
-/// flash bytes and move its oldest segments.
+/// A segment store of the node: the shared store (`<dir>/_shared/`) that
+/// holds every workload the tier plan does not list, or the store of one
+/// listed workload (`<dir>/<workload>/`), so the tier mover can hold that
+/// workload to its flash bytes and move its oldest segments. Buckets and
+/// workloads cost a store (a writer thread and its files) only while a plan
+/// lists them (docs/node.md, "Buckets, workloads and stores").
 pub struct Workload {
-    /// Name (the bucket, or the workload header).
+    /// Name (the workload the plan lists, or [`SHARED`]).
     pub name: String,
-    /// Numeric id (trace records, tier plan entries).
+    /// Numeric id (trace records, tier plan entries; [`SHARED_ID`] for the
+    /// shared store).
     pub id: u32,
     /// The segment store.
     pub store: Arc<Store>,
@@ -268,6 +276,18 @@ pub struct Workload {
     /// Index of the first disk device in the store's device list.
     pub first_disk: usize,
     draw: Mutex<WriteDraw>,
+}
+
+/// A workload name the node has seen ([`Node::named_workloads`]).
+pub struct NamedWorkload {
+    /// The name (a bucket, or the workload header's value).
+    pub name: String,
+    /// Its trace id.
+    pub id: u32,
+    /// Its counters.
+    pub counters: Arc<WorkloadCounters>,
+    /// Its own store, when a plan listed it.
+    pub store: Option<Arc<Workload>>,
 }
 
 /// The write-probability draw of one workload, stratified: writes are
@@ -400,6 +420,22 @@ struct WorkloadTable {
     workloads: Vec<WorkloadEntry>,
 }
 
+/// Name of the store that holds every workload the plan does not list.
+/// Bucket and workload names cannot start with `_`, so it names no bucket.
+pub const SHARED: &str = "_shared";
+/// Id of the shared store (no trace workload has it).
+pub const SHARED_ID: u32 = u32::MAX;
+/// The append-only workload name table: one `ID NAME` line per workload.
+const NAMES_LOG: &str = "workloads.log";
+
+/// A workload name known to the node: its trace id and counters. Costs a
+/// map entry, no thread and no file.
+#[derive(Clone)]
+struct Named {
+    id: u32,
+    counters: Arc<WorkloadCounters>,
+}
+
 #[derive(serde::Serialize, serde::Deserialize, Clone)]
 struct WorkloadEntry {
     name: String,
@@ -413,6 +449,8 @@ pub struct Node {
     /// Counters.
     pub metrics: Arc<Metrics>,
     workloads: RwLock<HashMap<String, Arc<Workload>>>,
+    names: RwLock<HashMap<String, Named>>,
+    by_id: RwLock<HashMap<u32, Arc<WorkloadCounters>>>,
     table: Mutex<WorkloadTable>,
     plan: RwLock<ActivePlan>,
     ram: Option<RamCache>,
@@ -461,22 +499,7 @@ impl Node {
                 NodeError::Startup(format!("cannot create directory {}: {e}", d.display()))
             })?;
         }
-        let table_path = cfg.data.join("workloads.json");
-        let table: WorkloadTable = match std::fs::read_to_string(&table_path) {
-            Ok(t) => serde_json::from_str(&t).map_err(|e| {
-                NodeError::Startup(format!(
-                    "{}: not a workload table: {e}",
-                    table_path.display()
-                ))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => WorkloadTable::default(),
-            Err(e) => {
-                return Err(NodeError::Startup(format!(
-                    "cannot read {}: {e}",
-                    table_path.display()
-                )))
-            }
-        };
+        let table = read_names(&cfg.data)?;
         let metrics = Arc::new(Metrics::default());
         let ram = (cfg.ram_cache_bytes > 0)
             .then(|| RamCache::new(&cfg.ram_policy, cfg.ram_cache_bytes, metrics.clone()));
@@ -525,6 +548,8 @@ impl Node {
         let node = Arc::new(Node {
             metrics,
             workloads: RwLock::new(HashMap::new()),
+            names: RwLock::new(HashMap::new()),
+            by_id: RwLock::new(HashMap::new()),
             table: Mutex::new(table),
             plan: RwLock::new(ActivePlan::default_plan()),
             ram,
@@ -540,15 +565,17 @@ impl Node {
             inline_off_until_ms: AtomicU64::new(0),
             cfg,
         });
-        let names: Vec<String> = node
-            .table
-            .lock()
-            .workloads
-            .iter()
-            .map(|w| w.name.clone())
-            .collect();
-        for n in names {
-            node.workload(&n)?;
+        let known: Vec<WorkloadEntry> = node.table.lock().workloads.clone();
+        for e in known {
+            node.register(e);
+        }
+        node.open_store(SHARED, SHARED_ID)?;
+        // Stores on the devices already: those of workloads a plan listed,
+        // and the per-bucket stores of data directories written before
+        // buckets shared a store. Their objects stay readable.
+        for name in existing_stores(&node.cfg) {
+            let id = node.named(&name)?.id;
+            node.open_store(&name, id)?;
         }
         if let Some(p) = node.cfg.plan_path.clone() {
             node.load_plan_file(&p)?;
@@ -556,8 +583,68 @@ impl Node {
         Ok(node)
     }
 
-    /// The workload named `name`, opening (and registering) it on first use.
+    /// The store a write of workload `name` goes to: the workload's own
+    /// store when the plan in force lists it (opened on first use), else the
+    /// shared store. Registers the name on first sight (a table entry: no
+    /// thread, no file).
     pub fn workload(&self, name: &str) -> Result<Arc<Workload>, NodeError> {
+        let id = self.named(name)?.id;
+        if self.plan.read().entry(id, name).is_some() {
+            self.open_store(name, id)
+        } else {
+            self.shared()
+        }
+    }
+
+    /// The shared store.
+    fn shared(&self) -> Result<Arc<Workload>, NodeError> {
+        self.workloads
+            .read()
+            .get(SHARED)
+            .cloned()
+            .ok_or_else(|| NodeError::Store("the shared store is not open".into()))
+    }
+
+    fn register(&self, e: WorkloadEntry) -> Named {
+        let counters = self.metrics.workload(&e.name);
+        let named = Named {
+            id: e.id,
+            counters: counters.clone(),
+        };
+        if let Some(t) = &self.tracer {
+            t.name_workload(e.id, &e.name);
+        }
+        self.by_id.write().insert(e.id, counters);
+        self.names.write().insert(e.name, named.clone());
+        named
+    }
+
+    /// The trace id and counters of workload `name`, registering it (one
+    /// appended line in the name table) on first sight.
+    fn named(&self, name: &str) -> Result<Named, NodeError> {
+        if let Some(n) = self.names.read().get(name) {
+            return Ok(n.clone());
+        }
+        let mut t = self.table.lock();
+        if let Some(n) = self.names.read().get(name) {
+            return Ok(n.clone());
+        }
+        let id = t.workloads.iter().map(|w| w.id).max().unwrap_or(0) + 1;
+        if id == SHARED_ID {
+            return Err(NodeError::Store("the workload table is full".into()));
+        }
+        let e = WorkloadEntry {
+            name: name.to_string(),
+            id,
+        };
+        append_name(&self.cfg.data, &e)?;
+        t.workloads.push(e.clone());
+        Ok(self.register(e))
+    }
+
+    /// The store named `name` (the shared store, or a listed workload's),
+    /// opening it on first use.
+    fn open_store(&self, name: &str, id: u32) -> Result<Arc<Workload>, NodeError> {
         if let Some(w) = self.workloads.read().get(name) {
             return Ok(w.clone());
         }
@@ -565,21 +652,6 @@ impl Node {
         if let Some(w) = all.get(name) {
             return Ok(w.clone());
         }
-        let id = {
-            let mut t = self.table.lock();
-            match t.workloads.iter().find(|w| w.name == name) {
-                Some(w) => w.id,
-                None => {
-                    let id = t.workloads.iter().map(|w| w.id).max().unwrap_or(0) + 1;
-                    t.workloads.push(WorkloadEntry {
-                        name: name.to_string(),
-                        id,
-                    });
-                    self.save_table(&t)?;
-                    id
-                }
-            }
-        };
         let mut devs: Vec<(PathBuf, Tier)> = Vec::new();
         for d in &self.cfg.flash {
             devs.push((d.join(name), Tier::Flash));
@@ -619,29 +691,8 @@ impl Node {
             first_disk,
             draw: Mutex::new(WriteDraw::default()),
         });
-        if let Some(t) = &self.tracer {
-            t.name_workload(id, name);
-        }
         all.insert(name.to_string(), w.clone());
         Ok(w)
-    }
-
-    fn save_table(&self, t: &WorkloadTable) -> Result<(), NodeError> {
-        let path = self.cfg.data.join("workloads.json");
-        let tmp = self.cfg.data.join("workloads.json.tmp");
-        let text = serde_json::to_string_pretty(t).unwrap_or_default();
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            if let Ok(d) = std::fs::File::open(&self.cfg.data) {
-                let _ = d.sync_all();
-            }
-            Ok(())
-        };
-        write().map_err(|e| NodeError::Store(format!("cannot write {}: {e}", path.display())))
     }
 
     /// Re-appends (through `w`'s writer, in order with client writes) the
@@ -662,7 +713,27 @@ impl Node {
             .map_err(store_err)
     }
 
-    /// Every open workload.
+    /// Every workload name the node has seen, by id: its trace id,
+    /// counters, and its own store when a plan listed it (else its objects
+    /// are in the shared store).
+    pub fn named_workloads(&self) -> Vec<NamedWorkload> {
+        let stores = self.workloads.read();
+        let mut v: Vec<NamedWorkload> = self
+            .names
+            .read()
+            .iter()
+            .map(|(name, n)| NamedWorkload {
+                name: name.clone(),
+                id: n.id,
+                counters: n.counters.clone(),
+                store: stores.get(name).cloned(),
+            })
+            .collect();
+        v.sort_by_key(|w| w.id);
+        v
+    }
+
+    /// Every open store: the shared one and those of listed workloads.
     pub fn workloads(&self) -> Vec<Arc<Workload>> {
         let mut v: Vec<_> = self.workloads.read().values().cloned().collect();
         v.sort_by_key(|w| w.id);
@@ -684,6 +755,13 @@ impl Node {
     pub fn set_plan(&self, plan: TierPlan) -> Result<(), NodeError> {
         plan.validate()
             .map_err(|e| NodeError::BadPlan(e.to_string()))?;
+        if plan.workloads.len() > self.cfg.max_workloads {
+            return Err(NodeError::BadPlan(format!(
+                "the plan lists {} workloads; this node takes at most {} (--max-workloads)",
+                plan.workloads.len(),
+                self.cfg.max_workloads
+            )));
+        }
         *self.plan.write() = ActivePlan { plan: Some(plan) };
         self.metrics.plan_loads.fetch_add(1, Relaxed);
         Ok(())
@@ -747,6 +825,7 @@ impl Node {
         objects: Vec<NewObject>,
     ) -> Result<Vec<Written>, NodeError> {
         let t0 = Instant::now();
+        let named = self.named(workload)?;
         let w = self.workload(workload)?;
         let created = now_ms();
         let mut items = Vec::with_capacity(objects.len());
@@ -763,7 +842,7 @@ impl Node {
             let id = object_id(&o.bucket, &o.name);
             let cookie: u32 = rand::rng().random();
             let header = ObjectHeader {
-                workload: w.id,
+                workload: named.id,
                 created_ms: created,
                 full_name: full_name(&o.bucket, &o.name),
             };
@@ -790,6 +869,7 @@ impl Node {
         let tier = rx
             .await
             .map_err(|_| NodeError::Store("the workload's writer stopped".into()))??;
+        self.drop_elsewhere(workload, &w, &ids).await?;
         for (id, _) in &ids {
             let k = cache_key(*id);
             self.writes.wrote(k);
@@ -801,16 +881,17 @@ impl Node {
             }
         }
         let n = ids.len() as u64;
-        w.counters.writes.fetch_add(n, Relaxed);
-        w.counters.bytes_written.fetch_add(bytes, Relaxed);
+        let c = &named.counters;
+        c.writes.fetch_add(n, Relaxed);
+        c.bytes_written.fetch_add(bytes, Relaxed);
         if tier == Tier::Flash {
-            w.counters.writes_flash.fetch_add(n, Relaxed);
+            c.writes_flash.fetch_add(n, Relaxed);
         }
         let lat = t0.elapsed().as_micros() as u64;
         self.metrics.put_latency.observe(lat);
         if let Some(t) = &self.tracer {
             for (id, size) in &ids {
-                t.put(id.key, w.id, *size, created as f64 / 1e3, lat);
+                t.put(id.key, named.id, *size, created as f64 / 1e3, lat);
             }
         }
         let tier_name = if tier == Tier::Flash { "flash" } else { "disk" };
@@ -818,6 +899,46 @@ impl Node {
             o.tier = tier_name;
         }
         Ok(out)
+    }
+
+    /// After a write of workload `name` into `target`, deletes older
+    /// versions of the same objects from the other store the workload's
+    /// objects can be in (its own store or the shared one, when the plan
+    /// listed it then and not now, or the other way round), so that at most
+    /// one store holds a live version of a name.
+    async fn drop_elsewhere(
+        &self,
+        name: &str,
+        target: &Arc<Workload>,
+        ids: &[(ObjectId, u64)],
+    ) -> Result<(), NodeError> {
+        let other = if target.name == SHARED {
+            self.workloads.read().get(name).cloned()
+        } else {
+            self.workloads.read().get(SHARED).cloned()
+        };
+        let Some(other) = other else {
+            return Ok(());
+        };
+        let m = other.store.memory();
+        if m.sealed_objects + m.active_objects == 0 {
+            return Ok(());
+        }
+        for (id, _) in ids {
+            self.delete_in(&other, *id).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes `id` from store `w` through its writer; whether it was there.
+    async fn delete_in(&self, w: &Workload, id: ObjectId) -> Result<bool, NodeError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        w.commit
+            .lock()
+            .send(Job::Delete(id, tx))
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?;
+        rx.await
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?
     }
 
     /// Reads `bucket/name`, checking `cookie` when given (a mismatch is
@@ -837,7 +958,7 @@ impl Node {
         }
         let id = object_id(bucket, name);
         let fname = full_name(bucket, name);
-        let w = self.existing_workload(workload);
+        let w = self.store_of(workload);
         let check = |needle: &Bytes, stored_cookie: u32| -> Option<(ObjectHeader, Bytes)> {
             if cookie.is_some_and(|c| c != stored_cookie) {
                 return None;
@@ -923,14 +1044,8 @@ impl Node {
         let lat = t0.elapsed().as_micros() as u64;
         self.metrics.get_latency.observe(lat);
         self.metrics.served(f.served);
-        let w = self
-            .workloads
-            .read()
-            .values()
-            .find(|w| w.id == wid)
-            .cloned();
-        if let Some(w) = &w {
-            w.counters.read(f.served);
+        if let Some(c) = self.by_id.read().get(&wid) {
+            c.read(f.served);
         }
         if let Some(t) = &self.tracer {
             t.get(
@@ -945,8 +1060,18 @@ impl Node {
         }
     }
 
-    fn existing_workload(&self, name: &str) -> Option<Arc<Workload>> {
-        self.workloads.read().get(name).cloned()
+    /// The store a read of workload `name` looks in first: where its
+    /// writes go now (without registering the name).
+    fn store_of(&self, name: &str) -> Option<Arc<Workload>> {
+        let id = self.names.read().get(name).map(|n| n.id);
+        let listed = id.is_some_and(|id| self.plan.read().entry(id, name).is_some());
+        let all = self.workloads.read();
+        if listed {
+            if let Some(w) = all.get(name) {
+                return Some(w.clone());
+            }
+        }
+        all.get(SHARED).cloned()
     }
 
     /// A GET's device read on the calling (async) thread, or `None` when it
@@ -1064,13 +1189,6 @@ impl Node {
         name: &str,
     ) -> Result<bool, NodeError> {
         let id = object_id(bucket, name);
-        let first = self.existing_workload(workload);
-        let mut order: Vec<Arc<Workload>> = first.into_iter().collect();
-        for w in self.workloads() {
-            if !order.iter().any(|o| o.id == w.id) {
-                order.push(w);
-            }
-        }
         let k = cache_key(id);
         self.writes.wrote(k);
         if let Some(r) = &self.ram {
@@ -1079,19 +1197,12 @@ impl Node {
         if let Some(f) = &self.fcache {
             f.invalidate(id);
         }
+        // Every store: a name has at most one live version, but which store
+        // holds it depends on the plans in force when it was written.
         let mut deleted = None;
-        for w in order {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            w.commit
-                .lock()
-                .send(Job::Delete(id, tx))
-                .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?;
-            let gone = rx
-                .await
-                .map_err(|_| NodeError::Store("the workload's writer stopped".into()))??;
-            if gone {
-                deleted = Some(w.id);
-                break;
+        for w in self.workloads() {
+            if self.delete_in(&w, id).await? {
+                deleted = Some(self.names.read().get(workload).map_or(w.id, |n| n.id));
             }
         }
         if let (Some(wid), Some(t)) = (deleted, &self.tracer) {
@@ -1128,17 +1239,29 @@ impl Node {
     /// A JSON summary of the node: tiers, workloads, caches, plan.
     pub fn status(&self) -> serde_json::Value {
         let plan = self.plan();
-        let wl: Vec<serde_json::Value> = self
+        let stores: Vec<serde_json::Value> = self
             .workloads()
+            .iter()
+            .map(|w| {
+                serde_json::json!({
+                    "name": w.name,
+                    "flash_bytes": w.counters.flash_bytes.load(Relaxed),
+                    "disk_bytes": w.counters.disk_bytes.load(Relaxed),
+                })
+            })
+            .collect();
+        let wl: Vec<serde_json::Value> = self
+            .named_workloads()
             .iter()
             .map(|w| {
                 let c = &w.counters;
                 let reads = c.total_reads();
                 let flash = c.reads_from(Served::Flash);
-                let rule = self.rule(w);
+                let rule = self.plan.read().rule(w.id, &w.name);
                 serde_json::json!({
                     "name": w.name,
                     "id": w.id,
+                    "store": w.store.as_ref().map_or(SHARED, |s| s.name.as_str()),
                     "reads": reads,
                     "reads_ram": c.reads_from(Served::Ram),
                     "reads_flash": flash,
@@ -1164,6 +1287,7 @@ impl Node {
             "plan": plan.as_ref().map(|_| "loaded").unwrap_or("default"),
             "predicted_flash_hit_ratio": plan.as_ref().map(|p| p.predicted_flash_hit_ratio),
             "workloads": wl,
+            "stores": stores,
             "ram_cache": {
                 "hits": m.ram_hits.load(Relaxed),
                 "misses": m.ram_misses.load(Relaxed),
@@ -1185,12 +1309,98 @@ impl Node {
 
     /// Resets the per-workload read counters (between demo phases).
     pub fn reset_read_counters(&self) {
-        for w in self.workloads() {
+        for w in self.named_workloads() {
             for r in &w.counters.reads {
                 r.store(0, Relaxed);
             }
         }
     }
+}
+
+/// The workload name table of the node directory `data`: the table of
+/// older versions (`workloads.json`, rewritten whole) and the append-only
+/// `workloads.log` (one `ID NAME` line per workload; a torn last line, from
+/// a crash while it was appended, is ignored).
+fn read_names(data: &Path) -> Result<WorkloadTable, NodeError> {
+    let mut table = WorkloadTable::default();
+    let old = data.join("workloads.json");
+    match std::fs::read_to_string(&old) {
+        Ok(t) => {
+            table = serde_json::from_str(&t).map_err(|e| {
+                NodeError::Startup(format!("{}: not a workload table: {e}", old.display()))
+            })?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(NodeError::Startup(format!(
+                "cannot read {}: {e}",
+                old.display()
+            )))
+        }
+    }
+    let log = data.join(NAMES_LOG);
+    let text = match std::fs::read(&log) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            return Err(NodeError::Startup(format!(
+                "cannot read {}: {e}",
+                log.display()
+            )))
+        }
+    };
+    for line in text.split(|&b| b == b'\n') {
+        let Ok(line) = std::str::from_utf8(line) else {
+            continue;
+        };
+        let Some((id, name)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(id) = id.parse::<u32>() else { continue };
+        if !valid_bucket(name) || table.workloads.iter().any(|w| w.name == name || w.id == id) {
+            continue;
+        }
+        table.workloads.push(WorkloadEntry {
+            name: name.to_string(),
+            id,
+        });
+    }
+    Ok(table)
+}
+
+/// Appends `e` to the name table, durably.
+fn append_name(data: &Path, e: &WorkloadEntry) -> Result<(), NodeError> {
+    use std::io::Write;
+    let path = data.join(NAMES_LOG);
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)?;
+        // A line starts on a line of its own even after a torn append.
+        f.write_all(format!("\n{} {}\n", e.id, e.name).as_bytes())?;
+        f.sync_data()
+    };
+    write().map_err(|err| NodeError::Store(format!("cannot write {}: {err}", path.display())))
+}
+
+/// Names of the stores already on the devices (subdirectories named like a
+/// workload), the shared store and the read cache excepted.
+fn existing_stores(cfg: &NodeConfig) -> Vec<String> {
+    let mut names: Vec<String> = cfg
+        .flash
+        .iter()
+        .chain(cfg.disk.iter())
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| valid_bucket(n))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The group-commit writer of one workload: drains every job waiting,

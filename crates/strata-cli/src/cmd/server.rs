@@ -101,6 +101,11 @@ pub struct Args {
     /// Seconds a client has to send its request head.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     header_timeout: u64,
+    /// Most workloads a tier plan may list. A listed workload gets a segment
+    /// store of its own (a writer thread and its files); every other bucket
+    /// and workload shares one store and costs neither (docs/node.md).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_workloads: usize,
     /// HTTP worker threads (0: one per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
@@ -193,6 +198,10 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
         bail!("--flash-burst must be within 0 and 10");
     }
     cfg.flash_burst = a.flash_burst;
+    if a.max_workloads == 0 {
+        bail!("--max-workloads must be at least 1");
+    }
+    cfg.max_workloads = a.max_workloads;
     Ok(cfg)
 }
 
@@ -220,6 +229,9 @@ fn refuse_in_cluster_mode(a: &Args) -> anyhow::Result<()> {
     }
     if a.header_timeout != 10 {
         given.push("--header-timeout");
+    }
+    if a.max_workloads != 1024 {
+        given.push("--max-workloads (a cluster node's stores are per row, not per workload)");
     }
     if given.is_empty() {
         return Ok(());

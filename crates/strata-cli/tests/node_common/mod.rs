@@ -67,6 +67,12 @@ impl Server {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The process id.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGHUP (reload the tier plan).
     pub fn hup(&self) {
         let _ = Command::new("kill")

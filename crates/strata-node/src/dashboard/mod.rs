@@ -228,19 +228,26 @@ impl Source for NodeSource {
             ..Counts::default()
         };
         let mut workloads = Vec::new();
+        // Flash bytes by store: a workload's own when a plan lists it, the
+        // shared store's for every other workload (not known per workload).
         for w in node.workloads() {
+            let fb = w.counters.flash_bytes.load(Relaxed);
+            total.flash_bytes = Some(total.flash_bytes.unwrap_or(0) + fb);
+            total.flash_written_bytes = Some(
+                total.flash_written_bytes.unwrap_or(0) + w.store.counters().bytes_written_flash,
+            );
+        }
+        for w in node.named_workloads() {
             let (plan_flash_bytes, predicted) = plan_of(&plan, w.id, &w.name);
+            let own = w.store.as_ref();
             let c = Counts {
                 reads: reads_of(&w.counters),
-                flash_bytes: Some(w.counters.flash_bytes.load(Relaxed)),
-                flash_written_bytes: Some(w.store.counters().bytes_written_flash),
+                flash_bytes: own.map(|s| s.counters.flash_bytes.load(Relaxed)),
+                flash_written_bytes: own.map(|s| s.store.counters().bytes_written_flash),
                 plan_flash_bytes,
                 predicted_flash_hit_ratio: predicted,
             };
             add_reads(&mut total, &c);
-            total.flash_bytes = Some(total.flash_bytes.unwrap_or(0) + c.flash_bytes.unwrap_or(0));
-            total.flash_written_bytes =
-                Some(total.flash_written_bytes.unwrap_or(0) + c.flash_written_bytes.unwrap_or(0));
             workloads.push((w.name.clone(), c));
         }
         total.plan_flash_bytes = Some(match &plan.plan {

@@ -338,8 +338,8 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
         ("--plan", "plan.json"),
         ("--flash-cache", "1MiB"),
         ("--ram-admission", "recent"),
-        ("--flash-burst", "0.5"),
         ("--header-timeout", "3"),
+        ("--max-workloads", "8"),
     ] {
         let out = run(strata()
             .args([

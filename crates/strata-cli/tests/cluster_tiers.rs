@@ -341,3 +341,164 @@ fn devices_tiers_plan_ram_cache_mover_and_traces() {
     }
     drop(nodes);
 }
+
+/// The per-workload flash gauge of `workload` on a node.
+fn workload_flash(addr: &str, workload: &str) -> f64 {
+    let m = metrics_of(addr);
+    metric(
+        &m,
+        &format!("strata_workload_flash_bytes{{workload=\"{workload}\"}}"),
+    )
+    .unwrap_or(0.0)
+}
+
+#[test]
+fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
+    let dir = scratch();
+    let (_meta_proc, meta) = start_meta(
+        None,
+        3,
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let n = dir.path().join(format!("n{i}"));
+        let p = |s: &str| n.join(s).display().to_string();
+        let (flash, d0, id) = (p("flash"), p("d0"), p("id"));
+        let args = [
+            "--data",
+            &id,
+            "--flash",
+            &flash,
+            "--disk",
+            &d0,
+            "--ram-cache",
+            "0",
+            "--segment-size",
+            "64KiB",
+            "--flash-capacity",
+            "16MiB",
+            "--flash-burst",
+            "0",
+            "--scrub-every",
+            "0",
+        ];
+        let (proc_, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
+        nodes.push((proc_, addr));
+    }
+    wait_until(Duration::from_secs(30), "a table", || {
+        status(&meta)["table_version"] == 1
+    });
+    // `fresh` may hold 4 MiB but only for 3 s (its TTL); `big` holds at
+    // most 192 KiB per node, with no TTL.
+    let plan = serde_json::json!({
+        "format": "strata-tier-plan", "version": 1,
+        "total_flash_bytes": (4u64 << 20) + (192 << 10),
+        "write_bound_bytes_per_s": null, "train_window": [0.0, 1.0],
+        "policy": "fifo", "predicted_flash_hit_ratio": 0.5,
+        "workloads": [
+            {"id": 1, "name": "fresh", "flash_bytes": 4u64 << 20,
+             "write_probability": 1.0, "ttl_seconds": 3.0, "eviction": "fifo",
+             "weight": 1.0, "predicted_flash_reads_per_s": 1.0},
+            {"id": 2, "name": "big", "flash_bytes": 192u64 << 10,
+             "write_probability": 1.0, "ttl_seconds": null, "eviction": "fifo",
+             "weight": 1.0, "predicted_flash_reads_per_s": 1.0}
+        ]
+    });
+    let plan_file = dir.path().join("plan.json");
+    std::fs::write(&plan_file, plan.to_string()).expect("write");
+    ok(strata()
+        .args(["cluster", "plan", "set", "--meta", &meta])
+        .arg(&plan_file));
+    for (_, addr) in &nodes {
+        wait_until(Duration::from_secs(20), "the plan on every node", || {
+            node_status(addr)["plan_version"] == 1
+        });
+    }
+    for (bucket, n) in [("fresh", "60"), ("big", "300")] {
+        ok(strata().args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            n,
+            "--size",
+            "2KiB",
+            "--bucket",
+            bucket,
+        ]));
+    }
+    // Both went to flash; each workload's parts of the rows are its own.
+    for (_, addr) in &nodes {
+        wait_until(Duration::from_secs(10), "fresh on flash", || {
+            workload_flash(addr, "fresh") > 0.0
+        });
+    }
+    // `big` is held to its 192 KiB by moving its oldest segments, while
+    // `fresh` (under its allocation) keeps its flash until its TTL passes;
+    // then all of it leaves flash, and `big` keeps its allocation.
+    for (_, addr) in &nodes {
+        wait_until(
+            Duration::from_secs(20),
+            "big within its flash bytes",
+            || {
+                let b = workload_flash(addr, "big");
+                b > 0.0 && b <= (192 << 10) as f64
+            },
+        );
+    }
+    // The newest `fresh` objects leave flash on every replica once the TTL
+    // passed (the gauge keeps only empty active segments' headers).
+    let (t, map) = map_of(&meta);
+    let tier_of = |bucket: &str, key: &str| -> Vec<String> {
+        let row = t.row_of(object_hash(bucket, key));
+        t.row(row)
+            .iter()
+            .map(|&d| {
+                let (code, head, _) = http_full(
+                    &addr_of(&map, &t, d),
+                    "GET",
+                    &format!("/cluster/v1/rows/{row}/objects/{bucket}/{key}"),
+                    Some(1),
+                    "",
+                    b"",
+                );
+                assert_eq!(code, 200);
+                header(&head, "x-strata-tier").unwrap_or("").to_string()
+            })
+            .collect()
+    };
+    let newest: Vec<String> = (55..60).map(|i| format!("obj-{i:08}")).collect();
+    wait_until(Duration::from_secs(30), "fresh evicted by its TTL", || {
+        newest
+            .iter()
+            .all(|k| tier_of("fresh", k).iter().all(|t| t == "disk"))
+    });
+    for (_, addr) in &nodes {
+        // The gauge is refreshed at the start of the mover's next pass.
+        wait_until(Duration::from_secs(5), "the fresh gauge to follow", || {
+            workload_flash(addr, "fresh") < (64 << 10) as f64
+        });
+        let b = workload_flash(addr, "big");
+        assert!(b > 0.0 && b <= (192 << 10) as f64, "big holds {b}");
+    }
+    // `big`'s newest objects are still on flash: no TTL evicts them.
+    assert!(tier_of("big", "obj-00000299").iter().all(|t| t == "flash"));
+    // Every object reads back, wherever the mover put it.
+    for (bucket, n) in [("fresh", "60"), ("big", "300")] {
+        ok(strata().args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            n,
+            "--size",
+            "2KiB",
+            "--bucket",
+            bucket,
+            "--verify",
+        ]));
+    }
+    drop(nodes);
+}

@@ -6,7 +6,6 @@
 //! store, shared by the buckets of the row, so they are shown for all
 //! workloads together only (flash used against the flash budget).
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use strata_node::dashboard::history::{Counts, Reading};
@@ -29,10 +28,11 @@ impl Source for ClusterSource {
             .iter()
             .flatten()
             .flat_map(|s| s.opened())
-            .map(|s| s.store().counters().bytes_written_flash)
+            .flat_map(|s| s.parts())
+            .map(|(_, p)| p.counters().bytes_written_flash)
             .sum();
         let mut total = Counts {
-            flash_bytes: Some(node.flash_used.load(Relaxed)),
+            flash_bytes: Some(node.flash_used()),
             flash_written_bytes: Some(written),
             plan_flash_bytes: Some(node.flash_budget()),
             predicted_flash_hit_ratio: plan.plan.as_ref().map(|p| p.predicted_flash_hit_ratio),

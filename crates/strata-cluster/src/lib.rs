@@ -23,7 +23,6 @@ mod dashboard;
 mod error;
 pub mod gateway;
 pub mod index;
-mod mover;
 mod node;
 pub mod recovery;
 pub mod rows;

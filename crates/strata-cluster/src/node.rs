@@ -15,6 +15,7 @@ use strata_meta::api::{
     ScrubReport, TierClass,
 };
 use strata_node::metrics::Metrics;
+use strata_node::node::{SHARED, SHARED_ID};
 use strata_node::plan::ActivePlan;
 use strata_node::ramcache::RamCache;
 use strata_node::trace::Tracer;
@@ -63,6 +64,9 @@ pub struct NodeOptions {
     pub segment_size: u64,
     /// Bound on bytes per second the tier mover copies from flash to disk.
     pub mover_bytes_per_sec: u64,
+    /// Under a tier plan, how far above its flash bytes a workload may go
+    /// (a fraction of them) while the plan's TTL is what evicts it.
+    pub flash_burst: f64,
     /// RAM object cache bytes (0: none).
     pub ram_cache_bytes: u64,
     /// RAM cache policy (strata-policy, the simulator's code).
@@ -106,6 +110,7 @@ impl NodeOptions {
             flash_capacity: None,
             segment_size: 64 << 20,
             mover_bytes_per_sec: 256 << 20,
+            flash_burst: 0.25,
             ram_cache_bytes: 0,
             ram_policy: PolicySpec::MidpointLru { percentile: 75.0 },
             trace_dir: None,
@@ -189,8 +194,8 @@ pub struct ClusterNode {
     pub(crate) plan: RwLock<(u64, ActivePlan)>,
     /// Sampled request traces.
     pub(crate) tracer: Option<Tracer>,
-    /// Bytes of flash the row stores hold (updated by the mover).
-    pub(crate) flash_used: AtomicU64,
+    /// Reference bits of flash-resident objects (the LRU mover's).
+    pub(crate) hot: strata_node::node::HotBits,
     /// Bytes the flash tier may hold.
     pub(crate) flash_capacity: u64,
     /// Old row directories removed after their rows moved away.
@@ -310,12 +315,22 @@ impl ClusterNode {
         id
     }
 
+    /// Whether the plan in force lists `bucket`'s workload: its records go
+    /// to the workload's own part of each row (else to the shared part).
+    pub(crate) fn own_part(&self, bucket: &str) -> bool {
+        let id = self.workload_id(bucket);
+        read(&self.plan).1.entry(id, bucket).is_some()
+    }
+
     pub(crate) fn choose_tier(&self, bucket: &str) -> Tier {
         if self.opts.flash_tier().is_empty() {
             return Tier::Disk;
         }
         let id = self.workload_id(bucket);
-        let rule = read(&self.plan).1.rule(id, bucket);
+        let (rule, own) = {
+            let g = read(&self.plan);
+            (g.1.rule(id, bucket), g.1.entry(id, bucket).is_some())
+        };
         // The node's stratified draw (strata-node), one per workload.
         let to_flash = lock(&self.draws)
             .entry(id)
@@ -324,11 +339,34 @@ impl ClusterNode {
         if !to_flash {
             return Tier::Disk;
         }
-        let used = self.flash_used.load(Ordering::Relaxed);
-        if strata_node::node::flash_overflowing(self.flash_budget(), used, self.opts.segment_size) {
+        let part = if own { bucket } else { SHARED };
+        let have = self
+            .metrics
+            .workload(part)
+            .flash_bytes
+            .load(Ordering::Relaxed);
+        let limit = rule.flash_bytes.unwrap_or(self.flash_capacity);
+        if strata_node::node::flash_overflowing(limit, have, self.opts.segment_size) {
             return Tier::Disk;
         }
         Tier::Flash
+    }
+
+    /// Bytes of flash the row stores hold (as of the mover's last pass).
+    pub(crate) fn flash_used(&self) -> u64 {
+        let mut names: Vec<String> = self
+            .stores
+            .iter()
+            .flatten()
+            .flat_map(|s| s.opened())
+            .flat_map(|r| r.parts().into_iter().map(|(n, _)| n))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .map(|n| self.metrics.workload(n).flash_bytes.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Bytes the flash tier may hold now: its capacity, bounded by the sum
@@ -626,6 +664,79 @@ impl ClusterNode {
 }
 
 /// Size of the filesystem holding `dir` (0 if unknown).
+/// The one tier mover (strata-node's) over the row stores: every row's
+/// part of a workload is one member of the workload's group.
+impl strata_node::mover::Tiered for ClusterNode {
+    fn groups(&self) -> Vec<strata_node::mover::Group> {
+        let mut by_name: HashMap<String, Vec<strata_node::mover::Member>> = HashMap::new();
+        for (disk, rows) in self.stores.iter().enumerate() {
+            let Some(rows) = rows else { continue };
+            for r in rows.opened() {
+                if r.flash_path().is_none() {
+                    continue;
+                }
+                for (name, store) in r.parts() {
+                    let key =
+                        xxhash_rust::xxh3::xxh3_64(format!("{disk}/{}/{name}", r.row()).as_bytes());
+                    let (rs, part) = (r.clone(), store.clone());
+                    by_name
+                        .entry(name)
+                        .or_default()
+                        .push(strata_node::mover::Member {
+                            key,
+                            store,
+                            first_disk: 0,
+                            disks: 1,
+                            recent: None,
+                            reappend: Arc::new(move |segment, needles| {
+                                rs.reappend(part.clone(), segment, needles)
+                            }),
+                        });
+                }
+            }
+        }
+        let plan = read(&self.plan).1.clone();
+        by_name
+            .into_iter()
+            .map(|(name, members)| {
+                let rule = if name == SHARED {
+                    plan.rule(SHARED_ID, SHARED)
+                } else {
+                    plan.rule(self.workload_id(&name), &name)
+                };
+                strata_node::mover::Group {
+                    rule,
+                    counters: self.metrics.workload(&name),
+                    members,
+                }
+            })
+            .collect()
+    }
+
+    fn settings(&self) -> strata_node::mover::MoverSettings {
+        strata_node::mover::MoverSettings {
+            both_tiers: !self.opts.flash_tier().is_empty(),
+            flash_capacity: self.flash_capacity,
+            flash_burst: self.opts.flash_burst,
+            bytes_per_s: self.opts.mover_bytes_per_sec,
+            recent_window: Duration::from_secs(600),
+            interval: Duration::from_millis(100),
+        }
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn hot(&self) -> &strata_node::node::HotBits {
+        &self.hot
+    }
+
+    fn stopped(&self) -> bool {
+        false
+    }
+}
+
 fn fs_size(dir: &Path) -> u64 {
     rustix::fs::statvfs(dir)
         .map(|st| st.f_blocks.saturating_mul(st.f_frsize))
@@ -725,7 +836,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         ram,
         plan: RwLock::new((0, ActivePlan::default_plan())),
         tracer,
-        flash_used: AtomicU64::new(0),
+        hot: strata_node::node::HotBits::new(24),
         flash_capacity,
         rows_removed: AtomicU64::new(0),
         draws: Mutex::new(HashMap::new()),
@@ -769,7 +880,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         tokio::spawn(crate::scrub::run(node.clone(), every));
     }
     if !node.opts.flash_tier().is_empty() {
-        crate::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
+        strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
             path: "tier mover thread".into(),
             source,
         })?;

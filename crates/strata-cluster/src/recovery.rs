@@ -146,9 +146,10 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
         // is kept only if newer than what the row holds: a delete or a
         // write that reached this replica while the copy ran wins over the
         // older record the stream brings (docs/recovery.md).
-        let writes = puts
-            .iter()
-            .map(|f| store.put(&f.bucket, &f.key, f.stamp, &f.data, Tier::Disk));
+        let writes = puts.iter().map(|f| {
+            let own = node.own_part(&f.bucket);
+            store.put(&f.bucket, &f.key, f.stamp, &f.data, Tier::Disk, own)
+        });
         for r in futures_util::future::join_all(writes).await {
             r?;
         }

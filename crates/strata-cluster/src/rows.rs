@@ -28,10 +28,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
-use strata_store::{PutItem, Store, StoreConfig, StoreError, Tier};
+use strata_node::node::SHARED;
+use strata_store::{PutItem, Store, StoreConfig, StoreError, StoredNeedle, Tier};
 
 use crate::ClusterError;
 
@@ -114,7 +115,7 @@ pub struct Stored {
     pub tier: Tier,
 }
 
-/// What a write does when the row already holds a record of the name.
+/// Work for a row's writer thread.
 enum Job {
     Put(WriteReq),
     /// Drop the tombstone of this identity if its stamp is this one.
@@ -122,7 +123,15 @@ enum Job {
         key: u64,
         alt: u32,
         stamp: u64,
+        parts: Vec<Arc<Store>>,
         reply: tokio::sync::oneshot::Sender<Result<bool, String>>,
+    },
+    /// The LRU mover's re-append of still-live needles to flash.
+    Reappend {
+        part: Arc<Store>,
+        segment: u64,
+        needles: Vec<StoredNeedle>,
+        reply: mpsc::Sender<Result<u64, String>>,
     },
 }
 
@@ -133,15 +142,30 @@ struct WriteReq {
     stamp: u64,
     tier: Tier,
     data: Vec<u8>,
+    /// The part the record goes to.
+    target: Arc<Store>,
+    /// The other part that may hold an older record of the name.
+    other: Option<Arc<Store>>,
     reply: tokio::sync::oneshot::Sender<Result<bool, String>>,
 }
 
-/// One row's segment store and its group-commit writer.
+/// One row's segment stores ("parts") and its group-commit writer.
+///
+/// A row has a part for every workload the tier plan lists (under
+/// `ROW/workloads/NAME/`, so the tier mover can hold each workload to its
+/// flash bytes) and the shared part (`ROW/` itself) for all the others, as a
+/// single node's stores are (docs/node.md, "Buckets, workloads and stores"):
+/// a record of bucket `b` is in part `b` or in the shared part, never
+/// elsewhere, and the writer keeps at most one live record of a name across
+/// the two (the newest stamp wins across parts as within one). One writer
+/// thread per row, whatever the number of parts.
 pub struct RowStore {
     row: usize,
     path: PathBuf,
     flash_path: Option<PathBuf>,
-    store: Arc<Store>,
+    segment_size: u64,
+    shared: Arc<Store>,
+    parts: RwLock<HashMap<String, Arc<Store>>>,
     tx: Mutex<mpsc::Sender<Job>>,
     /// Bumped after every batch the writer applies: a reader that saw the
     /// same value before and after its read knows no write raced it (the
@@ -166,6 +190,29 @@ pub enum Scanned {
     Corrupt(String),
 }
 
+/// Subdirectory of a row directory holding the parts of listed workloads.
+const PARTS_DIR: &str = "workloads";
+
+fn open_store(
+    row: usize,
+    path: &Path,
+    flash_path: Option<&Path>,
+    segment_size: u64,
+) -> Result<Store, ClusterError> {
+    let mut cfg = StoreConfig::new(path, Tier::Disk);
+    if let Some(f) = flash_path {
+        cfg = cfg.with_device(f, Tier::Flash);
+    }
+    cfg.create_dirs = true;
+    cfg.segment_size = segment_size;
+    cfg.max_object_size = 16 << 20;
+    Store::open(cfg).map_err(|source| ClusterError::Store {
+        row,
+        path: path.display().to_string(),
+        source,
+    })
+}
+
 impl RowStore {
     fn open(
         row: usize,
@@ -173,25 +220,34 @@ impl RowStore {
         flash_path: Option<PathBuf>,
         segment_size: u64,
     ) -> Result<RowStore, ClusterError> {
-        let mut cfg = StoreConfig::new(&path, Tier::Disk);
-        if let Some(f) = &flash_path {
-            cfg = cfg.with_device(f, Tier::Flash);
+        let shared = Arc::new(open_store(row, &path, flash_path.as_deref(), segment_size)?);
+        let mut parts = HashMap::new();
+        if let Ok(rd) = std::fs::read_dir(path.join(PARTS_DIR)) {
+            for e in rd.flatten() {
+                let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                    continue;
+                };
+                if !strata_node::node::valid_bucket(&name) {
+                    continue;
+                }
+                let store = open_store(
+                    row,
+                    &path.join(PARTS_DIR).join(&name),
+                    flash_path
+                        .as_ref()
+                        .map(|f| f.join(PARTS_DIR).join(&name))
+                        .as_deref(),
+                    segment_size,
+                )?;
+                parts.insert(name, Arc::new(store));
+            }
         }
-        cfg.create_dirs = true;
-        cfg.segment_size = segment_size;
-        cfg.max_object_size = 16 << 20;
-        let store = Arc::new(Store::open(cfg).map_err(|source| ClusterError::Store {
-            row,
-            path: path.display().to_string(),
-            source,
-        })?);
         let (tx, rx) = mpsc::channel::<Job>();
-        let writer = store.clone();
         let writes = Arc::new(AtomicU64::new(0));
         let w = writes.clone();
         std::thread::Builder::new()
             .name(format!("row-{row}-writer"))
-            .spawn(move || group_commit(&writer, &rx, &w))
+            .spawn(move || group_commit(&rx, &w))
             .map_err(|source| ClusterError::Io {
                 path: path.display().to_string(),
                 source,
@@ -200,7 +256,9 @@ impl RowStore {
             row,
             path,
             flash_path,
-            store,
+            segment_size,
+            shared,
+            parts: RwLock::new(parts),
             tx: Mutex::new(tx),
             writes,
         })
@@ -233,11 +291,53 @@ impl RowStore {
         }
     }
 
+    /// The part of workload `name` if it exists.
+    fn part(&self, name: &str) -> Option<Arc<Store>> {
+        match self.parts.read() {
+            Ok(g) => g.get(name).cloned(),
+            Err(p) => p.into_inner().get(name).cloned(),
+        }
+    }
+
+    /// The part of workload `name`, created on first use (blocking).
+    fn part_or_open(&self, name: &str) -> Result<Arc<Store>, ClusterError> {
+        if let Some(p) = self.part(name) {
+            return Ok(p);
+        }
+        let mut g = match self.parts.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(p) = g.get(name) {
+            return Ok(p.clone());
+        }
+        let store = Arc::new(open_store(
+            self.row,
+            &self.path.join(PARTS_DIR).join(name),
+            self.flash_path
+                .as_ref()
+                .map(|f| f.join(PARTS_DIR).join(name))
+                .as_deref(),
+            self.segment_size,
+        )?);
+        g.insert(name.to_string(), store.clone());
+        Ok(store)
+    }
+
+    /// Where a record of `bucket` can be: its workload's part (if any) and
+    /// the shared part.
+    fn candidates(&self, bucket: &str) -> Vec<Arc<Store>> {
+        let mut v: Vec<Arc<Store>> = self.part(bucket).into_iter().collect();
+        v.push(self.shared.clone());
+        v
+    }
+
     /// Writes a record (a tombstone too) with `stamp` on `tier` (the disk
-    /// tier when the row has no flash); returns once it is durable (batched
-    /// with concurrent writes to the row: one fsync per batch and tier).
-    /// Returns false, writing nothing, when the row already holds a record
-    /// of the name with a newer stamp.
+    /// tier when the row has no flash), into the part of the bucket's
+    /// workload when `own` (the plan lists it) or the shared part; returns
+    /// once it is durable (batched with concurrent writes to the row: one
+    /// fsync per batch, part and tier). Returns false, writing nothing, when
+    /// the row already holds a record of the name with a newer stamp.
     pub async fn put(
         &self,
         bucket: &str,
@@ -245,6 +345,7 @@ impl RowStore {
         stamp: u64,
         record: &[u8],
         tier: Tier,
+        own: bool,
     ) -> Result<bool, ClusterError> {
         let (k, alt, cookie) = identity(bucket, key);
         let (reply, rx) = tokio::sync::oneshot::channel();
@@ -253,6 +354,17 @@ impl RowStore {
         } else {
             Tier::Disk
         };
+        let (target, other) = if own {
+            let p = match self.part(bucket) {
+                Some(p) => p,
+                // Opening a part is rare (a workload's first write to the
+                // row under a plan listing it) and quick: done in place.
+                None => self.part_or_open(bucket)?,
+            };
+            (p, Some(self.shared.clone()))
+        } else {
+            (self.shared.clone(), self.part(bucket))
+        };
         self.send(Job::Put(WriteReq {
             key: k,
             alt,
@@ -260,6 +372,8 @@ impl RowStore {
             stamp,
             tier,
             data: encode(bucket, key, stamp, record),
+            target,
+            other,
             reply,
         }))?;
         match rx.await {
@@ -281,6 +395,7 @@ impl RowStore {
             key: k,
             alt,
             stamp,
+            parts: self.candidates(bucket),
             reply,
         })?;
         match rx.await {
@@ -293,25 +408,55 @@ impl RowStore {
         }
     }
 
+    /// Re-appends the still-live ones of `needles` (read from `segment` of
+    /// `part`) to flash through the writer; returns how many (blocking).
+    pub fn reappend(
+        &self,
+        part: Arc<Store>,
+        segment: u64,
+        needles: Vec<StoredNeedle>,
+    ) -> Result<u64, String> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Job::Reappend {
+            part,
+            segment,
+            needles,
+            reply,
+        })
+        .map_err(|e| e.to_string())?;
+        rx.recv()
+            .map_err(|_| "the row's writer stopped".to_string())?
+    }
+
     /// Reads the record of a name, tombstones included (blocking: call
-    /// from a blocking thread).
+    /// from a blocking thread): the newest of the parts it can be in.
     pub fn get(&self, bucket: &str, key: &str) -> Result<Option<Stored>, ClusterError> {
         let (k, alt, cookie) = identity(bucket, key);
-        let Some(obj) = self.store.get(k, alt, cookie).map_err(|e| self.err(e))? else {
-            return Ok(None);
-        };
-        match decode(&obj.data) {
-            Some(d) if d.bucket == bucket && d.key == key => Ok(Some(Stored {
-                stamp: d.stamp,
-                record: Bytes::copy_from_slice(d.record),
-                tier: obj.tier,
-            })),
-            Some(_) => Ok(None),
-            None => Err(ClusterError::BadRecord {
-                row: self.row,
-                reason: format!("needle of {bucket}/{key} has no name header"),
-            }),
+        let mut best: Option<Stored> = None;
+        for part in self.candidates(bucket) {
+            let Some(obj) = part.get(k, alt, cookie).map_err(|e| self.err(e))? else {
+                continue;
+            };
+            match decode(&obj.data) {
+                Some(d) if d.bucket == bucket && d.key == key => {
+                    if best.as_ref().is_none_or(|b| d.stamp > b.stamp) {
+                        best = Some(Stored {
+                            stamp: d.stamp,
+                            record: Bytes::copy_from_slice(d.record),
+                            tier: obj.tier,
+                        });
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    return Err(ClusterError::BadRecord {
+                        row: self.row,
+                        reason: format!("needle of {bucket}/{key} has no name header"),
+                    })
+                }
+            }
         }
+        Ok(best)
     }
 
     /// The write counter (see [`RowStore::get`] and the RAM cache).
@@ -323,48 +468,54 @@ impl RowStore {
     /// re-reading and checksum-verifying each needle; damaged needles are
     /// reported as [`Scanned::Corrupt`]. Stops early when `f` returns false.
     pub fn scan(&self, mut f: impl FnMut(Scanned) -> bool) -> Result<(), ClusterError> {
-        for seg in self.store.segments() {
-            let iter = match self.store.needles(seg.id) {
-                Ok(i) => i,
-                // Compacted or moved since the listing: its live needles
-                // are in a segment the listing also holds.
-                Err(_) => continue,
-            };
-            for item in iter {
-                let item = match item {
-                    Ok(n) => n,
-                    Err(e) => {
-                        if !f(Scanned::Corrupt(e.to_string())) {
-                            return Ok(());
+        for (_, store) in self.parts() {
+            for seg in store.segments() {
+                let iter = match store.needles(seg.id) {
+                    Ok(i) => i,
+                    // Compacted or moved since the listing: its live needles
+                    // are in a segment the listing also holds.
+                    Err(_) => continue,
+                };
+                for item in iter {
+                    let item = match item {
+                        Ok(n) => n,
+                        Err(e) => {
+                            if !f(Scanned::Corrupt(e.to_string())) {
+                                return Ok(());
+                            }
+                            continue;
                         }
+                    };
+                    if !store
+                        .is_live(seg.id, item.offset, item.key, item.alt_key)
+                        .unwrap_or(false)
+                    {
                         continue;
                     }
-                };
-                if !self
-                    .store
-                    .is_live(seg.id, item.offset, item.key, item.alt_key)
-                    .unwrap_or(false)
-                {
-                    continue;
-                }
-                let go = match decode(&item.data) {
-                    Some(d) => f(Scanned::Record {
-                        bucket: d.bucket.to_string(),
-                        key: d.key.to_string(),
-                        stamp: d.stamp,
-                        data: d.record.to_vec(),
-                    }),
-                    None => f(Scanned::Corrupt(format!(
-                        "segment {:016x} offset {}: no name header",
-                        seg.id, item.offset
-                    ))),
-                };
-                if !go {
-                    return Ok(());
+                    let go = match decode(&item.data) {
+                        Some(d) => f(Scanned::Record {
+                            bucket: d.bucket.to_string(),
+                            key: d.key.to_string(),
+                            stamp: d.stamp,
+                            data: d.record.to_vec(),
+                        }),
+                        None => f(Scanned::Corrupt(format!(
+                            "segment {:016x} offset {}: no name header",
+                            seg.id, item.offset
+                        ))),
+                    };
+                    if !go {
+                        return Ok(());
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// The row number.
+    pub fn row(&self) -> usize {
+        self.row
     }
 
     /// The row's directory on its disk device.
@@ -377,13 +528,21 @@ impl RowStore {
         self.flash_path.as_deref()
     }
 
-    /// The row's segment store (the tier mover moves its flash segments).
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
+    /// The row's parts by workload name ([`SHARED`] for the shared part):
+    /// the tier mover moves their flash segments.
+    pub fn parts(&self) -> Vec<(String, Arc<Store>)> {
+        let mut v = vec![(SHARED.to_string(), self.shared.clone())];
+        let g = match self.parts.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        v.extend(g.iter().map(|(k, s)| (k.clone(), s.clone())));
+        v
     }
 }
 
-/// The stamp of the record the store holds for an identity (None: none).
+/// The stamp of the record `store` holds for an identity (None: none) and
+/// whether it is a tombstone.
 fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)>, String> {
     match store.get_unchecked(key, alt) {
         Ok(Some(obj)) => {
@@ -398,7 +557,7 @@ fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)
     }
 }
 
-fn group_commit(store: &Store, rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
+fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
         let mut bytes = 0usize;
@@ -413,16 +572,25 @@ fn group_commit(store: &Store, rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
                 Err(_) => break,
             }
         }
-        // Last writer wins by stamp: a record older than what the row (or
-        // an earlier record of this batch) holds is answered "not written".
+        // Last writer wins by stamp: a record older than what the row (in
+        // either part the name can be in, or an earlier record of this
+        // batch) holds is answered "not written".
         let mut newest: HashMap<(u64, u32), u64> = HashMap::new();
-        let mut keep: Vec<WriteReq> = Vec::new();
+        let mut keep: Vec<(WriteReq, bool)> = Vec::new();
         for job in jobs {
             match job {
                 Job::Put(r) => {
+                    let mut in_other = false;
                     let have = match newest.get(&(r.key, r.alt)) {
                         Some(&s) => Ok(Some(s)),
-                        None => current_stamp(store, r.key, r.alt).map(|c| c.map(|(s, _)| s)),
+                        None => current_stamp(&r.target, r.key, r.alt).and_then(|t| {
+                            let o = match &r.other {
+                                Some(o) => current_stamp(o, r.key, r.alt)?,
+                                None => None,
+                            };
+                            in_other = o.is_some();
+                            Ok(t.map(|x| x.0).max(o.map(|x| x.0)))
+                        }),
                     };
                     match have {
                         Ok(Some(s)) if s > r.stamp => {
@@ -430,7 +598,7 @@ fn group_commit(store: &Store, rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
                         }
                         Ok(_) => {
                             newest.insert((r.key, r.alt), r.stamp);
-                            keep.push(r);
+                            keep.push((r, in_other));
                         }
                         Err(e) => {
                             let _ = r.reply.send(Err(e));
@@ -441,56 +609,124 @@ fn group_commit(store: &Store, rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
                     key,
                     alt,
                     stamp,
+                    parts,
                     reply,
                 } => {
                     // Earlier puts of this batch first, so the purge sees them.
-                    apply(store, std::mem::take(&mut keep), writes);
+                    apply(std::mem::take(&mut keep), writes);
                     newest.clear();
-                    let res = match current_stamp(store, key, alt) {
-                        Ok(Some((s, true))) if s == stamp => {
-                            store.delete(key, alt).map_err(|e| e.to_string())
+                    let mut res = Ok(false);
+                    for part in &parts {
+                        match current_stamp(part, key, alt) {
+                            Ok(Some((s, true))) if s == stamp => {
+                                res = part.delete(key, alt).map_err(|e| e.to_string());
+                            }
+                            Ok(_) => {}
+                            Err(e) => res = Err(e),
                         }
-                        Ok(_) => Ok(false),
-                        Err(e) => Err(e),
-                    };
+                    }
                     writes.fetch_add(1, Ordering::Release);
                     let _ = reply.send(res);
                 }
+                Job::Reappend {
+                    part,
+                    segment,
+                    needles,
+                    reply,
+                } => {
+                    apply(std::mem::take(&mut keep), writes);
+                    newest.clear();
+                    let _ = reply.send(reappend(&part, segment, needles));
+                    writes.fetch_add(1, Ordering::Release);
+                }
             }
         }
-        apply(store, keep, writes);
+        apply(keep, writes);
     }
 }
 
-/// Writes a batch, one `put_batch` (one fsync) per tier, and answers.
-fn apply(store: &Store, batch: Vec<WriteReq>, writes: &AtomicU64) {
+/// Re-appends those of `needles` (read from `segment`) that are still live
+/// to flash.
+fn reappend(store: &Store, segment: u64, needles: Vec<StoredNeedle>) -> Result<u64, String> {
+    let mut live = Vec::with_capacity(needles.len());
+    for n in needles {
+        if store
+            .is_live(segment, n.offset, n.key, n.alt_key)
+            .map_err(|e| e.to_string())?
+        {
+            live.push(n);
+        }
+    }
+    let items: Vec<PutItem<'_>> = live
+        .iter()
+        .map(|n| PutItem {
+            key: n.key,
+            alt_key: n.alt_key,
+            cookie: n.cookie,
+            data: &n.data,
+        })
+        .collect();
+    if !items.is_empty() {
+        store
+            .put_batch(Tier::Flash, &items)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(live.len() as u64)
+}
+
+/// Writes a batch, one `put_batch` (one fsync) per part and tier, drops
+/// the older records the other part held, and answers.
+fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64) {
     if batch.is_empty() {
         return;
     }
     let mut results: Vec<Result<bool, String>> = vec![Ok(true); batch.len()];
-    for tier in [Tier::Flash, Tier::Disk] {
-        let idx: Vec<usize> = (0..batch.len())
-            .filter(|&i| batch[i].tier == tier)
-            .collect();
-        if idx.is_empty() {
+    let mut done = vec![false; batch.len()];
+    for i in 0..batch.len() {
+        if done[i] {
             continue;
         }
-        let items: Vec<PutItem<'_>> = idx
-            .iter()
-            .map(|&i| PutItem {
-                key: batch[i].key,
-                alt_key: batch[i].alt,
-                cookie: batch[i].cookie,
-                data: &batch[i].data,
-            })
-            .collect();
-        let res = store.put_batch(tier, &items).map_err(|e| e.to_string());
-        for &i in &idx {
-            results[i] = res.clone().map(|()| true);
+        for tier in [Tier::Flash, Tier::Disk] {
+            let idx: Vec<usize> = (i..batch.len())
+                .filter(|&j| {
+                    !done[j]
+                        && batch[j].0.tier == tier
+                        && Arc::ptr_eq(&batch[j].0.target, &batch[i].0.target)
+                })
+                .collect();
+            if idx.is_empty() {
+                continue;
+            }
+            let items: Vec<PutItem<'_>> = idx
+                .iter()
+                .map(|&j| PutItem {
+                    key: batch[j].0.key,
+                    alt_key: batch[j].0.alt,
+                    cookie: batch[j].0.cookie,
+                    data: &batch[j].0.data,
+                })
+                .collect();
+            let res = batch[i]
+                .0
+                .target
+                .put_batch(tier, &items)
+                .map_err(|e| e.to_string());
+            for &j in &idx {
+                results[j] = res.clone().map(|()| true);
+                done[j] = true;
+            }
+        }
+    }
+    // The older record in the other part goes once the new one is durable.
+    for (i, (r, in_other)) in batch.iter().enumerate() {
+        if let (true, Ok(true), Some(o)) = (*in_other, &results[i], &r.other) {
+            if let Err(e) = o.delete(r.key, r.alt) {
+                results[i] = Err(e.to_string());
+            }
         }
     }
     writes.fetch_add(1, Ordering::Release);
-    for (r, res) in batch.into_iter().zip(results) {
+    for ((r, _), res) in batch.into_iter().zip(results) {
         let _ = r.reply.send(res);
     }
 }
@@ -663,20 +899,29 @@ mod tests {
         let flash = d.path().join("flash");
         let rows = RowStores::new(&d.path().join("disk"), &[flash], 1 << 20);
         let s = rows.row(3).unwrap();
-        assert!(s.put("b", "k", 10, b"\x00v10", Tier::Flash).await.unwrap());
+        assert!(s
+            .put("b", "k", 10, b"\x00v10", Tier::Flash, false)
+            .await
+            .unwrap());
         // A tombstone newer than the object replaces it ...
-        assert!(s.put("b", "k", 20, &[2], Tier::Disk).await.unwrap());
+        assert!(s.put("b", "k", 20, &[2], Tier::Disk, false).await.unwrap());
         // ... and an older copy arriving later (a recovery stream) loses.
-        assert!(!s.put("b", "k", 10, b"\x00v10", Tier::Disk).await.unwrap());
+        assert!(!s
+            .put("b", "k", 10, b"\x00v10", Tier::Disk, false)
+            .await
+            .unwrap());
         let got = s.get("b", "k").unwrap().unwrap();
         assert_eq!((got.stamp, &got.record[..]), (20, &[2u8][..]));
         // A newer put wins over the tombstone.
-        assert!(s.put("b", "k", 30, b"\x00v30", Tier::Flash).await.unwrap());
+        assert!(s
+            .put("b", "k", 30, b"\x00v30", Tier::Flash, false)
+            .await
+            .unwrap());
         let got = s.get("b", "k").unwrap().unwrap();
         assert_eq!((got.stamp, got.tier), (30, Tier::Flash));
         // Purge drops only the tombstone it names.
         assert!(!s.purge("b", "k", 30).await.unwrap());
-        assert!(s.put("b", "k", 40, &[2], Tier::Disk).await.unwrap());
+        assert!(s.put("b", "k", 40, &[2], Tier::Disk, false).await.unwrap());
         assert!(!s.purge("b", "k", 39).await.unwrap());
         assert!(s.purge("b", "k", 40).await.unwrap());
         assert!(s.get("b", "k").unwrap().is_none());
@@ -687,6 +932,38 @@ mod tests {
         })
         .unwrap();
         assert_eq!(n, 0);
+        // Across parts: a write of a listed workload goes to its own part
+        // and drops the older record from the shared part; an older record
+        // for either part loses; the newest wins on reads.
+        assert!(s
+            .put("b", "j", 10, b"\x00v10", Tier::Disk, false)
+            .await
+            .unwrap());
+        assert!(s
+            .put("b", "j", 20, b"\x00v20", Tier::Flash, true)
+            .await
+            .unwrap());
+        assert_eq!(s.get("b", "j").unwrap().unwrap().stamp, 20);
+        assert!(!s
+            .put("b", "j", 15, b"\x00v15", Tier::Disk, false)
+            .await
+            .unwrap());
+        let mut held = 0;
+        for (name, part) in s.parts() {
+            let (k, alt, _) = identity("b", "j");
+            if part.get_unchecked(k, alt).unwrap().is_some() {
+                held += 1;
+                assert_eq!(name, "b");
+            }
+        }
+        assert_eq!(held, 1, "one live record across parts");
+        assert!(s
+            .put("b", "j", 30, b"\x00v30", Tier::Disk, false)
+            .await
+            .unwrap());
+        let got = s.get("b", "j").unwrap().unwrap();
+        assert_eq!((got.stamp, &got.record[..]), (30, &b"\x00v30"[..]));
+        assert!(d.path().join("disk/rows/00000003/workloads/b").is_dir());
         // Removal is complete and a fresh store of the row starts empty.
         rows.remove_row(3).unwrap();
         assert!(rows.rows_on_disk().is_empty());

@@ -203,7 +203,8 @@ async fn put_object(
     } else {
         Tier::Disk
     };
-    let res = store.put(&bucket, &key, stamp, &body, tier).await;
+    let own = node.own_part(&bucket);
+    let res = store.put(&bucket, &key, stamp, &body, tier, own).await;
     if let Some(ram) = &node.ram {
         ram.remove(object_id(&bucket, &key));
     }
@@ -328,7 +329,11 @@ async fn get_object(
                 }
             }
             let served = match s.tier {
-                Tier::Flash => Served::Flash,
+                Tier::Flash => {
+                    // The LRU mover's reference bit.
+                    node.hot.set(strata_node::ramcache::cache_key(id));
+                    Served::Flash
+                }
                 Tier::Disk => Served::Disk,
             };
             finish(&node, s.stamp, s.record, served)
@@ -388,7 +393,14 @@ async fn delete_object(
         Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let res = store
-        .put(&bucket, &key, stamp, &tombstone_record(), Tier::Disk)
+        .put(
+            &bucket,
+            &key,
+            stamp,
+            &tombstone_record(),
+            Tier::Disk,
+            node.own_part(&bucket),
+        )
         .await;
     if let Some(ram) = &node.ram {
         ram.remove(object_id(&bucket, &key));
@@ -493,7 +505,8 @@ async fn extend(
     m.lens.extend(&req.lens);
     let rec = manifest_record(&m);
     let stamp = now_stamp();
-    if let Err(e) = store.put(&bucket, &key, stamp, &rec, Tier::Disk).await {
+    let own = node.own_part(&bucket);
+    if let Err(e) = store.put(&bucket, &key, stamp, &rec, Tier::Disk, own).await {
         return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     }
     let path = object_path(row, &bucket, &key);
@@ -704,7 +717,7 @@ async fn status(State(node): State<Node>) -> Response {
         "devices": devices,
         "table_version": node.table_version(),
         "plan_version": plan,
-        "flash_used_bytes": node.flash_used.load(Ordering::Relaxed),
+        "flash_used_bytes": node.flash_used(),
         "flash_budget_bytes": node.flash_budget(),
         "rows_removed": node.rows_removed.load(Ordering::Relaxed),
         "addr": node.addr,
@@ -720,7 +733,7 @@ async fn metrics(State(node): State<Node>) -> Response {
         (
             "strata_cluster_flash_used_bytes",
             "Bytes of the flash tier held by row segments.",
-            node.flash_used.load(Ordering::Relaxed),
+            node.flash_used(),
         ),
         (
             "strata_cluster_flash_budget_bytes",

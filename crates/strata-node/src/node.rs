@@ -272,10 +272,73 @@ pub struct Workload {
     /// Counters.
     pub counters: Arc<WorkloadCounters>,
     /// Segments that count as recently written (RAM cache admission).
-    pub recent: RwLock<HashSet<u64>>,
+    pub recent: Arc<RwLock<HashSet<u64>>>,
     /// Index of the first disk device in the store's device list.
     pub first_disk: usize,
     draw: Mutex<WriteDraw>,
+}
+
+impl Workload {
+    /// Re-appends (through the writer, in order with client writes) the
+    /// still-live ones of `needles` read from `segment`; returns how many.
+    pub fn reappend(&self, segment: u64, needles: Vec<StoredNeedle>) -> Result<u64, NodeError> {
+        let (tx, rx) = mpsc::channel();
+        self.commit
+            .lock()
+            .send(Job::Reappend(segment, needles, tx))
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?;
+        rx.recv()
+            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?
+            .map_err(store_err)
+    }
+}
+
+impl crate::mover::Tiered for Node {
+    fn groups(&self) -> Vec<crate::mover::Group> {
+        self.workloads()
+            .into_iter()
+            .map(|w| {
+                let rw = w.clone();
+                crate::mover::Group {
+                    rule: self.rule(&w),
+                    counters: w.counters.clone(),
+                    members: vec![crate::mover::Member {
+                        key: w.id as u64,
+                        store: w.store.clone(),
+                        first_disk: w.first_disk,
+                        disks: self.cfg.disk.len(),
+                        recent: Some(w.recent.clone()),
+                        reappend: Arc::new(move |segment, needles| {
+                            rw.reappend(segment, needles).map_err(|e| e.to_string())
+                        }),
+                    }],
+                }
+            })
+            .collect()
+    }
+
+    fn settings(&self) -> crate::mover::MoverSettings {
+        crate::mover::MoverSettings {
+            both_tiers: !self.cfg.disk.is_empty() && !self.cfg.flash.is_empty(),
+            flash_capacity: self.cfg.flash_capacity,
+            flash_burst: self.cfg.flash_burst,
+            bytes_per_s: self.cfg.mover_bytes_per_s,
+            recent_window: self.cfg.recent_window,
+            interval: self.cfg.mover_interval,
+        }
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn hot(&self) -> &HotBits {
+        &self.hot
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Relaxed)
+    }
 }
 
 /// A workload name the node has seen ([`Node::named_workloads`]).
@@ -389,7 +452,8 @@ pub struct HotBits {
 }
 
 impl HotBits {
-    fn new(bits_log2: u32) -> HotBits {
+    /// `2^bits_log2` bits, all clear.
+    pub fn new(bits_log2: u32) -> HotBits {
         HotBits {
             bits: (0..(1usize << bits_log2) / 64)
                 .map(|_| AtomicU64::new(0))
@@ -687,30 +751,12 @@ impl Node {
             store,
             commit: Mutex::new(tx),
             counters,
-            recent: RwLock::new(HashSet::new()),
+            recent: Arc::new(RwLock::new(HashSet::new())),
             first_disk,
             draw: Mutex::new(WriteDraw::default()),
         });
         all.insert(name.to_string(), w.clone());
         Ok(w)
-    }
-
-    /// Re-appends (through `w`'s writer, in order with client writes) the
-    /// still-live ones of `needles` read from `segment`; returns how many.
-    pub fn reappend(
-        &self,
-        w: &Workload,
-        segment: u64,
-        needles: Vec<StoredNeedle>,
-    ) -> Result<u64, NodeError> {
-        let (tx, rx) = mpsc::channel();
-        w.commit
-            .lock()
-            .send(Job::Reappend(segment, needles, tx))
-            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?;
-        rx.recv()
-            .map_err(|_| NodeError::Store("the workload's writer stopped".into()))?
-            .map_err(store_err)
     }
 
     /// Every workload name the node has seen, by id: its trace id,

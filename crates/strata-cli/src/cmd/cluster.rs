@@ -421,6 +421,7 @@ pub struct NodeArgs {
     pub segment_size: String,
     /// Tier mover rate.
     pub mover_rate: String,
+    pub flash_burst: f64,
     /// Trace directory.
     pub trace_dir: Option<PathBuf>,
     /// Trace sample.
@@ -499,6 +500,10 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
         bail!("--segment-size must be at least 64KiB");
     }
     opts.mover_bytes_per_sec = parse_bytes(&a.mover_rate).context("--mover-rate")?;
+    if !(0.0..=10.0).contains(&a.flash_burst) {
+        anyhow::bail!("--flash-burst must be within 0 and 10");
+    }
+    opts.flash_burst = a.flash_burst;
     if opts.mover_bytes_per_sec == 0 {
         bail!("--mover-rate must be positive");
     }

@@ -224,9 +224,6 @@ fn refuse_in_cluster_mode(a: &Args) -> anyhow::Result<()> {
     {
         given.push("--flash-cache, --flash-cache-policy, --flash-cache-write-rate");
     }
-    if a.flash_burst != 0.25 {
-        given.push("--flash-burst");
-    }
     if a.header_timeout != 10 {
         given.push("--header-timeout");
     }
@@ -268,6 +265,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             flash_capacity: a.flash_capacity.clone(),
             segment_size: a.segment_size.clone(),
             mover_rate: a.mover_rate.clone(),
+            flash_burst: a.flash_burst,
             trace_dir: a.trace_dir.clone(),
             trace_sample: a.trace_sample,
             trace_rotate: a.trace_rotate,

@@ -338,7 +338,6 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
         ("--plan", "plan.json"),
         ("--flash-cache", "1MiB"),
         ("--ram-admission", "recent"),
-        ("--header-timeout", "3"),
         ("--max-workloads", "8"),
     ] {
         let out = run(strata()
@@ -370,6 +369,7 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
             "--require-cookies",
         ])
         .args(["--max-object-size", "1MiB", "--threads", "2"])
+        .args(["--header-timeout", "2"])
         .args([
             "--trace-sample",
             "1",
@@ -403,6 +403,20 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     let mut status = String::new();
     BufReader::new(s).read_line(&mut status).unwrap();
     assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    // A client that does not finish its request head within
+    // --header-timeout is disconnected; the others are served meanwhile.
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    write!(slow, "GET /docs/a HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let t0 = std::time::Instant::now();
+    assert_eq!(get(&addr, &format!("/docs/a?cookie={cookie}"), "").0, 200);
+    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut slow, &mut rest);
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(8),
+        "slow head dropped after {waited:?}"
+    );
     // A trace file is finished within about a second, naming the bucket.
     wait_until(Duration::from_secs(20), "a finished trace file", || {
         std::fs::read_dir(&traces).is_ok_and(|rd| {

@@ -92,6 +92,9 @@ pub struct NodeOptions {
     pub tombstone_grace: Duration,
     /// Limits of the public object API this node serves for the cluster.
     pub gateway: crate::gateway::GatewayLimits,
+    /// Connection limits (request head timeout, most connections): the
+    /// single-node server's own.
+    pub http: strata_node::HttpLimits,
 }
 
 impl NodeOptions {
@@ -123,6 +126,7 @@ impl NodeOptions {
             scrub_bytes_per_sec: 32 << 20,
             tombstone_grace: Duration::from_secs(24 * 3600),
             gateway: crate::gateway::GatewayLimits::default(),
+            http: strata_node::HttpLimits::default(),
         }
     }
 
@@ -909,10 +913,6 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
     let app = protocol
         .merge(crate::gateway::routes(gateway))
         .merge(strata_node::dashboard::router(dash));
-    axum::serve(listener, app)
-        .await
-        .map_err(|source| ClusterError::Io {
-            path: "HTTP server".into(),
-            source,
-        })
+    strata_node::http::serve_router(app, listener, node.opts.http, std::future::pending()).await;
+    Ok(())
 }

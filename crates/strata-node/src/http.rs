@@ -540,8 +540,7 @@ async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request
     }
 }
 
-/// Serves `node` on `listener`, with the routes of `extra` (the
-/// dashboard's) beside its own, until `shutdown` completes.
+/// Serves the node's API on `listener` until `shutdown` resolves.
 pub async fn serve(
     node: Arc<Node>,
     listener: TcpListener,
@@ -549,7 +548,19 @@ pub async fn serve(
     extra: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let app = router(node, limits).merge(extra);
+    serve_router(router(node, limits).merge(extra), listener, limits, shutdown).await
+}
+
+/// Serves `app` on `listener` with Strata's connection limits (every
+/// Strata server's one HTTP loop): at most `max_connections` at once (more
+/// wait in the accept queue), a request head within `header_timeout`,
+/// keep-alive, no Nagle delay, until `shutdown` resolves.
+pub async fn serve_router(
+    app: Router,
+    listener: TcpListener,
+    limits: HttpLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let sem = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     loop {

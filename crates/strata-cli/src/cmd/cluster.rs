@@ -440,6 +440,7 @@ pub struct NodeArgs {
     pub require_cookies: bool,
     /// Seconds a body may send nothing before it is abandoned.
     pub body_timeout: u64,
+    pub header_timeout: u64,
     /// HTTP worker threads (0: one per core).
     pub threads: usize,
     /// Seconds a trace file stays open before it rotates.
@@ -522,6 +523,11 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
         .transpose()
         .context("--recovery-rate")?;
     opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
+    opts.http = strata_node::HttpLimits {
+        header_timeout: Duration::from_secs(a.header_timeout.max(1)),
+        body_timeout: Duration::from_secs(a.body_timeout.max(1)),
+        ..strata_node::HttpLimits::default()
+    };
     opts.gateway = strata_cluster::gateway::GatewayLimits {
         max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
         require_cookies: a.require_cookies,

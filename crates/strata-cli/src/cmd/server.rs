@@ -224,9 +224,6 @@ fn refuse_in_cluster_mode(a: &Args) -> anyhow::Result<()> {
     {
         given.push("--flash-cache, --flash-cache-policy, --flash-cache-write-rate");
     }
-    if a.header_timeout != 10 {
-        given.push("--header-timeout");
-    }
     if a.max_workloads != 1024 {
         given.push("--max-workloads (a cluster node's stores are per row, not per workload)");
     }
@@ -275,6 +272,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             max_object_size: a.max_object_size.clone(),
             require_cookies: a.require_cookies,
             body_timeout: a.body_timeout,
+            header_timeout: a.header_timeout,
             threads: a.threads,
             trace_rotate_seconds: a.trace_rotate_seconds,
             s3_listen: a.s3_listen.clone(),

@@ -333,13 +333,9 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
         &dir.path().join("meta"),
         &dir.path().join("meta.log"),
     );
-    // Flags a cluster node does not honour yet are an error naming them.
-    for (flag, value) in [
-        ("--plan", "plan.json"),
-        ("--flash-cache", "1MiB"),
-        ("--ram-admission", "recent"),
-        ("--max-workloads", "8"),
-    ] {
+    // Flags a cluster node does not honour yet, or not without a flash
+    // device, are an error naming them.
+    for (flag, value) in [("--ram-admission", "recent"), ("--flash-cache", "1MiB")] {
         let out = run(strata()
             .args([
                 "server",
@@ -356,9 +352,23 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
         assert!(err.contains(flag), "{flag}: {err}");
     }
     // The ones it honours: cookies required, the object size bound, the
-    // worker threads, the trace rotation age.
+    // worker threads, the trace rotation age, the plan file (published to
+    // the metadata service at start and on SIGHUP).
     let addr = format!("127.0.0.1:{}", free_port());
     let traces = dir.path().join("traces");
+    let plan_file = dir.path().join("plan.json");
+    let plan = |p: f64| {
+        serde_json::json!({
+            "format": "strata-tier-plan", "version": 1, "total_flash_bytes": 1000,
+            "write_bound_bytes_per_s": null, "train_window": [0.0, 1.0],
+            "policy": "fifo", "predicted_flash_hit_ratio": 0.5,
+            "workloads": [{"id": 1, "name": "docs", "flash_bytes": 1000,
+                "write_probability": p, "ttl_seconds": null, "eviction": "fifo",
+                "weight": 1.0, "predicted_flash_reads_per_s": 1.0}]
+        })
+        .to_string()
+    };
+    std::fs::write(&plan_file, plan(0.5)).unwrap();
     let mut child = strata()
         .args([
             "server",
@@ -370,6 +380,8 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
         ])
         .args(["--max-object-size", "1MiB", "--threads", "2"])
         .args(["--header-timeout", "2"])
+        .arg("--plan")
+        .arg(&plan_file)
         .args([
             "--trace-sample",
             "1",
@@ -403,13 +415,30 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     let mut status = String::new();
     BufReader::new(s).read_line(&mut status).unwrap();
     assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    let (code, _, body) = http_full(&addr, "GET", "/_admin/plan", None, "", b"");
+    assert_eq!(code, 200);
+    assert!(String::from_utf8_lossy(&body).contains("\"write_probability\":0.5"));
+    std::fs::write(&plan_file, plan(0.25)).unwrap();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    wait_until(Duration::from_secs(10), "the reloaded plan", || {
+        let (_, _, body) = http_full(&addr, "GET", "/_admin/plan", None, "", b"");
+        String::from_utf8_lossy(&body).contains("\"write_probability\":0.25")
+    });
+    let (_, _, body) = http_full(&addr, "GET", "/_admin/status", None, "", b"");
+    let st: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(st["plan"], "loaded", "{st}");
     // A client that does not finish its request head within
     // --header-timeout is disconnected; the others are served meanwhile.
     let mut slow = TcpStream::connect(&addr).unwrap();
     write!(slow, "GET /docs/a HTTP/1.1\r\nHost: x\r\n").unwrap();
     let t0 = std::time::Instant::now();
     assert_eq!(get(&addr, &format!("/docs/a?cookie={cookie}"), "").0, 200);
-    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let mut rest = Vec::new();
     let _ = std::io::Read::read_to_end(&mut slow, &mut rest);
     let waited = t0.elapsed();

@@ -381,6 +381,10 @@ fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
             "16MiB",
             "--flash-burst",
             "0",
+            "--max-workloads",
+            "4",
+            "--flash-cache",
+            "1MiB",
             "--scrub-every",
             "0",
         ];
@@ -406,15 +410,51 @@ fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
              "weight": 1.0, "predicted_flash_reads_per_s": 1.0}
         ]
     });
-    let plan_file = dir.path().join("plan.json");
-    std::fs::write(&plan_file, plan.to_string()).expect("write");
-    ok(strata()
-        .args(["cluster", "plan", "set", "--meta", &meta])
-        .arg(&plan_file));
+    // One plan path: the plan POSTed to one node's /_admin/plan goes
+    // through the metadata service to every node; a plan over a node's
+    // --max-workloads is refused there with the reason.
+    let (code, _, _) = http_full(&nodes[1].1, "GET", "/_admin/plan", None, "", b"");
+    assert_eq!(code, 404, "no plan yet");
+    let mut wide = plan.clone();
+    wide["total_flash_bytes"] = (5u64 * (4 << 20)).into();
+    let w0 = wide["workloads"][0].clone();
+    wide["workloads"] = serde_json::Value::Array(
+        (1..=5)
+            .map(|i| {
+                let mut w = w0.clone();
+                w["id"] = i.into();
+                w["name"] = format!("w{i}").into();
+                w
+            })
+            .collect(),
+    );
+    let (code, _, body) = http_full(
+        &nodes[0].1,
+        "POST",
+        "/_admin/plan",
+        None,
+        "",
+        wide.to_string().as_bytes(),
+    );
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("--max-workloads"), "{text}");
+    let (code, _, body) = http_full(
+        &nodes[0].1,
+        "POST",
+        "/_admin/plan",
+        None,
+        "",
+        plan.to_string().as_bytes(),
+    );
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     for (_, addr) in &nodes {
         wait_until(Duration::from_secs(20), "the plan on every node", || {
             node_status(addr)["plan_version"] == 1
         });
+        let (code, _, body) = http_full(addr, "GET", "/_admin/plan", None, "", b"");
+        assert_eq!(code, 200);
+        assert!(String::from_utf8_lossy(&body).contains("\"fresh\""));
     }
     for (bucket, n) in [("fresh", "60"), ("big", "300")] {
         ok(strata().args([
@@ -473,7 +513,7 @@ fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
     wait_until(Duration::from_secs(30), "fresh evicted by its TTL", || {
         newest
             .iter()
-            .all(|k| tier_of("fresh", k).iter().all(|t| t == "disk"))
+            .all(|k| tier_of("fresh", k).iter().all(|t| t != "flash"))
     });
     for (_, addr) in &nodes {
         // The gauge is refreshed at the start of the mover's next pass.
@@ -483,6 +523,13 @@ fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
         let b = workload_flash(addr, "big");
         assert!(b > 0.0 && b <= (192 << 10) as f64, "big holds {b}");
     }
+    // The flash read cache takes the disk-resident objects that are read
+    // again (the RAM cache is off here).
+    wait_until(Duration::from_secs(10), "a flash read cache hit", || {
+        tier_of("fresh", "obj-00000058")
+            .iter()
+            .all(|t| t == "flash_cache")
+    });
     // `big`'s newest objects are still on flash: no TTL evicts them.
     assert!(tier_of("big", "obj-00000299").iter().all(|t| t == "flash"));
     // Every object reads back, wherever the mover put it.

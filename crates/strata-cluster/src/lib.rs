@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod admin;
 mod dashboard;
 mod error;
 pub mod gateway;

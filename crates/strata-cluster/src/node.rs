@@ -95,6 +95,14 @@ pub struct NodeOptions {
     /// Connection limits (request head timeout, most connections): the
     /// single-node server's own.
     pub http: strata_node::HttpLimits,
+    /// A tier plan file published to the metadata service at start and on
+    /// SIGHUP (`--plan`).
+    pub plan_path: Option<PathBuf>,
+    /// Most workloads a tier plan may list (`--max-workloads`).
+    pub max_workloads: usize,
+    /// The flash read cache for hot disk-resident records (`--flash-cache`;
+    /// needs a flash device).
+    pub flash_cache: Option<strata_node::flashcache::FlashCacheConfig>,
 }
 
 impl NodeOptions {
@@ -127,6 +135,9 @@ impl NodeOptions {
             tombstone_grace: Duration::from_secs(24 * 3600),
             gateway: crate::gateway::GatewayLimits::default(),
             http: strata_node::HttpLimits::default(),
+            plan_path: None,
+            max_workloads: 1024,
+            flash_cache: None,
         }
     }
 
@@ -194,6 +205,8 @@ pub struct ClusterNode {
     pub(crate) metrics: Arc<Metrics>,
     /// The RAM object cache in front of the row stores.
     pub(crate) ram: Option<RamCache>,
+    /// The flash read cache of disk-resident records.
+    pub(crate) fcache: Option<Arc<strata_node::flashcache::FlashCache>>,
     /// The tier plan in force and its version at the metadata service.
     pub(crate) plan: RwLock<(u64, ActivePlan)>,
     /// Sampled request traces.
@@ -356,6 +369,21 @@ impl ClusterNode {
         Tier::Flash
     }
 
+    /// Drops `id` from the RAM and flash read caches (a write or delete).
+    pub(crate) fn forget(&self, id: strata_node::object::ObjectId) {
+        if let Some(ram) = &self.ram {
+            ram.remove(id);
+        }
+        if let Some(fc) = &self.fcache {
+            fc.invalidate(id);
+        }
+    }
+
+    /// The loaded tier plan (None: the default plan).
+    pub(crate) fn plan_in_force(&self) -> Option<TierPlan> {
+        read(&self.plan).1.plan.clone()
+    }
+
     /// Bytes of flash the row stores hold (as of the mover's last pass).
     pub(crate) fn flash_used(&self) -> u64 {
         let mut names: Vec<String> = self
@@ -418,7 +446,7 @@ impl ClusterNode {
 
     /// Loads the tier plan of version `version` from the metadata service
     /// (404: the default plan).
-    async fn reload_plan(&self, version: u64) -> Result<(), ClusterError> {
+    pub(crate) async fn reload_plan(&self, version: u64) -> Result<(), ClusterError> {
         let url = format!("http://{}/v1/tier-plan", self.opts.meta);
         let r = self
             .http
@@ -436,6 +464,11 @@ impl ClusterNode {
         } else {
             return Err(self.meta_err(format!("tier plan: {}", r.status)));
         };
+        if let Some(p) = &plan {
+            if let Err(e) = strata_node::plan::check(p, self.opts.max_workloads) {
+                return Err(self.meta_err(format!("tier plan version {version} not applied: {e}")));
+            }
+        }
         *write(&self.plan) = (version, ActivePlan { plan });
         self.metrics.plan_loads.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -820,7 +853,24 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             free_space(&flash)
         }
     });
+    let fcache = match &opts.flash_cache {
+        Some(fc) => Some(
+            strata_node::flashcache::FlashCache::open_on(
+                &flash,
+                opts.segment_size,
+                (opts.gateway.max_object_size.min(16 << 20)) + 4096,
+                fc,
+                metrics.clone(),
+            )
+            .map_err(|reason| ClusterError::Io {
+                path: "flash read cache".into(),
+                source: std::io::Error::other(reason),
+            })?,
+        ),
+        None => None,
+    };
     let node = Arc::new(ClusterNode {
+        fcache,
         addr: opts.advertise.clone().unwrap_or(bound),
         http: Http::new(),
         stores,
@@ -910,8 +960,35 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
                 source,
             },
         )?;
+    if node.opts.plan_path.is_some() {
+        node.publish_plan_file()
+            .await
+            .map_err(|e| ClusterError::Meta {
+                addr: node.opts.meta.clone(),
+                reason: match e {
+                    crate::admin::PlanError::Bad(m) | crate::admin::PlanError::Meta(m) => m,
+                },
+            })?;
+        let n = node.clone();
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|source| ClusterError::Io {
+                path: "SIGHUP handler".into(),
+                source,
+            })?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match n.publish_plan_file().await {
+                    Ok(v) => eprintln!("strata server: tier plan version {v} loaded"),
+                    Err(crate::admin::PlanError::Bad(m) | crate::admin::PlanError::Meta(m)) => {
+                        eprintln!("strata server: tier plan not reloaded: {m}")
+                    }
+                }
+            }
+        });
+    }
     let app = protocol
         .merge(crate::gateway::routes(gateway))
+        .merge(crate::admin::routes(node.clone()))
         .merge(strata_node::dashboard::router(dash));
     strata_node::http::serve_router(app, listener, node.opts.http, std::future::pending()).await;
     Ok(())

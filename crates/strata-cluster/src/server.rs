@@ -205,9 +205,7 @@ async fn put_object(
     };
     let own = node.own_part(&bucket);
     let res = store.put(&bucket, &key, stamp, &body, tier, own).await;
-    if let Some(ram) = &node.ram {
-        ram.remove(object_id(&bucket, &key));
-    }
+    node.forget(object_id(&bucket, &key));
     let code = match res {
         Ok(_) => {
             // An object's write is counted and traced once, at its head
@@ -306,6 +304,24 @@ async fn get_object(
         }
     }
     let before = store.write_count();
+    if !raw {
+        if let Some(fc) = node.fcache.clone() {
+            let hit = tokio::task::spawn_blocking(move || fc.get(id)).await;
+            if let Ok(Some((_, needle))) = hit {
+                if needle.len() >= 8 && store.write_count() == before {
+                    let needle = Bytes::from(needle);
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&needle[..8]);
+                    return finish(
+                        &node,
+                        u64::from_le_bytes(b),
+                        needle.slice(8..),
+                        Served::FlashCache,
+                    );
+                }
+            }
+        }
+    }
     let st = store.clone();
     let (b, k) = (bucket.clone(), key.clone());
     let got = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
@@ -317,15 +333,22 @@ async fn get_object(
         Some(s) if raw || !is_tombstone(&s.record) => {
             if !raw && store.write_count() == before {
                 // No write to the row raced this read: safe to cache.
-                if let Some(ram) = &node.ram {
+                let cache_ram = node.ram.is_some();
+                let cache_flash = node.fcache.is_some() && s.tier == Tier::Disk;
+                if cache_ram || cache_flash {
                     let mut needle = Vec::with_capacity(8 + s.record.len());
                     needle.extend_from_slice(&s.stamp.to_le_bytes());
                     needle.extend_from_slice(&s.record);
-                    ram.insert(Cached {
-                        id,
-                        cookie: 0,
-                        needle: Bytes::from(needle),
-                    });
+                    if let (true, Some(fc)) = (cache_flash, &node.fcache) {
+                        fc.admit(id, 0, &needle);
+                    }
+                    if let Some(ram) = &node.ram {
+                        ram.insert(Cached {
+                            id,
+                            cookie: 0,
+                            needle: Bytes::from(needle),
+                        });
+                    }
                 }
             }
             let served = match s.tier {
@@ -402,9 +425,7 @@ async fn delete_object(
             node.own_part(&bucket),
         )
         .await;
-    if let Some(ram) = &node.ram {
-        ram.remove(object_id(&bucket, &key));
-    }
+    node.forget(object_id(&bucket, &key));
     let r = match res {
         Ok(_) => {
             if let (Some(t), false) = (node.tracer.as_ref(), is_tract(&key)) {
@@ -506,7 +527,9 @@ async fn extend(
     let rec = manifest_record(&m);
     let stamp = now_stamp();
     let own = node.own_part(&bucket);
-    if let Err(e) = store.put(&bucket, &key, stamp, &rec, Tier::Disk, own).await {
+    let res = store.put(&bucket, &key, stamp, &rec, Tier::Disk, own).await;
+    node.forget(object_id(&bucket, &key));
+    if let Err(e) = res {
         return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     }
     let path = object_path(row, &bucket, &key);

@@ -96,7 +96,12 @@ pub fn router(svc: Arc<MetaService>) -> Router {
         .route("/v1/recovery/tasks", get(tasks))
         .route("/v1/nodes/{id}/add", post(add_node))
         .route("/v1/nodes/{id}/remove", post(remove_node))
-        .route("/v1/tier-plan", get(get_tier_plan).put(put_tier_plan))
+        .route(
+            "/v1/tier-plan",
+            get(get_tier_plan)
+                .put(put_tier_plan)
+                .delete(delete_tier_plan),
+        )
         .route("/v1/buckets", get(list_buckets))
         .route(
             "/v1/buckets/{name}",
@@ -292,11 +297,22 @@ async fn get_tier_plan(State(svc): State<Arc<MetaService>>) -> Response {
     }
 }
 
-async fn put_tier_plan(
-    State(svc): State<Arc<MetaService>>,
-    Json(plan): Json<serde_json::Value>,
-) -> Response {
+async fn put_tier_plan(State(svc): State<Arc<MetaService>>, body: axum::body::Bytes) -> Response {
+    // JSON whatever the Content-Type says (curl -d sends form encoding).
+    let plan: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(p) => p,
+        Err(e) => {
+            return MetaError::BadRequest(format!("the tier plan is not JSON: {e}")).into_response()
+        }
+    };
     match svc.set_tier_plan(plan).await {
+        Ok(version) => Json(serde_json::json!({ "version": version })).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn delete_tier_plan(State(svc): State<Arc<MetaService>>) -> Response {
+    match svc.clear_tier_plan().await {
         Ok(version) => Json(serde_json::json!({ "version": version })).into_response(),
         Err(e) => e.into_response(),
     }

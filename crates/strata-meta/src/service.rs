@@ -207,14 +207,27 @@ impl MetaService {
 
     /// Stores the lab's tier plan (a new plan version); returns the version.
     pub async fn set_tier_plan(&self, plan: serde_json::Value) -> Result<u64, MetaError> {
-        if !plan.is_object() || plan.get("workloads").is_none_or(|w| !w.is_array()) {
-            return Err(MetaError::BadRequest(
-                "a tier plan is a JSON object with a \"workloads\" list (strata provision --plan writes one)"
-                    .into(),
-            ));
-        }
+        let parsed: strata_provision::TierPlan =
+            serde_json::from_value(plan.clone()).map_err(|e| {
+                MetaError::BadRequest(format!(
+                    "not a tier plan (strata provision --plan writes one): {e}"
+                ))
+            })?;
+        parsed
+            .validate()
+            .map_err(|e| MetaError::BadRequest(format!("bad tier plan: {e}")))?;
         self.mutate(|s| {
             s.tier_plan = Some(plan);
+            s.tier_plan_version += 1;
+            Ok(s.tier_plan_version)
+        })
+        .await
+    }
+
+    /// Drops the tier plan (the default plan is in force; a new version).
+    pub async fn clear_tier_plan(&self) -> Result<u64, MetaError> {
+        self.mutate(|s| {
+            s.tier_plan = None;
             s.tier_plan_version += 1;
             Ok(s.tier_plan_version)
         })

@@ -48,7 +48,56 @@ pub struct FlashCache {
     metrics: Arc<Metrics>,
 }
 
+/// How a flash read cache is set up (`--flash-cache`,
+/// `--flash-cache-policy`, `--flash-cache-write-rate`).
+#[derive(Clone, Debug)]
+pub struct FlashCacheConfig {
+    /// Bytes it may hold.
+    pub bytes: u64,
+    /// Its policy (strata-policy, the simulator's code).
+    pub policy: PolicySpec,
+    /// Bound on bytes it writes per second.
+    pub write_bytes_per_s: u64,
+}
+
 impl FlashCache {
+    /// Opens the read cache of every Strata server: an emptied store in
+    /// `_readcache/` on each of the flash directories `flash`, segments of
+    /// `segment_bytes`, needles up to `max_needle` bytes.
+    pub fn open_on(
+        flash: &[std::path::PathBuf],
+        segment_bytes: u64,
+        max_needle: u64,
+        cfg: &FlashCacheConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<FlashCache>, String> {
+        let dirs: Vec<std::path::PathBuf> = flash.iter().map(|d| d.join("_readcache")).collect();
+        let Some(first) = dirs.first() else {
+            return Err("a flash read cache needs a flash device (--flash DIR)".into());
+        };
+        for d in &dirs {
+            // A read cache holds copies only: start empty.
+            let _ = std::fs::remove_dir_all(d);
+        }
+        let mut sc = strata_store::StoreConfig::new(first, strata_store::Tier::Flash);
+        for d in &dirs[1..] {
+            sc = sc.with_device(d, strata_store::Tier::Flash);
+        }
+        sc.create_dirs = true;
+        sc.segment_size = segment_bytes;
+        sc.max_object_size = max_needle;
+        sc.compaction_garbage_ratio = 0.3;
+        let store =
+            Store::open(sc).map_err(|e| format!("cannot open the flash read cache: {e}"))?;
+        Ok(FlashCache::new(
+            store,
+            &cfg.policy,
+            cfg.bytes,
+            cfg.write_bytes_per_s,
+            metrics,
+        ))
+    }
+
     /// Opens (and empties: a read cache holds copies only) the cache store
     /// `store`, of `capacity` bytes under `spec`, writing at most
     /// `write_bytes_per_s` to flash.

@@ -548,7 +548,13 @@ pub async fn serve(
     extra: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    serve_router(router(node, limits).merge(extra), listener, limits, shutdown).await
+    serve_router(
+        router(node, limits).merge(extra),
+        listener,
+        limits,
+        shutdown,
+    )
+    .await
 }
 
 /// Serves `app` on `listener` with Strata's connection limits (every

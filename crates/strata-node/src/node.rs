@@ -568,29 +568,21 @@ impl Node {
         let ram = (cfg.ram_cache_bytes > 0)
             .then(|| RamCache::new(&cfg.ram_policy, cfg.ram_cache_bytes, metrics.clone()));
         let fcache = if cfg.flash_cache_bytes > 0 && !cfg.flash.is_empty() {
-            let dirs: Vec<PathBuf> = cfg.flash.iter().map(|d| d.join("_readcache")).collect();
-            for d in &dirs {
-                // A read cache holds copies only: start empty.
-                let _ = std::fs::remove_dir_all(d);
-            }
-            let mut sc = StoreConfig::new(&dirs[0], Tier::Flash);
-            for d in &dirs[1..] {
-                sc = sc.with_device(d, Tier::Flash);
-            }
-            sc.create_dirs = true;
-            sc.segment_size = cfg.segment_bytes;
-            sc.max_object_size = cfg.max_object_bytes + MAX_NAME_BYTES as u64 + 64;
-            sc.compaction_garbage_ratio = 0.3;
-            let store = Store::open(sc).map_err(|e| {
-                NodeError::Startup(format!("cannot open the flash read cache: {e}"))
-            })?;
-            Some(FlashCache::new(
-                store,
-                &cfg.flash_cache_policy,
-                cfg.flash_cache_bytes,
-                cfg.flash_cache_write_bytes_per_s,
-                metrics.clone(),
-            ))
+            let fc = crate::flashcache::FlashCacheConfig {
+                bytes: cfg.flash_cache_bytes,
+                policy: cfg.flash_cache_policy.clone(),
+                write_bytes_per_s: cfg.flash_cache_write_bytes_per_s,
+            };
+            Some(
+                FlashCache::open_on(
+                    &cfg.flash,
+                    cfg.segment_bytes,
+                    cfg.max_object_bytes + MAX_NAME_BYTES as u64 + 64,
+                    &fc,
+                    metrics.clone(),
+                )
+                .map_err(NodeError::Startup)?,
+            )
         } else {
             None
         };
@@ -799,15 +791,7 @@ impl Node {
     /// Validates and installs `plan` (the tier mover applies it on its next
     /// pass).
     pub fn set_plan(&self, plan: TierPlan) -> Result<(), NodeError> {
-        plan.validate()
-            .map_err(|e| NodeError::BadPlan(e.to_string()))?;
-        if plan.workloads.len() > self.cfg.max_workloads {
-            return Err(NodeError::BadPlan(format!(
-                "the plan lists {} workloads; this node takes at most {} (--max-workloads)",
-                plan.workloads.len(),
-                self.cfg.max_workloads
-            )));
-        }
+        crate::plan::check(&plan, self.cfg.max_workloads).map_err(NodeError::BadPlan)?;
         *self.plan.write() = ActivePlan { plan: Some(plan) };
         self.metrics.plan_loads.fetch_add(1, Relaxed);
         Ok(())
@@ -821,10 +805,7 @@ impl Node {
 
     /// Loads the plan in `path`.
     pub fn load_plan_file(&self, path: &Path) -> Result<(), NodeError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| NodeError::BadPlan(format!("cannot read {}: {e}", path.display())))?;
-        let plan = TierPlan::from_json(&text)
-            .map_err(|e| NodeError::BadPlan(format!("{}: {e}", path.display())))?;
+        let plan = crate::plan::read_file(path).map_err(NodeError::BadPlan)?;
         self.set_plan(plan)
     }
 

@@ -2,7 +2,30 @@
 //! flash bytes it may hold, the probability that a new object goes to
 //! flash, and how its flash evicts.
 
+use std::path::Path;
 use strata_provision::{Eviction, TierPlan, WorkloadPlan};
+
+/// Checks `plan` as every Strata server does before putting it in force
+/// (from a file, `/_admin/plan` or the metadata service): the plan
+/// format's own checks, and at most `max_workloads` workloads (each listed
+/// workload gets segment stores of its own).
+pub fn check(plan: &TierPlan, max_workloads: usize) -> Result<(), String> {
+    plan.validate().map_err(|e| e.to_string())?;
+    if plan.workloads.len() > max_workloads {
+        return Err(format!(
+            "the plan lists {} workloads; this node takes at most {max_workloads} (--max-workloads)",
+            plan.workloads.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a plan file (`strata provision --plan`'s JSON).
+pub fn read_file(path: &Path) -> Result<TierPlan, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    TierPlan::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
 
 /// What the node does for one workload.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -441,6 +441,11 @@ pub struct NodeArgs {
     /// Seconds a body may send nothing before it is abandoned.
     pub body_timeout: u64,
     pub header_timeout: u64,
+    pub plan: Option<PathBuf>,
+    pub max_workloads: usize,
+    pub flash_cache: String,
+    pub flash_cache_policy: String,
+    pub flash_cache_write_rate: String,
     /// HTTP worker threads (0: one per core).
     pub threads: usize,
     /// Seconds a trace file stays open before it rotates.
@@ -523,6 +528,26 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
         .transpose()
         .context("--recovery-rate")?;
     opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
+    opts.plan_path = a.plan.clone();
+    let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
+    if fc_bytes > 0 {
+        if opts.flash_tier().is_empty() {
+            bail!("--flash-cache needs a flash device to cache on (--flash DIR)");
+        }
+        opts.flash_cache = Some(strata_node::flashcache::FlashCacheConfig {
+            bytes: fc_bytes,
+            policy: a
+                .flash_cache_policy
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--flash-cache-policy: {e}"))?,
+            write_bytes_per_s: parse_bytes(&a.flash_cache_write_rate)
+                .context("--flash-cache-write-rate")?,
+        });
+    }
+    if a.max_workloads == 0 {
+        anyhow::bail!("--max-workloads must be at least 1");
+    }
+    opts.max_workloads = a.max_workloads;
     opts.http = strata_node::HttpLimits {
         header_timeout: Duration::from_secs(a.header_timeout.max(1)),
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),

@@ -157,6 +157,9 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
         o => bail!("--ram-admission: {o:?} is neither `all` nor `recent`"),
     };
     cfg.flash_cache_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
+    if cfg.flash_cache_bytes > 0 && cfg.flash.is_empty() {
+        bail!("--flash-cache needs a flash device to cache on (--flash DIR)");
+    }
     cfg.flash_cache_policy = a
         .flash_cache_policy
         .parse()
@@ -215,18 +218,6 @@ fn refuse_in_cluster_mode(a: &Args) -> anyhow::Result<()> {
     if a.ram_admission != "all" {
         given.push("--ram-admission");
     }
-    if a.plan.is_some() {
-        given.push("--plan (set the cluster's plan with `strata cluster plan set`)");
-    }
-    if a.flash_cache != "0"
-        || a.flash_cache_policy != "lru-mid:75"
-        || a.flash_cache_write_rate != "16MiB"
-    {
-        given.push("--flash-cache, --flash-cache-policy, --flash-cache-write-rate");
-    }
-    if a.max_workloads != 1024 {
-        given.push("--max-workloads (a cluster node's stores are per row, not per workload)");
-    }
     if given.is_empty() {
         return Ok(());
     }
@@ -273,6 +264,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             require_cookies: a.require_cookies,
             body_timeout: a.body_timeout,
             header_timeout: a.header_timeout,
+            plan: a.plan.clone(),
+            max_workloads: a.max_workloads,
+            flash_cache: a.flash_cache.clone(),
+            flash_cache_policy: a.flash_cache_policy.clone(),
+            flash_cache_write_rate: a.flash_cache_write_rate.clone(),
             threads: a.threads,
             trace_rotate_seconds: a.trace_rotate_seconds,
             s3_listen: a.s3_listen.clone(),

@@ -100,6 +100,10 @@ pub struct NodeOptions {
     pub plan_path: Option<PathBuf>,
     /// Most workloads a tier plan may list (`--max-workloads`).
     pub max_workloads: usize,
+    /// Which reads the RAM cache admits (`--ram-admission`).
+    pub ram_admission: strata_node::RamAdmission,
+    /// How long a sealed segment counts as recently written.
+    pub recent_window: Duration,
     /// The flash read cache for hot disk-resident records (`--flash-cache`;
     /// needs a flash device).
     pub flash_cache: Option<strata_node::flashcache::FlashCacheConfig>,
@@ -138,6 +142,8 @@ impl NodeOptions {
             plan_path: None,
             max_workloads: 1024,
             flash_cache: None,
+            ram_admission: strata_node::RamAdmission::All,
+            recent_window: Duration::from_secs(600),
         }
     }
 
@@ -207,6 +213,9 @@ pub struct ClusterNode {
     pub(crate) ram: Option<RamCache>,
     /// The flash read cache of disk-resident records.
     pub(crate) fcache: Option<Arc<strata_node::flashcache::FlashCache>>,
+    /// Each part's recently written segments (RAM cache admission
+    /// `recent`), kept by the tier mover, by [`crate::rows::part_id`].
+    pub(crate) recent: Mutex<HashMap<usize, Arc<parking_lot::RwLock<HashSet<u64>>>>>,
     /// The tier plan in force and its version at the metadata service.
     pub(crate) plan: RwLock<(u64, ActivePlan)>,
     /// Sampled request traces.
@@ -367,6 +376,26 @@ impl ClusterNode {
             return Tier::Disk;
         }
         Tier::Flash
+    }
+
+    /// The set of recently written segments of `part` (created on first use).
+    fn recent_of(&self, part: &Arc<strata_store::Store>) -> Arc<parking_lot::RwLock<HashSet<u64>>> {
+        lock(&self.recent)
+            .entry(crate::rows::part_id(part))
+            .or_default()
+            .clone()
+    }
+
+    /// Whether the RAM cache may admit a record read from `segment` of
+    /// part `part` (`--ram-admission recent`: only recently written
+    /// segments, Haystack's rule; the mover refreshes the sets each pass).
+    pub(crate) fn admits(&self, part: usize, segment: u64) -> bool {
+        match self.opts.ram_admission {
+            strata_node::RamAdmission::All => true,
+            strata_node::RamAdmission::Recent => lock(&self.recent)
+                .get(&part)
+                .is_some_and(|r| r.read().contains(&segment)),
+        }
     }
 
     /// Drops `id` from the RAM and flash read caches (a write or delete).
@@ -709,13 +738,11 @@ impl strata_node::mover::Tiered for ClusterNode {
         for (disk, rows) in self.stores.iter().enumerate() {
             let Some(rows) = rows else { continue };
             for r in rows.opened() {
-                if r.flash_path().is_none() {
-                    continue;
-                }
                 for (name, store) in r.parts() {
                     let key =
                         xxhash_rust::xxh3::xxh3_64(format!("{disk}/{}/{name}", r.row()).as_bytes());
                     let (rs, part) = (r.clone(), store.clone());
+                    let recent = self.recent_of(&part);
                     by_name
                         .entry(name)
                         .or_default()
@@ -724,7 +751,7 @@ impl strata_node::mover::Tiered for ClusterNode {
                             store,
                             first_disk: 0,
                             disks: 1,
-                            recent: None,
+                            recent: Some(recent),
                             reappend: Arc::new(move |segment, needles| {
                                 rs.reappend(part.clone(), segment, needles)
                             }),
@@ -756,7 +783,7 @@ impl strata_node::mover::Tiered for ClusterNode {
             flash_capacity: self.flash_capacity,
             flash_burst: self.opts.flash_burst,
             bytes_per_s: self.opts.mover_bytes_per_sec,
-            recent_window: Duration::from_secs(600),
+            recent_window: self.opts.recent_window,
             interval: Duration::from_millis(100),
         }
     }
@@ -871,6 +898,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
     };
     let node = Arc::new(ClusterNode {
         fcache,
+        recent: Mutex::new(HashMap::new()),
         addr: opts.advertise.clone().unwrap_or(bound),
         http: Http::new(),
         stores,
@@ -933,12 +961,12 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
     if let Some(every) = node.opts.scrub_interval {
         tokio::spawn(crate::scrub::run(node.clone(), every));
     }
-    if !node.opts.flash_tier().is_empty() {
-        strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
-            path: "tier mover thread".into(),
-            source,
-        })?;
-    }
+    // Without a flash tier the mover only keeps the gauges and the
+    // recently-written sets (RAM cache admission).
+    strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
+        path: "tier mover thread".into(),
+        source,
+    })?;
     // The listing index routes are node protocol routes: the gateway and
     // the S3 coordinator reach them in-process on their own node too.
     let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;

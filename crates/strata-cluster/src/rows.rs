@@ -113,6 +113,16 @@ pub struct Stored {
     pub record: Bytes,
     /// The tier it was read from.
     pub tier: Tier,
+    /// The segment it was read from.
+    pub segment: u64,
+    /// The part (segment store) it was read from, as [`part_id`] names it.
+    pub part: usize,
+}
+
+/// A part's identity while it is open (RAM cache admission keys the
+/// recently written segments of each part by it).
+pub fn part_id(store: &Arc<Store>) -> usize {
+    Arc::as_ptr(store) as usize
 }
 
 /// Work for a row's writer thread.
@@ -444,6 +454,8 @@ impl RowStore {
                             stamp: d.stamp,
                             record: Bytes::copy_from_slice(d.record),
                             tier: obj.tier,
+                            segment: obj.segment,
+                            part: part_id(&part),
                         });
                     }
                 }

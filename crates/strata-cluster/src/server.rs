@@ -333,7 +333,7 @@ async fn get_object(
         Some(s) if raw || !is_tombstone(&s.record) => {
             if !raw && store.write_count() == before {
                 // No write to the row raced this read: safe to cache.
-                let cache_ram = node.ram.is_some();
+                let cache_ram = node.ram.is_some() && node.admits(s.part, s.segment);
                 let cache_flash = node.fcache.is_some() && s.tier == Tier::Disk;
                 if cache_ram || cache_flash {
                     let mut needle = Vec::with_capacity(8 + s.record.len());

@@ -384,8 +384,9 @@ fn move_one(host: &dyn Tiered, v: &mut View, seg: Seg, rr: &mut usize) -> Option
     let t0 = Instant::now();
     let m = &v.g.members[seg.member];
     if seg.info.active {
-        if let Err(_e) = m.store.seal_active(seg.info.device) {
+        if let Err(e) = m.store.seal_active(seg.info.device) {
             metrics.mover_errors.fetch_add(1, Relaxed);
+            eprintln!("strata server: tier mover: sealing: {e}");
             return None;
         }
     }
@@ -414,8 +415,12 @@ fn move_one(host: &dyn Tiered, v: &mut View, seg: Seg, rr: &mut usize) -> Option
             Some(seg.info.size)
         }
         Err(StoreError::NoSuchSegment(_)) | Err(StoreError::SegmentActive(_)) => Some(0),
-        Err(_e) => {
+        Err(e) => {
             metrics.mover_errors.fetch_add(1, Relaxed);
+            eprintln!(
+                "strata server: tier mover: segment {:016x}: {e}",
+                seg.info.id
+            );
             None
         }
     }

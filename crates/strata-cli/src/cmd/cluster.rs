@@ -443,6 +443,7 @@ pub struct NodeArgs {
     pub header_timeout: u64,
     pub plan: Option<PathBuf>,
     pub max_workloads: usize,
+    pub ram_admission: strata_node::RamAdmission,
     pub flash_cache: String,
     pub flash_cache_policy: String,
     pub flash_cache_write_rate: String,
@@ -529,6 +530,7 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
         .context("--recovery-rate")?;
     opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
     opts.plan_path = a.plan.clone();
+    opts.ram_admission = a.ram_admission;
     let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
     if fc_bytes > 0 {
         if opts.flash_tier().is_empty() {

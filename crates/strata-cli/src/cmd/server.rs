@@ -134,6 +134,15 @@ pub struct Args {
     s3_listen: Option<String>,
 }
 
+/// `--ram-admission`.
+fn ram_admission(s: &str) -> anyhow::Result<RamAdmission> {
+    match s {
+        "all" => Ok(RamAdmission::All),
+        "recent" => Ok(RamAdmission::Recent),
+        o => bail!("--ram-admission: {o:?} is neither `all` nor `recent`"),
+    }
+}
+
 /// Builds the node configuration from the arguments.
 fn config(a: &Args) -> anyhow::Result<NodeConfig> {
     let data = match (&a.data, a.dev) {
@@ -151,11 +160,7 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
         .ram_policy
         .parse()
         .map_err(|e| anyhow::anyhow!("--ram-policy: {e}"))?;
-    cfg.ram_admission = match a.ram_admission.as_str() {
-        "all" => RamAdmission::All,
-        "recent" => RamAdmission::Recent,
-        o => bail!("--ram-admission: {o:?} is neither `all` nor `recent`"),
-    };
+    cfg.ram_admission = ram_admission(&a.ram_admission)?;
     cfg.flash_cache_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
     if cfg.flash_cache_bytes > 0 && cfg.flash.is_empty() {
         bail!("--flash-cache needs a flash device to cache on (--flash DIR)");
@@ -208,26 +213,6 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
     Ok(cfg)
 }
 
-/// The flags of the single-node server that a cluster node does not honour
-/// yet: given with --meta they are an error, never silently ignored.
-fn refuse_in_cluster_mode(a: &Args) -> anyhow::Result<()> {
-    let mut given = Vec::new();
-    if a.dev {
-        given.push("--dev (a cluster node needs --data and its devices)");
-    }
-    if a.ram_admission != "all" {
-        given.push("--ram-admission");
-    }
-    if given.is_empty() {
-        return Ok(());
-    }
-    bail!(
-        "a cluster node (--meta) does not support {} yet: leave them out \
-         (docs/placement.md lists what a cluster node honours)",
-        given.join(", ")
-    )
-}
-
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.s3_listen.is_some() && a.meta.is_none() {
@@ -238,7 +223,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     if let Some(meta) = &a.meta {
-        refuse_in_cluster_mode(&a)?;
         return super::cluster::serve_node(super::cluster::NodeArgs {
             meta: meta.clone(),
             listen: a.listen.clone(),
@@ -254,7 +238,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             segment_size: a.segment_size.clone(),
             mover_rate: a.mover_rate.clone(),
             flash_burst: a.flash_burst,
-            trace_dir: a.trace_dir.clone(),
+            // --dev: traces in DATA/traces, as on a single node.
+            trace_dir: a.trace_dir.clone().or_else(|| {
+                a.dev.then(|| {
+                    a.data
+                        .clone()
+                        .unwrap_or_else(|| PathBuf::from("strata-data"))
+                        .join("traces")
+                })
+            }),
             trace_sample: a.trace_sample,
             trace_rotate: a.trace_rotate,
             scrub_every: a.scrub_every,
@@ -266,6 +258,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             header_timeout: a.header_timeout,
             plan: a.plan.clone(),
             max_workloads: a.max_workloads,
+            ram_admission: ram_admission(&a.ram_admission)?,
             flash_cache: a.flash_cache.clone(),
             flash_cache_policy: a.flash_cache_policy.clone(),
             flash_cache_write_rate: a.flash_cache_write_rate.clone(),

@@ -530,6 +530,22 @@ fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
             .iter()
             .all(|t| t == "flash_cache")
     });
+    // /metrics: the single node's series, fed here too.
+    for (_, addr) in &nodes {
+        let m = metrics_of(addr);
+        for series in [
+            "strata_commit_batches_total",
+            "strata_commit_objects_total",
+            "strata_workload_writes_total{workload=\"fresh\"}",
+            "strata_workload_flash_writes_total{workload=\"big\"}",
+            "strata_workload_written_bytes_total{workload=\"big\"}",
+            "strata_mover_segments_total",
+        ] {
+            assert!(metric(&m, series).unwrap_or(0.0) > 0.0, "{series}: {m}");
+        }
+    }
+    let m = metrics_of(&meta);
+    assert!(m.contains("strata_meta_tier_plan_version"), "{m}");
     // Every object reads back, wherever the mover put it.
     for (bucket, n) in [("fresh", "60"), ("big", "300")] {
         ok(strata().args([

@@ -2,9 +2,10 @@
 //! and sampler over the cluster node's counters (docs/node.md, "Dashboard").
 //!
 //! Per workload (bucket) the node counts reads by tier and knows the plan's
-//! allocation and prediction; its flash bytes and flash writes are per row
-//! store, shared by the buckets of the row, so they are shown for all
-//! workloads together only (flash used against the flash budget).
+//! allocation and prediction. A workload the plan lists has row parts of
+//! its own, so its flash bytes and flash writes are known too; the others
+//! share the rows' shared parts and show reads only (their flash is in the
+//! all-workloads total), as on a single node.
 
 use std::sync::Arc;
 
@@ -23,14 +24,19 @@ impl Source for ClusterSource {
             Ok(g) => g.1.clone(),
             Err(p) => p.into_inner().1.clone(),
         };
-        let written = node
+        // Flash written per part name (a listed workload's, or the shared).
+        let mut written_by: std::collections::HashMap<String, u64> =
+            std::collections::HashMap::new();
+        for (name, p) in node
             .stores
             .iter()
             .flatten()
             .flat_map(|s| s.opened())
             .flat_map(|s| s.parts())
-            .map(|(_, p)| p.counters().bytes_written_flash)
-            .sum();
+        {
+            *written_by.entry(name).or_default() += p.counters().bytes_written_flash;
+        }
+        let written: u64 = written_by.values().sum();
         let mut total = Counts {
             flash_bytes: Some(node.flash_used()),
             flash_written_bytes: Some(written),
@@ -40,12 +46,17 @@ impl Source for ClusterSource {
         };
         let mut workloads = Vec::new();
         for (name, c) in node.metrics.workloads() {
+            if name == strata_node::node::SHARED {
+                continue;
+            }
             let (plan_flash_bytes, predicted) = plan_of(&plan, node.workload_id(&name), &name);
+            let own = written_by.get(&name).copied();
             let c = Counts {
                 reads: reads_of(&c),
+                flash_bytes: own.map(|_| c.flash_bytes.load(std::sync::atomic::Ordering::Relaxed)),
+                flash_written_bytes: own,
                 plan_flash_bytes,
                 predicted_flash_hit_ratio: predicted,
-                ..Counts::default()
             };
             add_reads(&mut total, &c);
             workloads.push((name, c));

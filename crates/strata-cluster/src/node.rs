@@ -841,18 +841,17 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         })?;
     }
     let flash = opts.flash_tier();
+    let metrics = Arc::new(Metrics::default());
     let stores = (0..opts.devices.len())
         .map(|i| {
             opts.in_rows(i).then(|| {
-                Arc::new(RowStores::new(
-                    &opts.devices[i].path,
-                    &flash,
-                    opts.segment_size,
-                ))
+                Arc::new(
+                    RowStores::new(&opts.devices[i].path, &flash, opts.segment_size)
+                        .with_metrics(metrics.clone()),
+                )
             })
         })
         .collect();
-    let metrics = Arc::new(Metrics::default());
     let ram = (opts.ram_cache_bytes > 0)
         .then(|| RamCache::new(&opts.ram_policy, opts.ram_cache_bytes, metrics.clone()));
     let tracer = match &opts.trace_dir {

@@ -31,6 +31,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
+use strata_node::metrics::Metrics;
 use strata_node::node::SHARED;
 use strata_store::{PutItem, Store, StoreConfig, StoreError, StoredNeedle, Tier};
 
@@ -229,6 +230,7 @@ impl RowStore {
         path: PathBuf,
         flash_path: Option<PathBuf>,
         segment_size: u64,
+        metrics: Option<Arc<Metrics>>,
     ) -> Result<RowStore, ClusterError> {
         let shared = Arc::new(open_store(row, &path, flash_path.as_deref(), segment_size)?);
         let mut parts = HashMap::new();
@@ -257,7 +259,7 @@ impl RowStore {
         let w = writes.clone();
         std::thread::Builder::new()
             .name(format!("row-{row}-writer"))
-            .spawn(move || group_commit(&rx, &w))
+            .spawn(move || group_commit(&rx, &w, metrics.as_deref()))
             .map_err(|source| ClusterError::Io {
                 path: path.display().to_string(),
                 source,
@@ -569,7 +571,7 @@ fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)
     }
 }
 
-fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
+fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&Metrics>) {
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
         let mut bytes = 0usize;
@@ -625,7 +627,7 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
                     reply,
                 } => {
                     // Earlier puts of this batch first, so the purge sees them.
-                    apply(std::mem::take(&mut keep), writes);
+                    apply(std::mem::take(&mut keep), writes, metrics);
                     newest.clear();
                     let mut res = Ok(false);
                     for part in &parts {
@@ -646,14 +648,14 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64) {
                     needles,
                     reply,
                 } => {
-                    apply(std::mem::take(&mut keep), writes);
+                    apply(std::mem::take(&mut keep), writes, metrics);
                     newest.clear();
                     let _ = reply.send(reappend(&part, segment, needles));
                     writes.fetch_add(1, Ordering::Release);
                 }
             }
         }
-        apply(keep, writes);
+        apply(keep, writes, metrics);
     }
 }
 
@@ -688,7 +690,7 @@ fn reappend(store: &Store, segment: u64, needles: Vec<StoredNeedle>) -> Result<u
 
 /// Writes a batch, one `put_batch` (one fsync) per part and tier, drops
 /// the older records the other part held, and answers.
-fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64) {
+fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metrics>) {
     if batch.is_empty() {
         return;
     }
@@ -723,6 +725,11 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64) {
                 .target
                 .put_batch(tier, &items)
                 .map_err(|e| e.to_string());
+            if let Some(m) = metrics {
+                m.commit_batches.fetch_add(1, Ordering::Relaxed);
+                m.commit_objects
+                    .fetch_add(items.len() as u64, Ordering::Relaxed);
+            }
             for &j in &idx {
                 results[j] = res.clone().map(|()| true);
                 done[j] = true;
@@ -749,6 +756,7 @@ pub struct RowStores {
     flash: Vec<PathBuf>,
     segment_size: u64,
     open: Mutex<HashMap<usize, Arc<RowStore>>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// Prefix of a row directory being removed (a crash leaves it for the next
@@ -765,6 +773,7 @@ impl RowStores {
             flash: flash.iter().map(|f| f.join("rows")).collect(),
             segment_size,
             open: Mutex::new(HashMap::new()),
+            metrics: None,
         };
         for d in std::iter::once(&s.dir).chain(s.flash.iter()) {
             if let Ok(rd) = std::fs::read_dir(d) {
@@ -776,6 +785,12 @@ impl RowStores {
             }
         }
         s
+    }
+
+    /// Feeds the group-commit counters of `metrics` (`strata_commit_*`).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> RowStores {
+        self.metrics = Some(metrics);
+        self
     }
 
     fn row_dir(&self, row: usize) -> PathBuf {
@@ -804,6 +819,7 @@ impl RowStores {
             self.row_dir(row),
             self.flash_dir(row),
             self.segment_size,
+            self.metrics.clone(),
         )?);
         open.insert(row, s.clone());
         Ok(s)

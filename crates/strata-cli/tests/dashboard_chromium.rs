@@ -210,7 +210,7 @@ fn node_dashboard_renders_live_charts_under_load() {
     assert!(series(&day, "alpha").is_some_and(|s| s["reads"].as_u64().unwrap_or(0) > 0));
 
     // Chromium runs the page's script against the server (still under load).
-    let url = format!("http://{addr}/dashboard");
+    let url = format!("http://{addr}/dashboard#token={}", node_common::ADMIN_TOKEN);
     let (dom, log) = dump_dom(&url, 8000);
     let errors = page_errors(&log);
     assert!(errors.is_empty(), "page errors: {errors:?}");
@@ -329,7 +329,7 @@ fn cluster_dashboard_serves_the_same_page() {
         .all(|v| v.is_null()));
     assert!(d["series"][0]["flash_bytes"].is_u64());
 
-    let (dom, log) = dump_dom(&format!("http://{addr}/dashboard"), 6000);
+    let (dom, log) = dump_dom(&format!("http://{addr}/dashboard#token={}", node_common::ADMIN_TOKEN), 6000);
     let errors = page_errors(&log);
     assert!(errors.is_empty(), "page errors: {errors:?}");
     assert!(

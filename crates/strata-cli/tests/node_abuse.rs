@@ -322,3 +322,61 @@ fn buckets_cost_no_threads_or_files() {
     assert_eq!(r.status, 400);
     assert!(r.text().contains("--max-workloads"), "{}", r.text());
 }
+
+#[test]
+fn control_endpoints_need_the_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &[]);
+    let a = s.addr.as_str();
+    let plan = r#"{"format":"strata-tier-plan","version":1,"total_flash_bytes":0,"write_bound_bytes_per_s":null,"train_window":[0,1],"policy":"fifo","predicted_flash_hit_ratio":0,"workloads":[]}"#;
+    for (method, path, body) in [
+        ("GET", "/_admin/status", None),
+        ("GET", "/_admin/plan", None),
+        ("POST", "/_admin/plan", Some(plan.as_bytes())),
+        ("DELETE", "/_admin/plan", None),
+        ("POST", "/_admin/traces/flush", None),
+        ("GET", "/_admin/dashboard?window=hour", None),
+        ("GET", "/metrics", None),
+    ] {
+        // No token: 401 with the scheme to use; a wrong one: 403.
+        let r = request(a, method, path, &[("Authorization", "")], body).unwrap();
+        assert_eq!(r.status, 401, "{method} {path}: {}", r.text());
+        assert_eq!(r.header("www-authenticate"), Some("Bearer realm=\"strata\""));
+        let r = request(a, method, path, &[("Authorization", "Bearer guess")], body).unwrap();
+        assert_eq!(r.status, 403, "{method} {path}");
+        assert!(!r.text().contains(ADMIN_TOKEN));
+    }
+    // Nothing changed: no plan was loaded, none was cleared.
+    assert_eq!(get(a, "/_admin/plan").status, 404);
+    // The token works; health and objects need none.
+    assert_eq!(get(a, "/_admin/status").status, 200);
+    assert_eq!(request(a, "GET", "/healthz", &[], None).unwrap().status, 200);
+    assert_eq!(put(a, "/b/o", b"x").status, 201);
+    // A server started without a token has its control endpoints off.
+    let off = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["server", "--listen", "127.0.0.1:0", "--data"])
+        .arg(off.path())
+        .env_remove("STRATA_ADMIN_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let r = get(&addr, "/_admin/status");
+    assert_eq!(r.status, 403);
+    assert!(r.text().contains("STRATA_ADMIN_TOKEN"), "{}", r.text());
+    let _ = child.kill();
+    let _ = child.wait();
+}

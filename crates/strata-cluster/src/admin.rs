@@ -68,9 +68,16 @@ impl ClusterNode {
             }
             None => (hyper::Method::DELETE, Bytes::new()),
         };
+        let bearer = format!("Bearer {}", self.opts.admin_token.clone().unwrap_or_default());
         let r = self
             .http
-            .send(method, &url, None, body, Duration::from_secs(10))
+            .send_with_headers(
+                method,
+                &url,
+                &[("authorization", bearer.as_str())],
+                body,
+                Duration::from_secs(10),
+            )
             .await
             .map_err(PlanError::Meta)?;
         if !r.status.is_success() {

@@ -100,6 +100,9 @@ pub struct NodeOptions {
     pub plan_path: Option<PathBuf>,
     /// Most workloads a tier plan may list (`--max-workloads`).
     pub max_workloads: usize,
+    /// The admin token: it guards this node's control endpoints and goes
+    /// with the plans this node publishes to the metadata service.
+    pub admin_token: Option<String>,
     /// Which reads the RAM cache admits (`--ram-admission`).
     pub ram_admission: strata_node::RamAdmission,
     /// How long a sealed segment counts as recently written.
@@ -141,6 +144,7 @@ impl NodeOptions {
             http: strata_node::HttpLimits::default(),
             plan_path: None,
             max_workloads: 1024,
+            admin_token: None,
             flash_cache: None,
             ram_admission: strata_node::RamAdmission::All,
             recent_window: Duration::from_secs(600),
@@ -1017,6 +1021,10 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         .merge(crate::gateway::routes(gateway))
         .merge(crate::admin::routes(node.clone()))
         .merge(strata_node::dashboard::router(dash));
+    let app = strata_node::auth::protect(
+        app,
+        strata_node::auth::AdminAuth::new(node.opts.admin_token.clone()),
+    );
     strata_node::http::serve_router(app, listener, node.opts.http, std::future::pending()).await;
     Ok(())
 }

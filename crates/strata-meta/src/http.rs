@@ -38,45 +38,77 @@ impl IntoResponse for MetaError {
 /// The header that carries the admin token of the key routes.
 pub const ADMIN_TOKEN_HEADER: &str = "x-strata-admin-token";
 
-/// The service's routes with the S3 key routes (`/v1/keys`), which answer
-/// only requests carrying `admin_token` in [`ADMIN_TOKEN_HEADER`] (and
-/// none at all without a token): they hold the keys' secrets.
+/// The service's routes with the control routes guarded by the admin token
+/// (`STRATA_ADMIN_TOKEN`): the S3 key routes (`/v1/keys`, they hold the
+/// keys' secrets), the tier plan's writes, adding and removing nodes and
+/// `/metrics` answer only requests carrying the token as `Authorization:
+/// Bearer TOKEN` (or in [`ADMIN_TOKEN_HEADER`]), and none at all without
+/// a token (403 saying how to turn them on).
 pub fn router_with_keys(svc: Arc<MetaService>, admin_token: Option<String>) -> Router {
     let keys = Router::new()
         .route("/v1/keys", get(list_keys).post(create_key))
         .route("/v1/keys/{access}", axum::routing::delete(delete_key))
-        .with_state(svc.clone())
+        .with_state(svc.clone());
+    router(svc)
+        .merge(keys)
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 let token = admin_token.clone();
                 async move {
+                    if !is_control(req.method(), req.uri().path()) {
+                        return next.run(req).await;
+                    }
                     let given = req
                         .headers()
-                        .get(ADMIN_TOKEN_HEADER)
-                        .map(|v| v.as_bytes().to_vec());
+                        .get(axum::http::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "))
+                        .map(|v| v.as_bytes().to_vec())
+                        .or_else(|| {
+                            req.headers()
+                                .get(ADMIN_TOKEN_HEADER)
+                                .map(|v| v.as_bytes().to_vec())
+                        });
                     match (&token, given) {
                         (None, _) => (
                             StatusCode::FORBIDDEN,
                             Json(ErrorBody {
-                                error: "S3 keys are managed only when the metadata service \
-                                        is started with STRATA_ADMIN_TOKEN"
+                                error: "the control routes are off: start the metadata \
+                                        service with STRATA_ADMIN_TOKEN set"
                                     .into(),
                             }),
                         )
                             .into_response(),
                         (Some(t), Some(g)) if same(t.as_bytes(), &g) => next.run(req).await,
-                        _ => (
+                        (Some(_), None) => (
+                            StatusCode::UNAUTHORIZED,
+                            Json(ErrorBody {
+                                error: "this route needs the admin token: \
+                                        Authorization: Bearer TOKEN"
+                                    .into(),
+                            }),
+                        )
+                            .into_response(),
+                        (Some(_), Some(_)) => (
                             StatusCode::FORBIDDEN,
                             Json(ErrorBody {
-                                error: "missing or wrong x-strata-admin-token".into(),
+                                error: "wrong admin token".into(),
                             }),
                         )
                             .into_response(),
                     }
                 }
             },
-        ));
-    router(svc).merge(keys)
+        ))
+}
+
+/// Whether a request is to a control route (see [`router_with_keys`]).
+fn is_control(method: &axum::http::Method, path: &str) -> bool {
+    use axum::http::Method;
+    path.starts_with("/v1/keys")
+        || path == "/metrics"
+        || (path == "/v1/tier-plan" && method != Method::GET && method != Method::HEAD)
+        || (path.starts_with("/v1/nodes/") && (path.ends_with("/add") || path.ends_with("/remove")))
 }
 
 /// Compares two secrets in time independent of where they differ.

@@ -380,6 +380,11 @@ pub fn run_demo(
     cfg.trace_sample = 1.0;
     cfg.trace_rotate_records = 100_000;
     cfg.mover_interval = Duration::from_millis(50);
+    // The demo's own control requests carry a token of this run.
+    let token = crate::auth::generate();
+    cfg.admin_token = Some(token.clone());
+    let bearer = format!("Bearer {token}");
+    let admin = [("authorization", bearer.as_str())];
     let running = crate::server::start(cfg, "127.0.0.1:0", HttpLimits::default(), 2)?;
     let addr = running.addr.to_string();
     log(&format!(
@@ -424,7 +429,7 @@ pub fn run_demo(
         &addr,
         Method::POST,
         "/_admin/traces/flush",
-        &[],
+        &admin,
         Bytes::new(),
     ));
     if !flush.is_ok_and(|r| r.status.is_success()) {
@@ -481,7 +486,7 @@ pub fn run_demo(
         &addr,
         Method::POST,
         "/_admin/plan",
-        &[],
+        &admin,
         Bytes::from(plan.to_json()),
     ));
     match load {

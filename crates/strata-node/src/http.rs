@@ -548,12 +548,9 @@ pub async fn serve(
     extra: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    serve_router(
-        router(node, limits).merge(extra),
-        listener,
-        limits,
-        shutdown,
-    )
+    let auth = crate::auth::AdminAuth::new(node.cfg.admin_token.clone());
+    let app = crate::auth::protect(router(node, limits).merge(extra), auth);
+    serve_router(app, listener, limits, shutdown)
     .await
 }
 

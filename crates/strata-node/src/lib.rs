@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod client;
 pub mod dashboard;
 pub mod demo;

@@ -93,6 +93,9 @@ pub struct NodeConfig {
     /// Most workloads a tier plan may list (each listed workload gets a
     /// segment store of its own: a writer thread and its files).
     pub max_workloads: usize,
+    /// The admin token of the control endpoints (`/_admin/*`, `/metrics`;
+    /// None: they are off).
+    pub admin_token: Option<String>,
 }
 
 impl NodeConfig {
@@ -147,6 +150,7 @@ impl NodeConfig {
             trace_rotate_after: Duration::from_secs(60),
             max_batch_objects: 1024,
             max_workloads: 1024,
+            admin_token: None,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use axum::http::Method;
 use strata_client::Http;
 use strata_meta::api::{ChangeResponse, Status, TierClass};
 use strata_placement::recovery::{simulate, SimParams};
@@ -233,15 +234,14 @@ async fn plan(a: PlanArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{} is not a valid tier plan", file.display()))?;
             let value: serde_json::Value =
                 serde_json::from_str(&plan.to_json()).context("re-encoding the plan")?;
-            let r: serde_json::Value = http
-                .put_json(
-                    &format!("http://{meta}/v1/tier-plan"),
-                    &value,
-                    Duration::from_secs(10),
-                )
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .with_context(|| format!("storing the plan at {meta}"))?;
+            let r = admin_send(
+                &http,
+                Method::PUT,
+                &format!("http://{meta}/v1/tier-plan"),
+                serde_json::to_vec(&value)?,
+            )
+            .await
+            .with_context(|| format!("storing the plan at {meta}"))?;
             println!(
                 "tier plan version {} stored ({} workloads); nodes reload it within a heartbeat",
                 r["version"],
@@ -263,14 +263,47 @@ async fn plan(a: PlanArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sends a control request to the metadata service with the admin token of
+/// the environment (`STRATA_ADMIN_TOKEN`); the JSON answer.
+async fn admin_send(
+    http: &Http,
+    method: Method,
+    url: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<serde_json::Value> {
+    let token = std::env::var(strata_node::auth::ADMIN_TOKEN_ENV).unwrap_or_default();
+    let bearer = format!("Bearer {token}");
+    let mut headers = vec![("content-type", "application/json")];
+    if !token.is_empty() {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    let r = http
+        .send_with_headers(method, url, &headers, body.into(), Duration::from_secs(30))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    if r.status == axum::http::StatusCode::UNAUTHORIZED || r.status == axum::http::StatusCode::FORBIDDEN {
+        bail!(
+            "{url}: {} {text} (set {} to the cluster's admin token)",
+            r.status,
+            strata_node::auth::ADMIN_TOKEN_ENV
+        );
+    }
+    if !r.status.is_success() {
+        bail!("{url}: {} {text}", r.status);
+    }
+    serde_json::from_slice(&r.body).with_context(|| format!("{url}: not JSON: {text}"))
+}
+
 async fn change(a: ChangeArgs, what: &str) -> anyhow::Result<()> {
     let http = Http::new();
     let url = format!("http://{}/v1/nodes/{}/{what}", a.meta, a.node);
-    let r: ChangeResponse = http
-        .post_json(&url, &serde_json::json!({}), Duration::from_secs(30))
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("{what}-node {}", a.node))?;
+    let r: ChangeResponse = serde_json::from_value(
+        admin_send(&http, Method::POST, &url, b"{}".to_vec())
+            .await
+            .with_context(|| format!("{what}-node {}", a.node))?,
+    )
+    .context("the metadata service's answer")?;
     println!(
         "node {} {}: table version {}, {} row copies planned",
         a.node,
@@ -443,6 +476,7 @@ pub struct NodeArgs {
     pub header_timeout: u64,
     pub plan: Option<PathBuf>,
     pub max_workloads: usize,
+    pub admin_token: Option<String>,
     pub ram_admission: strata_node::RamAdmission,
     pub flash_cache: String,
     pub flash_cache_policy: String,
@@ -530,6 +564,7 @@ pub fn serve_node(a: NodeArgs) -> anyhow::Result<()> {
         .context("--recovery-rate")?;
     opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
     opts.plan_path = a.plan.clone();
+    opts.admin_token = a.admin_token.clone();
     opts.ram_admission = a.ram_admission;
     let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
     if fc_bytes > 0 {

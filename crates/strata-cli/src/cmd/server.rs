@@ -213,6 +213,30 @@ fn config(a: &Args) -> anyhow::Result<NodeConfig> {
     Ok(cfg)
 }
 
+/// The admin token of the control endpoints: `STRATA_ADMIN_TOKEN`, or with
+/// `--dev` a fresh one printed once; without either they are off.
+fn admin_token(a: &Args) -> Option<String> {
+    let env = std::env::var(strata_node::auth::ADMIN_TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty());
+    if env.is_some() {
+        return env;
+    }
+    if a.dev {
+        let t = strata_node::auth::generate();
+        eprintln!(
+            "strata: admin token for this run (send it as Authorization: Bearer TOKEN, or export {}={t}): {t}",
+            strata_node::auth::ADMIN_TOKEN_ENV
+        );
+        return Some(t);
+    }
+    eprintln!(
+        "strata: {} is not set: /_admin and /metrics are off (403)",
+        strata_node::auth::ADMIN_TOKEN_ENV
+    );
+    None
+}
+
 /// Runs the server until SIGINT or SIGTERM.
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.s3_listen.is_some() && a.meta.is_none() {
@@ -258,6 +282,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             header_timeout: a.header_timeout,
             plan: a.plan.clone(),
             max_workloads: a.max_workloads,
+            admin_token: admin_token(&a),
             ram_admission: ram_admission(&a.ram_admission)?,
             flash_cache: a.flash_cache.clone(),
             flash_cache_policy: a.flash_cache_policy.clone(),
@@ -267,7 +292,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             s3_listen: a.s3_listen.clone(),
         });
     }
-    let cfg = config(&a)?;
+    let mut cfg = config(&a)?;
+    cfg.admin_token = admin_token(&a);
     let limits = HttpLimits {
         header_timeout: Duration::from_secs(a.header_timeout.max(1)),
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),

@@ -8,8 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The admin token every server and command of the tests runs with.
+#[allow(dead_code)]
+pub const TEST_ADMIN_TOKEN: &str = "strata-test-admin-token";
+
+/// The `strata` binary, with the tests' admin token in its environment.
 pub fn strata() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+    c.env("STRATA_ADMIN_TOKEN", TEST_ADMIN_TOKEN);
+    c
 }
 
 pub fn free_port() -> u16 {
@@ -199,9 +206,15 @@ pub fn http_full(
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    let v = version
+    let mut v = version
         .map(|v| format!("x-strata-table-version: {v}\r\n"))
         .unwrap_or_default();
+    // Control endpoints get the tests' admin token unless the caller sends
+    // an Authorization of its own.
+    let control = path.starts_with("/_admin") || path == "/metrics";
+    if control && !headers.to_ascii_lowercase().contains("authorization:") {
+        v.push_str(&format!("Authorization: Bearer {TEST_ADMIN_TOKEN}\r\n"));
+    }
     write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{v}{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",

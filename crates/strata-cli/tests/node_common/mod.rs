@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// The admin token of the tests' servers.
+pub const ADMIN_TOKEN: &str = "strata-test-admin-token";
+
 /// A running `strata server`.
 pub struct Server {
     child: Child,
@@ -23,6 +26,7 @@ impl Server {
     /// Starts a node on a free port with its data under `data`.
     pub fn start(data: &Path, extra: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
+        cmd.env("STRATA_ADMIN_TOKEN", ADMIN_TOKEN);
         cmd.arg("server")
             .arg("--data")
             .arg(data)
@@ -149,6 +153,12 @@ pub fn request(
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    // Control endpoints get the tests' admin token unless the caller sends
+    // an Authorization of its own.
+    let control = path.starts_with("/_admin") || path == "/metrics";
+    if control && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
+        req.push_str(&format!("Authorization: Bearer {ADMIN_TOKEN}\r\n"));
     }
     if let Some(b) = body {
         req.push_str(&format!("Content-Length: {}\r\n", b.len()));

@@ -439,6 +439,42 @@ fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
     let text = String::from_utf8_lossy(&body);
     assert!(text.contains("--max-workloads"), "{text}");
+    // The control routes need the admin token: a node's /_admin/plan and
+    // the metadata service's plan writes refuse a request without it (401)
+    // or with a wrong one (403), and `strata cluster plan set` says which
+    // variable to set.
+    let body = plan.to_string();
+    for (addr, path, method) in [
+        (nodes[0].1.as_str(), "/_admin/plan", "POST"),
+        (meta.as_str(), "/v1/tier-plan", "PUT"),
+    ] {
+        let (code, _, _) = http_full(
+            addr,
+            method,
+            path,
+            None,
+            "Authorization: \r\n",
+            body.as_bytes(),
+        );
+        assert_eq!(code, 401, "{method} {path} without a token");
+        let (code, _, _) = http_full(
+            addr,
+            method,
+            path,
+            None,
+            "Authorization: Bearer guess\r\n",
+            body.as_bytes(),
+        );
+        assert_eq!(code, 403, "{method} {path} with a wrong token");
+    }
+    let plan_file = dir.path().join("plan.json");
+    std::fs::write(&plan_file, &body).expect("write");
+    let out = run(strata()
+        .env_remove("STRATA_ADMIN_TOKEN")
+        .args(["cluster", "plan", "set", "--meta", &meta])
+        .arg(&plan_file));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("STRATA_ADMIN_TOKEN"));
     let (code, _, body) = http_full(
         &nodes[0].1,
         "POST",

@@ -329,7 +329,10 @@ fn cluster_dashboard_serves_the_same_page() {
         .all(|v| v.is_null()));
     assert!(d["series"][0]["flash_bytes"].is_u64());
 
-    let (dom, log) = dump_dom(&format!("http://{addr}/dashboard#token={}", node_common::ADMIN_TOKEN), 6000);
+    let (dom, log) = dump_dom(
+        &format!("http://{addr}/dashboard#token={}", node_common::ADMIN_TOKEN),
+        6000,
+    );
     let errors = page_errors(&log);
     assert!(errors.is_empty(), "page errors: {errors:?}");
     assert!(

@@ -341,7 +341,10 @@ fn control_endpoints_need_the_admin_token() {
         // No token: 401 with the scheme to use; a wrong one: 403.
         let r = request(a, method, path, &[("Authorization", "")], body).unwrap();
         assert_eq!(r.status, 401, "{method} {path}: {}", r.text());
-        assert_eq!(r.header("www-authenticate"), Some("Bearer realm=\"strata\""));
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some("Bearer realm=\"strata\"")
+        );
         let r = request(a, method, path, &[("Authorization", "Bearer guess")], body).unwrap();
         assert_eq!(r.status, 403, "{method} {path}");
         assert!(!r.text().contains(ADMIN_TOKEN));
@@ -350,7 +353,10 @@ fn control_endpoints_need_the_admin_token() {
     assert_eq!(get(a, "/_admin/plan").status, 404);
     // The token works; health and objects need none.
     assert_eq!(get(a, "/_admin/status").status, 200);
-    assert_eq!(request(a, "GET", "/healthz", &[], None).unwrap().status, 200);
+    assert_eq!(
+        request(a, "GET", "/healthz", &[], None).unwrap().status,
+        200
+    );
     assert_eq!(put(a, "/b/o", b"x").status, 201);
     // A server started without a token has its control endpoints off.
     let off = tempfile::tempdir().unwrap();

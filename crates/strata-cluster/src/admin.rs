@@ -68,7 +68,10 @@ impl ClusterNode {
             }
             None => (hyper::Method::DELETE, Bytes::new()),
         };
-        let bearer = format!("Bearer {}", self.opts.admin_token.clone().unwrap_or_default());
+        let bearer = format!(
+            "Bearer {}",
+            self.opts.admin_token.clone().unwrap_or_default()
+        );
         let r = self
             .http
             .send_with_headers(

@@ -49,57 +49,55 @@ pub fn router_with_keys(svc: Arc<MetaService>, admin_token: Option<String>) -> R
         .route("/v1/keys", get(list_keys).post(create_key))
         .route("/v1/keys/{access}", axum::routing::delete(delete_key))
         .with_state(svc.clone());
-    router(svc)
-        .merge(keys)
-        .layer(axum::middleware::from_fn(
-            move |req: axum::extract::Request, next: axum::middleware::Next| {
-                let token = admin_token.clone();
-                async move {
-                    if !is_control(req.method(), req.uri().path()) {
-                        return next.run(req).await;
-                    }
-                    let given = req
-                        .headers()
-                        .get(axum::http::header::AUTHORIZATION)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.strip_prefix("Bearer "))
-                        .map(|v| v.as_bytes().to_vec())
-                        .or_else(|| {
-                            req.headers()
-                                .get(ADMIN_TOKEN_HEADER)
-                                .map(|v| v.as_bytes().to_vec())
-                        });
-                    match (&token, given) {
-                        (None, _) => (
-                            StatusCode::FORBIDDEN,
-                            Json(ErrorBody {
-                                error: "the control routes are off: start the metadata \
-                                        service with STRATA_ADMIN_TOKEN set"
-                                    .into(),
-                            }),
-                        )
-                            .into_response(),
-                        (Some(t), Some(g)) if same(t.as_bytes(), &g) => next.run(req).await,
-                        (Some(_), None) => (
-                            StatusCode::UNAUTHORIZED,
-                            Json(ErrorBody {
-                                error: "this route needs the admin token: \
-                                        Authorization: Bearer TOKEN"
-                                    .into(),
-                            }),
-                        )
-                            .into_response(),
-                        (Some(_), Some(_)) => (
-                            StatusCode::FORBIDDEN,
-                            Json(ErrorBody {
-                                error: "wrong admin token".into(),
-                            }),
-                        )
-                            .into_response(),
-                    }
+    router(svc).merge(keys).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let token = admin_token.clone();
+            async move {
+                if !is_control(req.method(), req.uri().path()) {
+                    return next.run(req).await;
                 }
-            },
-        ))
+                let given = req
+                    .headers()
+                    .get(axum::http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(|v| v.as_bytes().to_vec())
+                    .or_else(|| {
+                        req.headers()
+                            .get(ADMIN_TOKEN_HEADER)
+                            .map(|v| v.as_bytes().to_vec())
+                    });
+                match (&token, given) {
+                    (None, _) => (
+                        StatusCode::FORBIDDEN,
+                        Json(ErrorBody {
+                            error: "the control routes are off: start the metadata \
+                                        service with STRATA_ADMIN_TOKEN set"
+                                .into(),
+                        }),
+                    )
+                        .into_response(),
+                    (Some(t), Some(g)) if same(t.as_bytes(), &g) => next.run(req).await,
+                    (Some(_), None) => (
+                        StatusCode::UNAUTHORIZED,
+                        Json(ErrorBody {
+                            error: "this route needs the admin token: \
+                                        Authorization: Bearer TOKEN"
+                                .into(),
+                        }),
+                    )
+                        .into_response(),
+                    (Some(_), Some(_)) => (
+                        StatusCode::FORBIDDEN,
+                        Json(ErrorBody {
+                            error: "wrong admin token".into(),
+                        }),
+                    )
+                        .into_response(),
+                }
+            }
+        },
+    ))
 }
 
 /// Whether a request is to a control route (see [`router_with_keys`]).

@@ -6,6 +6,9 @@
 //! started without a token has its control endpoints off (403 saying how
 //! to turn them on). docs/security.md.
 
+// A refusal is an HTTP answer, returned as the error (as in http.rs).
+#![allow(clippy::result_large_err)]
+
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -118,11 +121,20 @@ mod tests {
         let a = AdminAuth::new(Some("s3cret".into()));
         let mut h = HeaderMap::new();
         assert_eq!(a.check(&h).unwrap_err().status(), StatusCode::UNAUTHORIZED);
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer nope"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer nope"),
+        );
         assert_eq!(a.check(&h).unwrap_err().status(), StatusCode::FORBIDDEN);
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer s3cret"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cret"),
+        );
         assert!(a.check(&h).is_ok());
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer s3cret2"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cret2"),
+        );
         assert!(a.check(&h).is_err());
         let off = AdminAuth::new(None);
         assert_eq!(off.check(&h).unwrap_err().status(), StatusCode::FORBIDDEN);

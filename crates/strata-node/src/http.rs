@@ -550,8 +550,7 @@ pub async fn serve(
 ) {
     let auth = crate::auth::AdminAuth::new(node.cfg.admin_token.clone());
     let app = crate::auth::protect(router(node, limits).merge(extra), auth);
-    serve_router(app, listener, limits, shutdown)
-    .await
+    serve_router(app, listener, limits, shutdown).await
 }
 
 /// Serves `app` on `listener` with Strata's connection limits (every

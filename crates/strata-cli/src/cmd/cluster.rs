@@ -282,7 +282,9 @@ async fn admin_send(
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let text = String::from_utf8_lossy(&r.body).into_owned();
-    if r.status == axum::http::StatusCode::UNAUTHORIZED || r.status == axum::http::StatusCode::FORBIDDEN {
+    if r.status == axum::http::StatusCode::UNAUTHORIZED
+        || r.status == axum::http::StatusCode::FORBIDDEN
+    {
         bail!(
             "{url}: {} {text} (set {} to the cluster's admin token)",
             r.status,

@@ -157,7 +157,11 @@ pub fn request(
     // Control endpoints get the tests' admin token unless the caller sends
     // an Authorization of its own.
     let control = path.starts_with("/_admin") || path == "/metrics";
-    if control && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
+    if control
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
         req.push_str(&format!("Authorization: Bearer {ADMIN_TOKEN}\r\n"));
     }
     if let Some(b) = body {

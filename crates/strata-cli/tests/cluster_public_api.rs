@@ -402,6 +402,15 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     });
     let cookie = put(&addr, "/docs/a", b"hello");
     assert_eq!(get(&addr, "/docs/a", "").0, 404, "no cookie, required");
+    // Names and cookies are taken exactly, as on a single node.
+    for path in [
+        "/docs/a%zz".to_string(),
+        "/docs/x/../a".to_string(),
+        "/docs/a?cookie=abc".to_string(),
+        format!("/docs/a?cookie={cookie}&cookie={cookie}"),
+    ] {
+        assert_eq!(get(&addr, &path, "").0, 400, "{path}");
+    }
     let (code, _, body) = get(&addr, &format!("/docs/a?cookie={cookie}"), "");
     assert_eq!((code, &body[..]), (200, &b"hello"[..]));
     // Refused from the declared length, before any of the body is read.

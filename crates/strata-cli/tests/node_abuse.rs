@@ -386,3 +386,31 @@ fn control_endpoints_need_the_admin_token() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn names_and_cookies_are_taken_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &[]);
+    let a = s.addr.as_str();
+    let r = put(a, "/b/known", b"x");
+    assert_eq!(r.status, 201);
+    let cookie = r.header("x-strata-cookie").unwrap().to_string();
+    assert_eq!(cookie.len(), 8);
+    for (method, path) in [
+        ("GET", "/b/a%zz".to_string()),
+        ("PUT", "/b/a%2".to_string()),
+        ("PUT", "/b/x/../y".to_string()),
+        ("PUT", "/b/./y".to_string()),
+        ("GET", "/b/known?cookie=abc".to_string()),
+        ("GET", format!("/b/known?cookie=+{}", &cookie[1..])),
+        ("GET", format!("/b/known?cookie={cookie}&cookie={cookie}")),
+    ] {
+        let body = (method == "PUT").then_some(&b"y"[..]);
+        let r = request(a, method, &path, &[], body).unwrap();
+        assert_eq!(r.status, 400, "{method} {path}");
+        assert!(!r.text().is_empty(), "{method} {path}: no reason");
+    }
+    // The exact form still works, and nothing was stored under the bad names.
+    assert_eq!(get(a, &format!("/b/known?cookie={cookie}")).status, 200);
+    assert_eq!(get(a, "/b/a%25zz").status, 404);
+}

@@ -28,7 +28,7 @@ use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use strata_client::{Client, ClientConfig, ClientError, Http, HttpResponse, LocalNode};
 use strata_node::http::{
-    check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
+    check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
     requested_range, unsatisfiable, COOKIE_HEADER,
 };
 use strata_node::node::valid_bucket;
@@ -175,7 +175,7 @@ async fn object(
     Path((bucket, name)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    if let Err(r) = check_public(&bucket, &name) {
+    if let Err(r) = check_escapes(req.uri().path()).and_then(|()| check_public(&bucket, &name)) {
         return r;
     }
     match *req.method() {

@@ -212,6 +212,12 @@ pub fn check_names(bucket: &str, name: &str) -> Result<(), Response> {
             format!("bad bucket name {bucket:?}: 1 to 63 of A-Z a-z 0-9 . _ -, not starting with . or _"),
         ));
     }
+    if name.split('/').any(|seg| seg == "." || seg == "..") {
+        return Err(reason(
+            StatusCode::BAD_REQUEST,
+            "bad object name: no . or .. path segments (clients would rewrite its URL)",
+        ));
+    }
     if name.is_empty() || bucket.len() + 1 + name.len() > MAX_NAME_BYTES || name.contains('\0') {
         return Err(reason(
             StatusCode::BAD_REQUEST,
@@ -227,23 +233,48 @@ pub fn check_names(bucket: &str, name: &str) -> Result<(), Response> {
 /// The `cookie` query parameter: `Ok(None)` when absent.
 pub fn cookie_of(query: Option<&str>) -> Result<Option<u32>, Response> {
     let Some(q) = query else { return Ok(None) };
+    let bad = |why: &str| {
+        reason(
+            StatusCode::BAD_REQUEST,
+            format!("bad cookie: {why} (a cookie is exactly 8 hex digits, given once)"),
+        )
+    };
+    let mut found = None;
     for kv in q.split('&') {
         if let Some(v) = kv.strip_prefix("cookie=") {
-            if v.is_empty() || v.len() > 8 {
-                return Err(reason(
-                    StatusCode::BAD_REQUEST,
-                    "bad cookie: expected 1 to 8 hex digits",
-                ));
+            if found.is_some() {
+                return Err(bad("given twice"));
             }
-            return u32::from_str_radix(v, 16).map(Some).map_err(|_| {
-                reason(
-                    StatusCode::BAD_REQUEST,
-                    "bad cookie: expected 1 to 8 hex digits",
-                )
-            });
+            if v.len() != 8 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(bad("not 8 hex digits"));
+            }
+            found = Some(u32::from_str_radix(v, 16).map_err(|_| bad("not 8 hex digits"))?);
         }
     }
-    Ok(None)
+    Ok(found)
+}
+
+/// A 400 unless every `%` of the request path `raw` starts a valid escape
+/// (two hex digits): a name is never taken literally from a broken one.
+pub fn check_escapes(raw: &str) -> Result<(), Response> {
+    let b = raw.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let ok = b.get(i + 1).is_some_and(|c| c.is_ascii_hexdigit())
+                && b.get(i + 2).is_some_and(|c| c.is_ascii_hexdigit());
+            if !ok {
+                return Err(reason(
+                    StatusCode::BAD_REQUEST,
+                    "bad percent-encoding in the path: % must be followed by two hex digits",
+                ));
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
 }
 
 /// The declared body length, or a 411/413 answer.
@@ -298,7 +329,7 @@ async fn object(
     Path((bucket, name)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    if let Err(r) = check_names(&bucket, &name) {
+    if let Err(r) = check_escapes(req.uri().path()).and_then(|()| check_names(&bucket, &name)) {
         return r;
     }
     let workload = match workload_of(req.headers(), &bucket) {
@@ -616,8 +647,15 @@ mod tests {
     #[test]
     fn cookies() {
         assert_eq!(cookie_of(None).ok(), Some(None));
-        assert_eq!(cookie_of(Some("cookie=00ff")).ok(), Some(Some(255)));
-        assert_eq!(cookie_of(Some("x=1&cookie=a")).ok(), Some(Some(10)));
+        assert_eq!(cookie_of(Some("cookie=000000ff")).ok(), Some(Some(255)));
+        assert_eq!(cookie_of(Some("x=1&cookie=0000000a")).ok(), Some(Some(10)));
+        assert!(cookie_of(Some("cookie=00ff")).is_err());
+        assert!(cookie_of(Some("cookie=+0000000")).is_err());
+        assert!(cookie_of(Some("cookie=0000000a&cookie=0000000b")).is_err());
+        assert!(check_escapes("/b/a%20b").is_ok());
+        assert!(check_escapes("/b/a%zz").is_err());
+        assert!(check_escapes("/b/a%2").is_err());
+        assert!(check_escapes("/b/a%").is_err());
         assert!(cookie_of(Some("cookie=zz")).is_err());
         assert!(cookie_of(Some("cookie=123456789")).is_err());
     }

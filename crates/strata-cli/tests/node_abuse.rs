@@ -414,3 +414,61 @@ fn names_and_cookies_are_taken_exactly() {
     assert_eq!(get(a, &format!("/b/known?cookie={cookie}")).status, 200);
     assert_eq!(get(a, "/b/a%25zz").status, 404);
 }
+
+/// Files under `dir` (recursively).
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_corrupt_needle_is_an_error_that_names_no_internal_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &["--ram-cache", "0"]);
+    let a = s.addr.as_str();
+    let body = content(7, 4096);
+    assert_eq!(put(a, "/b/victim", &body).status, 201);
+    assert_eq!(put(a, "/b/bystander", &content(8, 4096)).status, 201);
+    // Flip one byte in the middle of the object's bytes on the device.
+    let probe = &body[2000..2032];
+    let mut flipped = false;
+    for f in files_under(dir.path()) {
+        let mut bytes = std::fs::read(&f).unwrap();
+        if let Some(at) = bytes.windows(probe.len()).position(|w| w == probe) {
+            bytes[at + 5] ^= 0x40;
+            std::fs::write(&f, &bytes).unwrap();
+            flipped = true;
+        }
+    }
+    assert!(flipped, "the object's bytes were not found on disk");
+    let r = get(a, "/b/victim");
+    assert_eq!(r.status, 500);
+    let text = r.text();
+    assert!(!text.contains(&*dir.path().to_string_lossy()), "{text}");
+    assert!(
+        !text.contains(".seg") && !text.contains("checksum"),
+        "{text}"
+    );
+    assert!(r.body != body);
+    // The rest is served.
+    assert_eq!(get(a, "/b/bystander").body, content(8, 4096));
+    // `strata store verify` on the node's directory finds it, whatever
+    // level the store is at.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["store", "verify"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("CORRUPT"), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("corruption in 1 of"));
+}

@@ -83,6 +83,15 @@ impl IntoResponse for NodeError {
             NodeError::Full(_) => StatusCode::INSUFFICIENT_STORAGE,
             NodeError::Store(_) | NodeError::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
+        if let NodeError::Store(detail) = &self {
+            // The detail (file paths, offsets, checksums) is for the
+            // operator's log, not for the client.
+            eprintln!("strata server: store error: {detail}");
+            return reason(
+                status,
+                "the node could not read or write the object (the server's log says why)",
+            );
+        }
         reason(status, self.to_string())
     }
 }

@@ -23,9 +23,10 @@ enum Which {
     /// non-zero when a needle is corrupt (a torn tail of the newest segment,
     /// which opening the store cuts off, is reported but is not corruption).
     Verify {
-        /// A store (device) directory.
+        /// A store (device) directory, or any directory above stores (a
+        /// node's data directory): every store under it is checked.
         dir: PathBuf,
-        /// Print the report as JSON.
+        /// Print the report as JSON (one line per store).
         #[arg(long)]
         json: bool,
     },
@@ -202,7 +203,84 @@ fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
     Ok(store)
 }
 
+/// Every store directory at or under `dir` (a directory holding segment
+/// files): a node's data directory, a device, a workload's or a row's
+/// store, at whatever level.
+fn stores_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut subdirs = Vec::new();
+    let mut is_store = false;
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            subdirs.push(p);
+        } else if e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| strata_store::segment::parse_file_name(n).is_some_and(|f| f.2))
+        {
+            is_store = true;
+        }
+    }
+    if is_store {
+        out.push(dir.to_path_buf());
+    }
+    subdirs.sort();
+    for d in subdirs {
+        out.extend(stores_under(&d));
+    }
+    out
+}
+
 fn verify(dir: PathBuf, json: bool) -> anyhow::Result<()> {
+    match std::fs::metadata(&dir) {
+        Ok(md) if md.is_dir() => {}
+        // The store's own errors say what is wrong (does not exist, not a
+        // directory).
+        _ => return verify_one(dir, json),
+    }
+    let stores = stores_under(&dir);
+    // One store at DIR itself: its report as it always was.
+    if stores.len() <= 1 && stores.first().is_none_or(|s| *s == dir) {
+        return verify_one(dir, json);
+    }
+    let mut bad_stores = Vec::new();
+    for s in &stores {
+        if !json {
+            println!();
+        }
+        if let Err(e) = verify_one(s.clone(), json) {
+            if !json {
+                println!("  {e:#}");
+            }
+            bad_stores.push(s.display().to_string());
+        }
+    }
+    if !json {
+        println!(
+            "\n{}: {} stores checked, {} with corruption",
+            dir.display(),
+            stores.len(),
+            bad_stores.len()
+        );
+    }
+    if !bad_stores.is_empty() {
+        bail!(
+            "corruption in {} of {} stores under {}: {}",
+            bad_stores.len(),
+            stores.len(),
+            dir.display(),
+            bad_stores.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Verifies the one store at `dir`.
+fn verify_one(dir: PathBuf, json: bool) -> anyhow::Result<()> {
     let pb = progress::bytes_bar(0, "verify");
     let rep = verify_dir(&dir, &mut |done, total| {
         pb.set_length(total);

@@ -15,6 +15,9 @@ enum Which {
     Store(super::bench_store::Args),
     /// HTTP load generator (Haystress): a Strata node or SeaweedFS side by side.
     Http(super::bench_http::Args),
+    /// The erasure-coding engine: encode, healthy and degraded range reads,
+    /// rebuild.
+    Ec(super::bench_ec::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -22,5 +25,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.which {
         Which::Store(a) => super::bench_store::run(a),
         Which::Http(a) => super::bench_http::run(a),
+        Which::Ec(a) => super::bench_ec::run(a),
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_ec;
 pub mod bench_http;
 pub mod bench_store;
 pub mod client;

@@ -402,6 +402,12 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     });
     let cookie = put(&addr, "/docs/a", b"hello");
     assert_eq!(get(&addr, "/docs/a", "").0, 404, "no cookie, required");
+    // Writes need the cookie too under --require-cookies: a DELETE without
+    // it is a 404 and deletes nothing, an overwrite without it is a 409.
+    assert_eq!(http_full(&addr, "DELETE", "/docs/a", None, "", b"").0, 404);
+    assert_eq!(http_full(&addr, "PUT", "/docs/a", None, "", b"mine").0, 409);
+    let (code, _, body) = get(&addr, &format!("/docs/a?cookie={cookie}"), "");
+    assert_eq!((code, &body[..]), (200, &b"hello"[..]));
     // Names and cookies are taken exactly, as on a single node.
     for path in [
         "/docs/a%zz".to_string(),

@@ -148,6 +148,24 @@ fn require_cookies_hides_objects_without_one() {
     let url = r.header("location").unwrap().to_string();
     assert_eq!(get(a, "/b/o").status, 404);
     assert_eq!(get(a, &url).body, b"secret");
+    // Writes need the cookie too: a DELETE without it (or with a wrong one)
+    // is a 404 and deletes nothing; an overwrite without it is a 409.
+    let cookie = url.rsplit("cookie=").next().unwrap().to_string();
+    let wrong = format!("{:08x}", u32::from_str_radix(&cookie, 16).unwrap() ^ 1);
+    for path in ["/b/o".to_string(), format!("/b/o?cookie={wrong}")] {
+        assert_eq!(request(a, "DELETE", &path, &[], None).unwrap().status, 404);
+        let r = request(a, "PUT", &path, &[], Some(b"mine now")).unwrap();
+        assert_eq!(r.status, 409, "{}", r.text());
+    }
+    assert_eq!(get(a, &url).body, b"secret");
+    // A new name needs no cookie; the owner overwrites and deletes.
+    assert_eq!(put(a, "/b/new", b"n").status, 201);
+    let r = request(a, "PUT", &url, &[], Some(b"v2")).unwrap();
+    assert_eq!(r.status, 201);
+    let url2 = r.header("location").unwrap().to_string();
+    assert_eq!(get(a, &url2).body, b"v2");
+    assert_eq!(request(a, "DELETE", &url2, &[], None).unwrap().status, 204);
+    assert_eq!(get(a, &url2).status, 404);
 }
 
 #[test]

@@ -180,8 +180,16 @@ async fn object(
     }
     match *req.method() {
         Method::GET | Method::HEAD => get(gw, &bucket, &name, req).await,
-        Method::PUT => put(gw, &bucket, &name, req).await,
+        Method::PUT => {
+            if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), true).await {
+                return r;
+            }
+            put(gw, &bucket, &name, req).await
+        }
         Method::DELETE => {
+            if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), false).await {
+                return r;
+            }
             let client = match gw.client().await {
                 Ok(c) => c,
                 Err(r) => return r,
@@ -194,6 +202,42 @@ async fn object(
         }
         _ => method_not_allowed("GET, HEAD, PUT, DELETE"),
     }
+}
+
+/// With `--require-cookies`, a DELETE or an overwriting PUT must carry the
+/// object's cookie: a DELETE without the right one is a 404 like an absent
+/// object; a PUT over an existing object without it is a 409 (Haystack
+/// §3.4.1's defence extended to writes). The check reads the object's head
+/// first; a concurrent writer can still race it (docs/security.md).
+async fn owner_check(
+    gw: &Gw,
+    bucket: &str,
+    name: &str,
+    query: Option<&str>,
+    overwrite: bool,
+) -> Result<(), Response> {
+    if !gw.limits.require_cookies {
+        return Ok(());
+    }
+    let cookie = cookie_of(query)?;
+    let client = gw.client().await?;
+    let stored = match client.head(bucket, name).await {
+        Ok(Some(h)) => h.cookie(),
+        Ok(None) if overwrite => return Ok(()),
+        Ok(None) => return Err(reason(StatusCode::NOT_FOUND, "no such object")),
+        Err(e) => return Err(client_error(e)),
+    };
+    if stored == 0 || cookie == Some(stored) {
+        return Ok(());
+    }
+    Err(if overwrite {
+        reason(
+            StatusCode::CONFLICT,
+            "the name exists: overwriting it needs its cookie (?cookie=HEX)",
+        )
+    } else {
+        reason(StatusCode::NOT_FOUND, "no such object")
+    })
 }
 
 async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {

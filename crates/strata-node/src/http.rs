@@ -263,6 +263,49 @@ pub fn cookie_of(query: Option<&str>) -> Result<Option<u32>, Response> {
     Ok(found)
 }
 
+/// With `--require-cookies`, a DELETE or an overwriting PUT must carry the
+/// object's cookie: a DELETE without the right one is a 404 like an absent
+/// object; a PUT over an existing object without it is a 409. The check
+/// reads the object first; a concurrent writer can still race it.
+async fn owner_check(
+    app: &App,
+    workload: &str,
+    bucket: &str,
+    name: &str,
+    query: Option<&str>,
+    overwrite: bool,
+) -> Result<(), Response> {
+    if !app.node.cfg.require_cookies {
+        return Ok(());
+    }
+    let cookie = cookie_of(query)?;
+    // Reading with the given cookie: found means it matched.
+    let got = match cookie {
+        Some(c) => app.node.get(workload, bucket, name, Some(c), None).await,
+        None => Err(NodeError::NotFound),
+    };
+    match got {
+        Ok(_) => Ok(()),
+        Err(NodeError::NotFound) => {
+            // Absent (a PUT may create it), or present with another cookie.
+            let exists = app
+                .node
+                .exists(workload, bucket, name)
+                .await
+                .map_err(IntoResponse::into_response)?;
+            match (exists, overwrite) {
+                (false, true) => Ok(()),
+                (_, false) => Err(NodeError::NotFound.into_response()),
+                (true, true) => Err(reason(
+                    StatusCode::CONFLICT,
+                    "the name exists: overwriting it needs its cookie (?cookie=HEX)",
+                )),
+            }
+        }
+        Err(e) => Err(e.into_response()),
+    }
+}
+
 /// A 400 unless every `%` of the request path `raw` starts a valid escape
 /// (two hex digits): a name is never taken literally from a broken one.
 pub fn check_escapes(raw: &str) -> Result<(), Response> {
@@ -345,6 +388,21 @@ async fn object(
         Ok(w) => w,
         Err(r) => return r,
     };
+    if matches!(*req.method(), Method::PUT | Method::DELETE) {
+        let overwrite = req.method() == Method::PUT;
+        if let Err(r) = owner_check(
+            &app,
+            &workload,
+            &bucket,
+            &name,
+            req.uri().query(),
+            overwrite,
+        )
+        .await
+        {
+            return r;
+        }
+    }
     match *req.method() {
         Method::GET | Method::HEAD => get_object(app, &workload, &bucket, &name, req).await,
         Method::PUT => {

@@ -1212,6 +1212,33 @@ impl Node {
         Ok(None)
     }
 
+    /// Whether `bucket/name` exists (whatever its cookie; a read).
+    pub async fn exists(
+        self: &Arc<Self>,
+        workload: &str,
+        bucket: &str,
+        name: &str,
+    ) -> Result<bool, NodeError> {
+        let id = object_id(bucket, name);
+        let fname = full_name(bucket, name);
+        let stores = self.workloads();
+        let first = self.store_of(workload);
+        let found = tokio::task::spawn_blocking(move || {
+            for w in first.into_iter().chain(stores) {
+                if let Some(o) = w.store.get_unchecked(id.key, id.alt).map_err(store_err)? {
+                    let needle = Bytes::from(o.data);
+                    if ObjectHeader::decode(&needle).is_ok_and(|(h, _)| h.full_name == fname) {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok::<bool, NodeError>(false)
+        })
+        .await
+        .map_err(|e| NodeError::Store(format!("read task failed: {e}")))?;
+        found
+    }
+
     /// Deletes `bucket/name`; false when there was no such object.
     pub async fn delete(
         &self,

@@ -8,7 +8,6 @@
 //! hands every node the new version with its next heartbeat answer; the
 //! node that took it applies it at once.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +18,6 @@ use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use strata_node::http::{method_not_allowed, read_body, reason};
-use strata_node::metrics::Served;
 use strata_provision::TierPlan;
 
 use crate::node::ClusterNode;
@@ -158,32 +156,14 @@ async fn status(State(node): State<Node>) -> Response {
     let mut all = node.metrics.workloads();
     all.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, c) in all {
-        let reads = c.total_reads();
-        let flash = c.reads_from(Served::Flash);
         let rule = if name == strata_node::node::SHARED {
             active.rule(strata_node::node::SHARED_ID, &name)
         } else {
             active.rule(node.workload_id(&name), &name)
         };
-        workloads.push(serde_json::json!({
-            "name": name,
-            "reads": reads,
-            "reads_ram": c.reads_from(Served::Ram),
-            "reads_flash": flash,
-            "reads_flash_cache": c.reads_from(Served::FlashCache),
-            "reads_disk": c.reads_from(Served::Disk),
-            "flash_hit_ratio": if reads > 0 { flash as f64 / reads as f64 } else { 0.0 },
-            "writes": c.writes.load(Relaxed),
-            "writes_flash": c.writes_flash.load(Relaxed),
-            "flash_bytes": c.flash_bytes.load(Relaxed),
-            "disk_bytes": c.disk_bytes.load(Relaxed),
-            "plan_flash_bytes": rule.flash_bytes,
-            "plan_write_probability": rule.write_probability,
-            "plan_eviction": rule.eviction.as_str(),
-        }));
+        workloads.push(strata_node::metrics::workload_status(&name, &c, &rule));
     }
-    let m = &node.metrics;
-    Json(serde_json::json!({
+    let mut st = serde_json::json!({
         "node": node.disk_ids().map(|(n, _)| n.0),
         "table_version": node.table_version(),
         "flash_capacity": node.flash_capacity,
@@ -191,24 +171,9 @@ async fn status(State(node): State<Node>) -> Response {
         "plan": if plan.is_some() { "loaded" } else { "default" },
         "predicted_flash_hit_ratio": plan.as_ref().map(|p| p.predicted_flash_hit_ratio),
         "workloads": workloads,
-        "ram_cache": {
-            "hits": m.ram_hits.load(Relaxed),
-            "misses": m.ram_misses.load(Relaxed),
-            "bytes": m.ram_bytes.load(Relaxed),
-        },
-        "flash_cache": {
-            "hits": m.fcache_hits.load(Relaxed),
-            "misses": m.fcache_misses.load(Relaxed),
-            "written_bytes": m.fcache_bytes_written.load(Relaxed),
-        },
-        "mover": {
-            "segments": m.mover_segments.load(Relaxed),
-            "bytes": m.mover_bytes.load(Relaxed),
-            "reappended": m.mover_reappended.load(Relaxed),
-            "errors": m.mover_errors.load(Relaxed),
-        },
-    }))
-    .into_response()
+    });
+    node.metrics.add_status(&mut st);
+    Json(st).into_response()
 }
 
 async fn flush(State(node): State<Node>) -> Response {

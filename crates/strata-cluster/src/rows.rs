@@ -650,42 +650,16 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&M
                 } => {
                     apply(std::mem::take(&mut keep), writes, metrics);
                     newest.clear();
-                    let _ = reply.send(reappend(&part, segment, needles));
+                    let _ = reply.send(
+                        strata_node::node::reappend_live(&part, segment, needles)
+                            .map_err(|e| e.to_string()),
+                    );
                     writes.fetch_add(1, Ordering::Release);
                 }
             }
         }
         apply(keep, writes, metrics);
     }
-}
-
-/// Re-appends those of `needles` (read from `segment`) that are still live
-/// to flash.
-fn reappend(store: &Store, segment: u64, needles: Vec<StoredNeedle>) -> Result<u64, String> {
-    let mut live = Vec::with_capacity(needles.len());
-    for n in needles {
-        if store
-            .is_live(segment, n.offset, n.key, n.alt_key)
-            .map_err(|e| e.to_string())?
-        {
-            live.push(n);
-        }
-    }
-    let items: Vec<PutItem<'_>> = live
-        .iter()
-        .map(|n| PutItem {
-            key: n.key,
-            alt_key: n.alt_key,
-            cookie: n.cookie,
-            data: &n.data,
-        })
-        .collect();
-    if !items.is_empty() {
-        store
-            .put_batch(Tier::Flash, &items)
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(live.len() as u64)
 }
 
 /// Writes a batch, one `put_batch` (one fsync) per part and tier, drops

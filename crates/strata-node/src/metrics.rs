@@ -460,6 +460,56 @@ fn escape(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The status JSON of one workload (`/_admin/status` on every server):
+/// reads by tier, flash hit ratio, writes, tier bytes and the plan's rule.
+pub fn workload_status(
+    name: &str,
+    c: &WorkloadCounters,
+    rule: &crate::plan::Rule,
+) -> serde_json::Value {
+    let reads = c.total_reads();
+    let flash = c.reads_from(Served::Flash);
+    serde_json::json!({
+        "name": name,
+        "reads": reads,
+        "reads_ram": c.reads_from(Served::Ram),
+        "reads_flash": flash,
+        "reads_flash_cache": c.reads_from(Served::FlashCache),
+        "reads_disk": c.reads_from(Served::Disk),
+        "flash_hit_ratio": if reads > 0 { flash as f64 / reads as f64 } else { 0.0 },
+        "writes": c.writes.load(Relaxed),
+        "writes_flash": c.writes_flash.load(Relaxed),
+        "flash_bytes": c.flash_bytes.load(Relaxed),
+        "disk_bytes": c.disk_bytes.load(Relaxed),
+        "plan_flash_bytes": rule.flash_bytes,
+        "plan_write_probability": rule.write_probability,
+        "plan_eviction": rule.eviction.as_str(),
+    })
+}
+
+impl Metrics {
+    /// The caches' and the mover's part of `/_admin/status`, added to
+    /// `status` (every server's).
+    pub fn add_status(&self, status: &mut serde_json::Value) {
+        status["ram_cache"] = serde_json::json!({
+            "hits": self.ram_hits.load(Relaxed),
+            "misses": self.ram_misses.load(Relaxed),
+            "bytes": self.ram_bytes.load(Relaxed),
+        });
+        status["flash_cache"] = serde_json::json!({
+            "hits": self.fcache_hits.load(Relaxed),
+            "misses": self.fcache_misses.load(Relaxed),
+            "written_bytes": self.fcache_bytes_written.load(Relaxed),
+        });
+        status["mover"] = serde_json::json!({
+            "segments": self.mover_segments.load(Relaxed),
+            "bytes": self.mover_bytes.load(Relaxed),
+            "reappended": self.mover_reappended.load(Relaxed),
+            "errors": self.mover_errors.load(Relaxed),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

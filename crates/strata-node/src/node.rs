@@ -1312,32 +1312,14 @@ impl Node {
             .named_workloads()
             .iter()
             .map(|w| {
-                let c = &w.counters;
-                let reads = c.total_reads();
-                let flash = c.reads_from(Served::Flash);
                 let rule = self.plan.read().rule(w.id, &w.name);
-                serde_json::json!({
-                    "name": w.name,
-                    "id": w.id,
-                    "store": w.store.as_ref().map_or(SHARED, |s| s.name.as_str()),
-                    "reads": reads,
-                    "reads_ram": c.reads_from(Served::Ram),
-                    "reads_flash": flash,
-                    "reads_flash_cache": c.reads_from(Served::FlashCache),
-                    "reads_disk": c.reads_from(Served::Disk),
-                    "flash_hit_ratio": if reads > 0 { flash as f64 / reads as f64 } else { 0.0 },
-                    "writes": c.writes.load(Relaxed),
-                    "writes_flash": c.writes_flash.load(Relaxed),
-                    "flash_bytes": c.flash_bytes.load(Relaxed),
-                    "disk_bytes": c.disk_bytes.load(Relaxed),
-                    "plan_flash_bytes": rule.flash_bytes,
-                    "plan_write_probability": rule.write_probability,
-                    "plan_eviction": rule.eviction.as_str(),
-                })
+                let mut v = crate::metrics::workload_status(&w.name, &w.counters, &rule);
+                v["id"] = w.id.into();
+                v["store"] = w.store.as_ref().map_or(SHARED, |s| s.name.as_str()).into();
+                v
             })
             .collect();
-        let m = &self.metrics;
-        serde_json::json!({
+        let mut st = serde_json::json!({
             "uptime_seconds": self.uptime(),
             "flash_dirs": self.cfg.flash,
             "disk_dirs": self.cfg.disk,
@@ -1346,23 +1328,9 @@ impl Node {
             "predicted_flash_hit_ratio": plan.as_ref().map(|p| p.predicted_flash_hit_ratio),
             "workloads": wl,
             "stores": stores,
-            "ram_cache": {
-                "hits": m.ram_hits.load(Relaxed),
-                "misses": m.ram_misses.load(Relaxed),
-                "bytes": m.ram_bytes.load(Relaxed),
-            },
-            "flash_cache": {
-                "hits": m.fcache_hits.load(Relaxed),
-                "misses": m.fcache_misses.load(Relaxed),
-                "written_bytes": m.fcache_bytes_written.load(Relaxed),
-            },
-            "mover": {
-                "segments": m.mover_segments.load(Relaxed),
-                "bytes": m.mover_bytes.load(Relaxed),
-                "reappended": m.mover_reappended.load(Relaxed),
-                "errors": m.mover_errors.load(Relaxed),
-            },
-        })
+        });
+        self.metrics.add_status(&mut st);
+        st
     }
 
     /// Resets the per-workload read counters (between demo phases).
@@ -1535,7 +1503,7 @@ fn commit_loop(store: Arc<Store>, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>
                 }
                 Job::Reappend(segment, needles, reply) => {
                     flush_puts(&store, &mut puts, &metrics);
-                    let _ = reply.send(reappend(&store, segment, needles));
+                    let _ = reply.send(reappend_live(&store, segment, needles));
                 }
             }
         }
@@ -1545,8 +1513,14 @@ fn commit_loop(store: Arc<Store>, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>
     }
 }
 
-/// Re-appends those of `needles` (read from `segment`) that are still live.
-fn reappend(store: &Store, segment: u64, needles: Vec<StoredNeedle>) -> Result<u64, StoreError> {
+/// Re-appends to flash those of `needles` (read from `segment`) that are
+/// still live (the LRU mover's re-append, run by a store's writer on every
+/// server).
+pub fn reappend_live(
+    store: &Store,
+    segment: u64,
+    needles: Vec<StoredNeedle>,
+) -> Result<u64, StoreError> {
     let mut live = Vec::with_capacity(needles.len());
     for n in needles {
         if store.is_live(segment, n.offset, n.key, n.alt_key)? {

@@ -406,6 +406,11 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     // it is a 404 and deletes nothing, an overwrite without it is a 409.
     assert_eq!(http_full(&addr, "DELETE", "/docs/a", None, "", b"").0, 404);
     assert_eq!(http_full(&addr, "PUT", "/docs/a", None, "", b"mine").0, 409);
+    let mut batch = Vec::new();
+    batch.extend_from_slice(&1u16.to_le_bytes());
+    batch.extend_from_slice(&4u32.to_le_bytes());
+    batch.extend_from_slice(b"amine");
+    assert_eq!(http_full(&addr, "POST", "/docs", None, "", &batch).0, 409);
     let (code, _, body) = get(&addr, &format!("/docs/a?cookie={cookie}"), "");
     assert_eq!((code, &body[..]), (200, &b"hello"[..]));
     // Names and cookies are taken exactly, as on a single node.

@@ -158,6 +158,15 @@ fn require_cookies_hides_objects_without_one() {
         assert_eq!(r.status, 409, "{}", r.text());
     }
     assert_eq!(get(a, &url).body, b"secret");
+    // A batch may create names but not overwrite them.
+    let body = batch_body(&[("o".to_string(), b"batch".to_vec())]);
+    let r = request(a, "POST", "/b", &[], Some(&body)).unwrap();
+    assert_eq!(r.status, 409, "{}", r.text());
+    let body = batch_body(&[("fresh".to_string(), b"batch".to_vec())]);
+    assert_eq!(
+        request(a, "POST", "/b", &[], Some(&body)).unwrap().status,
+        201
+    );
     // A new name needs no cookie; the owner overwrites and deletes.
     assert_eq!(put(a, "/b/new", b"n").status, 201);
     let r = request(a, "PUT", &url, &[], Some(b"v2")).unwrap();

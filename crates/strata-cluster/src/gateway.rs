@@ -417,6 +417,24 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
         Ok(c) => c,
         Err(r) => return r,
     };
+    // A batch carries no cookies: under --require-cookies it may create
+    // names, not overwrite them.
+    if gw.limits.require_cookies {
+        for (name, _) in &items {
+            match client.head(&bucket, name).await {
+                Ok(None) => {}
+                Ok(Some(_)) => {
+                    return reason(
+                        StatusCode::CONFLICT,
+                        format!(
+                            "{bucket}/{name} exists: overwriting it needs its cookie (PUT with ?cookie=HEX)"
+                        ),
+                    )
+                }
+                Err(e) => return client_error(e),
+            }
+        }
+    }
     let puts = items.into_iter().map(|(name, data)| {
         let (client, bucket) = (client.clone(), bucket.clone());
         async move {

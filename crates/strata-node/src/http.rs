@@ -620,6 +620,24 @@ async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request
         Ok(v) => v,
         Err(r) => return r,
     };
+    // A batch carries no cookies: under --require-cookies it may create
+    // names, not overwrite them.
+    if app.node.cfg.require_cookies {
+        for (name, _) in &items {
+            match app.node.exists(&workload, &bucket, name).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    return reason(
+                        StatusCode::CONFLICT,
+                        format!(
+                            "{bucket}/{name} exists: overwriting it needs its cookie (PUT with ?cookie=HEX)"
+                        ),
+                    )
+                }
+                Err(e) => return e.into_response(),
+            }
+        }
+    }
     let mut objs = Vec::with_capacity(items.len());
     for (name, data) in items {
         objs.push(NewObject {

@@ -1020,7 +1020,10 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
     let app = protocol
         .merge(crate::gateway::routes(gateway))
         .merge(crate::admin::routes(node.clone()))
-        .merge(strata_node::dashboard::router(dash));
+        .merge(strata_node::dashboard::router(
+            dash,
+            strata_node::auth::AdminAuth::new(node.opts.admin_token.clone()),
+        ));
     let app = strata_node::auth::protect(
         app,
         strata_node::auth::AdminAuth::new(node.opts.admin_token.clone()),

@@ -88,6 +88,27 @@ pub fn is_control(path: &str) -> bool {
     path.starts_with("/_admin/") || path == "/_admin" || path == "/metrics"
 }
 
+/// A boxed answer future (the route guard's).
+type Answer = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+/// The route guard's function.
+type GuardFn = fn(State<AdminAuth>, Request, Next) -> Answer;
+
+/// The guard as a route layer, for routes that are all control endpoints
+/// (no per-request path test, and no cost on the object routes).
+pub fn route_guard(
+    auth: AdminAuth,
+) -> axum::middleware::FromFnLayer<GuardFn, AdminAuth, (State<AdminAuth>, Request)> {
+    fn check_all(State(auth): State<AdminAuth>, req: Request, next: Next) -> Answer {
+        Box::pin(async move {
+            if let Err(r) = auth.check(req.headers()) {
+                return r;
+            }
+            next.run(req).await
+        })
+    }
+    axum::middleware::from_fn_with_state(auth, check_all as GuardFn)
+}
+
 async fn guard(State(auth): State<AdminAuth>, req: Request, next: Next) -> Response {
     if is_control(req.uri().path()) {
         if let Err(r) = auth.check(req.headers()) {

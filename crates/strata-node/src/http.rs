@@ -98,13 +98,19 @@ impl IntoResponse for NodeError {
 
 /// The router of a node.
 pub fn router(node: Arc<Node>, limits: HttpLimits) -> Router {
+    let auth = crate::auth::AdminAuth::new(node.cfg.admin_token.clone());
     let app = App { node, limits };
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+    // The control endpoints, behind the admin token (a route layer: the
+    // object routes pay nothing for it).
+    let control = Router::new()
         .route("/metrics", get(metrics))
         .route("/_admin/plan", any(admin_plan))
         .route("/_admin/status", get(admin_status))
         .route("/_admin/traces/flush", post(admin_flush))
+        .route_layer(crate::auth::route_guard(auth));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .merge(control)
         .route("/{bucket}/{*name}", any(object))
         .route("/{bucket}", any(bucket))
         // GET /dashboard is the dashboard's page (merged in by `serve`).
@@ -664,9 +670,13 @@ pub async fn serve(
     extra: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let auth = crate::auth::AdminAuth::new(node.cfg.admin_token.clone());
-    let app = crate::auth::protect(router(node, limits).merge(extra), auth);
-    serve_router(app, listener, limits, shutdown).await
+    serve_router(
+        router(node, limits).merge(extra),
+        listener,
+        limits,
+        shutdown,
+    )
+    .await
 }
 
 /// Serves `app` on `listener` with Strata's connection limits (every

@@ -1094,6 +1094,11 @@ impl Node {
     /// The store a read of workload `name` looks in first: where its
     /// writes go now (without registering the name).
     fn store_of(&self, name: &str) -> Option<Arc<Workload>> {
+        if self.plan.read().plan.is_none() {
+            // The default plan lists nothing: every write goes to the
+            // shared store (one lookup on the GET path).
+            return self.workloads.read().get(SHARED).cloned();
+        }
         let id = self.names.read().get(name).map(|n| n.id);
         let listed = id.is_some_and(|id| self.plan.read().entry(id, name).is_some());
         let all = self.workloads.read();

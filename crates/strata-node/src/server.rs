@@ -50,9 +50,16 @@ pub fn start(
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let n = node.clone();
     rt.spawn(async move {
-        serve(n, listener, limits, crate::dashboard::router(dash), async {
-            let _ = rx.await;
-        })
+        let auth = crate::auth::AdminAuth::new(n.cfg.admin_token.clone());
+        serve(
+            n,
+            listener,
+            limits,
+            crate::dashboard::router(dash, auth),
+            async {
+                let _ = rx.await;
+            },
+        )
         .await;
     });
     Ok(Running {

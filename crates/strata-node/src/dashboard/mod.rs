@@ -129,10 +129,14 @@ impl Drop for Sampler {
 }
 
 /// The routes `GET /dashboard` and `GET /_admin/dashboard`.
-pub fn router(dash: Arc<Dashboard>) -> Router {
+pub fn router(dash: Arc<Dashboard>, auth: crate::auth::AdminAuth) -> Router {
+    // The page is public (it holds no data); its data needs the admin token.
+    let data_route = Router::new()
+        .route(DATA_PATH, get(data))
+        .route_layer(crate::auth::route_guard(auth));
     Router::new()
         .route(PAGE_PATH, get(page))
-        .route(DATA_PATH, get(data))
+        .merge(data_route)
         .with_state(dash)
 }
 

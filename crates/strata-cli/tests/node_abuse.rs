@@ -349,6 +349,31 @@ fn control_endpoints_need_the_admin_token() {
         assert_eq!(r.status, 403, "{method} {path}");
         assert!(!r.text().contains(ADMIN_TOKEN));
     }
+    // Writing into another workload (X-Strata-Workload other than the
+    // bucket) takes the token too; naming the bucket itself does not.
+    let other = [("X-Strata-Workload", "victim"), ("Authorization", "")];
+    assert_eq!(
+        request(a, "PUT", "/b/w", &other, Some(b"x"))
+            .unwrap()
+            .status,
+        401
+    );
+    let same = [("X-Strata-Workload", "b")];
+    assert_eq!(
+        request(a, "PUT", "/b/w", &same, Some(b"x")).unwrap().status,
+        201
+    );
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let admin = [
+        ("X-Strata-Workload", "victim"),
+        ("Authorization", bearer.as_str()),
+    ];
+    assert_eq!(
+        request(a, "PUT", "/b/w2", &admin, Some(b"x"))
+            .unwrap()
+            .status,
+        201
+    );
     // Nothing changed: no plan was loaded, none was cleared.
     assert_eq!(get(a, "/_admin/plan").status, 404);
     // The token works; health and objects need none.

@@ -206,7 +206,16 @@ pub fn method_not_allowed(allow: &'static str) -> Response {
     r
 }
 
-fn workload_of(headers: &HeaderMap, bucket: &str) -> Result<String, Response> {
+/// The request's workload: its bucket, or `X-Strata-Workload`. Naming a
+/// workload other than the bucket takes the admin token (`auth`): a client
+/// may not put its writes into another workload's flash share.
+fn workload_of(headers: &HeaderMap, bucket: &str, node: &Node) -> Result<String, Response> {
+    if headers
+        .get(WORKLOAD_HEADER)
+        .is_some_and(|v| v.as_bytes() != bucket.as_bytes())
+    {
+        crate::auth::AdminAuth::new(node.cfg.admin_token.clone()).check(headers)?;
+    }
     match headers.get(WORKLOAD_HEADER) {
         None => Ok(bucket.to_string()),
         Some(v) => match v.to_str() {
@@ -390,7 +399,7 @@ async fn object(
     if let Err(r) = check_escapes(req.uri().path()).and_then(|()| check_names(&bucket, &name)) {
         return r;
     }
-    let workload = match workload_of(req.headers(), &bucket) {
+    let workload = match workload_of(req.headers(), &bucket, &app.node) {
         Ok(w) => w,
         Err(r) => return r,
     };
@@ -611,7 +620,7 @@ async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request
             format!("bad bucket name {bucket:?}"),
         );
     }
-    let workload = match workload_of(req.headers(), &bucket) {
+    let workload = match workload_of(req.headers(), &bucket, &app.node) {
         Ok(w) => w,
         Err(r) => return r,
     };

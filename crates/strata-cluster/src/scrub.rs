@@ -28,21 +28,13 @@ pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration) {
     let mut total = ScrubReport::default();
     loop {
         tokio::time::sleep(every).await;
-        match scrub_once(&node).await {
-            Ok(r) => {
-                total.rows_checked += r.rows_checked;
-                total.objects_checked += r.objects_checked;
-                total.corrupt += r.corrupt;
-                total.missing += r.missing;
-                total.repaired += r.repaired;
-                total.deletes_propagated += r.deletes_propagated;
-                total.tombstones_purged += r.tombstones_purged;
-                total.finished_ms = r.finished_ms;
-                if let Ok(mut g) = node.scrub_report.lock() {
-                    *g = Some(total.clone());
-                }
-            }
-            Err(e) => eprintln!("strata server: scrub pass failed: {e}"),
+        // Counted into the totals as they happen: the repairs of a pass
+        // that fails later (a peer timing out) are reported all the same.
+        if let Err(e) = scrub_into(&node, &mut total).await {
+            eprintln!("strata server: scrub pass failed: {e}");
+        }
+        if let Ok(mut g) = node.scrub_report.lock() {
+            *g = Some(total.clone());
         }
     }
 }
@@ -50,11 +42,17 @@ pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration) {
 /// One pass over every row this node leads; returns what it found.
 pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterError> {
     let mut report = ScrubReport::default();
+    scrub_into(node, &mut report).await?;
+    Ok(report)
+}
+
+/// One pass, adding what it finds to `report` as it goes.
+async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result<(), ClusterError> {
     let Some(map) = node.map() else {
-        return Ok(report);
+        return Ok(());
     };
     let Some((_, ids)) = node.disk_ids() else {
-        return Ok(report);
+        return Ok(());
     };
     let version = map.table.version();
     let start = Instant::now();
@@ -133,7 +131,7 @@ pub async fn scrub_once(node: &Arc<ClusterNode>) -> Result<ScrubReport, ClusterE
     report.finished_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    Ok(report)
+    Ok(())
 }
 
 fn dir_size(p: &std::path::Path) -> u64 {

@@ -42,6 +42,7 @@ enum Command {
     Cost(cmd::cost::Args),
     Report(cmd::report::Args),
     Synth(cmd::synth::Args),
+    Upgrade(cmd::upgrade::Args),
 }
 
 /// Fixes glibc's mmap threshold at 1 MiB. Its default threshold is
@@ -83,6 +84,7 @@ fn main() {
         Command::Cost(a) => cmd::cost::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Synth(a) => cmd::synth::run(a),
+        Command::Upgrade(a) => cmd::upgrade::run(a),
     };
     if let Err(e) = result {
         eprintln!("strata: error: {e:#}");

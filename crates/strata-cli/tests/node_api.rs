@@ -206,9 +206,10 @@ fn objects_survive_a_restart_and_plans_load() {
         assert_eq!(g.status, 200, "{u}");
         assert_eq!(g.body, content(*i, 300));
     }
-    // The plan sends workload 1 (w0, the first registered) to disk.
-    let r = put(a, "/w0/new", b"x");
-    assert!(r.text().contains("\"tier\":\"disk\""), "{}", r.text());
+    // The plan sends workload 1 (w0, the first used) to disk: the first
+    // read of a new object says where its replica put it.
+    assert_eq!(put(a, "/w0/new", b"x").status, 201);
+    assert_eq!(get(a, "/w0/new").header("x-strata-tier"), Some("disk"));
     let st = get(a, "/_admin/status").text();
     assert!(st.contains("\"plan\":\"loaded\""), "{st}");
     // A bad plan is refused with a reason and the old one stays.
@@ -216,11 +217,25 @@ fn objects_survive_a_restart_and_plans_load() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(get(a, "/_admin/plan").status, 200);
     // SIGHUP reloads the file; DELETE goes back to the default plan.
+    let loads = || -> u64 {
+        get(a, "/metrics")
+            .text()
+            .lines()
+            .find_map(|l| l.strip_prefix("strata_plan_loads_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("strata_plan_loads_total")
+    };
+    let before = loads();
     s.hup();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert!(get(a, "/metrics")
-        .text()
-        .contains("strata_plan_loads_total 2"));
+    let t0 = std::time::Instant::now();
+    while loads() != before + 1 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "SIGHUP did not reload the plan ({} loads, {before} before)",
+            loads()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert_eq!(
         request(a, "DELETE", "/_admin/plan", &[], None)
             .unwrap()
@@ -228,6 +243,6 @@ fn objects_survive_a_restart_and_plans_load() {
         200
     );
     assert_eq!(get(a, "/_admin/plan").status, 404);
-    let r = put(a, "/w0/new2", b"x");
-    assert!(r.text().contains("\"tier\":\"flash\""), "{}", r.text());
+    assert_eq!(put(a, "/w0/new2", b"x").status, 201);
+    assert_eq!(get(a, "/w0/new2").header("x-strata-tier"), Some("flash"));
 }

@@ -261,11 +261,63 @@ impl Client {
         S: futures_util::Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
     {
+        self.put_stream_tier(bucket, key, body)
+            .await
+            .map(|(cookie, _)| cookie)
+    }
+
+    /// [`Client::put_stream`], also answering the tier the object's first
+    /// replica (this process's own, when it holds one) put its bytes on
+    /// (`flash` or `disk`; for a striped object, its first tract's).
+    pub async fn put_stream_tier<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+    ) -> Result<(u32, Option<String>), ClientError>
+    where
+        S: futures_util::Stream<Item = Result<Bytes, E>>,
+        E: std::fmt::Display,
+    {
+        self.put_stream_as(bucket, key, body, new_cookie(), None)
+            .await
+    }
+
+    /// Stores `data` as `bucket/key` with a given cookie and stamp instead
+    /// of new ones: an object brought over from elsewhere (`strata
+    /// upgrade`) keeps the cookie its URLs carry, and of two versions of a
+    /// name the one with the newer stamp wins, whatever the order they are
+    /// written in.
+    pub async fn put_as(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Bytes,
+        cookie: u32,
+        stamp: u64,
+    ) -> Result<(), ClientError> {
+        let once = futures_util::stream::once(async move { Ok::<_, std::io::Error>(data) });
+        self.put_stream_as(bucket, key, once, cookie, Some(stamp))
+            .await
+            .map(|_| ())
+    }
+
+    async fn put_stream_as<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+        cookie: u32,
+        stamp: Option<u64>,
+    ) -> Result<(u32, Option<String>), ClientError>
+    where
+        S: futures_util::Stream<Item = Result<Bytes, E>>,
+        E: std::fmt::Display,
+    {
         use futures_util::stream::{FuturesOrdered, StreamExt};
         check(bucket, key)?;
         let h = object_hash(bucket, key);
         let ts = self.tract_size() as usize;
-        let cookie = new_cookie();
         let body_err = |e: E| ClientError::Write {
             name: format!("{bucket}/{key}"),
             reason: format!("reading the body: {e}"),
@@ -284,6 +336,7 @@ impl Client {
         };
         let mut rec = new_record();
         let mut pending: Option<Bytes> = None;
+        let mut first_tier: Option<String> = None;
         loop {
             while rec.len() < ts + 1 {
                 let chunk = match pending.take() {
@@ -312,9 +365,9 @@ impl Client {
                 // Small object: stored whole, no tracts.
                 let rec = inline_record(cookie, &rec[1..]);
                 return self
-                    .put_record(bucket, key, h, -1, rec)
+                    .put_record(bucket, key, h, -1, rec, stamp)
                     .await
-                    .map(|()| cookie);
+                    .map(|tier| (cookie, tier));
             }
             if rec.len() > 1 {
                 let piece = std::mem::replace(&mut rec, new_record()).freeze();
@@ -322,11 +375,13 @@ impl Client {
                 tracts += 1;
                 let name = tract_key(key, t);
                 inflight.push_back(async move {
-                    self.put_record(bucket, &name, h, t as i64, piece).await
+                    self.put_record(bucket, &name, h, t as i64, piece, stamp)
+                        .await
                 });
                 if inflight.len() >= self.cfg.tract_parallelism.max(1) {
                     if let Some(r) = inflight.next().await {
-                        r?;
+                        let t = r?;
+                        first_tier = first_tier.or(t);
                     }
                 }
             }
@@ -335,7 +390,8 @@ impl Client {
             }
         }
         while let Some(r) = inflight.next().await {
-            r?;
+            let t = r?;
+            first_tier = first_tier.or(t);
         }
         let m = Manifest {
             len,
@@ -344,9 +400,9 @@ impl Client {
             lens: Vec::new(),
             cookie,
         };
-        self.put_record(bucket, key, h, -1, manifest_record(&m))
+        self.put_record(bucket, key, h, -1, manifest_record(&m), stamp)
             .await
-            .map(|()| cookie)
+            .map(|_| (cookie, first_tier))
     }
 
     async fn put_record(
@@ -356,10 +412,12 @@ impl Client {
         h: u64,
         tract: i64,
         body: Bytes,
-    ) -> Result<(), ClientError> {
+        stamp: Option<u64>,
+    ) -> Result<Option<String>, ClientError> {
         let start = Instant::now();
-        let stamp = self.stamp();
+        let stamp = stamp.unwrap_or_else(|| self.stamp());
         let mut backoff = Duration::from_millis(50);
+        let mut tier: Option<String> = None;
         loop {
             let map = self.current();
             let version = map.table.version();
@@ -386,10 +444,17 @@ impl Client {
                     }
                 });
                 let results = futures_util::future::join_all(sends).await;
+                let local = self.http.local_addr();
                 let mut out = Outcome::Done;
-                for r in results {
+                for (addr, r) in reps.iter().zip(results) {
                     match r {
-                        Ok(resp) if resp.status.is_success() => {}
+                        Ok(resp) if resp.status.is_success() => {
+                            // The tier of this process's own replica, else
+                            // of the first one.
+                            if tier.is_none() || local == Some(addr.as_str()) {
+                                tier = resp.tier;
+                            }
+                        }
                         Ok(resp) if resp.status == StatusCode::CONFLICT => {
                             self.counters.stale.fetch_add(1, Ordering::Relaxed);
                             out = Outcome::Stale;
@@ -413,7 +478,7 @@ impl Client {
                 out
             };
             match outcome {
-                Outcome::Done => return Ok(()),
+                Outcome::Done => return Ok(tier),
                 Outcome::Stale => {
                     self.refresh_from(version).await?;
                 }
@@ -460,7 +525,10 @@ impl Client {
             let piece = tract_record(&data[start..end]);
             let t = first + i as u64;
             let name = tract_key(key, t);
-            async move { self.put_record(bucket, &name, h, t as i64, piece).await }
+            async move {
+                self.put_record(bucket, &name, h, t as i64, piece, None)
+                    .await
+            }
         });
         run_bounded(work, self.cfg.tract_parallelism).await?;
         Ok(first)

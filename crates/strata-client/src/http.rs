@@ -46,6 +46,9 @@ pub struct HttpResponse {
     /// The record's stamp header, if present (a GET's record, or the
     /// tombstone behind a 404).
     pub stamp: Option<u64>,
+    /// The tier a replica put a record on or read it from
+    /// ([`crate::protocol::TIER_HEADER`]: `flash`, `disk`, ...), if it said.
+    pub tier: Option<String>,
     /// Body.
     pub body: Bytes,
 }
@@ -166,6 +169,11 @@ impl Http {
                 .get(crate::protocol::STAMP_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|s| s.parse().ok());
+            let tier = resp
+                .headers()
+                .get(crate::protocol::TIER_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
             let body = resp
                 .into_body()
                 .collect()
@@ -176,6 +184,7 @@ impl Http {
                 status,
                 table_version,
                 stamp,
+                tier,
                 body,
             })
         };

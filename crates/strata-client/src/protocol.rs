@@ -82,6 +82,9 @@ pub const RECORD_TOMBSTONE: u8 = 2;
 /// epoch, chosen once per operation by the client): of two records of one
 /// name, the one with the higher stamp wins on every replica.
 pub const STAMP_HEADER: &str = "x-strata-stamp";
+/// The header a node answers with the tier it put a record on (a PUT) or
+/// read it from (a GET): `ram`, `flash`, `flash-cache` or `disk`.
+pub const TIER_HEADER: &str = "x-strata-tier";
 
 /// Whether a record is a tombstone.
 pub fn is_tombstone(record: &[u8]) -> bool {

@@ -24,12 +24,16 @@ use crate::node::ClusterNode;
 
 type Node = Arc<ClusterNode>;
 
-/// The `/_admin` routes.
+/// The control routes (`/_admin/*`, `/metrics`), behind the admin token
+/// (a route layer: the object routes pay nothing for it).
 pub(crate) fn routes(node: Node) -> Router {
+    let auth = strata_node::auth::AdminAuth::new(node.opts.admin_token.clone());
     Router::new()
         .route("/_admin/plan", any(plan))
         .route("/_admin/status", get(status))
         .route("/_admin/traces/flush", post(flush))
+        .route("/metrics", get(crate::server::metrics))
+        .route_layer(strata_node::auth::route_guard(auth))
         .with_state(node)
 }
 
@@ -156,15 +160,30 @@ async fn status(State(node): State<Node>) -> Response {
     let mut all = node.metrics.workloads();
     all.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, c) in all {
-        let rule = if name == strata_node::node::SHARED {
-            active.rule(strata_node::node::SHARED_ID, &name)
+        let rule = if name == strata_node::tiers::SHARED {
+            active.rule(strata_node::tiers::SHARED_ID, &name)
         } else {
             active.rule(node.workload_id(&name), &name)
         };
         workloads.push(strata_node::metrics::workload_status(&name, &c, &rule));
     }
+    // The segment stores: the shared part and one part per listed
+    // workload, each in every row of this node.
+    let mut stores: std::collections::BTreeMap<String, usize> = Default::default();
+    for rows in node.stores.iter().flatten() {
+        for r in rows.opened() {
+            for (name, _) in r.parts() {
+                *stores.entry(name).or_default() += 1;
+            }
+        }
+    }
+    let stores: Vec<serde_json::Value> = stores
+        .into_iter()
+        .map(|(name, rows)| serde_json::json!({ "name": name, "rows": rows }))
+        .collect();
     let mut st = serde_json::json!({
         "node": node.disk_ids().map(|(n, _)| n.0),
+        "stores": stores,
         "table_version": node.table_version(),
         "flash_capacity": node.flash_capacity,
         "flash_used_bytes": node.flash_used(),

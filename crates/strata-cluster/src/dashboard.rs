@@ -46,7 +46,7 @@ impl Source for ClusterSource {
         };
         let mut workloads = Vec::new();
         for (name, c) in node.metrics.workloads() {
-            if name == strata_node::node::SHARED {
+            if name == strata_node::tiers::SHARED {
                 continue;
             }
             let (plan_flash_bytes, predicted) = plan_of(&plan, node.workload_id(&name), &name);
@@ -68,7 +68,12 @@ impl Source for ClusterSource {
         }
     }
 
+    /// `node` for a cluster of one, `cluster` for a member of a larger one.
     fn mode(&self) -> &'static str {
-        "cluster"
+        if self.0.opts.cluster_of_one {
+            "node"
+        } else {
+            "cluster"
+        }
     }
 }

@@ -53,4 +53,7 @@ pub enum ClusterError {
         /// Why.
         reason: String,
     },
+    /// The node refuses to start in a state that would lose data.
+    #[error("{0}")]
+    Refused(String),
 }

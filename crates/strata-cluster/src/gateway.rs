@@ -31,8 +31,14 @@ use strata_node::http::{
     check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
     requested_range, unsatisfiable, COOKIE_HEADER,
 };
-use strata_node::node::valid_bucket;
+use strata_node::tiers::valid_bucket;
+use strata_node::metrics::Served;
 use strata_node::range::parse_range;
+use strata_client::protocol::{parse_head, Head};
+use std::time::Instant;
+
+use crate::node::ClusterNode;
+use crate::server::{read_local, LocalRead, TIER_HEADER};
 
 /// Limits of the public API of a cluster node.
 #[derive(Clone, Debug)]
@@ -67,21 +73,79 @@ pub struct Gateway {
     /// it holds (no socket, no HTTP parsing: with every row on every node
     /// of a 3-node cluster, every read is local).
     local: Option<(String, Arc<dyn LocalNode>)>,
+    /// This node, whose replicas the public API reads directly (no
+    /// protocol request): a GET of an object whose head row is here is one
+    /// RAM index lookup and one device read, as on the direct path.
+    node: Option<Arc<ClusterNode>>,
 }
 
 impl Gateway {
     /// A gateway into the cluster whose metadata service is `meta`; the
     /// node at `local`'s address is served in-process.
-    pub fn new(
+    pub(crate) fn new(
         meta: &str,
         limits: GatewayLimits,
         local: Option<(String, Arc<dyn LocalNode>)>,
+        node: Option<Arc<ClusterNode>>,
     ) -> Gateway {
         Gateway {
             meta: meta.to_string(),
             limits,
             client: tokio::sync::OnceCell::new(),
             local,
+            node,
+        }
+    }
+
+    /// Reads the head record of `bucket/name` from this node when its row
+    /// is here: `Some(Ok(..))` with the head and where it was read from;
+    /// `Some(Err(answer))` when this node's answer settles it (every
+    /// replica of the row is here: absent, or unreadable); `None` when the
+    /// cluster must be asked (the row is elsewhere, or this replica lacks
+    /// the record or failed to read it and another replica may serve it).
+    async fn read_here(
+        &self,
+        bucket: &str,
+        name: &str,
+    ) -> Option<Result<(Head, Served), Response>> {
+        let node = self.node.as_ref()?;
+        let map = node.map()?;
+        let row = map
+            .table
+            .tract_row(strata_placement::object_hash(bucket, name), -1);
+        let (disk, stores) = node.home_in(&map.table, row)?;
+        let only_here = map.table.row(row).iter().all(|&d| d == disk);
+        let store = match stores.opened_row(row) {
+            Some(s) => s,
+            None => tokio::task::spawn_blocking(move || stores.row(row))
+                .await
+                .ok()?
+                .ok()?,
+        };
+        match read_local(node, &store, bucket, name, false, Instant::now()).await {
+            LocalRead::Found { record, served, .. } => match parse_head(&record) {
+                Ok(h) => Some(Ok((h, served))),
+                Err(_) => None,
+            },
+            LocalRead::Deleted { .. } | LocalRead::Absent if only_here => {
+                Some(Err(reason(StatusCode::NOT_FOUND, "no such object")))
+            }
+            LocalRead::Failed(why) if only_here => {
+                // The detail (file paths, offsets, checksums) is for the
+                // operator's log, not for the client.
+                eprintln!("strata server: reading {bucket}/{name}: {why}");
+                Some(Err(reason(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the node could not read the object (the server's log says why)",
+                )))
+            }
+            LocalRead::Failed(why) => {
+                eprintln!(
+                    "strata server: reading {bucket}/{name} here failed ({why}); asking another replica"
+                );
+                None
+            }
+            _ => None,
         }
     }
 
@@ -126,6 +190,7 @@ type Gw = Arc<Gateway>;
 /// The public routes, to be merged with the node's cluster routes.
 pub fn routes(gw: Gw) -> Router {
     Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route("/{bucket}/{*name}", any(object))
         .route("/{bucket}", any(batch))
         // GET /dashboard is the dashboard's page (merged in beside these);
@@ -160,13 +225,43 @@ fn check_public(bucket: &str, name: &str) -> Result<(), Response> {
     check_names(bucket, name)
 }
 
-/// What a PUT answers: the object's name, cookie and URL.
-fn created(bucket: &str, name: &str, cookie: u32) -> serde_json::Value {
+/// A request's workload is its bucket (docs/node.md, "Buckets and
+/// workloads"): an `X-Strata-Workload` header naming another is refused
+/// rather than ignored.
+fn check_workload(headers: &axum::http::HeaderMap, bucket: &str) -> Result<(), Response> {
+    match headers.get(strata_node::http::WORKLOAD_HEADER) {
+        None => Ok(()),
+        Some(v) if v.as_bytes() == bucket.as_bytes() => Ok(()),
+        Some(_) => Err(reason(
+            StatusCode::BAD_REQUEST,
+            "X-Strata-Workload: a request's workload is its bucket; a tier plan names buckets",
+        )),
+    }
+}
+
+/// Counts every request the node answers on its HTTP port by method and
+/// status (`strata_http_requests_total`), public API and node protocol
+/// alike; the node's own in-process replica calls are not HTTP requests.
+pub(crate) async fn count(
+    State(metrics): State<Arc<strata_node::metrics::Metrics>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let m = req.method().clone();
+    let resp = next.run(req).await;
+    metrics.request(m.as_str(), resp.status().as_u16());
+    resp
+}
+
+/// What a PUT answers: the object's name, cookie, URL and the tier its
+/// replica here (else its first replica) put it on.
+fn created(bucket: &str, name: &str, cookie: u32, tier: Option<String>) -> serde_json::Value {
     let cookie = format!("{cookie:08x}");
     serde_json::json!({
         "name": name,
         "cookie": cookie,
         "url": format!("/{bucket}/{name}?cookie={cookie}"),
+        "tier": tier,
     })
 }
 
@@ -175,7 +270,10 @@ async fn object(
     Path((bucket, name)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    if let Err(r) = check_escapes(req.uri().path()).and_then(|()| check_public(&bucket, &name)) {
+    if let Err(r) = check_escapes(req.uri().path())
+        .and_then(|()| check_public(&bucket, &name))
+        .and_then(|()| check_workload(req.headers(), &bucket))
+    {
         return r;
     }
     match *req.method() {
@@ -254,6 +352,11 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     // timeout and the size limit (each a 4xx, never a partial object: the
     // manifest that makes an object visible is written last).
     let idle = gw.limits.body_idle_timeout;
+    let started = tokio::time::Instant::now();
+    // The whole body is due within the body timeout plus the time it takes
+    // at MIN_BODY_RATE: a client trickling bytes holds its connection no
+    // longer than that (slowloris), a large upload gets the time it needs.
+    let due = move |seen: u64| started + idle + Duration::from_secs(seen.max(len) / MIN_BODY_RATE);
     let body = req.into_body().into_data_stream();
     let checked = stream::unfold(
         (body, 0u64, false),
@@ -261,7 +364,9 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
             if done {
                 return None;
             }
-            match tokio::time::timeout(idle, body.next()).await {
+            let wait = idle.min(due(seen).saturating_duration_since(tokio::time::Instant::now()));
+            match tokio::time::timeout(wait, body.next()).await {
+                Err(_) if wait < idle => Some((Err(BodyFault::Slow(idle)), (body, seen, true))),
                 Err(_) => Some((Err(BodyFault::Idle(idle)), (body, seen, true))),
                 Ok(None) if seen < len => Some((Err(BodyFault::Shorter(len)), (body, seen, true))),
                 Ok(None) => None,
@@ -279,12 +384,12 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
             }
         },
     );
-    let result = client.put_stream(bucket, name, checked).await;
+    let result = client.put_stream_tier(bucket, name, checked).await;
     match result {
-        Ok(cookie) => {
+        Ok((cookie, tier)) => {
             let mut r = (
                 StatusCode::CREATED,
-                axum::Json(created(bucket, name, cookie)),
+                axum::Json(created(bucket, name, cookie, tier)),
             )
                 .into_response();
             let h = r.headers_mut();
@@ -308,10 +413,14 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     }
 }
 
+/// Bytes per second a body must average once the body timeout has passed.
+const MIN_BODY_RATE: u64 = 64 << 10;
+
 /// Why a streamed body was abandoned.
 #[derive(Debug)]
 enum BodyFault {
     Idle(Duration),
+    Slow(Duration),
     Broken(String),
     Longer(u64),
     Shorter(u64),
@@ -321,6 +430,12 @@ impl std::fmt::Display for BodyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BodyFault::Idle(d) => write!(f, "no data for {} s", d.as_secs()),
+            BodyFault::Slow(d) => write!(
+                f,
+                "no data for too long: the body was not sent within {} s and {} KiB/s",
+                d.as_secs(),
+                MIN_BODY_RATE >> 10
+            ),
             BodyFault::Broken(e) => write!(f, "could not read the body: {e}"),
             BodyFault::Longer(n) => write!(f, "body longer than its Content-Length of {n}"),
             BodyFault::Shorter(n) => write!(f, "body shorter than its Content-Length of {n}"),
@@ -338,14 +453,20 @@ async fn get(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
         Err(r) => return r,
     };
     let head_only = req.method() == Method::HEAD;
-    let client = match gw.client().await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let head = match client.head(bucket, name).await {
-        Ok(Some(h)) => h,
-        Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
-        Err(e) => return client_error(e),
+    let (head, served) = match gw.read_here(bucket, name).await {
+        Some(Ok((h, served))) => (h, Some(served)),
+        Some(Err(answer)) => return answer,
+        None => {
+            let client = match gw.client().await {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            match client.head(bucket, name).await {
+                Ok(Some(h)) => (h, None),
+                Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
+                Err(e) => return client_error(e),
+            }
+        }
     };
     // Haystack §3.4.1: a wrong cookie reads exactly as an absent object.
     let stored = head.cookie();
@@ -366,7 +487,13 @@ async fn get(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     };
     let body = if head_only {
         Body::empty()
+    } else if let Head::Inline { data, .. } = &head {
+        Body::from(data.slice(start as usize..end as usize))
     } else {
+        let client = match gw.client().await {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
         let tracts = client
             .read_range(bucket, name, head, start, end)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
@@ -384,12 +511,23 @@ async fn get(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     if let Ok(v) = HeaderValue::from_str(&format!("{stored:08x}")) {
         h.insert(COOKIE_HEADER, v);
     }
+    if let Some(s) = served {
+        h.insert(TIER_HEADER, HeaderValue::from_static(tier_name(s)));
+    }
     if status == StatusCode::PARTIAL_CONTENT {
         if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1)) {
             h.insert(header::CONTENT_RANGE, v);
         }
     }
     resp
+}
+
+/// The `X-Strata-Tier` value of a read served from `s` (docs/node.md).
+fn tier_name(s: Served) -> &'static str {
+    match s {
+        Served::FlashCache => "flash-cache",
+        s => s.as_str(),
+    }
 }
 
 async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -> Response {
@@ -438,8 +576,9 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
     let puts = items.into_iter().map(|(name, data)| {
         let (client, bucket) = (client.clone(), bucket.clone());
         async move {
-            let cookie = client.put(&bucket, &name, data).await?;
-            Ok::<_, ClientError>(created(&bucket, &name, cookie))
+            let once = stream::once(async move { Ok::<_, std::io::Error>(data) });
+            let (cookie, tier) = client.put_stream_tier(&bucket, &name, once).await?;
+            Ok::<_, ClientError>(created(&bucket, &name, cookie, tier))
         }
     });
     let done: Vec<Result<serde_json::Value, ClientError>> =
@@ -495,6 +634,11 @@ impl LocalNode for InProcess {
                 strata_client::protocol::TABLE_VERSION_HEADER,
             );
             let stamp = num(resp.headers(), strata_client::protocol::STAMP_HEADER);
+            let tier = resp
+                .headers()
+                .get(TIER_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
             let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
                 .await
                 .map_err(|e| format!("{path}: reading the answer: {e}"))?;
@@ -502,6 +646,7 @@ impl LocalNode for InProcess {
                 status,
                 table_version,
                 stamp,
+                tier,
                 body,
             })
         })

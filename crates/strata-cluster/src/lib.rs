@@ -21,6 +21,7 @@
 
 mod admin;
 mod dashboard;
+pub mod demo;
 mod error;
 pub mod gateway;
 pub mod index;
@@ -31,4 +32,4 @@ pub mod scrub;
 mod server;
 
 pub use error::ClusterError;
-pub use node::{serve, ClusterNode, Device, NodeOptions};
+pub use node::{embedded_meta, serve, start, ClusterNode, Device, NodeOptions, Running};

@@ -15,7 +15,7 @@ use strata_meta::api::{
     ScrubReport, TierClass,
 };
 use strata_node::metrics::Metrics;
-use strata_node::node::{SHARED, SHARED_ID};
+use strata_node::tiers::{SHARED, SHARED_ID};
 use strata_node::plan::ActivePlan;
 use strata_node::ramcache::RamCache;
 use strata_node::trace::Tracer;
@@ -110,6 +110,12 @@ pub struct NodeOptions {
     /// The flash read cache for hot disk-resident records (`--flash-cache`;
     /// needs a flash device).
     pub flash_cache: Option<strata_node::flashcache::FlashCacheConfig>,
+    /// The node is a cluster of one (its metadata service is embedded):
+    /// no other replica holds its rows, so a registration that would drop
+    /// them (its devices changed) is refused instead.
+    pub cluster_of_one: bool,
+    /// Time between the tier mover's passes.
+    pub mover_interval: Duration,
 }
 
 impl NodeOptions {
@@ -148,6 +154,8 @@ impl NodeOptions {
             flash_cache: None,
             ram_admission: strata_node::RamAdmission::All,
             recent_window: Duration::from_secs(600),
+            cluster_of_one: false,
+            mover_interval: Duration::from_millis(100),
         }
     }
 
@@ -183,6 +191,10 @@ struct Identity {
     #[serde(default, skip_serializing)]
     disk_id: Option<DiskId>,
     meta: String,
+    /// The device directories, in order, as `tier:path` (empty in files
+    /// written before they were kept).
+    #[serde(default)]
+    devices: Vec<String>,
 }
 
 pub(crate) struct NodeMap {
@@ -225,13 +237,13 @@ pub struct ClusterNode {
     /// Sampled request traces.
     pub(crate) tracer: Option<Tracer>,
     /// Reference bits of flash-resident objects (the LRU mover's).
-    pub(crate) hot: strata_node::node::HotBits,
+    pub(crate) hot: strata_node::tiers::HotBits,
     /// Bytes the flash tier may hold.
     pub(crate) flash_capacity: u64,
     /// Old row directories removed after their rows moved away.
     pub(crate) rows_removed: AtomicU64,
     /// The write-probability draw of each workload.
-    pub(crate) draws: Mutex<HashMap<u32, strata_node::node::WriteDraw>>,
+    pub(crate) draws: Mutex<HashMap<u32, strata_node::tiers::WriteDraw>>,
     /// The id of each workload (bucket) in this node's traces, dense from
     /// 1 in order of first use; every trace file names them (a plan matches
     /// workloads by name).
@@ -332,7 +344,7 @@ impl ClusterNode {
     /// The id of `bucket`'s workload in this node's traces, named in the
     /// traces' names table before its first record (the lab prints bucket
     /// names).
-    pub(crate) fn workload_id(&self, bucket: &str) -> u32 {
+    pub fn workload_id(&self, bucket: &str) -> u32 {
         let mut ids = lock(&self.workload_ids);
         if let Some(&id) = ids.get(bucket) {
             return id;
@@ -376,7 +388,7 @@ impl ClusterNode {
             .flash_bytes
             .load(Ordering::Relaxed);
         let limit = rule.flash_bytes.unwrap_or(self.flash_capacity);
-        if strata_node::node::flash_overflowing(limit, have, self.opts.segment_size) {
+        if strata_node::tiers::flash_overflowing(limit, have, self.opts.segment_size) {
             return Tier::Disk;
         }
         Tier::Flash
@@ -565,6 +577,32 @@ impl ClusterNode {
         let fresh = saved
             .as_ref()
             .is_none_or(|s| s.node_id != resp.node_id || s.disk_ids != resp.disk_ids);
+        let holds_rows = self
+            .stores
+            .iter()
+            .flatten()
+            .any(|s| !s.rows_on_disk().is_empty());
+        let devices = self.device_names();
+        let moved = saved
+            .as_ref()
+            .is_some_and(|s| !s.devices.is_empty() && s.devices != devices);
+        if moved && self.opts.cluster_of_one {
+            return Err(ClusterError::Refused(format!(
+                "the devices of this cluster of one changed (were {}, now {}): its rows are on \
+                 the devices it had and no other node holds them; start it with those",
+                saved.as_ref().map_or(String::new(), |s| s.devices.join(", ")),
+                devices.join(", ")
+            )));
+        }
+        if fresh && self.opts.cluster_of_one && holds_rows {
+            return Err(ClusterError::Refused(format!(
+                "this cluster of one registered its devices anew ({} now; were they changed?) \
+                 while its device directories hold rows that no other node has: start it with \
+                 the devices it had ({})",
+                self.opts.devices.len(),
+                saved.map_or("unknown".into(), |s| format!("{} devices", s.disk_ids.len()))
+            )));
+        }
         if fresh {
             for s in self.stores.iter().flatten() {
                 for row in s.rows_on_disk() {
@@ -577,6 +615,7 @@ impl ClusterNode {
             disk_ids: resp.disk_ids,
             disk_id: None,
             meta: self.opts.meta.clone(),
+            devices,
         };
         let path = self.identity_path();
         let bytes = serde_json::to_vec_pretty(&id).unwrap_or_default();
@@ -587,6 +626,18 @@ impl ClusterNode {
         *write(&self.identity) = Some(id);
         let _ = self.refresh_from(0).await;
         Ok(())
+    }
+
+    /// The device directories as `tier:path`, in order.
+    fn device_names(&self) -> Vec<String> {
+        self.opts
+            .devices
+            .iter()
+            .map(|d| {
+                let tier = format!("{:?}", d.tier).to_lowercase();
+                format!("{tier}:{}", d.path.display())
+            })
+            .collect()
     }
 
     /// Reserves `bytes` of the disk's recovery bandwidth `rate` (bytes/s)
@@ -788,7 +839,7 @@ impl strata_node::mover::Tiered for ClusterNode {
             flash_burst: self.opts.flash_burst,
             bytes_per_s: self.opts.mover_bytes_per_sec,
             recent_window: self.opts.recent_window,
-            interval: Duration::from_millis(100),
+            interval: self.opts.mover_interval,
         }
     }
 
@@ -796,7 +847,7 @@ impl strata_node::mover::Tiered for ClusterNode {
         &self.metrics
     }
 
-    fn hot(&self) -> &strata_node::node::HotBits {
+    fn hot(&self) -> &strata_node::tiers::HotBits {
         &self.hot
     }
 
@@ -813,12 +864,39 @@ fn fs_size(dir: &Path) -> u64 {
 
 /// 90% of the free space of the filesystems of `dirs` (each counted once).
 fn free_space(dirs: &[PathBuf]) -> u64 {
-    strata_node::NodeConfig::free_space(dirs)
+    strata_node::tiers::free_space(dirs)
 }
 
-/// Runs a cluster node until the process ends: binds `listen`, registers
-/// with the metadata service, and serves.
+/// Runs a node until the process ends: binds `listen`, registers with the
+/// metadata service, and serves.
 pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
+    start(opts).await?.served.await.map_err(|e| ClusterError::Io {
+        path: "the HTTP loop".into(),
+        source: std::io::Error::other(e.to_string()),
+    })
+}
+
+/// A node started in this process ([`start`]).
+pub struct Running {
+    /// The address it serves at.
+    pub addr: String,
+    /// The node (its counters, for a caller in the same process).
+    pub node: Arc<ClusterNode>,
+    /// The HTTP loop; it ends only when aborted.
+    pub served: tokio::task::JoinHandle<()>,
+}
+
+impl ClusterNode {
+    /// Its counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+/// Starts a node: binds `listen`, registers with the metadata service,
+/// starts the background loops and the HTTP loop, and returns once it
+/// serves.
+pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     if opts.devices.is_empty() {
         return Err(ClusterError::Io {
             path: "device list".into(),
@@ -921,7 +999,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         ram,
         plan: RwLock::new((0, ActivePlan::default_plan())),
         tracer,
-        hot: strata_node::node::HotBits::new(24),
+        hot: strata_node::tiers::HotBits::new(24),
         flash_capacity,
         rows_removed: AtomicU64::new(0),
         draws: Mutex::new(HashMap::new()),
@@ -933,6 +1011,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
     loop {
         match node.register().await {
             Ok(()) => break,
+            Err(e @ ClusterError::Refused(_)) => return Err(e),
             Err(e) if tries < 300 => {
                 if tries % 25 == 0 {
                     eprintln!("strata server: waiting for the metadata service: {e}");
@@ -959,6 +1038,22 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             devs.join(", ")
         );
     }
+    // The one line on standard output: where to send requests.
+    println!(
+        "strata server listening on http://{} (node {}, {}, metadata service {})",
+        node.addr,
+        node.ids().map_or("?".into(), |(n, _)| n.to_string()),
+        if node.opts.cluster_of_one {
+            "a cluster of one"
+        } else {
+            "a cluster member"
+        },
+        node.opts.meta
+    );
+    {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
     tokio::spawn(node.clone().heartbeat_loop(Duration::from_millis(500)));
     tokio::spawn(crate::recovery::run(node.clone()));
     if let Some(every) = node.opts.scrub_interval {
@@ -980,6 +1075,7 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
         &node.opts.meta,
         node.opts.gateway.clone(),
         Some((node.addr.clone(), local)),
+        Some(node.clone()),
     ));
     // The dashboard's sampler stops when this function returns.
     let dash =
@@ -1024,10 +1120,75 @@ pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
             dash,
             strata_node::auth::AdminAuth::new(node.opts.admin_token.clone()),
         ));
-    let app = strata_node::auth::protect(
-        app,
-        strata_node::auth::AdminAuth::new(node.opts.admin_token.clone()),
-    );
-    strata_node::http::serve_router(app, listener, node.opts.http, std::future::pending()).await;
-    Ok(())
+    let app = app.fallback(|| async {
+        strata_node::http::reason(
+            axum::http::StatusCode::NOT_FOUND,
+            "no such route: objects live at /{bucket}/{name}",
+        )
+    })
+    .layer(axum::middleware::from_fn_with_state(
+        node.metrics.clone(),
+        crate::gateway::count,
+    ));
+    let http = node.opts.http;
+    let served = tokio::spawn(async move {
+        strata_node::http::serve_router(app, listener, http, std::future::pending()).await;
+        drop(_sampler);
+    });
+    Ok(Running {
+        addr: node.addr.clone(),
+        node,
+        served,
+    })
+}
+
+/// Starts the embedded metadata service of a cluster of one (state in
+/// `dir`, one replica per row, the table built at the first registration;
+/// no health checker: a cluster of one has no other node to recover to)
+/// on `listen`, with the S3 key routes behind `admin_token`; returns its
+/// address.
+pub async fn embedded_meta(
+    dir: &Path,
+    listen: &str,
+    admin_token: Option<String>,
+) -> Result<String, ClusterError> {
+    use strata_meta::backend::{Backend, FileBackend};
+    let meta_err = |reason: String| ClusterError::Meta {
+        addr: format!("embedded ({})", dir.display()),
+        reason,
+    };
+    let backend = Backend::File(FileBackend::new(dir).map_err(|e| meta_err(e.to_string()))?);
+    let config = strata_meta::state::ClusterConfig {
+        replication: 1,
+        initial_nodes: 1,
+        ..strata_meta::state::ClusterConfig::default()
+    };
+    let svc =
+        strata_meta::MetaService::open(backend, config, strata_meta::HealthConfig::default())
+            .await
+            .map_err(|e| meta_err(e.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| ClusterError::Io {
+            path: format!("metadata listen address {listen}"),
+            source,
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ClusterError::Io {
+            path: listen.to_string(),
+            source,
+        })?
+        .to_string();
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(
+            listener,
+            strata_meta::http::router_with_keys(svc, admin_token),
+        )
+        .await
+        {
+            eprintln!("strata server: the embedded metadata service stopped: {e}");
+        }
+    });
+    Ok(addr)
 }

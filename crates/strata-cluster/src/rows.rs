@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use strata_node::metrics::Metrics;
-use strata_node::node::SHARED;
+use strata_node::tiers::SHARED;
 use strata_store::{PutItem, Store, StoreConfig, StoreError, StoredNeedle, Tier};
 
 use crate::ClusterError;
@@ -239,7 +239,7 @@ impl RowStore {
                 let Some(name) = e.file_name().to_str().map(str::to_string) else {
                     continue;
                 };
-                if !strata_node::node::valid_bucket(&name) {
+                if !strata_node::tiers::valid_bucket(&name) {
                     continue;
                 }
                 let store = open_store(
@@ -651,7 +651,7 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&M
                     apply(std::mem::take(&mut keep), writes, metrics);
                     newest.clear();
                     let _ = reply.send(
-                        strata_node::node::reappend_live(&part, segment, needles)
+                        strata_node::tiers::reappend_live(&part, segment, needles)
                             .map_err(|e| e.to_string()),
                     );
                     writes.fetch_add(1, Ordering::Release);
@@ -797,6 +797,14 @@ impl RowStores {
         )?);
         open.insert(row, s.clone());
         Ok(s)
+    }
+
+    /// The store of `row` if it is open already (never blocks).
+    pub fn opened_row(&self, row: usize) -> Option<Arc<RowStore>> {
+        match self.open.lock() {
+            Ok(g) => g.get(&row).cloned(),
+            Err(p) => p.into_inner().get(&row).cloned(),
+        }
     }
 
     /// The store of `row` if it exists on disk. Blocking.

@@ -46,7 +46,6 @@ pub(crate) fn router(node: Node) -> Router {
         .route("/cluster/v1/rows/{row}/digest", get(digest))
         .route("/cluster/v1/rows/{row}/list", get(list))
         .route("/cluster/v1/status", get(status))
-        .route("/metrics", get(metrics))
         // A record is at most one tract (the table's tract size, 8 MiB by
         // default) or a whole small object: bounded well above both.
         .layer(axum::extract::DefaultBodyLimit::max(RECORD_BODY_LIMIT))
@@ -159,9 +158,8 @@ async fn health(State(node): State<Node>) -> Response {
     }
 }
 
-/// The header of a GET answer naming where the record was read from:
-/// `ram`, `flash` or `disk`.
-pub const TIER_HEADER: &str = "x-strata-tier";
+/// The header naming where a record was put (PUT) or read from (GET).
+pub use strata_client::protocol::TIER_HEADER;
 
 /// The write's stamp: the client's, else this node's clock.
 fn stamp_of(headers: &HeaderMap) -> u64 {
@@ -232,11 +230,18 @@ async fn put_object(
             node.metrics
                 .put_latency
                 .observe(start.elapsed().as_micros() as u64);
-            text(StatusCode::OK, "stored")
+            let mut r = text(StatusCode::OK, "stored");
+            r.headers_mut().insert(
+                TIER_HEADER,
+                axum::http::HeaderValue::from_static(match tier {
+                    Tier::Flash => "flash",
+                    Tier::Disk => "disk",
+                }),
+            );
+            r
         }
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    node.metrics.request("PUT", code.status().as_u16());
     code
 }
 
@@ -259,47 +264,99 @@ async fn get_object(
         Err(r) => return r,
     };
     let raw = q.raw.is_some();
-    let id = object_id(&bucket, &key);
-    let traced = !is_tract(&key);
-    let finish = |node: &Node, stamp: u64, record: Bytes, served: Served| {
+    match read_local(&node, &store, &bucket, &key, raw, start).await {
+        LocalRead::Found {
+            stamp,
+            record,
+            served,
+        } => {
+            let mut r = (StatusCode::OK, record).into_response();
+            if let Ok(v) = stamp.to_string().parse() {
+                r.headers_mut().insert(STAMP_HEADER, v);
+            }
+            r.headers_mut().insert(
+                TIER_HEADER,
+                axum::http::HeaderValue::from_static(served.as_str()),
+            );
+            r
+        }
+        LocalRead::Deleted { stamp } => {
+            // A tombstone: 404 with the delete's stamp, so a client that
+            // fails over to a replica which missed the delete does not
+            // serve the older object.
+            let mut r = text(StatusCode::NOT_FOUND, "deleted");
+            if let Ok(v) = stamp.to_string().parse() {
+                r.headers_mut().insert(STAMP_HEADER, v);
+            }
+            r
+        }
+        LocalRead::Absent => text(StatusCode::NOT_FOUND, "not found"),
+        LocalRead::Failed(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// What a read of one record from a row store on this node found.
+pub(crate) enum LocalRead {
+    /// The record (with `raw`, a tombstone too), its stamp and where it
+    /// was read from.
+    Found {
+        stamp: u64,
+        record: Bytes,
+        served: Served,
+    },
+    /// A tombstone (without `raw`).
+    Deleted { stamp: u64 },
+    /// No record of the name.
+    Absent,
+    /// The store failed (the reason is for the log, not for clients).
+    Failed(String),
+}
+
+/// Reads `bucket/key` from this node's `store`: the RAM cache, the flash
+/// read cache, then the row's parts; admits what it read to the caches when
+/// no write raced it, counts and traces the read. The one read path of the
+/// row protocol (`GET /cluster/v1/rows/...`) and of the public API's local
+/// replicas ([`crate::gateway`]).
+pub(crate) async fn read_local(
+    node: &Node,
+    store: &Arc<RowStore>,
+    bucket: &str,
+    key: &str,
+    raw: bool,
+    start: Instant,
+) -> LocalRead {
+    let id = object_id(bucket, key);
+    let traced = !is_tract(key);
+    let finish = |stamp: u64, record: Bytes, served: Served| {
         node.metrics.served(served);
-        node.metrics.workload(&bucket).read(served);
+        node.metrics.workload(bucket).read(served);
         let us = start.elapsed().as_micros() as u64;
         node.metrics.get_latency.observe(us);
-        let len = parse_head(&record).map(|h| h.len());
-        if let (Some(t), true, Ok(len)) = (node.tracer.as_ref(), traced, len) {
-            t.get(
-                id.key,
-                node.workload_id(&bucket),
-                len,
-                stamp as f64 / 1e6,
-                served,
-                us,
-                None,
-            );
+        if let (Some(t), true) = (node.tracer.as_ref(), traced) {
+            if let Ok(len) = parse_head(&record).map(|h| h.len()) {
+                t.get(
+                    id.key,
+                    node.workload_id(bucket),
+                    len,
+                    stamp as f64 / 1e6,
+                    served,
+                    us,
+                    None,
+                );
+            }
         }
-        node.metrics.request("GET", 200);
-        let mut r = (StatusCode::OK, record).into_response();
-        if let Ok(v) = stamp.to_string().parse() {
-            r.headers_mut().insert(STAMP_HEADER, v);
+        LocalRead::Found {
+            stamp,
+            record,
+            served,
         }
-        r.headers_mut().insert(
-            TIER_HEADER,
-            axum::http::HeaderValue::from_static(served.as_str()),
-        );
-        r
     };
     if !raw {
         if let Some(c) = node.ram.as_ref().and_then(|ram| ram.get(id)) {
             if c.needle.len() >= 8 {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(&c.needle[..8]);
-                return finish(
-                    &node,
-                    u64::from_le_bytes(b),
-                    c.needle.slice(8..),
-                    Served::Ram,
-                );
+                return finish(u64::from_le_bytes(b), c.needle.slice(8..), Served::Ram);
             }
         }
     }
@@ -313,7 +370,6 @@ async fn get_object(
                     let mut b = [0u8; 8];
                     b.copy_from_slice(&needle[..8]);
                     return finish(
-                        &node,
                         u64::from_le_bytes(b),
                         needle.slice(8..),
                         Served::FlashCache,
@@ -323,11 +379,11 @@ async fn get_object(
         }
     }
     let st = store.clone();
-    let (b, k) = (bucket.clone(), key.clone());
+    let (b, k) = (bucket.to_string(), key.to_string());
     let got = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
         Ok(Ok(g)) => g,
-        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(Err(e)) => return LocalRead::Failed(e.to_string()),
+        Err(e) => return LocalRead::Failed(e.to_string()),
     };
     match got {
         Some(s) if raw || !is_tombstone(&s.record) => {
@@ -342,7 +398,7 @@ async fn get_object(
                     if let (true, Some(fc)) = (cache_flash, &node.fcache) {
                         fc.admit(id, 0, &needle);
                     }
-                    if let Some(ram) = &node.ram {
+                    if let (true, Some(ram)) = (cache_ram, &node.ram) {
                         ram.insert(Cached {
                             id,
                             cookie: 0,
@@ -359,23 +415,10 @@ async fn get_object(
                 }
                 Tier::Disk => Served::Disk,
             };
-            finish(&node, s.stamp, s.record, served)
+            finish(s.stamp, s.record, served)
         }
-        Some(s) => {
-            // A tombstone: 404 with the delete's stamp, so a client that
-            // fails over to a replica which missed the delete does not
-            // serve the older object.
-            node.metrics.request("GET", 404);
-            let mut r = text(StatusCode::NOT_FOUND, "deleted");
-            if let Ok(v) = s.stamp.to_string().parse() {
-                r.headers_mut().insert(STAMP_HEADER, v);
-            }
-            r
-        }
-        None => {
-            node.metrics.request("GET", 404);
-            text(StatusCode::NOT_FOUND, "not found")
-        }
+        Some(s) => LocalRead::Deleted { stamp: s.stamp },
+        None => LocalRead::Absent,
     }
 }
 
@@ -439,7 +482,6 @@ async fn delete_object(
         }
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    node.metrics.request("DELETE", r.status().as_u16());
     r
 }
 
@@ -750,7 +792,7 @@ async fn status(State(node): State<Node>) -> Response {
 
 /// Prometheus text: strata-node's counters (requests, reads by tier, RAM
 /// cache, mover, traces, plan loads) and the cluster node's own.
-async fn metrics(State(node): State<Node>) -> Response {
+pub(crate) async fn metrics(State(node): State<Node>) -> Response {
     let mut out = node.metrics.render();
     let lines = [
         (

@@ -1,21 +1,19 @@
-//! The HTTP API (docs/node.md): objects at `/{bucket}/{name}`, batch PUT at
-//! `POST /{bucket}`, `/metrics`, `/healthz` and the admin endpoints under
-//! `/_admin/`. Every client mistake gets a 4xx with a one-line reason.
+//! The HTTP pieces every Strata server shares (docs/node.md): the one
+//! connection loop ([`serve_router`]: head timeout, connection limit), the
+//! checks of names, cookies, escapes, lengths and ranges, the batch body
+//! reader, and the one-line 4xx answer. Every client mistake gets a 4xx
+//! with a one-line reason.
 
 // Helpers return a ready 4xx `Response` as their error: built once per bad
 // request, never on the success path, so its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use crate::metrics::Served;
-use crate::node::{valid_bucket, NewObject, Node, NodeError};
 use crate::object::MAX_NAME_BYTES;
+use crate::tiers::valid_bucket;
 use crate::range::{parse_range, RangeError};
-use axum::body::Body;
-use axum::extract::{Path, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
 use axum::Router;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -56,11 +54,6 @@ impl Default for HttpLimits {
     }
 }
 
-#[derive(Clone)]
-struct App {
-    node: Arc<Node>,
-    limits: HttpLimits,
-}
 
 /// A plain-text answer with a one-line reason (the API's error form).
 pub fn reason(status: StatusCode, msg: impl Into<String>) -> Response {
@@ -74,127 +67,6 @@ pub fn reason(status: StatusCode, msg: impl Into<String>) -> Response {
         .into_response()
 }
 
-impl IntoResponse for NodeError {
-    fn into_response(self) -> Response {
-        let status = match &self {
-            NodeError::NotFound => StatusCode::NOT_FOUND,
-            NodeError::BadRequest(_) | NodeError::BadPlan(_) => StatusCode::BAD_REQUEST,
-            NodeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            NodeError::Full(_) => StatusCode::INSUFFICIENT_STORAGE,
-            NodeError::Store(_) | NodeError::Startup(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        if let NodeError::Store(detail) = &self {
-            // The detail (file paths, offsets, checksums) is for the
-            // operator's log, not for the client.
-            eprintln!("strata server: store error: {detail}");
-            return reason(
-                status,
-                "the node could not read or write the object (the server's log says why)",
-            );
-        }
-        reason(status, self.to_string())
-    }
-}
-
-/// The router of a node.
-pub fn router(node: Arc<Node>, limits: HttpLimits) -> Router {
-    let auth = crate::auth::AdminAuth::new(node.cfg.admin_token.clone());
-    let app = App { node, limits };
-    // The control endpoints, behind the admin token (a route layer: the
-    // object routes pay nothing for it).
-    let control = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/_admin/plan", any(admin_plan))
-        .route("/_admin/status", get(admin_status))
-        .route("/_admin/traces/flush", post(admin_flush))
-        .route_layer(crate::auth::route_guard(auth));
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .merge(control)
-        .route("/{bucket}/{*name}", any(object))
-        .route("/{bucket}", any(bucket))
-        // GET /dashboard is the dashboard's page (merged in by `serve`).
-        .route(
-            crate::dashboard::PAGE_PATH,
-            post(|s: State<App>, r: Request| {
-                bucket(s, Path(crate::dashboard::PAGE_PATH[1..].into()), r)
-            }),
-        )
-        .fallback(|| async {
-            reason(
-                StatusCode::NOT_FOUND,
-                "no such route: objects live at /{bucket}/{name}",
-            )
-        })
-        .layer(axum::middleware::from_fn_with_state(app.clone(), count))
-        .with_state(app)
-}
-
-async fn count(State(app): State<App>, req: Request, next: Next) -> Response {
-    let m = req.method().as_str().to_string();
-    let resp = next.run(req).await;
-    app.node.metrics.request(&m, resp.status().as_u16());
-    resp
-}
-
-async fn metrics(State(app): State<App>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.node.metrics.render(),
-    )
-        .into_response()
-}
-
-async fn admin_status(State(app): State<App>) -> Response {
-    axum::Json(app.node.status()).into_response()
-}
-
-async fn admin_flush(State(app): State<App>) -> Response {
-    let node = app.node.clone();
-    match tokio::task::spawn_blocking(move || node.flush_traces()).await {
-        Ok(Ok(())) => reason(StatusCode::OK, "traces flushed"),
-        Ok(Err(e)) => e.into_response(),
-        Err(e) => reason(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
-}
-
-async fn admin_plan(State(app): State<App>, req: Request) -> Response {
-    match *req.method() {
-        Method::GET => match app.node.plan() {
-            Some(p) => axum::Json(p).into_response(),
-            None => reason(
-                StatusCode::NOT_FOUND,
-                "no tier plan loaded: the default plan is in force (every object to flash, one FIFO)",
-            ),
-        },
-        Method::POST | Method::PUT => {
-            let body = match read_body(req, 16 << 20, app.limits.body_timeout).await {
-                Ok(b) => b,
-                Err(r) => return r,
-            };
-            let res = if body.iter().all(|b| b.is_ascii_whitespace()) {
-                app.node.reload_plan()
-            } else {
-                match std::str::from_utf8(&body) {
-                    Ok(t) => strata_provision::TierPlan::from_json(t)
-                        .map_err(|e| NodeError::BadPlan(e.to_string()))
-                        .and_then(|p| app.node.set_plan(p)),
-                    Err(_) => Err(NodeError::BadPlan("the plan is not UTF-8 text".into())),
-                }
-            };
-            match res {
-                Ok(()) => reason(StatusCode::OK, "tier plan loaded"),
-                Err(e) => e.into_response(),
-            }
-        }
-        Method::DELETE => {
-            app.node.clear_plan();
-            reason(StatusCode::OK, "default tier plan in force")
-        }
-        _ => method_not_allowed("GET, POST, PUT, DELETE"),
-    }
-}
-
 /// 405 with `Allow`.
 pub fn method_not_allowed(allow: &'static str) -> Response {
     let mut r = reason(
@@ -204,28 +76,6 @@ pub fn method_not_allowed(allow: &'static str) -> Response {
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static(allow));
     r
-}
-
-/// The request's workload: its bucket, or `X-Strata-Workload`. Naming a
-/// workload other than the bucket takes the admin token (`auth`): a client
-/// may not put its writes into another workload's flash share.
-fn workload_of(headers: &HeaderMap, bucket: &str, node: &Node) -> Result<String, Response> {
-    if headers
-        .get(WORKLOAD_HEADER)
-        .is_some_and(|v| v.as_bytes() != bucket.as_bytes())
-    {
-        crate::auth::AdminAuth::new(node.cfg.admin_token.clone()).check(headers)?;
-    }
-    match headers.get(WORKLOAD_HEADER) {
-        None => Ok(bucket.to_string()),
-        Some(v) => match v.to_str() {
-            Ok(s) if valid_bucket(s) => Ok(s.to_string()),
-            _ => Err(reason(
-                StatusCode::BAD_REQUEST,
-                "bad X-Strata-Workload: 1 to 63 of A-Z a-z 0-9 . _ -, not starting with . or _",
-            )),
-        },
-    }
 }
 
 /// A 400 answer unless `bucket` and `name` are valid object names.
@@ -276,49 +126,6 @@ pub fn cookie_of(query: Option<&str>) -> Result<Option<u32>, Response> {
         }
     }
     Ok(found)
-}
-
-/// With `--require-cookies`, a DELETE or an overwriting PUT must carry the
-/// object's cookie: a DELETE without the right one is a 404 like an absent
-/// object; a PUT over an existing object without it is a 409. The check
-/// reads the object first; a concurrent writer can still race it.
-async fn owner_check(
-    app: &App,
-    workload: &str,
-    bucket: &str,
-    name: &str,
-    query: Option<&str>,
-    overwrite: bool,
-) -> Result<(), Response> {
-    if !app.node.cfg.require_cookies {
-        return Ok(());
-    }
-    let cookie = cookie_of(query)?;
-    // Reading with the given cookie: found means it matched.
-    let got = match cookie {
-        Some(c) => app.node.get(workload, bucket, name, Some(c), None).await,
-        None => Err(NodeError::NotFound),
-    };
-    match got {
-        Ok(_) => Ok(()),
-        Err(NodeError::NotFound) => {
-            // Absent (a PUT may create it), or present with another cookie.
-            let exists = app
-                .node
-                .exists(workload, bucket, name)
-                .await
-                .map_err(IntoResponse::into_response)?;
-            match (exists, overwrite) {
-                (false, true) => Ok(()),
-                (_, false) => Err(NodeError::NotFound.into_response()),
-                (true, true) => Err(reason(
-                    StatusCode::CONFLICT,
-                    "the name exists: overwriting it needs its cookie (?cookie=HEX)",
-                )),
-            }
-        }
-        Err(e) => Err(e.into_response()),
-    }
 }
 
 /// A 400 unless every `%` of the request path `raw` starts a valid escape
@@ -391,80 +198,6 @@ pub async fn read_body(req: Request, max: u64, timeout: Duration) -> Result<Byte
     }
 }
 
-async fn object(
-    State(app): State<App>,
-    Path((bucket, name)): Path<(String, String)>,
-    req: Request,
-) -> Response {
-    if let Err(r) = check_escapes(req.uri().path()).and_then(|()| check_names(&bucket, &name)) {
-        return r;
-    }
-    let workload = match workload_of(req.headers(), &bucket, &app.node) {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    if matches!(*req.method(), Method::PUT | Method::DELETE) {
-        let overwrite = req.method() == Method::PUT;
-        if let Err(r) = owner_check(
-            &app,
-            &workload,
-            &bucket,
-            &name,
-            req.uri().query(),
-            overwrite,
-        )
-        .await
-        {
-            return r;
-        }
-    }
-    match *req.method() {
-        Method::GET | Method::HEAD => get_object(app, &workload, &bucket, &name, req).await,
-        Method::PUT => {
-            let max = app.node.cfg.max_object_bytes;
-            let len = match content_length(req.headers(), max) {
-                Ok(n) => n,
-                Err(r) => return r,
-            };
-            let data = match read_body(req, max, app.limits.body_timeout).await {
-                Ok(b) => b,
-                Err(r) => return r,
-            };
-            if data.len() as u64 != len {
-                return reason(StatusCode::BAD_REQUEST, "body shorter than Content-Length");
-            }
-            let obj = NewObject {
-                bucket: bucket.clone(),
-                name,
-                data,
-            };
-            match app.node.put(&workload, vec![obj]).await {
-                Ok(mut w) => {
-                    let Some(w) = w.pop() else {
-                        return reason(StatusCode::INTERNAL_SERVER_ERROR, "nothing written");
-                    };
-                    let mut r = (StatusCode::CREATED, axum::Json(&w)).into_response();
-                    let h = r.headers_mut();
-                    if let Ok(v) = HeaderValue::from_str(&w.cookie) {
-                        h.insert(COOKIE_HEADER, v);
-                    }
-                    if let Ok(v) = HeaderValue::from_str(&w.url) {
-                        h.insert(header::LOCATION, v);
-                    }
-                    r
-                }
-                Err(e) => e.into_response(),
-            }
-        }
-        Method::DELETE => match app.node.delete(&workload, &bucket, &name).await {
-            Ok(true) => StatusCode::NO_CONTENT.into_response(),
-            Ok(false) => NodeError::NotFound.into_response(),
-            Err(e) => e.into_response(),
-        },
-        _ => method_not_allowed("GET, HEAD, PUT, DELETE"),
-    }
-}
-
 /// The request's `Range` header, checked for syntax before any device
 /// read (a malformed or multiple range is a 416).
 pub fn requested_range(headers: &HeaderMap) -> Result<Option<String>, Response> {
@@ -489,64 +222,6 @@ pub fn unsatisfiable(e: RangeError, size: u64) -> Response {
     let mut resp = reason(StatusCode::RANGE_NOT_SATISFIABLE, e.to_string());
     if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
         resp.headers_mut().insert(header::CONTENT_RANGE, v);
-    }
-    resp
-}
-
-async fn get_object(app: App, workload: &str, bucket: &str, name: &str, req: Request) -> Response {
-    let cookie = match cookie_of(req.uri().query()) {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let head = req.method() == Method::HEAD;
-    let range_h = match requested_range(req.headers()) {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    let found = match app.node.get(workload, bucket, name, cookie, None).await {
-        Ok(f) => f,
-        Err(e) => return e.into_response(),
-    };
-    let size = found.data.len() as u64;
-    let tier = match found.served {
-        Served::Ram => "ram",
-        Served::Flash => "flash",
-        Served::FlashCache => "flash-cache",
-        Served::Disk => "disk",
-    };
-    let (status, body, content_range) = match &range_h {
-        None => (StatusCode::OK, found.data, None),
-        Some(r) => match parse_range(r, size) {
-            Ok((a, b)) => (
-                StatusCode::PARTIAL_CONTENT,
-                found.data.slice(a as usize..b as usize),
-                Some(format!("bytes {a}-{}/{size}", b - 1)),
-            ),
-            Err(e) => return unsatisfiable(e, size),
-        },
-    };
-    let len = body.len();
-    let mut resp = if head {
-        Response::new(Body::empty())
-    } else {
-        Response::new(Body::from(body))
-    };
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    h.insert(TIER_HEADER, HeaderValue::from_static(tier));
-    if let Ok(v) = HeaderValue::from_str(&format!("{:08x}", found.cookie)) {
-        h.insert(COOKIE_HEADER, v);
-    }
-    if let Some(cr) = content_range {
-        if let Ok(v) = HeaderValue::from_str(&cr) {
-            h.insert(header::CONTENT_RANGE, v);
-        }
     }
     resp
 }
@@ -608,84 +283,6 @@ pub fn parse_batch(body: &Bytes) -> Result<Vec<(String, Bytes)>, String> {
         return Err("empty batch".into());
     }
     Ok(out)
-}
-
-async fn bucket(State(app): State<App>, Path(bucket): Path<String>, req: Request) -> Response {
-    if req.method() != Method::POST {
-        return method_not_allowed("POST");
-    }
-    if !valid_bucket(&bucket) {
-        return reason(
-            StatusCode::BAD_REQUEST,
-            format!("bad bucket name {bucket:?}"),
-        );
-    }
-    let workload = match workload_of(req.headers(), &bucket, &app.node) {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    let items = match read_batch(
-        req,
-        &bucket,
-        app.limits.max_batch_bytes,
-        app.limits.body_timeout,
-    )
-    .await
-    {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
-    // A batch carries no cookies: under --require-cookies it may create
-    // names, not overwrite them.
-    if app.node.cfg.require_cookies {
-        for (name, _) in &items {
-            match app.node.exists(&workload, &bucket, name).await {
-                Ok(false) => {}
-                Ok(true) => {
-                    return reason(
-                        StatusCode::CONFLICT,
-                        format!(
-                            "{bucket}/{name} exists: overwriting it needs its cookie (PUT with ?cookie=HEX)"
-                        ),
-                    )
-                }
-                Err(e) => return e.into_response(),
-            }
-        }
-    }
-    let mut objs = Vec::with_capacity(items.len());
-    for (name, data) in items {
-        objs.push(NewObject {
-            bucket: bucket.clone(),
-            name,
-            data,
-        });
-    }
-    match app.node.put(&workload, objs).await {
-        Ok(w) => (
-            StatusCode::CREATED,
-            axum::Json(serde_json::json!({ "objects": w })),
-        )
-            .into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
-/// Serves the node's API on `listener` until `shutdown` resolves.
-pub async fn serve(
-    node: Arc<Node>,
-    listener: TcpListener,
-    limits: HttpLimits,
-    extra: Router,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    serve_router(
-        router(node, limits).merge(extra),
-        listener,
-        limits,
-        shutdown,
-    )
-    .await
 }
 
 /// Serves `app` on `listener` with Strata's connection limits (every

@@ -1,36 +1,31 @@
-//! Strata's storage node: one process serving objects over HTTP from the
-//! segment store, tiering them across flash and disk by the tier plan, with
-//! a RAM object cache, a flash read cache, and sampled request traces in the
-//! lab's format (docs/node.md).
-//!
-//! - [`node`]: per-workload segment stores, group commit, the read and write
-//!   paths; [`http`]: the HTTP API over it.
-//! - [`mover`]: the tier mover (FIFO / LRU, throttled, crash-safe moves).
-//! - [`ramcache`], [`flashcache`]: the caches, run by `strata-policy`.
-//! - [`trace`]: sampled request traces; [`plan`]: the tier plan in force.
-//! - [`dashboard`]: the live flash dashboard at `/dashboard`.
-//! - [`loadgen`], [`client`]: the load generator of `strata bench http` and
-//!   `strata demo`.
+//! The storage node's local machinery, shared by every Strata server
+//! (docs/node.md): the tier mover over segment stores grouped by workload
+//! ([`mover`], FIFO / LRU, TTL with burst, throttled, crash-safe moves),
+//! the stratified write draw and flash rules ([`tiers`]), the RAM and flash
+//! read caches run by `strata-policy` ([`ramcache`], [`flashcache`]),
+//! sampled request traces in the lab's format ([`trace`]), the tier plan in
+//! force ([`plan`]), counters ([`metrics`]), the live flash dashboard
+//! ([`dashboard`]), the admin token ([`auth`]), and the HTTP pieces of the
+//! public API ([`http`], [`range`], [`object`]). The server that runs them
+//! is `strata-cluster`; [`loadgen`] and [`client`] drive it in `strata
+//! bench http` and `strata demo`.
 
 #![warn(missing_docs)]
 
 pub mod auth;
 pub mod client;
 pub mod dashboard;
-pub mod demo;
 pub mod flashcache;
 pub mod http;
 pub mod loadgen;
 pub mod metrics;
 pub mod mover;
-pub mod node;
 pub mod object;
 pub mod plan;
 pub mod ramcache;
 pub mod range;
-pub mod server;
+pub mod tiers;
 pub mod trace;
 
-pub use http::{serve, HttpLimits};
-pub use node::{Node, NodeConfig, NodeError, RamAdmission};
-pub use server::{start, Running};
+pub use http::HttpLimits;
+pub use tiers::RamAdmission;

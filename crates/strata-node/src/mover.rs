@@ -21,7 +21,7 @@
 //!   every moment) and are throttled to a byte rate.
 
 use crate::metrics::{Metrics, WorkloadCounters};
-use crate::node::HotBits;
+use crate::tiers::HotBits;
 use crate::object::ObjectId;
 use crate::plan::Rule;
 use crate::ramcache::cache_key;

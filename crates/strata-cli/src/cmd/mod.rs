@@ -20,3 +20,4 @@ pub mod sim;
 pub mod store;
 pub mod synth;
 pub mod trace;
+pub mod upgrade;

@@ -1,33 +1,43 @@
-//! `strata server`: one storage node serving objects over HTTP.
+//! `strata server`: the one Strata server, a member of a cluster (`--meta
+//! ADDR`) or a cluster of one (its own embedded metadata service).
 
 use crate::units::parse_bytes;
 use anyhow::{bail, Context};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-use strata_node::{HttpLimits, NodeConfig, RamAdmission};
+use strata_meta::api::TierClass;
+use strata_node::RamAdmission;
 
 /// Serve objects over HTTP from flash and disk device directories, tiered
 /// by a tier plan, with a RAM cache, an optional flash read cache and
 /// sampled request traces.
 ///
+/// One server in every mode (docs/node.md, docs/placement.md): without
+/// --meta the node is a cluster of one (its metadata service runs inside
+/// it, state in DATA/meta); with --meta ADDR it is one member of the
+/// cluster whose metadata service (`strata meta`) is at ADDR. Either way
+/// every node serves the public API for every object of its cluster.
+///
 /// API (docs/node.md): PUT, GET (with Range), HEAD, DELETE of
 /// /{bucket}/{name}; POST /{bucket} is a batch PUT; GET /metrics
 /// (Prometheus), GET /healthz; /_admin/plan (GET, POST a plan or an empty
 /// body to reload --plan, DELETE for the default plan), /_admin/status;
-/// GET /dashboard, the live flash dashboard (also in --meta mode).
+/// GET /dashboard, the live flash dashboard. --s3-listen adds the S3 API.
 /// A PUT answers with the object's cookie (X-Strata-Cookie and a URL with
 /// ?cookie=HEX); a GET with a wrong cookie is a 404 like an absent object.
 /// SIGHUP reloads --plan.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
-    /// Single node with working defaults: data, flash and disk under
-    /// ./strata-data, traces in ./strata-data/traces, 127.0.0.1:8480.
+    /// Working defaults for a try-out: data, flash and disk under
+    /// ./strata-data, traces in ./strata-data/traces, 127.0.0.1:8480, an
+    /// admin token (and with --s3-listen, or S3 at 127.0.0.1:8490, a root
+    /// key) generated and printed once.
     #[arg(long)]
     dev: bool,
-    /// Node directory (workload table; the default flash and disk
-    /// directories DATA/flash and DATA/disk when neither --flash nor --disk
-    /// is given).
+    /// Node directory (its identity; in a cluster of one, the metadata
+    /// state in DATA/meta; the default flash and disk directories DATA/flash
+    /// and DATA/disk when neither --flash nor --disk is given).
     #[arg(long, value_name = "DIR", required_unless_present = "dev")]
     data: Option<PathBuf>,
     /// A flash device directory (repeatable).
@@ -109,27 +119,32 @@ pub struct Args {
     /// HTTP worker threads (0: one per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
-    /// Join a cluster: register every device (--flash, --disk; or --data
-    /// alone, one disk device) with the metadata service at ADDR (`strata
-    /// meta`) and serve the placement rows of the disk devices, with the
-    /// flash devices as a tier in front of them (placed by the cluster's
-    /// tier plan), the RAM cache and traces, instead of the single-node API
-    /// (docs/placement.md).
+    /// Join the cluster whose metadata service (`strata meta`) is at ADDR:
+    /// register every device and serve the placement rows of the disk
+    /// devices, with the flash devices as a tier in front of them
+    /// (docs/placement.md). Without it the node is a cluster of one.
     #[arg(long, value_name = "ADDR")]
     meta: Option<String>,
-    /// Cluster mode: seconds between scrub passes (0: no scrubbing).
-    #[arg(long, value_name = "SECS", default_value_t = 3600, requires = "meta")]
+    /// Cluster of one: where its embedded metadata service listens (the
+    /// Rust client's `strata put/get --meta` reach the node through it).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", conflicts_with = "meta")]
+    meta_listen: String,
+    /// Seconds between scrub passes (0: no scrubbing). A pass re-reads
+    /// every record and, with other replicas, compares and repairs them.
+    #[arg(long, value_name = "SECS", default_value_t = 3600)]
     scrub_every: u64,
-    /// Cluster mode: bound on recovery bytes per second into this disk.
+    /// Bound on recovery bytes per second into this disk (a cluster of
+    /// one has no other replica to recover from: refused there).
     #[arg(long, value_name = "SIZE", requires = "meta")]
     recovery_rate: Option<String>,
-    /// Cluster mode: seconds a delete's tombstone is kept once every replica
-    /// of its row holds it (then the scrub drops it).
-    #[arg(long, value_name = "SECS", default_value_t = 86_400, requires = "meta")]
+    /// Seconds a delete's tombstone is kept once every replica of its row
+    /// holds it (then the scrub drops it).
+    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
     tombstone_grace: u64,
     /// Serve the S3 API at ADDR too (docs/s3-compatibility.md); requests
     /// are signed with the root key STRATA_ROOT_ACCESS_KEY /
-    /// STRATA_ROOT_SECRET_KEY. Cluster nodes only for now.
+    /// STRATA_ROOT_SECRET_KEY (with --dev and no such key, one is generated
+    /// and printed once). With --dev the default is 127.0.0.1:8490.
     #[arg(long, value_name = "ADDR")]
     s3_listen: Option<String>,
 }
@@ -141,76 +156,6 @@ fn ram_admission(s: &str) -> anyhow::Result<RamAdmission> {
         "recent" => Ok(RamAdmission::Recent),
         o => bail!("--ram-admission: {o:?} is neither `all` nor `recent`"),
     }
-}
-
-/// Builds the node configuration from the arguments.
-fn config(a: &Args) -> anyhow::Result<NodeConfig> {
-    let data = match (&a.data, a.dev) {
-        (Some(d), _) => d.clone(),
-        (None, true) => PathBuf::from("strata-data"),
-        (None, false) => bail!("give --data DIR (or --dev)"),
-    };
-    let mut cfg = NodeConfig::new(&data);
-    if !a.flash.is_empty() || !a.disk.is_empty() {
-        cfg.flash = a.flash.clone();
-        cfg.disk = a.disk.clone();
-    }
-    cfg.ram_cache_bytes = parse_bytes(&a.ram_cache).context("--ram-cache")?;
-    cfg.ram_policy = a
-        .ram_policy
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--ram-policy: {e}"))?;
-    cfg.ram_admission = ram_admission(&a.ram_admission)?;
-    cfg.flash_cache_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
-    if cfg.flash_cache_bytes > 0 && cfg.flash.is_empty() {
-        bail!("--flash-cache needs a flash device to cache on (--flash DIR)");
-    }
-    cfg.flash_cache_policy = a
-        .flash_cache_policy
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--flash-cache-policy: {e}"))?;
-    cfg.flash_cache_write_bytes_per_s =
-        parse_bytes(&a.flash_cache_write_rate).context("--flash-cache-write-rate")?;
-    cfg.flash_capacity = match &a.flash_capacity {
-        Some(s) => parse_bytes(s).context("--flash-capacity")?,
-        None => {
-            for d in &cfg.flash {
-                std::fs::create_dir_all(d)
-                    .with_context(|| format!("cannot create {}", d.display()))?;
-            }
-            NodeConfig::free_space(&cfg.flash)
-        }
-    };
-    cfg.plan_path = a.plan.clone();
-    cfg.require_cookies = a.require_cookies;
-    cfg.max_object_bytes = parse_bytes(&a.max_object_size).context("--max-object-size")?;
-    cfg.segment_bytes = parse_bytes(&a.segment_size).context("--segment-size")?;
-    if cfg.segment_bytes < 64 << 10 {
-        bail!("--segment-size must be at least 64KiB");
-    }
-    cfg.mover_bytes_per_s = parse_bytes(&a.mover_rate).context("--mover-rate")?;
-    if cfg.mover_bytes_per_s == 0 {
-        bail!("--mover-rate must be positive");
-    }
-    if !(0.0..=1.0).contains(&a.trace_sample) {
-        bail!("--trace-sample must be within 0..1");
-    }
-    cfg.trace_dir = a
-        .trace_dir
-        .clone()
-        .or_else(|| a.dev.then(|| data.join("traces")));
-    cfg.trace_sample = a.trace_sample;
-    cfg.trace_rotate_records = a.trace_rotate;
-    cfg.trace_rotate_after = Duration::from_secs(a.trace_rotate_seconds.max(1));
-    if !(0.0..=10.0).contains(&a.flash_burst) {
-        bail!("--flash-burst must be within 0 and 10");
-    }
-    cfg.flash_burst = a.flash_burst;
-    if a.max_workloads == 0 {
-        bail!("--max-workloads must be at least 1");
-    }
-    cfg.max_workloads = a.max_workloads;
-    Ok(cfg)
 }
 
 /// The admin token of the control endpoints: `STRATA_ADMIN_TOKEN`, or with
@@ -237,93 +182,242 @@ fn admin_token(a: &Args) -> Option<String> {
     None
 }
 
-/// Runs the server until SIGINT or SIGTERM.
-pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.s3_listen.is_some() && a.meta.is_none() {
-        bail!(
-            "--s3-listen is served by cluster nodes only for now (the single-node server \
-             is being merged into the cluster code): run `strata meta --initial-nodes 1 \
-             --replication 1` and `strata server --meta ADDR --s3-listen ADDR`"
-        );
+/// The S3 root key from STRATA_ROOT_ACCESS_KEY and STRATA_ROOT_SECRET_KEY;
+/// with `--dev` and neither set, a fresh one printed once.
+fn root_key(dev: bool) -> anyhow::Result<strata_s3::auth::Key> {
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    match (var("STRATA_ROOT_ACCESS_KEY"), var("STRATA_ROOT_SECRET_KEY")) {
+        (Some(access_key), Some(secret_key)) => Ok(strata_s3::auth::Key {
+            access_key,
+            secret_key,
+        }),
+        (None, None) if dev => {
+            let token = strata_node::auth::generate();
+            let key = strata_s3::auth::Key {
+                access_key: format!("SK{}", token[..18].to_uppercase()),
+                secret_key: strata_node::auth::generate(),
+            };
+            eprintln!(
+                "strata: S3 root key for this run: access key {} secret key {} \
+                 (export STRATA_ROOT_ACCESS_KEY and STRATA_ROOT_SECRET_KEY to choose one)",
+                key.access_key, key.secret_key
+            );
+            Ok(key)
+        }
+        _ => bail!(
+            "--s3-listen needs a root key: set STRATA_ROOT_ACCESS_KEY and \
+             STRATA_ROOT_SECRET_KEY (no anonymous access)"
+        ),
     }
-    if let Some(meta) = &a.meta {
-        return super::cluster::serve_node(super::cluster::NodeArgs {
-            meta: meta.clone(),
-            listen: a.listen.clone(),
-            data: a
-                .data
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("strata-data")),
-            flash: a.flash.clone(),
-            disk: a.disk.clone(),
-            ram_cache: a.ram_cache.clone(),
-            ram_policy: a.ram_policy.clone(),
-            flash_capacity: a.flash_capacity.clone(),
-            segment_size: a.segment_size.clone(),
-            mover_rate: a.mover_rate.clone(),
-            flash_burst: a.flash_burst,
-            // --dev: traces in DATA/traces, as on a single node.
-            trace_dir: a.trace_dir.clone().or_else(|| {
-                a.dev.then(|| {
-                    a.data
-                        .clone()
-                        .unwrap_or_else(|| PathBuf::from("strata-data"))
-                        .join("traces")
-                })
-            }),
-            trace_sample: a.trace_sample,
-            trace_rotate: a.trace_rotate,
-            scrub_every: a.scrub_every,
-            recovery_rate: a.recovery_rate.clone(),
-            tombstone_grace: a.tombstone_grace,
-            max_object_size: a.max_object_size.clone(),
-            require_cookies: a.require_cookies,
-            body_timeout: a.body_timeout,
-            header_timeout: a.header_timeout,
-            plan: a.plan.clone(),
-            max_workloads: a.max_workloads,
-            admin_token: admin_token(&a),
-            ram_admission: ram_admission(&a.ram_admission)?,
-            flash_cache: a.flash_cache.clone(),
-            flash_cache_policy: a.flash_cache_policy.clone(),
-            flash_cache_write_rate: a.flash_cache_write_rate.clone(),
-            threads: a.threads,
-            trace_rotate_seconds: a.trace_rotate_seconds,
-            s3_listen: a.s3_listen.clone(),
+}
+
+/// The device directories: `--flash` and `--disk`, or with neither,
+/// DATA/flash and DATA/disk.
+fn devices(a: &Args, data: &Path) -> anyhow::Result<Vec<strata_cluster::Device>> {
+    let (flash, disk) = if a.flash.is_empty() && a.disk.is_empty() {
+        (vec![data.join("flash")], vec![data.join("disk")])
+    } else {
+        (a.flash.clone(), a.disk.clone())
+    };
+    let devices: Vec<strata_cluster::Device> = flash
+        .iter()
+        .map(|p| (p, TierClass::Flash))
+        .chain(disk.iter().map(|p| (p, TierClass::Disk)))
+        .map(|(p, tier)| strata_cluster::Device {
+            path: p.clone(),
+            tier,
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    for d in &devices {
+        if !seen.insert(d.path.clone()) {
+            bail!("device directory {} is given twice", d.path.display());
+        }
+    }
+    Ok(devices)
+}
+
+/// The node's options from the arguments.
+fn options(
+    a: &Args,
+    meta: &str,
+    data: &Path,
+    devices: Vec<strata_cluster::Device>,
+) -> anyhow::Result<strata_cluster::NodeOptions> {
+    let mut opts = strata_cluster::NodeOptions::new(meta, &a.listen, data);
+    opts.devices = devices;
+    opts.cluster_of_one = a.meta.is_none();
+    opts.ram_cache_bytes = parse_bytes(&a.ram_cache).context("--ram-cache")?;
+    opts.ram_policy = a
+        .ram_policy
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--ram-policy: {e}"))?;
+    opts.ram_admission = ram_admission(&a.ram_admission)?;
+    opts.flash_capacity = a
+        .flash_capacity
+        .as_deref()
+        .map(parse_bytes)
+        .transpose()
+        .context("--flash-capacity")?;
+    opts.segment_size = parse_bytes(&a.segment_size).context("--segment-size")?;
+    if opts.segment_size < 64 << 10 {
+        bail!("--segment-size must be at least 64KiB");
+    }
+    opts.mover_bytes_per_sec = parse_bytes(&a.mover_rate).context("--mover-rate")?;
+    if opts.mover_bytes_per_sec == 0 {
+        bail!("--mover-rate must be positive");
+    }
+    if !(0.0..=10.0).contains(&a.flash_burst) {
+        bail!("--flash-burst must be within 0 and 10");
+    }
+    opts.flash_burst = a.flash_burst;
+    if !(0.0..=1.0).contains(&a.trace_sample) {
+        bail!("--trace-sample must be within 0..1");
+    }
+    opts.trace_dir = a
+        .trace_dir
+        .clone()
+        .or_else(|| a.dev.then(|| data.join("traces")));
+    opts.trace_sample = a.trace_sample;
+    opts.trace_rotate = a.trace_rotate.max(1);
+    opts.trace_rotate_after = Duration::from_secs(a.trace_rotate_seconds.max(1));
+    opts.scrub_interval = (a.scrub_every > 0).then(|| Duration::from_secs(a.scrub_every));
+    opts.recovery_bytes_per_sec = a
+        .recovery_rate
+        .as_deref()
+        .map(parse_bytes)
+        .transpose()
+        .context("--recovery-rate")?;
+    opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
+    opts.plan_path = a.plan.clone();
+    let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
+    if fc_bytes > 0 {
+        if opts.flash_tier().is_empty() {
+            bail!("--flash-cache needs a flash device to cache on (--flash DIR)");
+        }
+        opts.flash_cache = Some(strata_node::flashcache::FlashCacheConfig {
+            bytes: fc_bytes,
+            policy: a
+                .flash_cache_policy
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--flash-cache-policy: {e}"))?,
+            write_bytes_per_s: parse_bytes(&a.flash_cache_write_rate)
+                .context("--flash-cache-write-rate")?,
         });
     }
-    let mut cfg = config(&a)?;
-    cfg.admin_token = admin_token(&a);
-    let limits = HttpLimits {
+    if a.max_workloads == 0 {
+        bail!("--max-workloads must be at least 1");
+    }
+    opts.max_workloads = a.max_workloads;
+    opts.http = strata_node::HttpLimits {
         header_timeout: Duration::from_secs(a.header_timeout.max(1)),
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),
-        ..HttpLimits::default()
+        ..strata_node::HttpLimits::default()
     };
-    let summary = format!(
-        "flash: {:?}, disk: {:?}, flash capacity {}, RAM cache {}, plan: {}, traces: {}",
-        cfg.flash,
-        cfg.disk,
-        crate::units::format_bytes(cfg.flash_capacity),
-        crate::units::format_bytes(cfg.ram_cache_bytes),
-        cfg.plan_path
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "default".into()),
-        cfg.trace_dir
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "off".into()),
-    );
-    let running =
-        strata_node::start(cfg, &a.listen, limits, a.threads).context("cannot start the node")?;
-    println!(
-        "strata node listening on http://{} ({summary})",
-        running.addr
-    );
-    eprintln!("strata: SIGHUP reloads the plan; Ctrl-C stops");
-    running.wait_for_signals(|r| match r {
-        Ok(()) => eprintln!("strata: tier plan reloaded"),
-        Err(e) => eprintln!("strata: tier plan not reloaded: {e}"),
-    });
-    Ok(())
+    opts.gateway = strata_cluster::gateway::GatewayLimits {
+        max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
+        require_cookies: a.require_cookies,
+        body_idle_timeout: Duration::from_secs(a.body_timeout.max(1)),
+        ..strata_cluster::gateway::GatewayLimits::default()
+    };
+    Ok(opts)
+}
+
+/// Refuses a data directory this mode would damage: one written by the
+/// single-node server of Strata before 0.3 (its per-workload stores are
+/// converted by `strata upgrade`), or a node's directory started in the
+/// other mode (a member of a cluster started alone, or a cluster of one
+/// told to join another: either would register anew and drop its rows).
+fn check_data(a: &Args, data: &Path, devices: &[strata_cluster::Device]) -> anyhow::Result<()> {
+    let legacy = crate::cmd::upgrade::legacy_stores(data, devices);
+    if !legacy.is_empty() {
+        bail!(
+            "{} holds the per-workload stores of the single-node server of Strata before 0.3 \
+             ({} and {} more); convert them into the one server's layout with \
+             `strata upgrade --data {}` (with the same --flash/--disk as here), then start again",
+            data.display(),
+            legacy[0].display(),
+            legacy.len() - 1,
+            data.display()
+        );
+    }
+    let member = data.join("cluster-node.json").exists();
+    let alone = data.join("meta").join("meta.json").exists();
+    match &a.meta {
+        None if member && !alone => bail!(
+            "{} is the directory of a member of a cluster (DATA/cluster-node.json names its \
+             metadata service); start it with --meta ADDR, not as a cluster of one",
+            data.display()
+        ),
+        Some(_) if alone => bail!(
+            "{} is the directory of a cluster of one (its metadata state is in DATA/meta); \
+             joining another cluster would drop its rows: start it without --meta",
+            data.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+pub fn run(mut a: Args) -> anyhow::Result<()> {
+    let data = match (&a.data, a.dev) {
+        (Some(d), _) => d.clone(),
+        (None, true) => PathBuf::from("strata-data"),
+        (None, false) => bail!("give --data DIR (or --dev)"),
+    };
+    if a.dev && a.s3_listen.is_none() {
+        a.s3_listen = Some("127.0.0.1:8490".into());
+    }
+    let devices = devices(&a, &data)?;
+    check_data(&a, &data, &devices)?;
+    let token = admin_token(&a);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if a.threads > 0 {
+        rt.worker_threads(a.threads);
+    }
+    let rt = rt.build().context("starting the async runtime")?;
+    std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
+    let meta = match &a.meta {
+        Some(m) => m.clone(),
+        None => {
+            let addr = rt.block_on(strata_cluster::embedded_meta(
+                &data.join("meta"),
+                &a.meta_listen,
+                token.clone(),
+            ))?;
+            eprintln!(
+                "strata: a cluster of one; its metadata service listens on {addr} (state in {})",
+                data.join("meta").display()
+            );
+            addr
+        }
+    };
+    let mut opts = options(&a, &meta, &data, devices)?;
+    opts.admin_token = token.clone();
+    let s3 = match &a.s3_listen {
+        None => None,
+        Some(listen) => {
+            let root = root_key(a.dev)?;
+            let s3 = rt
+                .block_on(strata_s3::serve(strata_s3::S3Options {
+                    listen: listen.clone(),
+                    meta: meta.clone(),
+                    root: Some(root),
+                    max_object_size: opts.gateway.max_object_size,
+                    admin_token: token,
+                }))
+                .context("--s3-listen")?;
+            eprintln!(
+                "strata: S3 API on http://{}",
+                s3.local_addr().context("--s3-listen")?
+            );
+            Some(rt.spawn(s3.run()))
+        }
+    };
+    let served = rt.block_on(strata_cluster::serve(opts));
+    if let Some(s3) = s3 {
+        s3.abort();
+    }
+    served.with_context(|| format!("node on {} with data in {}", a.listen, data.display()))
 }

@@ -15,7 +15,6 @@
 pub mod history;
 
 use crate::metrics::Served;
-use crate::node::Node;
 use crate::plan::ActivePlan;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -24,7 +23,6 @@ use axum::routing::get;
 use axum::Router;
 use history::{Counts, History, PlanInfo, Reading, Window};
 use parking_lot::Mutex;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use strata_provision::TierPlan;
@@ -216,57 +214,3 @@ pub fn add_reads(total: &mut Counts, c: &Counts) {
     }
 }
 
-/// A storage node's counters: per workload, reads by tier, the bytes of
-/// its segments on flash (the tier mover's gauge), the bytes its store
-/// wrote to flash, and the plan's allocation and prediction. The total
-/// adds the flash read cache's writes (not attributed to a workload).
-pub struct NodeSource(pub Arc<Node>);
-
-impl Source for NodeSource {
-    fn read(&self) -> Reading {
-        let node = &self.0;
-        let plan = ActivePlan { plan: node.plan() };
-        let mut total = Counts {
-            flash_bytes: Some(0),
-            flash_written_bytes: Some(node.metrics.fcache_bytes_written.load(Relaxed)),
-            ..Counts::default()
-        };
-        let mut workloads = Vec::new();
-        // Flash bytes by store: a workload's own when a plan lists it, the
-        // shared store's for every other workload (not known per workload).
-        for w in node.workloads() {
-            let fb = w.counters.flash_bytes.load(Relaxed);
-            total.flash_bytes = Some(total.flash_bytes.unwrap_or(0) + fb);
-            total.flash_written_bytes = Some(
-                total.flash_written_bytes.unwrap_or(0) + w.store.counters().bytes_written_flash,
-            );
-        }
-        for w in node.named_workloads() {
-            let (plan_flash_bytes, predicted) = plan_of(&plan, w.id, &w.name);
-            let own = w.store.as_ref();
-            let c = Counts {
-                reads: reads_of(&w.counters),
-                flash_bytes: own.map(|s| s.counters.flash_bytes.load(Relaxed)),
-                flash_written_bytes: own.map(|s| s.store.counters().bytes_written_flash),
-                plan_flash_bytes,
-                predicted_flash_hit_ratio: predicted,
-            };
-            add_reads(&mut total, &c);
-            workloads.push((w.name.clone(), c));
-        }
-        total.plan_flash_bytes = Some(match &plan.plan {
-            Some(p) => p.workloads.iter().map(|w| w.flash_bytes).sum(),
-            None => node.cfg.flash_capacity,
-        });
-        total.predicted_flash_hit_ratio = plan.plan.as_ref().map(|p| p.predicted_flash_hit_ratio);
-        Reading {
-            total,
-            workloads,
-            plan: plan_info(plan.plan.as_ref()),
-        }
-    }
-
-    fn mode(&self) -> &'static str {
-        "node"
-    }
-}

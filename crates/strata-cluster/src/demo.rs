@@ -10,9 +10,9 @@
 //! whose reads fall off at different speeds, one read late, one cold and
 //! big).
 
-use crate::client::Client;
-use crate::http::HttpLimits;
-use crate::node::NodeConfig;
+use crate::node::{ClusterNode, Device, NodeOptions};
+use strata_meta::api::TierClass;
+use strata_node::client::Client;
 use bytes::Bytes;
 use hyper::Method;
 use rand::{RngCore, SeedableRng};
@@ -133,7 +133,7 @@ pub struct DemoReport {
 pub enum DemoError {
     /// The node failed.
     #[error(transparent)]
-    Node(#[from] crate::NodeError),
+    Node(#[from] crate::ClusterError),
     /// The workload generator refused its parameters.
     #[error("{0}")]
     Workload(String),
@@ -226,13 +226,16 @@ struct Snapshot {
     reads: HashMap<String, (u64, u64)>,
 }
 
-fn snapshot(node: &crate::Node) -> Snapshot {
+fn snapshot(node: &ClusterNode, names: &HashMap<u32, String>) -> Snapshot {
     let mut s = Snapshot::default();
-    for w in node.named_workloads() {
-        let c = &w.counters;
+    for name in names.values() {
+        let c = node.metrics().workload(name);
         s.reads.insert(
-            w.name.clone(),
-            (c.total_reads(), c.reads_from(crate::metrics::Served::Flash)),
+            name.clone(),
+            (
+                c.total_reads(),
+                c.reads_from(strata_node::metrics::Served::Flash),
+            ),
         );
     }
     s
@@ -331,7 +334,7 @@ fn trace_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.to_string_lossy().ends_with(crate::trace::TRACE_SUFFIX))
+                .filter(|p| p.to_string_lossy().ends_with(strata_node::trace::TRACE_SUFFIX))
                 .collect()
         })
         .unwrap_or_default();
@@ -371,21 +374,42 @@ pub fn run_demo(
     // The node: flash and disk directories, no RAM cache (so every read
     // shows its tier), traces of every object.
     let data = opts.dir.join("node");
+    let (flash_capacity, segment_bytes) = (opts.flash_capacity, opts.segment_bytes);
     let traces = opts.dir.join("traces");
-    let mut cfg = NodeConfig::new(&data);
-    cfg.flash_capacity = opts.flash_capacity;
-    cfg.ram_cache_bytes = 0;
-    cfg.segment_bytes = opts.segment_bytes;
-    cfg.trace_dir = Some(traces.clone());
-    cfg.trace_sample = 1.0;
-    cfg.trace_rotate_records = 100_000;
-    cfg.mover_interval = Duration::from_millis(50);
     // The demo's own control requests carry a token of this run.
-    let token = crate::auth::generate();
-    cfg.admin_token = Some(token.clone());
+    let token = strata_node::auth::generate();
     let bearer = format!("Bearer {token}");
     let admin = [("authorization", bearer.as_str())];
-    let running = crate::server::start(cfg, "127.0.0.1:0", HttpLimits::default(), 2)?;
+    // The one server, a cluster of one, on its own runtime.
+    let node_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| DemoError::Io(format!("cannot start the node's runtime: {e}")))?;
+    let running = node_rt.block_on(async {
+        let meta = crate::embedded_meta(&data.join("meta"), "127.0.0.1:0", Some(token.clone())).await?;
+        let mut opts = NodeOptions::new(&meta, "127.0.0.1:0", &data);
+        opts.devices = vec![
+            Device {
+                path: data.join("flash"),
+                tier: TierClass::Flash,
+            },
+            Device {
+                path: data.join("disk"),
+                tier: TierClass::Disk,
+            },
+        ];
+        opts.cluster_of_one = true;
+        opts.flash_capacity = Some(flash_capacity);
+        opts.ram_cache_bytes = 0;
+        opts.segment_size = segment_bytes;
+        opts.trace_dir = Some(traces.clone());
+        opts.trace_sample = 1.0;
+        opts.trace_rotate = 100_000;
+        opts.mover_interval = Duration::from_millis(50);
+        opts.admin_token = Some(token.clone());
+        crate::start(opts).await
+    })?;
     let addr = running.addr.to_string();
     log(&format!(
         "node on http://{addr}: flash {} ({} of it) and disk {} under {}",
@@ -412,7 +436,7 @@ pub fn run_demo(
             progress.clone(),
             errors.clone(),
         ));
-        snapshot(&running.node)
+        snapshot(&running.node, &names)
     };
 
     log(&format!(
@@ -420,7 +444,7 @@ pub fn run_demo(
     ));
     run_part(0);
     let train_start = unix_now();
-    let before0 = snapshot(&running.node);
+    let before0 = snapshot(&running.node, &names);
     let before1 = run_part(1);
 
     // Traces -> plan.
@@ -510,20 +534,15 @@ pub fn run_demo(
         "phase 2, computed plan: {warm:.0} s for flash to settle, then {phase:.0} s measured"
     ));
     run_part(2);
-    let after0 = snapshot(&running.node);
+    let after0 = snapshot(&running.node, &names);
     let after1 = run_part(3);
 
     // Rows: the node's workload ids are those of its traces and the plan.
     let mut rows = Vec::new();
     let (mut rb, mut fb, mut ra, mut fa) = (0u64, 0u64, 0u64, 0u64);
     for s in &specs {
-        let Some(w) = running
-            .node
-            .named_workloads()
-            .into_iter()
-            .find(|w| w.name == s.name)
-        else {
-            continue;
+        let w = DemoWorkload {
+            id: running.node.workload_id(&s.name),
         };
         let (r1, f1) = delta(&before0, &before1, &s.name);
         let (r2, f2) = delta(&after0, &after1, &s.name);
@@ -570,10 +589,16 @@ pub fn run_demo(
         trace_files: files,
         plan_path,
         node_addr: addr,
-        segments_moved: running.node.metrics.mover_segments.load(Relaxed),
+        segments_moved: running.node.metrics().mover_segments.load(Relaxed),
     };
-    running.stop();
+    running.served.abort();
+    node_rt.shutdown_timeout(Duration::from_secs(2));
     Ok(report)
+}
+
+/// A demo workload's id in the node's traces (and so in the plan).
+struct DemoWorkload {
+    id: u32,
 }
 
 fn unix_now() -> f64 {

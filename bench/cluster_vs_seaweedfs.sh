@@ -33,7 +33,7 @@ PREFILL_1MiB=${PREFILL_1MiB:-300}
 BASE=${BASE:-18600}
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
-setup_work strata-cluster-vs-weed
+setup_work strata-server-vs-weed
 
 META=127.0.0.1:$BASE
 NODES=()

@@ -159,6 +159,8 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
                 "--data",
             ])
             .arg(&data)
+            .arg("--disk")
+            .arg(&data)
             .stderr(std::fs::File::create(dir.path().join(format!("n{i}.log"))).expect("log"))
             .spawn()
             .expect("node");
@@ -381,6 +383,8 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
     let addr = format!("127.0.0.1:{port}");
     let child = strata()
         .args(["server", "--meta", &meta, "--listen", &addr, "--data"])
+        .arg(&data)
+        .arg("--disk")
         .arg(&data)
         .stderr(std::fs::File::create(dir.path().join("n3.log")).expect("log"))
         .spawn()

@@ -205,6 +205,8 @@ fn a_1_gib_object_streams_through_one_node_in_bounded_memory() {
         // so that what is measured is the streaming path.
         .args(["--max-object-size", "2GiB", "--ram-cache", "0", "--data"])
         .arg(&data)
+        .arg("--disk")
+        .arg(&data)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("n.log")).unwrap())
         .spawn()
@@ -346,6 +348,8 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
                 "--data",
             ])
             .arg(dir.path().join("refused"))
+            .arg("--disk")
+            .arg(dir.path().join("refused"))
             .args([flag, value]));
         assert!(!out.status.success(), "{flag} was accepted");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -391,6 +395,8 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
         ])
         .arg(&traces)
         .arg("--data")
+        .arg(dir.path().join("n"))
+        .arg("--disk")
         .arg(dir.path().join("n"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("n.log")).unwrap())

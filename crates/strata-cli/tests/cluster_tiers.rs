@@ -256,9 +256,9 @@ fn devices_tiers_plan_ram_cache_mover_and_traces() {
         // so a fast run cannot read a gauge from before the load.
         wait_until(Duration::from_secs(30), "flash within its budget", || {
             let m = metrics_of(addr);
-            metric(&m, "strata_cluster_flash_budget_bytes") == Some((256 << 10) as f64)
+            metric(&m, "strata_server_flash_budget_bytes") == Some((256 << 10) as f64)
                 && metric(&m, "strata_mover_segments_total").unwrap_or(0.0) >= 1.0
-                && metric(&m, "strata_cluster_flash_used_bytes").unwrap_or(f64::MAX)
+                && metric(&m, "strata_server_flash_used_bytes").unwrap_or(f64::MAX)
                     <= (256 << 10) as f64
         });
         let m = metrics_of(addr);

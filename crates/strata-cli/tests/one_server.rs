@@ -52,28 +52,60 @@ fn upgrade_converts_a_single_node_directory_keeping_cookies() {
     {
         let shared = old_store(&data, "_shared");
         for i in 0..300u32 {
-            let body: Vec<u8> = (0..(i as usize * 37 % 5000)).map(|b| (b as u32 ^ i) as u8).collect();
+            let body: Vec<u8> = (0..(i as usize * 37 % 5000))
+                .map(|b| (b as u32 ^ i) as u8)
+                .collect();
             let tier = if i % 2 == 0 { Tier::Flash } else { Tier::Disk };
             let cookie = 0x1000_0000 + i * 7919;
-            old_put(&shared, tier, "photos", &format!("p{i}"), cookie, now_ms + i as u64, &body);
+            old_put(
+                &shared,
+                tier,
+                "photos",
+                &format!("p{i}"),
+                cookie,
+                now_ms + i as u64,
+                &body,
+            );
             want.push((format!("photos/p{i}"), cookie, body));
         }
         // An overwrite (the newer version wins) and a delete.
-        old_put(&shared, Tier::Disk, "photos", "p1", 0x0bad_cafe, now_ms + 1_000, b"newer");
+        old_put(
+            &shared,
+            Tier::Disk,
+            "photos",
+            "p1",
+            0x0bad_cafe,
+            now_ms + 1_000,
+            b"newer",
+        );
         want[1] = ("photos/p1".into(), 0x0bad_cafe, b"newer".to_vec());
         let gone = object_id("photos", "p2");
         assert!(shared.delete(gone.key, gone.alt).unwrap());
         shared.close().unwrap();
         // A workload a plan listed had a store of its own.
         let own = old_store(&data, "logs");
-        old_put(&own, Tier::Disk, "logs", "l0", 0xdead_beef, now_ms, b"log line");
+        old_put(
+            &own,
+            Tier::Disk,
+            "logs",
+            "l0",
+            0xdead_beef,
+            now_ms,
+            b"log line",
+        );
         want.push(("logs/l0".into(), 0xdead_beef, b"log line".to_vec()));
         own.close().unwrap();
         std::fs::write(data.join("workloads.log"), "1 photos\n2 logs\n").unwrap();
     }
 
     // The one server refuses the old layout and names the command.
-    let out = strata(&["server", "--data", data.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let out = strata(&[
+        "server",
+        "--data",
+        data.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("strata upgrade --data"), "{err}");
@@ -127,16 +159,29 @@ fn a_single_node_is_a_cluster_of_one() {
     assert_eq!(put(&s.addr, "/b/via-http", b"over http").status, 201);
     let file = dir.path().join("f.txt");
     std::fs::write(&file, b"over the client").unwrap();
-    let out = strata(&["put", "--meta", &meta, "b/via-client", file.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = strata(&[
+        "put",
+        "--meta",
+        &meta,
+        "b/via-client",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(get(&s.addr, "/b/via-client").body, b"over the client");
     let out = strata(&["get", "--meta", &meta, "b/via-http"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(out.stdout, b"over http");
-    let st: serde_json::Value = serde_json::from_slice(
-        &strata(&["cluster", "status", "--meta", &meta, "--json"]).stdout,
-    )
-    .expect("status JSON");
+    let st: serde_json::Value =
+        serde_json::from_slice(&strata(&["cluster", "status", "--meta", &meta, "--json"]).stdout)
+            .expect("status JSON");
     assert_eq!(st["replication"], 1, "{st}");
     assert_eq!(st["nodes"].as_array().map(Vec::len), Some(1), "{st}");
     drop(s);

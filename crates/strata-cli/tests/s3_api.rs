@@ -344,7 +344,7 @@ for i in range(0, 40, 3):
 "#
     ));
     c.node.0.kill();
-    let node = S3Cluster::node(&c.meta.1, c.dir.path(), &c.s3, &c.node.1);
+    let node = S3Cluster::node(&c.meta, c.dir.path(), &c.s3, &c.node.1);
     c.node = (node, c.node.1.clone());
     c.wait_ready();
     let out = c.python(&format!(
@@ -360,31 +360,30 @@ print("ok")
     assert_eq!(out.trim(), "ok");
 }
 
-/// `--s3-listen` is refused with a reason without `--meta` (the single-node
-/// server is being merged into the cluster code) and without a root key.
+/// `--s3-listen` without a root key is refused with the reason (no
+/// anonymous access), on a cluster of one as on a member.
 #[test]
-fn s3_listen_refused_without_meta_or_root_key() {
+fn s3_listen_refused_without_a_root_key() {
     let dir = scratch();
-    let out = run(strata()
-        .args(["server", "--data"])
-        .arg(dir.path())
-        .args(["--s3-listen", "127.0.0.1:0"]));
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--s3-listen") && err.contains("--meta"),
-        "{err}"
-    );
-
-    let out = run(strata()
-        .args(["server", "--meta", "127.0.0.1:1", "--data"])
-        .arg(dir.path())
-        .args(["--s3-listen", "127.0.0.1:0"])
-        .env_remove("STRATA_ROOT_ACCESS_KEY")
-        .env_remove("STRATA_ROOT_SECRET_KEY"));
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("STRATA_ROOT_SECRET_KEY"), "{err}");
+    for meta in [None, Some("127.0.0.1:1")] {
+        let mut cmd = strata();
+        cmd.arg("server");
+        if let Some(m) = meta {
+            cmd.args(["--meta", m]);
+        }
+        let out = run(cmd
+            .arg("--data")
+            .arg(
+                dir.path()
+                    .join(if meta.is_some() { "member" } else { "alone" }),
+            )
+            .args(["--listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0"])
+            .env_remove("STRATA_ROOT_ACCESS_KEY")
+            .env_remove("STRATA_ROOT_SECRET_KEY"));
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("STRATA_ROOT_SECRET_KEY"), "{err}");
+    }
 }
 
 /// `strata key create|list|delete` with per-bucket permissions: a key
@@ -393,7 +392,7 @@ fn s3_listen_refused_without_meta_or_root_key() {
 #[test]
 fn keys_with_per_bucket_permissions() {
     let c = S3Cluster::start();
-    let meta = c.meta.1.clone();
+    let meta = c.meta.clone();
     let created = ok(strata()
         .args(["key", "create", "--meta", &meta])
         .args(["--bucket", "rdonly:read", "--bucket", "rdwr:write"])

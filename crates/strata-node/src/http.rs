@@ -9,8 +9,8 @@
 #![allow(clippy::result_large_err)]
 
 use crate::object::MAX_NAME_BYTES;
-use crate::tiers::valid_bucket;
 use crate::range::{parse_range, RangeError};
+use crate::tiers::valid_bucket;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -53,7 +53,6 @@ impl Default for HttpLimits {
         }
     }
 }
-
 
 /// A plain-text answer with a one-line reason (the API's error form).
 pub fn reason(status: StatusCode, msg: impl Into<String>) -> Response {

@@ -7,7 +7,7 @@
 //! force ([`plan`]), counters ([`metrics`]), the live flash dashboard
 //! ([`dashboard`]), the admin token ([`auth`]), and the HTTP pieces of the
 //! public API ([`http`], [`range`], [`object`]). The server that runs them
-//! is `strata-cluster`; [`loadgen`] and [`client`] drive it in `strata
+//! is `strata-server`; [`loadgen`] and [`client`] drive it in `strata
 //! bench http` and `strata demo`.
 
 #![warn(missing_docs)]

@@ -21,10 +21,10 @@
 //!   every moment) and are throttled to a byte rate.
 
 use crate::metrics::{Metrics, WorkloadCounters};
-use crate::tiers::HotBits;
 use crate::object::ObjectId;
 use crate::plan::Rule;
 use crate::ramcache::cache_key;
+use crate::tiers::HotBits;
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use strata_store::{PutItem, Store, StoreError, StoredNeedle, Tier};
 
-
 /// Which objects the RAM cache may admit (Haystack §3.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RamAdmission {

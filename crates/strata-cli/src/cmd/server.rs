@@ -127,7 +127,12 @@ pub struct Args {
     meta: Option<String>,
     /// Cluster of one: where its embedded metadata service listens (the
     /// Rust client's `strata put/get --meta` reach the node through it).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", conflicts_with = "meta")]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0",
+        conflicts_with = "meta"
+    )]
     meta_listen: String,
     /// Seconds between scrub passes (0: no scrubbing). A pass re-reads
     /// every record and, with other replicas, compares and repairs them.
@@ -213,17 +218,17 @@ fn root_key(dev: bool) -> anyhow::Result<strata_s3::auth::Key> {
 
 /// The device directories: `--flash` and `--disk`, or with neither,
 /// DATA/flash and DATA/disk.
-fn devices(a: &Args, data: &Path) -> anyhow::Result<Vec<strata_cluster::Device>> {
+fn devices(a: &Args, data: &Path) -> anyhow::Result<Vec<strata_server::Device>> {
     let (flash, disk) = if a.flash.is_empty() && a.disk.is_empty() {
         (vec![data.join("flash")], vec![data.join("disk")])
     } else {
         (a.flash.clone(), a.disk.clone())
     };
-    let devices: Vec<strata_cluster::Device> = flash
+    let devices: Vec<strata_server::Device> = flash
         .iter()
         .map(|p| (p, TierClass::Flash))
         .chain(disk.iter().map(|p| (p, TierClass::Disk)))
-        .map(|(p, tier)| strata_cluster::Device {
+        .map(|(p, tier)| strata_server::Device {
             path: p.clone(),
             tier,
         })
@@ -242,9 +247,9 @@ fn options(
     a: &Args,
     meta: &str,
     data: &Path,
-    devices: Vec<strata_cluster::Device>,
-) -> anyhow::Result<strata_cluster::NodeOptions> {
-    let mut opts = strata_cluster::NodeOptions::new(meta, &a.listen, data);
+    devices: Vec<strata_server::Device>,
+) -> anyhow::Result<strata_server::NodeOptions> {
+    let mut opts = strata_server::NodeOptions::new(meta, &a.listen, data);
     opts.devices = devices;
     opts.cluster_of_one = a.meta.is_none();
     opts.ram_cache_bytes = parse_bytes(&a.ram_cache).context("--ram-cache")?;
@@ -314,11 +319,11 @@ fn options(
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),
         ..strata_node::HttpLimits::default()
     };
-    opts.gateway = strata_cluster::gateway::GatewayLimits {
+    opts.gateway = strata_server::gateway::GatewayLimits {
         max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
         require_cookies: a.require_cookies,
         body_idle_timeout: Duration::from_secs(a.body_timeout.max(1)),
-        ..strata_cluster::gateway::GatewayLimits::default()
+        ..strata_server::gateway::GatewayLimits::default()
     };
     Ok(opts)
 }
@@ -328,7 +333,7 @@ fn options(
 /// converted by `strata upgrade`), or a node's directory started in the
 /// other mode (a member of a cluster started alone, or a cluster of one
 /// told to join another: either would register anew and drop its rows).
-fn check_data(a: &Args, data: &Path, devices: &[strata_cluster::Device]) -> anyhow::Result<()> {
+fn check_data(a: &Args, data: &Path, devices: &[strata_server::Device]) -> anyhow::Result<()> {
     let legacy = crate::cmd::upgrade::legacy_stores(data, devices);
     if !legacy.is_empty() {
         bail!(
@@ -381,7 +386,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     let meta = match &a.meta {
         Some(m) => m.clone(),
         None => {
-            let addr = rt.block_on(strata_cluster::embedded_meta(
+            let addr = rt.block_on(strata_server::embedded_meta(
                 &data.join("meta"),
                 &a.meta_listen,
                 token.clone(),
@@ -415,9 +420,31 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             Some(rt.spawn(s3.run()))
         }
     };
-    let served = rt.block_on(strata_cluster::serve(opts));
+    let running = rt
+        .block_on(strata_server::start(opts))
+        .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;
+    // The one line on standard output: where to send requests.
+    println!(
+        "strata server listening on http://{} (node {}, {}, metadata service {})",
+        running.addr,
+        running
+            .node
+            .ids()
+            .map_or("?".into(), |(n, _)| n.to_string()),
+        if running.node.cluster_of_one() {
+            "a cluster of one"
+        } else {
+            "a cluster member"
+        },
+        running.node.meta()
+    );
+    {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
+    let served = rt.block_on(running.served);
     if let Some(s3) = s3 {
         s3.abort();
     }
-    served.with_context(|| format!("node on {} with data in {}", a.listen, data.display()))
+    served.context("the HTTP loop stopped")
 }

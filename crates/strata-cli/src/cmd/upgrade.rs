@@ -55,7 +55,7 @@ const OWN: [&str; 2] = ["rows", "_readcache"];
 
 /// The old per-workload store directories under the device directories
 /// (a subdirectory holding segment files, other than the one server's).
-pub fn legacy_stores(_data: &Path, devices: &[strata_cluster::Device]) -> Vec<PathBuf> {
+pub fn legacy_stores(_data: &Path, devices: &[strata_server::Device]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for d in devices {
         let Ok(rd) = std::fs::read_dir(&d.path) else {
@@ -82,7 +82,7 @@ pub fn legacy_stores(_data: &Path, devices: &[strata_cluster::Device]) -> Vec<Pa
 /// Opens the old store `name` over every device directory that has it.
 fn open_old(
     name: &str,
-    devices: &[strata_cluster::Device],
+    devices: &[strata_server::Device],
     max_object: u64,
 ) -> anyhow::Result<Store> {
     let devs: Vec<(PathBuf, Tier)> = devices
@@ -114,11 +114,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         (a.flash.clone(), a.disk.clone())
     };
-    let devices: Vec<strata_cluster::Device> = flash
+    let devices: Vec<strata_server::Device> = flash
         .iter()
         .map(|p| (p, TierClass::Flash))
         .chain(disk.iter().map(|p| (p, TierClass::Disk)))
-        .map(|(p, tier)| strata_cluster::Device {
+        .map(|(p, tier)| strata_server::Device {
             path: p.clone(),
             tier,
         })
@@ -156,17 +156,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let meta = rt.block_on(strata_cluster::embedded_meta(
+    let meta = rt.block_on(strata_server::embedded_meta(
         &a.data.join("meta"),
         "127.0.0.1:0",
         None,
     ))?;
-    let mut opts = strata_cluster::NodeOptions::new(&meta, "127.0.0.1:0", &a.data);
+    let mut opts = strata_server::NodeOptions::new(&meta, "127.0.0.1:0", &a.data);
     opts.devices = devices.clone();
     opts.cluster_of_one = true;
     opts.scrub_interval = None;
     opts.gateway.max_object_size = max_object;
-    let server = rt.spawn(strata_cluster::serve(opts));
+    let server = rt.spawn(strata_server::serve(opts));
     let client = rt
         .block_on(strata_client::Client::connect(
             &meta,
@@ -208,7 +208,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 }
                 let data = Bytes::from(n.data);
                 let Ok((h, body)) = strata_node::object::ObjectHeader::decode(&data) else {
-                    eprintln!("strata upgrade: store {name}: skipped a needle that is not an object");
+                    eprintln!(
+                        "strata upgrade: store {name}: skipped a needle that is not an object"
+                    );
                     skipped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 };
@@ -248,7 +250,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         pb.finish_and_clear();
         match Arc::try_unwrap(store) {
-            Ok(s) => s.close().with_context(|| format!("closing the old store {name}"))?,
+            Ok(s) => s
+                .close()
+                .with_context(|| format!("closing the old store {name}"))?,
             Err(_) => bail!("the old store {name} is still in use"),
         }
     }

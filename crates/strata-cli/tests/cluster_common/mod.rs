@@ -142,8 +142,11 @@ pub fn start_meta_with(args: &[&str], dir: &Path, log: &Path) -> (Proc, String) 
 pub fn start_node(meta: &str, data: &Path, log: &Path) -> (Proc, String) {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
+    // The data directory is the node's one disk device (no flash tier).
     let child = strata()
         .args(["server", "--meta", meta, "--listen", &addr, "--data"])
+        .arg(data)
+        .arg("--disk")
         .arg(data)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).expect("log"))
@@ -272,9 +275,18 @@ pub fn addr_of(
 pub fn start_node_with(meta: &str, args: &[&str], log: &Path) -> (Proc, String) {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
+    // Without --flash or --disk, the data directory is the node's one disk
+    // device (no flash tier).
+    let mut devices: Vec<&str> = Vec::new();
+    if !args.iter().any(|a| *a == "--flash" || *a == "--disk") {
+        if let Some(i) = args.iter().position(|a| *a == "--data") {
+            devices = vec!["--disk", args[i + 1]];
+        }
+    }
     let child = strata()
         .args(["server", "--meta", meta, "--listen", &addr])
         .args(args)
+        .args(&devices)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).expect("log"))
         .spawn()

@@ -1,6 +1,6 @@
-//! Shared by the S3 tests: a cluster of one (metadata service and one node
-//! of the real `strata` binary serving S3), and real S3 clients (boto3 and
-//! the aws CLI) run against it.
+//! Shared by the S3 tests: a cluster of one (the real `strata server`
+//! without `--meta`, serving S3), and real S3 clients (boto3 and the aws
+//! CLI) run against it.
 
 #![allow(dead_code)]
 
@@ -16,9 +16,12 @@ pub const SECRET: &str = "strata-test-secret-0123456789";
 /// The metadata service's admin token (key routes).
 pub const ADMIN: &str = "strata-test-admin-token";
 
-/// A cluster of one node serving S3.
+/// A cluster of one serving S3: one `strata server` without `--meta`,
+/// its embedded metadata service at a known address (`--meta-listen`, for
+/// `strata key`).
 pub struct S3Cluster {
-    pub meta: (Proc, String),
+    /// The embedded metadata service's address.
+    pub meta: String,
     pub node: (Proc, String),
     pub s3: String,
     pub dir: tempfile::TempDir,
@@ -27,28 +30,12 @@ pub struct S3Cluster {
 impl S3Cluster {
     pub fn start() -> S3Cluster {
         let dir = scratch();
-        let meta_addr = format!("127.0.0.1:{}", free_port());
-        let child = strata()
-            .args(["meta", "--listen", &meta_addr, "--initial-nodes", "1"])
-            .args(["--replication", "1", "--data"])
-            .arg(dir.path().join("meta"))
-            .env("STRATA_ADMIN_TOKEN", ADMIN)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("meta.log")).expect("log"))
-            .spawn()
-            .expect("strata meta");
-        let meta = Proc {
-            child,
-            name: "meta".into(),
-        };
-        wait_until(Duration::from_secs(20), "meta to listen", || {
-            std::net::TcpStream::connect(&meta_addr).is_ok()
-        });
+        let meta = format!("127.0.0.1:{}", free_port());
         let s3 = format!("127.0.0.1:{}", free_port());
         let addr = format!("127.0.0.1:{}", free_port());
-        let node = Self::node(&meta_addr, dir.path(), &s3, &addr);
+        let node = Self::node(&meta, dir.path(), &s3, &addr);
         let c = S3Cluster {
-            meta: (meta, meta_addr),
+            meta,
             node: (node, addr),
             s3,
             dir,
@@ -60,7 +47,7 @@ impl S3Cluster {
     /// Starts the node (again) on the same data directory and addresses.
     pub fn node(meta: &str, dir: &Path, s3: &str, addr: &str) -> Proc {
         let child = strata()
-            .args(["server", "--meta", meta, "--listen", addr, "--data"])
+            .args(["server", "--meta-listen", meta, "--listen", addr, "--data"])
             .arg(dir.join("node"))
             .args(["--s3-listen", s3, "--max-object-size", "1GiB"])
             .env("STRATA_ROOT_ACCESS_KEY", ACCESS)

@@ -10,7 +10,7 @@
 //!   [`SAMPLE_EVERY`] into the history, stopped cleanly by its owner;
 //! - [`router`]: the two routes, merged into a server's router;
 //! - [`NodeSource`]: a storage node's counters. Cluster mode has its own
-//!   source (strata-cluster), over the same history and page.
+//!   source (strata-server), over the same history and page.
 
 pub mod history;
 
@@ -213,4 +213,3 @@ pub fn add_reads(total: &mut Counts, c: &Counts) {
         *a += b;
     }
 }
-

@@ -1,4 +1,5 @@
-//! A Strata node's cluster mode (`strata server --meta ADDR`).
+//! The Strata server (`strata server`): every node, a cluster of one or a
+//! member of a larger cluster (`--meta ADDR`).
 //!
 //! The node registers its disk with the metadata service, sends heartbeats,
 //! and keeps the current placement table. For every row its disk belongs

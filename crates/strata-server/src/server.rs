@@ -369,11 +369,7 @@ pub(crate) async fn read_local(
                     let needle = Bytes::from(needle);
                     let mut b = [0u8; 8];
                     b.copy_from_slice(&needle[..8]);
-                    return finish(
-                        u64::from_le_bytes(b),
-                        needle.slice(8..),
-                        Served::FlashCache,
-                    );
+                    return finish(u64::from_le_bytes(b), needle.slice(8..), Served::FlashCache);
                 }
             }
         }
@@ -796,22 +792,22 @@ pub(crate) async fn metrics(State(node): State<Node>) -> Response {
     let mut out = node.metrics.render();
     let lines = [
         (
-            "strata_cluster_flash_used_bytes",
+            "strata_server_flash_used_bytes",
             "Bytes of the flash tier held by row segments.",
             node.flash_used(),
         ),
         (
-            "strata_cluster_flash_budget_bytes",
+            "strata_server_flash_budget_bytes",
             "Bytes the flash tier may hold (capacity, bounded by the plan).",
             node.flash_budget(),
         ),
         (
-            "strata_cluster_rows_removed_total",
+            "strata_server_rows_removed_total",
             "Row directories removed after their rows moved to other disks.",
             node.rows_removed.load(Ordering::Relaxed),
         ),
         (
-            "strata_cluster_table_version",
+            "strata_server_table_version",
             "Placement table version this node serves with.",
             node.table_version(),
         ),

@@ -26,16 +26,16 @@ use axum::routing::any;
 use axum::Router;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
+use std::time::Instant;
+use strata_client::protocol::{parse_head, Head};
 use strata_client::{Client, ClientConfig, ClientError, Http, HttpResponse, LocalNode};
 use strata_node::http::{
     check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
     requested_range, unsatisfiable, COOKIE_HEADER,
 };
-use strata_node::tiers::valid_bucket;
 use strata_node::metrics::Served;
 use strata_node::range::parse_range;
-use strata_client::protocol::{parse_head, Head};
-use std::time::Instant;
+use strata_node::tiers::valid_bucket;
 
 use crate::node::ClusterNode;
 use crate::server::{read_local, LocalRead, TIER_HEADER};

@@ -15,9 +15,9 @@ use strata_meta::api::{
     ScrubReport, TierClass,
 };
 use strata_node::metrics::Metrics;
-use strata_node::tiers::{SHARED, SHARED_ID};
 use strata_node::plan::ActivePlan;
 use strata_node::ramcache::RamCache;
+use strata_node::tiers::{SHARED, SHARED_ID};
 use strata_node::trace::Tracer;
 use strata_placement::recovery::Transfer;
 use strata_placement::{DiskId, NodeId, PlacementTable};
@@ -590,7 +590,9 @@ impl ClusterNode {
             return Err(ClusterError::Refused(format!(
                 "the devices of this cluster of one changed (were {}, now {}): its rows are on \
                  the devices it had and no other node holds them; start it with those",
-                saved.as_ref().map_or(String::new(), |s| s.devices.join(", ")),
+                saved
+                    .as_ref()
+                    .map_or(String::new(), |s| s.devices.join(", ")),
                 devices.join(", ")
             )));
         }
@@ -600,7 +602,10 @@ impl ClusterNode {
                  while its device directories hold rows that no other node has: start it with \
                  the devices it had ({})",
                 self.opts.devices.len(),
-                saved.map_or("unknown".into(), |s| format!("{} devices", s.disk_ids.len()))
+                saved.map_or("unknown".into(), |s| format!(
+                    "{} devices",
+                    s.disk_ids.len()
+                ))
             )));
         }
         if fresh {
@@ -870,10 +875,14 @@ fn free_space(dirs: &[PathBuf]) -> u64 {
 /// Runs a node until the process ends: binds `listen`, registers with the
 /// metadata service, and serves.
 pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
-    start(opts).await?.served.await.map_err(|e| ClusterError::Io {
-        path: "the HTTP loop".into(),
-        source: std::io::Error::other(e.to_string()),
-    })
+    start(opts)
+        .await?
+        .served
+        .await
+        .map_err(|e| ClusterError::Io {
+            path: "the HTTP loop".into(),
+            source: std::io::Error::other(e.to_string()),
+        })
 }
 
 /// A node started in this process ([`start`]).
@@ -890,6 +899,16 @@ impl ClusterNode {
     /// Its counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// Whether it is a cluster of one.
+    pub fn cluster_of_one(&self) -> bool {
+        self.opts.cluster_of_one
+    }
+
+    /// Its metadata service's address.
+    pub fn meta(&self) -> &str {
+        &self.opts.meta
     }
 }
 
@@ -1038,22 +1057,6 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             devs.join(", ")
         );
     }
-    // The one line on standard output: where to send requests.
-    println!(
-        "strata server listening on http://{} (node {}, {}, metadata service {})",
-        node.addr,
-        node.ids().map_or("?".into(), |(n, _)| n.to_string()),
-        if node.opts.cluster_of_one {
-            "a cluster of one"
-        } else {
-            "a cluster member"
-        },
-        node.opts.meta
-    );
-    {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-    }
     tokio::spawn(node.clone().heartbeat_loop(Duration::from_millis(500)));
     tokio::spawn(crate::recovery::run(node.clone()));
     if let Some(every) = node.opts.scrub_interval {
@@ -1120,16 +1123,17 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             dash,
             strata_node::auth::AdminAuth::new(node.opts.admin_token.clone()),
         ));
-    let app = app.fallback(|| async {
-        strata_node::http::reason(
-            axum::http::StatusCode::NOT_FOUND,
-            "no such route: objects live at /{bucket}/{name}",
-        )
-    })
-    .layer(axum::middleware::from_fn_with_state(
-        node.metrics.clone(),
-        crate::gateway::count,
-    ));
+    let app = app
+        .fallback(|| async {
+            strata_node::http::reason(
+                axum::http::StatusCode::NOT_FOUND,
+                "no such route: objects live at /{bucket}/{name}",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            node.metrics.clone(),
+            crate::gateway::count,
+        ));
     let http = node.opts.http;
     let served = tokio::spawn(async move {
         strata_node::http::serve_router(app, listener, http, std::future::pending()).await;
@@ -1163,10 +1167,9 @@ pub async fn embedded_meta(
         initial_nodes: 1,
         ..strata_meta::state::ClusterConfig::default()
     };
-    let svc =
-        strata_meta::MetaService::open(backend, config, strata_meta::HealthConfig::default())
-            .await
-            .map_err(|e| meta_err(e.to_string()))?;
+    let svc = strata_meta::MetaService::open(backend, config, strata_meta::HealthConfig::default())
+        .await
+        .map_err(|e| meta_err(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|source| ClusterError::Io {

@@ -11,8 +11,6 @@
 //! big).
 
 use crate::node::{ClusterNode, Device, NodeOptions};
-use strata_meta::api::TierClass;
-use strata_node::client::Client;
 use bytes::Bytes;
 use hyper::Method;
 use rand::{RngCore, SeedableRng};
@@ -22,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use strata_meta::api::TierClass;
+use strata_node::client::Client;
 use strata_provision::{
     provision, AgeBuckets, Amount, CollectConfig, Collector, Config, Eviction, Prices, TierPlan,
 };
@@ -334,7 +334,10 @@ fn trace_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.to_string_lossy().ends_with(strata_node::trace::TRACE_SUFFIX))
+                .filter(|p| {
+                    p.to_string_lossy()
+                        .ends_with(strata_node::trace::TRACE_SUFFIX)
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -387,7 +390,8 @@ pub fn run_demo(
         .build()
         .map_err(|e| DemoError::Io(format!("cannot start the node's runtime: {e}")))?;
     let running = node_rt.block_on(async {
-        let meta = crate::embedded_meta(&data.join("meta"), "127.0.0.1:0", Some(token.clone())).await?;
+        let meta =
+            crate::embedded_meta(&data.join("meta"), "127.0.0.1:0", Some(token.clone())).await?;
         let mut opts = NodeOptions::new(&meta, "127.0.0.1:0", &data);
         opts.devices = vec![
             Device {

@@ -134,7 +134,7 @@ impl Client {
     /// A stamp for one write or delete: the clock in microseconds, made
     /// strictly increasing within this client so that a delete issued after
     /// a put of the same name always wins over it.
-    fn stamp(&self) -> u64 {
+    pub fn next_stamp(&self) -> u64 {
         let now = crate::protocol::now_stamp();
         let mut last = self.last_stamp.load(Ordering::Relaxed);
         loop {
@@ -329,8 +329,12 @@ impl Client {
         let mut ended = false;
         // Each tract's record is built in place (kind byte, then the bytes
         // as they arrive): one copy from the body into the record.
+        // A record starts small: a body that arrives in one chunk (most
+        // small objects) gets a buffer of its size, not a whole tract's
+        // (8 MiB by default: a mapping and its page faults per PUT); a
+        // second chunk reserves the rest of the tract at once.
         let new_record = || {
-            let mut r = BytesMut::with_capacity(ts + 1);
+            let mut r = BytesMut::new();
             r.extend_from_slice(&[RECORD_TRACT]);
             r
         };
@@ -354,6 +358,11 @@ impl Client {
                     },
                 };
                 let room = ts + 1 - rec.len();
+                if rec.len() > 1 {
+                    rec.reserve(room);
+                } else {
+                    rec.reserve(chunk.len().min(room));
+                }
                 if chunk.len() <= room {
                     rec.extend_from_slice(&chunk);
                 } else {
@@ -415,7 +424,7 @@ impl Client {
         stamp: Option<u64>,
     ) -> Result<Option<String>, ClientError> {
         let start = Instant::now();
-        let stamp = stamp.unwrap_or_else(|| self.stamp());
+        let stamp = stamp.unwrap_or_else(|| self.next_stamp());
         let mut backoff = Duration::from_millis(50);
         let mut tier: Option<String> = None;
         loop {
@@ -1059,7 +1068,7 @@ impl Client {
         tract: i64,
     ) -> Result<(), ClientError> {
         let start = Instant::now();
-        let stamp = self.stamp();
+        let stamp = self.next_stamp();
         loop {
             let map = self.current();
             let version = map.table.version();

@@ -24,7 +24,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::{self, StreamExt};
 use std::time::Instant;
 use strata_client::protocol::{parse_head, Head};
@@ -38,7 +38,8 @@ use strata_node::range::parse_range;
 use strata_node::tiers::valid_bucket;
 
 use crate::node::ClusterNode;
-use crate::server::{read_local, LocalRead, TIER_HEADER};
+use crate::rows::RowStore;
+use crate::server::{read_local, tier_str, write_local, LocalRead, TIER_HEADER};
 
 /// Limits of the public API of a cluster node.
 #[derive(Clone, Debug)]
@@ -94,6 +95,28 @@ impl Gateway {
             client: tokio::sync::OnceCell::new(),
             local,
             node,
+        }
+    }
+
+    /// The store of `bucket/name`'s head row when every replica of it is
+    /// on this node (a cluster of one): a write of a small object is then
+    /// one record into it, with no protocol request.
+    async fn only_here(&self, bucket: &str, name: &str) -> Option<Arc<RowStore>> {
+        let node = self.node.as_ref()?;
+        let map = node.map()?;
+        let row = map
+            .table
+            .tract_row(strata_placement::object_hash(bucket, name), -1);
+        let (disk, stores) = node.home_in(&map.table, row)?;
+        if !map.table.row(row).iter().all(|&d| d == disk) {
+            return None;
+        }
+        match stores.opened_row(row) {
+            Some(s) => Some(s),
+            None => tokio::task::spawn_blocking(move || stores.row(row))
+                .await
+                .ok()?
+                .ok(),
         }
     }
 
@@ -384,7 +407,54 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
             }
         },
     );
-    let result = client.put_stream_tier(bucket, name, checked).await;
+    // A small object whose row is only here (a cluster of one): read the
+    // body and write its one record directly, as the row protocol would.
+    let local = if len < client.tract_size() {
+        gw.only_here(bucket, name).await
+    } else {
+        None
+    };
+    let result = match (local, &gw.node) {
+        (Some(store), Some(node)) => {
+            let start = Instant::now();
+            let mut rec = BytesMut::with_capacity(5 + len as usize);
+            let cookie = strata_client::protocol::new_cookie();
+            rec.extend_from_slice(&[strata_client::protocol::RECORD_INLINE_COOKIE]);
+            rec.extend_from_slice(&cookie.to_le_bytes());
+            let mut checked = std::pin::pin!(checked);
+            let mut fault = None;
+            while let Some(chunk) = checked.next().await {
+                match chunk {
+                    Ok(c) => rec.extend_from_slice(&c),
+                    Err(e) => {
+                        fault = Some(e);
+                        break;
+                    }
+                }
+            }
+            match fault {
+                Some(e) => Err(ClientError::Write {
+                    name: format!("{bucket}/{name}"),
+                    reason: format!("reading the body: {e}"),
+                }),
+                None => {
+                    let stamp = client.next_stamp();
+                    let rec = rec.freeze();
+                    match write_local(node, &store, bucket, name, stamp, &rec, start).await {
+                        Ok(t) => Ok((cookie, Some(tier_str(t).to_string()))),
+                        Err(reason) => {
+                            eprintln!("strata server: writing {bucket}/{name}: {reason}");
+                            Err(ClientError::Write {
+                                name: format!("{bucket}/{name}"),
+                                reason: "the node could not write the object (the server's log says why)".into(),
+                            })
+                        }
+                    }
+                }
+            }
+        }
+        _ => client.put_stream_tier(bucket, name, checked).await,
+    };
     match result {
         Ok((cookie, tier)) => {
             let mut r = (

@@ -242,6 +242,8 @@ pub struct ClusterNode {
     pub(crate) flash_capacity: u64,
     /// Old row directories removed after their rows moved away.
     pub(crate) rows_removed: AtomicU64,
+    /// Whether reads run on the runtime's threads just now.
+    pub(crate) inline_reads: InlineReads,
     /// The write-probability draw of each workload.
     pub(crate) draws: Mutex<HashMap<u32, strata_node::tiers::WriteDraw>>,
     /// The id of each workload (bucket) in this node's traces, dense from
@@ -251,6 +253,50 @@ pub struct ClusterNode {
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A read slower than this sends reads to the blocking pool for a while:
+/// far above a flash or page-cache read (~0.1 ms), above the few ms a
+/// thread can lose to preemption on a busy machine.
+const INLINE_READ_SLOW: Duration = Duration::from_millis(10);
+/// How long reads stay on the blocking pool after a disk hit or a slow read.
+const INLINE_READ_PAUSE: Duration = Duration::from_secs(1);
+
+/// When reads may run on the runtime's threads: not for
+/// [`INLINE_READ_PAUSE`] after a read found its record on disk or took
+/// over [`INLINE_READ_SLOW`].
+pub(crate) struct InlineReads {
+    epoch: Instant,
+    /// Nanoseconds since `epoch` until which reads go to the pool.
+    closed_until: AtomicU64,
+}
+
+impl Default for InlineReads {
+    fn default() -> Self {
+        InlineReads {
+            epoch: Instant::now(),
+            closed_until: AtomicU64::new(0),
+        }
+    }
+}
+
+impl InlineReads {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Whether the next read may run inline.
+    pub(crate) fn open(&self) -> bool {
+        self.now() >= self.closed_until.load(Ordering::Relaxed)
+    }
+
+    /// Notes an inline read: one from disk or a slow one closes the gate.
+    pub(crate) fn observe(&self, disk: bool, took: Duration) {
+        if disk || took > INLINE_READ_SLOW {
+            let until = self.now() + INLINE_READ_PAUSE.as_nanos() as u64;
+            self.closed_until.fetch_max(until, Ordering::Relaxed);
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     match m.lock() {
@@ -290,8 +336,8 @@ impl ClusterNode {
 
     /// The row stores of this node's disk `disk`, if it is a row disk here.
     pub(crate) fn stores_of(&self, disk: DiskId) -> Option<Arc<RowStores>> {
-        let (_, ids) = self.disk_ids()?;
-        let i = ids.iter().position(|&d| d == disk)?;
+        let g = read(&self.identity);
+        let i = g.as_ref()?.disk_ids.iter().position(|&d| d == disk)?;
         self.stores.get(i)?.clone()
     }
 
@@ -301,15 +347,18 @@ impl ClusterNode {
         table: &PlacementTable,
         row: usize,
     ) -> Option<(DiskId, Arc<RowStores>)> {
-        let (_, ids) = self.disk_ids()?;
         if row >= table.row_count() {
             return None;
         }
-        table
-            .row(row)
-            .iter()
-            .find_map(|d| ids.contains(d).then_some(*d))
-            .and_then(|d| self.stores_of(d).map(|s| (d, s)))
+        let d = {
+            let g = read(&self.identity);
+            let ids = &g.as_ref()?.disk_ids;
+            table
+                .row(row)
+                .iter()
+                .find_map(|d| ids.contains(d).then_some(*d))?
+        };
+        Some(d).and_then(|d| self.stores_of(d).map(|s| (d, s)))
     }
 
     /// Where `row` is kept here: the disk the current table puts it on, else
@@ -1021,6 +1070,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         hot: strata_node::tiers::HotBits::new(24),
         flash_capacity,
         rows_removed: AtomicU64::new(0),
+        inline_reads: InlineReads::default(),
         draws: Mutex::new(HashMap::new()),
         workload_ids: Mutex::new(HashMap::new()),
         opts,

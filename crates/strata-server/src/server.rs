@@ -142,6 +142,10 @@ async fn admitted_row_store(
 }
 
 async fn row_store(stores: Arc<RowStores>, row: usize) -> Result<Arc<RowStore>, Response> {
+    // Open already (every row but the first request's): no hand-off.
+    if let Some(s) = stores.opened_row(row) {
+        return Ok(s);
+    }
     match tokio::task::spawn_blocking(move || stores.row(row)).await {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
@@ -193,56 +197,78 @@ async fn put_object(
         Err(r) => return r,
     };
     let stamp = stamp_of(&headers);
-    // Object bytes (whole objects and tracts) are tiered by the plan;
-    // manifests and tombstones are small metadata and go to disk.
-    let data = is_data_record(&body) || is_tract(&key);
-    let tier = if data {
-        node.choose_tier(&bucket)
-    } else {
-        Tier::Disk
-    };
-    let own = node.own_part(&bucket);
-    let res = store.put(&bucket, &key, stamp, &body, tier, own).await;
-    node.forget(object_id(&bucket, &key));
-    let code = match res {
-        Ok(_) => {
-            // An object's write is counted and traced once, at its head
-            // record (the object whole, or the manifest written after every
-            // tract), with the object's length.
-            if let (false, Ok(head)) = (is_tract(&key), parse_head(&body)) {
-                let w = node.metrics.workload(&bucket);
-                w.writes.fetch_add(1, Ordering::Relaxed);
-                w.bytes_written.fetch_add(head.len(), Ordering::Relaxed);
-                if tier == Tier::Flash && data {
-                    w.writes_flash.fetch_add(1, Ordering::Relaxed);
-                }
-                if let Some(t) = node.tracer.as_ref() {
-                    let id = object_id(&bucket, &key);
-                    t.put(
-                        id.key,
-                        node.workload_id(&bucket),
-                        head.len(),
-                        stamp as f64 / 1e6,
-                        start.elapsed().as_micros() as u64,
-                    );
-                }
-            }
-            node.metrics
-                .put_latency
-                .observe(start.elapsed().as_micros() as u64);
+    match write_local(&node, &store, &bucket, &key, stamp, &body, start).await {
+        Ok(tier) => {
             let mut r = text(StatusCode::OK, "stored");
             r.headers_mut().insert(
                 TIER_HEADER,
-                axum::http::HeaderValue::from_static(match tier {
-                    Tier::Flash => "flash",
-                    Tier::Disk => "disk",
-                }),
+                axum::http::HeaderValue::from_static(tier_str(tier)),
             );
             r
         }
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+/// `flash` or `disk`.
+pub(crate) fn tier_str(t: Tier) -> &'static str {
+    match t {
+        Tier::Flash => "flash",
+        Tier::Disk => "disk",
+    }
+}
+
+/// Writes `record` as `bucket/key` with `stamp` into this node's `store`:
+/// the tier by the plan (object bytes, whole or a tract, by the bucket's
+/// write probability; manifests and tombstones to disk), the part by the
+/// plan, the caches told, the write counted and traced once at its head
+/// record. The one write path of the row protocol (`PUT
+/// /cluster/v1/rows/...`) and of the public API's local rows
+/// ([`crate::gateway`]); answers the tier the record went to.
+pub(crate) async fn write_local(
+    node: &Node,
+    store: &Arc<RowStore>,
+    bucket: &str,
+    key: &str,
+    stamp: u64,
+    record: &Bytes,
+    start: Instant,
+) -> Result<Tier, String> {
+    let data = is_data_record(record) || is_tract(key);
+    let tier = if data {
+        node.choose_tier(bucket)
+    } else {
+        Tier::Disk
     };
-    code
+    let own = node.own_part(bucket);
+    let res = store.put(bucket, key, stamp, record, tier, own).await;
+    node.forget(object_id(bucket, key));
+    res.map_err(|e| e.to_string())?;
+    // An object's write is counted and traced once, at its head record (the
+    // object whole, or the manifest written after every tract), with the
+    // object's length.
+    if let (false, Ok(head)) = (is_tract(key), parse_head(record)) {
+        let w = node.metrics.workload(bucket);
+        w.writes.fetch_add(1, Ordering::Relaxed);
+        w.bytes_written.fetch_add(head.len(), Ordering::Relaxed);
+        if tier == Tier::Flash && data {
+            w.writes_flash.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(t) = node.tracer.as_ref() {
+            let id = object_id(bucket, key);
+            t.put(
+                id.key,
+                node.workload_id(bucket),
+                head.len(),
+                stamp as f64 / 1e6,
+                start.elapsed().as_micros() as u64,
+            );
+        }
+    }
+    node.metrics
+        .put_latency
+        .observe(start.elapsed().as_micros() as u64);
+    Ok(tier)
 }
 
 #[derive(Deserialize)]
@@ -374,11 +400,27 @@ pub(crate) async fn read_local(
             }
         }
     }
-    let st = store.clone();
-    let (b, k) = (bucket.to_string(), key.to_string());
-    let got = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
-        Ok(Ok(g)) => g,
-        Ok(Err(e)) => return LocalRead::Failed(e.to_string()),
+    // A read from flash or the page cache costs less than the hand-off to
+    // the blocking pool: it runs here, on the runtime's thread, unless a
+    // read lately found its record on disk or was slow (then every read
+    // goes to the pool for a while: a disk read must not hold a runtime
+    // thread).
+    let got = if node.inline_reads.open() {
+        let t0 = Instant::now();
+        let got = store.get(bucket, key);
+        let disk = matches!(&got, Ok(Some(s)) if s.tier == Tier::Disk);
+        node.inline_reads.observe(disk, t0.elapsed());
+        got
+    } else {
+        let st = store.clone();
+        let (b, k) = (bucket.to_string(), key.to_string());
+        match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
+            Ok(g) => g,
+            Err(e) => return LocalRead::Failed(e.to_string()),
+        }
+    };
+    let got = match got {
+        Ok(g) => g,
         Err(e) => return LocalRead::Failed(e.to_string()),
     };
     match got {

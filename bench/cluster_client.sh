@@ -6,6 +6,9 @@
 #
 # Usage: bench/cluster_client.sh   (env: NODES, OBJECTS, SIZE, CONC, STRATA, DATA_ROOT)
 set -euo pipefail
+# Every node, the metadata service and the load generator share the
+# cluster secret (docs/security.md).
+export STRATA_CLUSTER_SECRET=${STRATA_CLUSTER_SECRET:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 cd "$(dirname "$0")/.."
 STRATA=${STRATA:-target/release/strata}
 NODES=${NODES:-6}

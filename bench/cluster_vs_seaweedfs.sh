@@ -23,6 +23,9 @@
 # Knobs (environment): DUR seconds per run (5), SIZES ("1KiB 1MiB"), CONC
 # (16), PREFILL_1KiB (5000), PREFILL_1MiB (300), base port BASE (18600).
 set -euo pipefail
+# Every node, the metadata service and the load generator share the
+# cluster secret (docs/security.md).
+export STRATA_CLUSTER_SECRET=${STRATA_CLUSTER_SECRET:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 WEED=${1:?usage: $0 WEED_BINARY [STRATA_BINARY]}
 STRATA=${2:-target/release/strata}
 DUR=${DUR:-5}

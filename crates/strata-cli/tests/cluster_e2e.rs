@@ -17,9 +17,20 @@ use cluster_common::*;
 fn http_get(addr: &str, path: &str) -> (u16, Vec<u8>) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    // Signed with the tests' cluster secret (the nodes' and the metadata
+    // service's routes need it).
+    let auth = strata_meta::cluster_auth::ClusterSecret::new(TEST_CLUSTER_SECRET)
+        .unwrap()
+        .sign(&strata_meta::cluster_auth::Signed {
+            method: "GET",
+            path,
+            version: None,
+            stamp: None,
+            len: 0,
+        });
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nx-strata-auth: {auth}\r\nConnection: close\r\n\r\n"
     )
     .expect("send");
     let mut buf = Vec::new();

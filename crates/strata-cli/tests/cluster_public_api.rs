@@ -8,7 +8,7 @@ mod cluster_common;
 use cluster_common::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 /// Deterministic bytes: byte `i` of object `seed`.
@@ -306,7 +306,7 @@ fn strata_put_and_get_stream_a_20_mib_file() {
     let file = dir.path().join("in.bin");
     let data = object(3, (20 << 20) + 12345);
     std::fs::write(&file, &data).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = strata()
         .args(["put", "--meta", &meta, "files/in.bin"])
         .arg(&file)
         .output()

@@ -15,6 +15,9 @@ use hyper_util::rt::TokioExecutor;
 #[derive(Clone)]
 pub struct Http {
     pool: Pool<HttpConnector, Full<Bytes>>,
+    /// The cluster secret every request is signed with
+    /// ([`strata_meta::cluster_auth`]; none: unsigned).
+    secret: Option<strata_meta::cluster_auth::ClusterSecret>,
     /// This process's own node, called in-process instead of over a socket.
     local: Option<(String, std::sync::Arc<dyn LocalNode>)>,
 }
@@ -34,6 +37,12 @@ pub trait LocalNode: Send + Sync {
         headers: Vec<(&'static str, String)>,
         body: Bytes,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<HttpResponse, String>> + Send>>;
+}
+
+/// The path and query of an `http://host:port/...` URL.
+fn path_of(url: &str) -> &str {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    rest.find('/').map_or("/", |i| &rest[i..])
 }
 
 /// A whole response.
@@ -68,7 +77,11 @@ impl Http {
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(256)
             .build(conn);
-        Http { pool, local: None }
+        Http {
+            pool,
+            local: None,
+            secret: strata_meta::cluster_auth::process_secret(),
+        }
     }
 
     /// This client with requests to `addr` served in-process by `node`.
@@ -229,6 +242,22 @@ impl Http {
         if !body.is_empty() {
             req = req.header("content-type", "application/octet-stream");
         }
+        if let Some(sec) = &self.secret {
+            let m = req
+                .method_ref()
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default();
+            req = req.header(
+                strata_meta::cluster_auth::AUTH_HEADER,
+                sec.sign(&strata_meta::cluster_auth::Signed {
+                    method: &m,
+                    path: path_of(url),
+                    version,
+                    stamp,
+                    len: body.len() as u64,
+                }),
+            );
+        }
         let req = req
             .body(Full::new(body))
             .map_err(|e| format!("{url}: {e}"))?;
@@ -286,10 +315,22 @@ impl Http {
     ) -> Result<T, String> {
         let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let mut req = Request::builder()
-            .method(method)
+            .method(method.clone())
             .uri(url)
             .header("content-type", "application/json");
         req = req.header("accept", "application/json");
+        if let Some(sec) = &self.secret {
+            req = req.header(
+                strata_meta::cluster_auth::AUTH_HEADER,
+                sec.sign(&strata_meta::cluster_auth::Signed {
+                    method: method.as_str(),
+                    path: path_of(url),
+                    version: None,
+                    stamp: None,
+                    len: bytes.len() as u64,
+                }),
+            );
+        }
         let req = req
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|e| format!("{url}: {e}"))?;

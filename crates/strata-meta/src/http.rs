@@ -44,60 +44,128 @@ pub const ADMIN_TOKEN_HEADER: &str = "x-strata-admin-token";
 /// `/metrics` answer only requests carrying the token as `Authorization:
 /// Bearer TOKEN` (or in [`ADMIN_TOKEN_HEADER`]), and none at all without
 /// a token (403 saying how to turn them on).
-pub fn router_with_keys(svc: Arc<MetaService>, admin_token: Option<String>) -> Router {
+///
+/// Every other `/v1/` route is the cluster's own (membership, the map,
+/// buckets): it needs a request signed with the cluster secret
+/// ([`crate::cluster_auth`]); a service started without one (`secret`
+/// None) refuses them all.
+pub fn router_with_keys(
+    svc: Arc<MetaService>,
+    admin_token: Option<String>,
+    secret: Option<crate::cluster_auth::ClusterSecret>,
+) -> Router {
     let keys = Router::new()
         .route("/v1/keys", get(list_keys).post(create_key))
         .route("/v1/keys/{access}", axum::routing::delete(delete_key))
         .with_state(svc.clone());
-    router(svc).merge(keys).layer(axum::middleware::from_fn(
+    let members = axum::middleware::from_fn(
         move |req: axum::extract::Request, next: axum::middleware::Next| {
-            let token = admin_token.clone();
+            let secret = secret.clone();
             async move {
-                if !is_control(req.method(), req.uri().path()) {
+                let path = req.uri().path();
+                if !path.starts_with("/v1/") || is_control(req.method(), path) {
                     return next.run(req).await;
                 }
-                let given = req
-                    .headers()
-                    .get(axum::http::header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .map(|v| v.as_bytes().to_vec())
-                    .or_else(|| {
-                        req.headers()
-                            .get(ADMIN_TOKEN_HEADER)
-                            .map(|v| v.as_bytes().to_vec())
-                    });
-                match (&token, given) {
-                    (None, _) => (
-                        StatusCode::FORBIDDEN,
-                        Json(ErrorBody {
-                            error: "the control routes are off: start the metadata \
-                                        service with STRATA_ADMIN_TOKEN set"
-                                .into(),
-                        }),
-                    )
-                        .into_response(),
-                    (Some(t), Some(g)) if same(t.as_bytes(), &g) => next.run(req).await,
-                    (Some(_), None) => (
-                        StatusCode::UNAUTHORIZED,
-                        Json(ErrorBody {
-                            error: "this route needs the admin token: \
-                                        Authorization: Bearer TOKEN"
-                                .into(),
-                        }),
-                    )
-                        .into_response(),
-                    (Some(_), Some(_)) => (
-                        StatusCode::FORBIDDEN,
-                        Json(ErrorBody {
-                            error: "wrong admin token".into(),
-                        }),
-                    )
-                        .into_response(),
+                match check_member(secret.as_ref(), &req) {
+                    Ok(()) => next.run(req).await,
+                    Err(r) => r,
                 }
             }
         },
-    ))
+    );
+    router(svc)
+        .merge(keys)
+        .layer(members)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let token = admin_token.clone();
+                async move {
+                    if !is_control(req.method(), req.uri().path()) {
+                        return next.run(req).await;
+                    }
+                    let given = req
+                        .headers()
+                        .get(axum::http::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "))
+                        .map(|v| v.as_bytes().to_vec())
+                        .or_else(|| {
+                            req.headers()
+                                .get(ADMIN_TOKEN_HEADER)
+                                .map(|v| v.as_bytes().to_vec())
+                        });
+                    match (&token, given) {
+                        (None, _) => (
+                            StatusCode::FORBIDDEN,
+                            Json(ErrorBody {
+                                error: "the control routes are off: start the metadata \
+                                        service with STRATA_ADMIN_TOKEN set"
+                                    .into(),
+                            }),
+                        )
+                            .into_response(),
+                        (Some(t), Some(g)) if same(t.as_bytes(), &g) => next.run(req).await,
+                        (Some(_), None) => (
+                            StatusCode::UNAUTHORIZED,
+                            Json(ErrorBody {
+                                error: "this route needs the admin token: \
+                                        Authorization: Bearer TOKEN"
+                                    .into(),
+                            }),
+                        )
+                            .into_response(),
+                        (Some(_), Some(_)) => (
+                            StatusCode::FORBIDDEN,
+                            Json(ErrorBody {
+                                error: "wrong admin token".into(),
+                            }),
+                        )
+                            .into_response(),
+                    }
+                }
+            },
+        ))
+}
+
+/// Checks a cluster request's MAC (401 without one, 403 when wrong); the
+/// refusal is built once per refused request, never on the success path.
+#[allow(clippy::result_large_err)]
+fn check_member(
+    secret: Option<&crate::cluster_auth::ClusterSecret>,
+    req: &axum::extract::Request,
+) -> Result<(), Response> {
+    use crate::cluster_auth::AuthFault;
+    let Some(secret) = secret else {
+        return Err((
+            StatusCode::FORBIDDEN,
+            Json(ErrorBody {
+                error: "this metadata service has no cluster secret: start it with \
+                        STRATA_CLUSTER_SECRET set"
+                    .into(),
+            }),
+        )
+            .into_response());
+    };
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or(req.uri().path(), |p| p.as_str());
+    secret
+        .verify_request(req.method().as_str(), path, req.headers())
+        .map_err(|f| {
+            let code = if f == AuthFault::Missing {
+                StatusCode::UNAUTHORIZED
+            } else {
+                StatusCode::FORBIDDEN
+            };
+            (
+                code,
+                Json(ErrorBody {
+                    error: f.to_string(),
+                }),
+            )
+                .into_response()
+        })
 }
 
 /// Whether a request is to a control route (see [`router_with_keys`]).

@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod cluster_auth;
 mod error;
 pub mod etcd;
 pub mod http;

@@ -383,7 +383,9 @@ pub fn run_demo(
     let token = strata_node::auth::generate();
     let bearer = format!("Bearer {token}");
     let admin = [("authorization", bearer.as_str())];
-    // The one server, a cluster of one, on its own runtime.
+    // The one server, a cluster of one, on its own runtime; its protocol
+    // answers only this process.
+    strata_meta::cluster_auth::process_secret_or_generate();
     let node_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

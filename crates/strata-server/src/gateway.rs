@@ -686,9 +686,10 @@ impl LocalNode for InProcess {
             for (k, v) in headers {
                 req = req.header(k, v);
             }
-            let req = req
+            let mut req = req
                 .body(Body::from(body))
                 .map_err(|e| format!("{path}: {e}"))?;
+            req.extensions_mut().insert(crate::server::InProcessCall);
             let resp = match router.oneshot(req).await {
                 Ok(r) => r,
                 Err(never) => match never {},

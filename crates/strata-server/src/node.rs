@@ -1121,7 +1121,9 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     // The listing index routes are node protocol routes: the gateway and
     // the S3 coordinator reach them in-process on their own node too.
     let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;
-    let protocol = crate::server::router(node.clone()).merge(crate::index::routes(Arc::new(index)));
+    let protocol = crate::server::router(node.clone())
+        .merge(crate::index::routes(Arc::new(index)))
+        .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));
     let local: Arc<dyn strata_client::LocalNode> =
         Arc::new(crate::gateway::InProcess(protocol.clone()));
     let gateway = Arc::new(crate::gateway::Gateway::new(
@@ -1236,7 +1238,11 @@ pub async fn embedded_meta(
     tokio::spawn(async move {
         if let Err(e) = axum::serve(
             listener,
-            strata_meta::http::router_with_keys(svc, admin_token),
+            strata_meta::http::router_with_keys(
+                svc,
+                admin_token,
+                strata_meta::cluster_auth::process_secret(),
+            ),
         )
         .await
         {

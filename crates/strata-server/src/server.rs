@@ -33,7 +33,6 @@ type Node = Arc<ClusterNode>;
 
 pub(crate) fn router(node: Node) -> Router {
     Router::new()
-        .route("/cluster/v1/health", get(health))
         .route(
             "/cluster/v1/rows/{row}/objects/{bucket}/{key}",
             get(get_object).put(put_object).delete(delete_object),
@@ -49,7 +48,46 @@ pub(crate) fn router(node: Node) -> Router {
         // A record is at most one tract (the table's tract size, 8 MiB by
         // default) or a whole small object: bounded well above both.
         .layer(axum::extract::DefaultBodyLimit::max(RECORD_BODY_LIMIT))
+        .route("/cluster/v1/health", get(health))
         .with_state(node)
+}
+
+/// Marks a request this process sends itself (the coordinator's own
+/// replica, [`crate::gateway::InProcess`]): it never crossed a socket, so it
+/// needs no credentials. A request from outside cannot carry it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InProcessCall;
+
+/// The node protocol's guard: a request from outside the process must
+/// carry the cluster secret's MAC ([`strata_meta::cluster_auth`]), checked
+/// before it touches a store: 401 without it, 403 when wrong or when this
+/// process has no secret.
+pub(crate) async fn cluster_guard(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use strata_meta::cluster_auth::{process_secret, AuthFault};
+    // The health probe (pitchfork's) says only ok or not, to anyone.
+    if req.extensions().get::<InProcessCall>().is_some() || req.uri().path() == "/cluster/v1/health"
+    {
+        return next.run(req).await;
+    }
+    let Some(secret) = process_secret() else {
+        return text(
+            StatusCode::FORBIDDEN,
+            "this node has no cluster secret (STRATA_CLUSTER_SECRET)",
+        );
+    };
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or(req.uri().path(), |p| p.as_str())
+        .to_string();
+    match secret.verify_request(req.method().as_str(), &path, req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(f @ AuthFault::Missing) => text(StatusCode::UNAUTHORIZED, f.to_string()),
+        Err(f) => text(StatusCode::FORBIDDEN, f.to_string()),
+    }
 }
 
 /// Largest record body a node accepts on the protocol routes.

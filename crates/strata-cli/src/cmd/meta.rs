@@ -80,6 +80,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         strikes: a.strikes.max(1),
         ..HealthConfig::default()
     };
+    let Some(secret) = strata_meta::cluster_auth::from_env().map_err(anyhow::Error::msg)? else {
+        bail!(
+            "the metadata service needs the cluster secret: set {} to the same value (16 \
+             characters or more) on it, every node and every client (docs/security.md)",
+            strata_meta::cluster_auth::SECRET_ENV
+        );
+    };
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async move {
         let backend = match &a.etcd {
@@ -107,7 +114,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .filter(|t| !t.is_empty());
         axum::serve(
             listener,
-            strata_meta::http::router_with_keys(svc, admin_token),
+            strata_meta::http::router_with_keys(svc, admin_token, Some(secret)),
         )
         .await
         .context("serving the metadata API")

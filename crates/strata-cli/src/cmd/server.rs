@@ -375,6 +375,28 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     }
     let devices = devices(&a, &data)?;
     check_data(&a, &data, &devices)?;
+    // The cluster secret, before anything sends a request.
+    use strata_meta::cluster_auth::{self, SECRET_ENV};
+    match (
+        &a.meta,
+        cluster_auth::from_env().map_err(anyhow::Error::msg)?,
+    ) {
+        (Some(_), None) => bail!(
+            "a cluster member needs the cluster secret: set {SECRET_ENV} to the same value \
+             (16 characters or more) on every node, the metadata service and every client \
+             (docs/security.md)"
+        ),
+        (None, None) => {
+            eprintln!(
+                "strata: {SECRET_ENV} is not set: the node protocol (/cluster/v1) answers only \
+                 this process (set it to use `strata put/get --meta` here)"
+            );
+            cluster_auth::process_secret_or_generate();
+        }
+        (_, Some(s)) => {
+            cluster_auth::install(Some(s));
+        }
+    }
     let token = admin_token(&a);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();

@@ -152,6 +152,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         legacy.len()
     );
 
+    // The server runs inside this command: its protocol answers only it.
+    strata_meta::cluster_auth::process_secret_or_generate();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

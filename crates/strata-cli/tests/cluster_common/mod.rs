@@ -13,9 +13,14 @@ use std::time::{Duration, Instant};
 pub const TEST_ADMIN_TOKEN: &str = "strata-test-admin-token";
 
 /// The `strata` binary, with the tests' admin token in its environment.
+/// The cluster secret of the tests' clusters (every node, metadata
+/// service and client gets it).
+pub const TEST_CLUSTER_SECRET: &str = "strata-test-cluster-secret";
+
 pub fn strata() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
     c.env("STRATA_ADMIN_TOKEN", TEST_ADMIN_TOKEN);
+    c.env("STRATA_CLUSTER_SECRET", TEST_CLUSTER_SECRET);
     c
 }
 
@@ -217,6 +222,24 @@ pub fn http_full(
     let control = path.starts_with("/_admin") || path == "/metrics";
     if control && !headers.to_ascii_lowercase().contains("authorization:") {
         v.push_str(&format!("Authorization: Bearer {TEST_ADMIN_TOKEN}\r\n"));
+    }
+    // Cluster routes are signed with the tests' cluster secret unless the
+    // caller sends credentials of its own.
+    let cluster = path.starts_with("/v1/") || path.starts_with("/cluster/v1/");
+    if cluster && !headers.to_ascii_lowercase().contains("x-strata-auth:") {
+        let stamp = headers
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("x-strata-stamp:"))
+            .and_then(|x| x.trim().parse().ok());
+        let secret = strata_meta::cluster_auth::ClusterSecret::new(TEST_CLUSTER_SECRET).unwrap();
+        let auth = secret.sign(&strata_meta::cluster_auth::Signed {
+            method,
+            path,
+            version,
+            stamp,
+            len: body.len() as u64,
+        });
+        v.push_str(&format!("x-strata-auth: {auth}\r\n"));
     }
     write!(
         s,

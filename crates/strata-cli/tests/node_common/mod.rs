@@ -12,6 +12,8 @@ use std::time::Duration;
 
 /// The admin token of the tests' servers.
 pub const ADMIN_TOKEN: &str = "strata-test-admin-token";
+/// The cluster secret of the tests' servers (for the direct path).
+pub const CLUSTER_SECRET: &str = "strata-test-node-cluster-secret";
 
 /// A running `strata server`.
 pub struct Server {
@@ -27,6 +29,7 @@ impl Server {
     pub fn start(data: &Path, extra: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
         cmd.env("STRATA_ADMIN_TOKEN", ADMIN_TOKEN);
+        cmd.env("STRATA_CLUSTER_SECRET", CLUSTER_SECRET);
         cmd.arg("server")
             .arg("--data")
             .arg(data)

@@ -24,7 +24,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use std::time::Instant;
 use strata_client::protocol::{parse_head, Head};
@@ -39,7 +39,7 @@ use strata_node::tiers::valid_bucket;
 
 use crate::node::ClusterNode;
 use crate::rows::RowStore;
-use crate::server::{read_local, tier_str, write_local, LocalRead, TIER_HEADER};
+use crate::server::{read_local, tier_str, write_encoded, LocalRead, TIER_HEADER};
 
 /// Limits of the public API of a cluster node.
 #[derive(Clone, Debug)]
@@ -416,16 +416,20 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     };
     let result = match (local, &gw.node) {
         (Some(store), Some(node)) => {
+            // The needle is built in place: the row layout (names, stamp),
+            // the record's kind and cookie, then the body as it arrives (one
+            // copy of the bytes).
             let start = Instant::now();
-            let mut rec = BytesMut::with_capacity(5 + len as usize);
+            let stamp = client.next_stamp();
             let cookie = strata_client::protocol::new_cookie();
-            rec.extend_from_slice(&[strata_client::protocol::RECORD_INLINE_COOKIE]);
-            rec.extend_from_slice(&cookie.to_le_bytes());
+            let mut data = crate::rows::encode_prefix(bucket, name, stamp, 5 + len as usize);
+            data.push(strata_client::protocol::RECORD_INLINE_COOKIE);
+            data.extend_from_slice(&cookie.to_le_bytes());
             let mut checked = std::pin::pin!(checked);
             let mut fault = None;
             while let Some(chunk) = checked.next().await {
                 match chunk {
-                    Ok(c) => rec.extend_from_slice(&c),
+                    Ok(c) => data.extend_from_slice(&c),
                     Err(e) => {
                         fault = Some(e);
                         break;
@@ -438,9 +442,19 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
                     reason: format!("reading the body: {e}"),
                 }),
                 None => {
-                    let stamp = client.next_stamp();
-                    let rec = rec.freeze();
-                    match write_local(node, &store, bucket, name, stamp, &rec, start).await {
+                    match write_encoded(
+                        node,
+                        &store,
+                        bucket,
+                        name,
+                        stamp,
+                        data,
+                        true,
+                        Some(len),
+                        start,
+                    )
+                    .await
+                    {
                         Ok(t) => Ok((cookie, Some(tier_str(t).to_string()))),
                         Err(reason) => {
                             eprintln!("strata server: writing {bucket}/{name}: {reason}");

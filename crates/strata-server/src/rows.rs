@@ -56,13 +56,20 @@ pub fn identity(bucket: &str, key: &str) -> (u64, u32, u32) {
 
 /// Needle data of a record.
 pub fn encode(bucket: &str, key: &str, stamp: u64, record: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + bucket.len() + key.len() + record.len());
+    let mut out = encode_prefix(bucket, key, stamp, record.len());
+    out.extend_from_slice(record);
+    out
+}
+
+/// The row layout up to the record (bucket, key, stamp), with room for a
+/// record of `record_len` bytes after it.
+pub fn encode_prefix(bucket: &str, key: &str, stamp: u64, record_len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + bucket.len() + key.len() + record_len);
     out.extend_from_slice(&(bucket.len() as u16 | STAMPED).to_le_bytes());
     out.extend_from_slice(bucket.as_bytes());
     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(&stamp.to_le_bytes());
-    out.extend_from_slice(record);
     out
 }
 
@@ -359,6 +366,29 @@ impl RowStore {
         tier: Tier,
         own: bool,
     ) -> Result<bool, ClusterError> {
+        self.put_encoded(
+            bucket,
+            key,
+            stamp,
+            encode(bucket, key, stamp, record),
+            tier,
+            own,
+        )
+        .await
+    }
+
+    /// [`RowStore::put`] of needle data already in the row layout
+    /// ([`encode`], or [`encode_prefix`] followed by the record): a caller
+    /// that builds the record as a body arrives copies it once.
+    pub async fn put_encoded(
+        &self,
+        bucket: &str,
+        key: &str,
+        stamp: u64,
+        data: Vec<u8>,
+        tier: Tier,
+        own: bool,
+    ) -> Result<bool, ClusterError> {
         let (k, alt, cookie) = identity(bucket, key);
         let (reply, rx) = tokio::sync::oneshot::channel();
         let tier = if self.flash_path.is_some() {
@@ -383,7 +413,7 @@ impl RowStore {
             cookie,
             stamp,
             tier,
-            data: encode(bucket, key, stamp, record),
+            data,
             target,
             other,
             reply,
@@ -449,25 +479,33 @@ impl RowStore {
             let Some(obj) = part.get(k, alt, cookie).map_err(|e| self.err(e))? else {
                 continue;
             };
-            match decode(&obj.data) {
+            let (tier, segment) = (obj.tier, obj.segment);
+            let found = match decode(&obj.data) {
                 Some(d) if d.bucket == bucket && d.key == key => {
-                    if best.as_ref().is_none_or(|b| d.stamp > b.stamp) {
-                        best = Some(Stored {
-                            stamp: d.stamp,
-                            record: Bytes::copy_from_slice(d.record),
-                            tier: obj.tier,
-                            segment: obj.segment,
-                            part: part_id(&part),
-                        });
-                    }
+                    Some((d.stamp, obj.data.len() - d.record.len()))
                 }
-                Some(_) => {}
+                Some(_) => None,
                 None => {
                     return Err(ClusterError::BadRecord {
                         row: self.row,
                         reason: format!("needle of {bucket}/{key} has no name header"),
                     })
                 }
+            };
+            match found {
+                Some((stamp, at)) => {
+                    if best.as_ref().is_none_or(|b| stamp > b.stamp) {
+                        // The record is the needle's tail: a view, no copy.
+                        best = Some(Stored {
+                            stamp,
+                            record: Bytes::from(obj.data).slice(at..),
+                            tier,
+                            segment,
+                            part: part_id(&part),
+                        });
+                    }
+                }
+                None => {}
             }
         }
         Ok(best)

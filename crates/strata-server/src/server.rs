@@ -272,24 +272,48 @@ pub(crate) async fn write_local(
     record: &Bytes,
     start: Instant,
 ) -> Result<Tier, String> {
-    let data = is_data_record(record) || is_tract(key);
-    let tier = if data {
+    let head_len = parse_head(record).ok().map(|h| h.len());
+    let data = crate::rows::encode(bucket, key, stamp, record);
+    let is_data = is_data_record(record);
+    write_encoded(
+        node, store, bucket, key, stamp, data, is_data, head_len, start,
+    )
+    .await
+}
+
+/// [`write_local`] of needle data already in the row layout: `is_data`
+/// says whether the record holds object bytes (a whole object or a tract),
+/// `head_len` the object's length when it is an object's head record.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn write_encoded(
+    node: &Node,
+    store: &Arc<RowStore>,
+    bucket: &str,
+    key: &str,
+    stamp: u64,
+    data: Vec<u8>,
+    is_data: bool,
+    head_len: Option<u64>,
+    start: Instant,
+) -> Result<Tier, String> {
+    let data_bytes = is_data || is_tract(key);
+    let tier = if data_bytes {
         node.choose_tier(bucket)
     } else {
         Tier::Disk
     };
     let own = node.own_part(bucket);
-    let res = store.put(bucket, key, stamp, record, tier, own).await;
+    let res = store.put_encoded(bucket, key, stamp, data, tier, own).await;
     node.forget(object_id(bucket, key));
     res.map_err(|e| e.to_string())?;
     // An object's write is counted and traced once, at its head record (the
     // object whole, or the manifest written after every tract), with the
     // object's length.
-    if let (false, Ok(head)) = (is_tract(key), parse_head(record)) {
+    if let (false, Some(len)) = (is_tract(key), head_len) {
         let w = node.metrics.workload(bucket);
         w.writes.fetch_add(1, Ordering::Relaxed);
-        w.bytes_written.fetch_add(head.len(), Ordering::Relaxed);
-        if tier == Tier::Flash && data {
+        w.bytes_written.fetch_add(len, Ordering::Relaxed);
+        if tier == Tier::Flash && data_bytes {
             w.writes_flash.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(t) = node.tracer.as_ref() {
@@ -297,7 +321,7 @@ pub(crate) async fn write_local(
             t.put(
                 id.key,
                 node.workload_id(bucket),
-                head.len(),
+                len,
                 stamp as f64 / 1e6,
                 start.elapsed().as_micros() as u64,
             );

@@ -78,8 +78,9 @@ pub struct Args {
     /// A GET without a cookie is a 404 (Haystack's defence against guessed URLs).
     #[arg(long)]
     require_cookies: bool,
-    /// Largest object accepted.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
+    /// Largest object accepted (objects above the tract size are striped
+    /// into tracts, streamed both ways).
+    #[arg(long, value_name = "SIZE", default_value = "5GiB")]
     max_object_size: String,
     /// Segment size (the tier mover moves whole segments).
     #[arg(long, value_name = "SIZE", default_value = "64MiB")]

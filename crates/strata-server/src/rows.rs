@@ -492,20 +492,17 @@ impl RowStore {
                     })
                 }
             };
-            match found {
-                Some((stamp, at)) => {
-                    if best.as_ref().is_none_or(|b| stamp > b.stamp) {
-                        // The record is the needle's tail: a view, no copy.
-                        best = Some(Stored {
-                            stamp,
-                            record: Bytes::from(obj.data).slice(at..),
-                            tier,
-                            segment,
-                            part: part_id(&part),
-                        });
-                    }
+            if let Some((stamp, at)) = found {
+                if best.as_ref().is_none_or(|b| stamp > b.stamp) {
+                    // The record is the needle's tail: a view, no copy.
+                    best = Some(Stored {
+                        stamp,
+                        record: Bytes::from(obj.data).slice(at..),
+                        tier,
+                        segment,
+                        part: part_id(&part),
+                    });
                 }
-                None => {}
             }
         }
         Ok(best)

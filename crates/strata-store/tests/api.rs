@@ -48,7 +48,29 @@ fn put_get_delete_overwrite_reopen() {
     assert_eq!(store.get(7, 0, 99).unwrap().unwrap().data, b"new");
     assert_eq!(store.get(8, 0, 8).unwrap(), None);
     assert_eq!(store.get(9, 0, 9).unwrap().unwrap().data, data(9, 309));
-    assert!(store.memory().sealed_objects > 0);
+    // Merging the recent map into the run moves the sealed segments'
+    // objects there; every GET then costs at most two probes.
+    let held = store.merge_index().unwrap();
+    assert!(held > 400, "{held}");
+    assert_eq!(store.memory().sealed_objects, held);
+    let c0 = store.counters();
+    for i in 0..500u64 {
+        let got = store.get(i, 0, if i == 7 { 99 } else { i as u32 }).unwrap();
+        assert_eq!(got.is_some(), i != 8, "{i}");
+    }
+    for i in 10_000..10_500u64 {
+        assert_eq!(store.get(i, 0, 0).unwrap(), None);
+    }
+    let c1 = store.counters();
+    assert_eq!(c1.index_lookups - c0.index_lookups, 1000);
+    assert!(c1.index_probes - c0.index_probes <= 2000);
+    assert_eq!(c1.preads - c0.preads, 499, "one read per present key, none per absent one");
+    drop(store);
+    let store = Store::open(cfg(dir.path())).unwrap();
+    assert_eq!(store.memory().sealed_objects, held);
+    assert_eq!(store.get(7, 0, 99).unwrap().unwrap().data, b"new");
+    assert_eq!(store.get(8, 0, 8).unwrap(), None);
+    assert_eq!(store.get(9, 0, 9).unwrap().unwrap().data, data(9, 309));
 }
 
 #[test]

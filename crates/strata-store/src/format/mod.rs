@@ -4,6 +4,7 @@
 //! (docs/store-format.md describes every byte).
 
 pub mod checkpoint;
+pub mod run;
 pub mod needle;
 pub mod superblock;
 

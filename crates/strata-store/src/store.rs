@@ -576,8 +576,10 @@ impl Store {
             .and_then(|b| run_file::decode(&b).ok());
         let mut run_slots = Vec::new();
         if let Some(r) = &run {
+            let by_id: HashMap<u64, &Arc<Segment>> =
+                table.iter().flatten().map(|s| (s.id, s)).collect();
             for &(id, n) in r.segments() {
-                let slot = table.iter().flatten().find(|s| s.id == id).and_then(|s| {
+                let slot = by_id.get(&id).and_then(|s| {
                     (!s.is_active() && s.needle_count() == n).then_some(s.slot)
                 });
                 run_slots.push(slot);

@@ -153,7 +153,8 @@ impl Run {
         let fp_bits = fp_bits.clamp(1, 64 - ref_bits);
         let mut slots = PackedArray::new(ref_bits + fp_bits, mph.slots() as usize);
         for &(k, a, seg, ord) in entries {
-            let (Some(&start), Some(&(_, n))) = (starts.get(seg as usize), segments.get(seg as usize))
+            let (Some(&start), Some(&(_, n))) =
+                (starts.get(seg as usize), segments.get(seg as usize))
             else {
                 return Err(BuildFailed);
             };

@@ -7,8 +7,8 @@ use crate::format::checkpoint;
 use crate::format::needle::{
     self, NeedleHeader, FLAGS_OFFSET, FLAG_DELETED, FLAG_SUPERSEDED, HEADER_LEN,
 };
-use crate::format::superblock::{Superblock, Tier, SUPERBLOCK_LEN};
 use crate::format::run as run_file;
+use crate::format::superblock::{Superblock, Tier, SUPERBLOCK_LEN};
 use crate::hash::IdHasherBuilder;
 use crate::index::{ActiveIndex, Run, SealedSegment};
 use crate::segment::{
@@ -562,8 +562,7 @@ impl Store {
         let mut entries_of: Vec<Vec<(u64, u32, u32)>> = Vec::new();
         for (&id, f) in &found {
             let is_last = last_of_device[f.device] == Some(id);
-            let (seg, entries) =
-                load_segment(&cfg, f, is_last, table.len() as u32, &mut report)?;
+            let (seg, entries) = load_segment(&cfg, f, is_last, table.len() as u32, &mut report)?;
             table.push(Some(Arc::new(seg)));
             entries_of.push(entries);
         }
@@ -579,9 +578,9 @@ impl Store {
             let by_id: HashMap<u64, &Arc<Segment>> =
                 table.iter().flatten().map(|s| (s.id, s)).collect();
             for &(id, n) in r.segments() {
-                let slot = by_id.get(&id).and_then(|s| {
-                    (!s.is_active() && s.needle_count() == n).then_some(s.slot)
-                });
+                let slot = by_id
+                    .get(&id)
+                    .and_then(|s| (!s.is_active() && s.needle_count() == n).then_some(s.slot));
                 run_slots.push(slot);
             }
         }
@@ -846,7 +845,7 @@ impl Store {
     /// Merges the recent map's entries of sealed segments into a new run
     /// (written to the run file before it replaces the old one). The store
     /// does this by itself in the background once the recent map has grown
-    /// by a quarter of the run (at least 65,536 entries); returns the
+    /// by an eighth of the run (at least 65,536 entries); returns the
     /// identities the new run holds.
     pub fn merge_index(&self) -> Result<u64> {
         self.inner.merge()
@@ -1091,7 +1090,7 @@ fn load_segment(
     is_last: bool,
     slot: u32,
     report: &mut OpenReport,
-) -> Result<(Segment, Vec<(u64, u32, u32)>)> {
+) -> Result<(Segment, Vec<Entry>)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
     let sb = segment::read_superblock(&file, &f.path)?;
     if sb.generation != f.generation {
@@ -1187,8 +1186,7 @@ fn load_segment(
             (idx, Vec::new(), stays_active)
         }
     };
-    let mut entries: Vec<(u64, u32, u32)> =
-        idx.map.iter().map(|(&(k, a), &o)| (k, a, o)).collect();
+    let mut entries: Vec<(u64, u32, u32)> = idx.map.iter().map(|(&(k, a), &o)| (k, a, o)).collect();
     entries.sort_unstable_by_key(|e| e.2);
     let body = if is_active {
         let mut keys = vec![(0u64, 0u32); idx.needle_count() as usize];
@@ -1202,12 +1200,12 @@ fn load_segment(
             installed,
         }))
     } else {
-        Body::Sealed(
-            SealedSegment::new(&idx.offsets, &deleted).ok_or_else(|| StoreError::NotASegment {
+        Body::Sealed(SealedSegment::new(&idx.offsets, &deleted).ok_or_else(|| {
+            StoreError::NotASegment {
                 path: f.path.clone(),
                 reason: "its needle offsets could not be indexed".into(),
-            })?,
-        )
+            }
+        })?)
     };
     // Garbage known from the segment itself: needles not indexed
     // (overwritten within the segment, flagged, damaged) or deleted.
@@ -1313,6 +1311,9 @@ fn background(weak: Weak<Inner>) {
         }
     }
 }
+
+/// An identity and the ordinal of its live needle in a segment.
+type Entry = (u64, u32, u32);
 
 /// A needle to flag: where the index says it is, and whose it should be.
 #[derive(Clone, Copy, Debug)]
@@ -1879,7 +1880,7 @@ impl Inner {
     fn merge_due(&self) -> bool {
         let ix = read(&self.idx);
         let run = ix.run.as_ref().map_or(0, |r| r.entry_count() as usize);
-        ix.recent.len() >= ix.recent_floor + MERGE_MIN_ENTRIES.max(run / 4)
+        ix.recent.len() >= ix.recent_floor + MERGE_MIN_ENTRIES.max(run / 8)
     }
 
     /// Builds a new run from the current run and the recent map's entries

@@ -152,7 +152,10 @@ fn crash_child_merger() {
             let line: Vec<String> = items.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             writeln!(out, "@I P {}", line.join(" ")).unwrap();
             out.flush().unwrap();
-            let datas: Vec<Vec<u8>> = items.iter().map(|&(k, v)| data(k, v)[..16].to_vec()).collect();
+            let datas: Vec<Vec<u8>> = items
+                .iter()
+                .map(|&(k, v)| data(k, v)[..16].to_vec())
+                .collect();
             let batch: Vec<PutItem> = items
                 .iter()
                 .zip(&datas)
@@ -222,8 +225,17 @@ fn sigkill_during_index_merges_loses_nothing_acknowledged() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
     let dir = tempfile::tempdir().unwrap();
-    let acked = kill_and_check(dir.path(), "crash_child_merger", MERGE_KEYS, iterations, 50..400);
-    assert!(acked > iterations * 3, "the child acknowledged only {acked} operations");
+    let acked = kill_and_check(
+        dir.path(),
+        "crash_child_merger",
+        MERGE_KEYS,
+        iterations,
+        50..400,
+    );
+    assert!(
+        acked > iterations * 3,
+        "the child acknowledged only {acked} operations"
+    );
     // The merges did happen: the store reopens with a run holding objects.
     let store = Store::open(config(dir.path())).unwrap();
     assert!(dir.path().join("strata.run").exists());
@@ -248,12 +260,7 @@ fn kill_and_check(
     let mut total_acked = 0u64;
     for it in 0..iterations {
         let mut child = Command::new(&exe)
-            .args([
-                child,
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args([child, "--exact", "--nocapture", "--test-threads=1"])
             .env("STRATA_CRASH_DIR", dir)
             .env("STRATA_CRASH_SEED", (it + 1).to_string())
             .stdout(Stdio::piped())
@@ -270,7 +277,9 @@ fn kill_and_check(
                 .collect::<Vec<String>>()
         });
         let span = kill_after_ms.end - kill_after_ms.start;
-        std::thread::sleep(Duration::from_millis(kill_after_ms.start + rng.next() % span));
+        std::thread::sleep(Duration::from_millis(
+            kill_after_ms.start + rng.next() % span,
+        ));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let lines = reader.join().unwrap();
@@ -338,7 +347,9 @@ fn kill_and_check(
                 _ => None,
             };
             let old_ok = match old {
-                Some(v) => got.as_ref().is_some_and(|o| data(k, v).starts_with(&o.data)),
+                Some(v) => got
+                    .as_ref()
+                    .is_some_and(|o| data(k, v).starts_with(&o.data)),
                 None => !store.contains(k, 0).unwrap(),
             };
             let new_ok = match in_flight.get(&k) {

@@ -75,7 +75,15 @@ fn write_v1_fixture() {
                 let d = data(k, v);
                 let tier = if on_flash { Tier::Flash } else { Tier::Disk };
                 store
-                    .put_batch(tier, &[PutItem { key: k, alt_key: 0, cookie: v, data: &d }])
+                    .put_batch(
+                        tier,
+                        &[PutItem {
+                            key: k,
+                            alt_key: 0,
+                            cookie: v,
+                            data: &d,
+                        }],
+                    )
                     .unwrap();
             }
             None => {
@@ -114,7 +122,11 @@ fn a_version_1_store_opens_and_reads_back() {
             match want.get(&k) {
                 Some(&v) => {
                     let o = got.unwrap_or_else(|| panic!("round {round}: key {k} missing"));
-                    assert_eq!((o.cookie, o.data), (v, data(k, v)), "round {round}: key {k}");
+                    assert_eq!(
+                        (o.cookie, o.data),
+                        (v, data(k, v)),
+                        "round {round}: key {k}"
+                    );
                 }
                 None => assert!(got.is_none(), "round {round}: key {k} resurrected"),
             }

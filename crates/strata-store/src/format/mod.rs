@@ -4,8 +4,8 @@
 //! (docs/store-format.md describes every byte).
 
 pub mod checkpoint;
-pub mod run;
 pub mod needle;
+pub mod run;
 pub mod superblock;
 
 /// A little-endian cursor over a byte slice; every read is bounds-checked.

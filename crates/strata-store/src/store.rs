@@ -252,13 +252,98 @@ enum Body {
     Sealed(SealedSegment),
 }
 
+/// How many segment files the store keeps open: an active segment's file
+/// stays open, a sealed one's is opened on use and closed again (least
+/// recently used first) once more than `cap` are open, so that a node with
+/// more segments than its file-descriptor limit serves them all.
+struct FdBudget {
+    open: AtomicUsize,
+    cap: usize,
+    /// Clock hand of the eviction sweep over the segment table.
+    hand: AtomicUsize,
+    random_advice: bool,
+}
+
+impl FdBudget {
+    fn new(cfg: &StoreConfig) -> FdBudget {
+        let cap = if cfg.max_open_files > 0 {
+            cfg.max_open_files
+        } else {
+            let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                .current
+                .unwrap_or(1 << 20);
+            (soft / 2).clamp(64, 1 << 20) as usize
+        };
+        FdBudget {
+            open: AtomicUsize::new(0),
+            cap,
+            hand: AtomicUsize::new(0),
+            random_advice: cfg.random_access_advice,
+        }
+    }
+}
+
+/// A segment's file, opened on demand (see [`FdBudget`]).
+struct SegFile {
+    handle: RwLock<Option<Arc<File>>>,
+    /// Used since the eviction sweep last passed (second chance).
+    used: AtomicBool,
+    budget: Arc<FdBudget>,
+}
+
+impl SegFile {
+    fn new(file: Option<Arc<File>>, budget: &Arc<FdBudget>) -> SegFile {
+        if file.is_some() {
+            budget.open.fetch_add(1, Ordering::Relaxed);
+        }
+        SegFile {
+            handle: RwLock::new(file),
+            used: AtomicBool::new(true),
+            budget: budget.clone(),
+        }
+    }
+
+    fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
+        self.used.store(true, Ordering::Relaxed);
+        if let Some(f) = read(&self.handle).as_ref() {
+            return Ok(f.clone());
+        }
+        let mut h = write(&self.handle);
+        if let Some(f) = h.as_ref() {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(segment::open_rw(path)?);
+        if self.budget.random_advice {
+            advise_random(&f);
+        }
+        *h = Some(f.clone());
+        self.budget.open.fetch_add(1, Ordering::Relaxed);
+        Ok(f)
+    }
+
+    /// Closes the handle (readers holding a clone finish on it).
+    fn close(&self) {
+        if write(&self.handle).take().is_some() {
+            self.budget.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for SegFile {
+    fn drop(&mut self) {
+        if read(&self.handle).is_some() {
+            self.budget.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 struct Segment {
     id: u64,
     generation: u64,
     device: usize,
     tier: Tier,
     path: PathBuf,
-    file: Arc<File>,
+    file: SegFile,
     created_unix_ns: u64,
     /// Place in the node index's segment table (kept by seal and move, new
     /// after a compaction, which renumbers needles).
@@ -308,9 +393,13 @@ impl Segment {
         }
     }
 
+    fn file(&self) -> Result<Arc<File>> {
+        self.file.get(&self.path)
+    }
+
     fn pread(&self, offset: u64, len: u64, counters: &CounterCells) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
-        let calls = pread_exact(&self.file, &mut buf, offset)
+        let calls = pread_exact(&*self.file()?, &mut buf, offset)
             .map_err(StoreError::io("reading", &self.path))?;
         counters.preads.fetch_add(calls, Ordering::Relaxed);
         counters.bytes_read.fetch_add(len, Ordering::Relaxed);
@@ -465,6 +554,7 @@ struct Inner {
     idx: RwLock<NodeIndex>,
     next_id: AtomicU64,
     rr: AtomicUsize,
+    fds: Arc<FdBudget>,
     counters: CounterCells,
     /// Serialises index updates that flag needles on disk first (puts that
     /// overwrite, deletes), so that two writers of one identity cannot
@@ -558,11 +648,13 @@ impl Store {
         for (&id, f) in &found {
             last_of_device[f.device] = Some(id);
         }
+        let fds = Arc::new(FdBudget::new(&cfg));
         let mut table: Vec<Option<Arc<Segment>>> = Vec::new();
-        let mut entries_of: Vec<Vec<(u64, u32, u32)>> = Vec::new();
+        let mut entries_of: Vec<Vec<Entry>> = Vec::new();
         for (&id, f) in &found {
             let is_last = last_of_device[f.device] == Some(id);
-            let (seg, entries) = load_segment(&cfg, f, is_last, table.len() as u32, &mut report)?;
+            let (seg, entries) =
+                load_segment(&cfg, f, is_last, table.len() as u32, &fds, &mut report)?;
             table.push(Some(Arc::new(seg)));
             entries_of.push(entries);
         }
@@ -600,6 +692,7 @@ impl Store {
                         i,
                         next_id.fetch_add(1, Ordering::Relaxed),
                         table.len() as u32,
+                        &fds,
                     )?);
                     table.push(Some(s.clone()));
                     s
@@ -610,11 +703,6 @@ impl Store {
                 tier: d.tier,
                 writer: Mutex::new(active),
             });
-        }
-        if cfg.random_access_advice {
-            for s in table.iter().flatten() {
-                advise_random(&s.file);
-            }
         }
         let inner = Arc::new(Inner {
             cfg,
@@ -628,6 +716,7 @@ impl Store {
             }),
             next_id,
             rr: AtomicUsize::new(0),
+            fds,
             counters: CounterCells::default(),
             update: Mutex::new(()),
             maintenance: Mutex::new(()),
@@ -857,13 +946,7 @@ impl Store {
     pub fn needles(&self, segment: u64) -> Result<NeedleIter> {
         let seg = self.inner.find(segment)?;
         let end = seg.len.load(Ordering::Relaxed);
-        let scanner = Scanner::new(
-            seg.file.clone(),
-            &seg.path,
-            SUPERBLOCK_LEN as u64,
-            end,
-            true,
-        );
+        let scanner = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, true);
         Ok(NeedleIter { seg, scanner })
     }
 
@@ -928,11 +1011,13 @@ impl Store {
     /// benchmarks of cold reads.
     pub fn drop_page_cache(&self) -> Result<()> {
         for s in self.inner.all_segments() {
-            s.file
-                .sync_data()
-                .map_err(StoreError::io("syncing", &s.path))?;
-            rustix::fs::fadvise(&*s.file, 0, None, rustix::fs::Advice::DontNeed)
+            let f = s.file()?;
+            f.sync_data().map_err(StoreError::io("syncing", &s.path))?;
+            rustix::fs::fadvise(&*f, 0, None, rustix::fs::Advice::DontNeed)
                 .map_err(|e| StoreError::io("dropping cached pages of", &s.path)(e.into()))?;
+            if !s.is_active() {
+                s.file.close();
+            }
         }
         Ok(())
     }
@@ -1089,6 +1174,7 @@ fn load_segment(
     f: &Found,
     is_last: bool,
     slot: u32,
+    budget: &Arc<FdBudget>,
     report: &mut OpenReport,
 ) -> Result<(Segment, Vec<Entry>)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
@@ -1220,6 +1306,8 @@ fn load_segment(
         .map(|x| x.1)
         .sum();
     let garbage = idx.end().saturating_sub(SUPERBLOCK_LEN as u64 + live);
+    // Sealed segments' files are opened again on use.
+    let file = SegFile::new(is_active.then_some(file), budget);
     let seg = Segment {
         id: sb.id,
         generation: sb.generation,
@@ -1241,7 +1329,13 @@ fn load_segment(
     Ok((seg, entries))
 }
 
-fn new_active(cfg: &StoreConfig, device: usize, id: u64, slot: u32) -> Result<Segment> {
+fn new_active(
+    cfg: &StoreConfig,
+    device: usize,
+    id: u64,
+    slot: u32,
+    budget: &Arc<FdBudget>,
+) -> Result<Segment> {
     let d = &cfg.devices[device];
     let sb = Superblock {
         tier: d.tier,
@@ -1259,7 +1353,7 @@ fn new_active(cfg: &StoreConfig, device: usize, id: u64, slot: u32) -> Result<Se
         device,
         tier: d.tier,
         path,
-        file: Arc::new(file),
+        file: SegFile::new(Some(Arc::new(file)), budget),
         created_unix_ns: sb.created_unix_ns,
         slot,
         body: Body::Active(RwLock::new(ActiveSeg {
@@ -1338,6 +1432,33 @@ impl Inner {
             .ok_or(StoreError::NoSuchSegment(id))
     }
 
+    /// Closes sealed segments' files not used lately once more are open
+    /// than the budget allows (a clock sweep over the segment table).
+    fn trim_fds(&self) {
+        let b = &self.fds;
+        if b.open.load(Ordering::Relaxed) <= b.cap {
+            return;
+        }
+        let ix = read(&self.idx);
+        let n = ix.table.len().max(1);
+        let target = b.cap - b.cap / 8;
+        let mut steps = 0;
+        while b.open.load(Ordering::Relaxed) > target && steps < 2 * n {
+            steps += 1;
+            let i = b.hand.fetch_add(1, Ordering::Relaxed) % n;
+            let Some(s) = ix.table.get(i).and_then(|s| s.as_ref()) else {
+                continue;
+            };
+            if s.is_active() || s.file.used.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let mut h = write(&s.file.handle);
+            if !s.retired.load(Ordering::Acquire) && h.take().is_some() {
+                b.open.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Reserves a place in the segment table.
     fn reserve_slot(&self) -> u32 {
         let mut ix = write(&self.idx);
@@ -1368,6 +1489,7 @@ impl Inner {
                 return Ok(None);
             };
             let mut buf = seg.pread(offset, len, &self.counters)?;
+            self.trim_fds();
             let h = match needle::parse_header(&buf) {
                 Ok(h) => h,
                 Err(e) => return Err(seg.corrupt(offset, e)),
@@ -1471,7 +1593,7 @@ impl Inner {
                     let was_live = h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0;
                     out[i] = was_live;
                     if h.flags & flag == 0 {
-                        seg.file
+                        seg.file()?
                             .write_all_at(&(h.flags | flag).to_le_bytes(), offset + FLAGS_OFFSET)
                             .map_err(StoreError::io("writing flags in", &seg.path))?;
                         wrote = true;
@@ -1484,8 +1606,9 @@ impl Inner {
                         seg.garbage.fetch_add(len, Ordering::Relaxed);
                     }
                 }
+                self.trim_fds();
                 if wrote {
-                    seg.file
+                    seg.file()?
                         .sync_data()
                         .map_err(StoreError::io("writing flags in", &seg.path))?;
                     self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
@@ -1555,15 +1678,15 @@ impl Inner {
         let mut w = lock(&dev.writer);
         let seg = w.clone();
         let start = seg.len.load(Ordering::Relaxed);
-        let res = seg
-            .file
+        let file = seg.file()?;
+        let res = file
             .write_all_at(&buf, start)
-            .and_then(|_| seg.file.sync_data());
+            .and_then(|_| file.sync_data());
         if let Err(e) = res {
             // Leave the segment as it was: nothing of the batch is
             // visible, and a partial write is cut (or cut on open).
-            let _ = seg.file.set_len(start);
-            let _ = seg.file.sync_all();
+            let _ = file.set_len(start);
+            let _ = file.sync_all();
             return Err(StoreError::io("appending to", &seg.path)(e));
         }
         self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
@@ -1644,6 +1767,7 @@ impl Inner {
             device,
             self.next_id.fetch_add(1, Ordering::Relaxed),
             slot,
+            &self.fds,
         )?);
         write(&self.idx).table[slot as usize] = Some(next.clone());
         let _g = lock(&old.lock);
@@ -1674,7 +1798,7 @@ impl Inner {
             device: old.device,
             tier: old.tier,
             path: old.path.clone(),
-            file: old.file.clone(),
+            file: SegFile::new(Some(old.file()?), &old.file.budget),
             created_unix_ns: old.created_unix_ns,
             slot: old.slot,
             body: Body::Sealed(body),
@@ -2030,8 +2154,11 @@ impl Inner {
         let mut kept: Vec<(u32, u32, u64, u64, u32)> = Vec::new();
         let mut pending: Vec<u8> = Vec::with_capacity(1 << 20);
         let mut pending_at = SUPERBLOCK_LEN as u64;
+        // Held to the end: readers and flag writes that find the source
+        // retired still use this handle after its file is unlinked.
+        let src_file = src.file()?;
         let mut sc = Scanner::new(
-            src.file.clone(),
+            src_file.clone(),
             &src.path,
             SUPERBLOCK_LEN as u64,
             total,
@@ -2075,7 +2202,7 @@ impl Inner {
                     // A move keeps damaged regions byte for byte.
                     let (o, l) = (item.offset(), item.len());
                     let mut raw = vec![0u8; l as usize];
-                    pread_exact(&src.file, &mut raw, o)
+                    pread_exact(&*src_file, &mut raw, o)
                         .map_err(StoreError::io("reading", &src.path))?;
                     pending.extend_from_slice(&raw);
                     new_idx.offsets.push(((new_idx.end() + l) / 8) as u32);
@@ -2134,7 +2261,7 @@ impl Inner {
                         continue;
                     };
                     let mut fl = [0u8; 4];
-                    pread_exact(&src.file, &mut fl, so + FLAGS_OFFSET)
+                    pread_exact(&*src_file, &mut fl, so + FLAGS_OFFSET)
                         .map_err(StoreError::io("reading", &src.path))?;
                     wr(&fl, new_off + FLAGS_OFFSET)?;
                     flagged = true;
@@ -2176,6 +2303,7 @@ impl Inner {
             if self.cfg.random_access_advice {
                 advise_random(&file);
             }
+            let file = SegFile::new(Some(Arc::new(file)), &src.file.budget);
             let live: u64 = new_idx
                 .map
                 .values()
@@ -2188,7 +2316,7 @@ impl Inner {
                 device: dev_i,
                 tier: dev.tier,
                 path: final_path.clone(),
-                file: Arc::new(file),
+                file,
                 created_unix_ns: src.created_unix_ns,
                 slot: new_slot,
                 body: Body::Sealed(body),
@@ -2231,6 +2359,13 @@ impl Inner {
             }
             let _ = src.moved_to.set((seg.clone(), compacting.then_some(map)));
             src.retired.store(true, Ordering::Release);
+            // A retired handle's file is never closed (its name is about to
+            // be unlinked): make sure it has one.
+            let mut h = write(&src.file.handle);
+            if h.is_none() {
+                *h = Some(src_file.clone());
+                src.file.budget.open.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(seg)
         })();
         drop(_g);

@@ -296,3 +296,40 @@ fn gets_probe_the_node_index_at_most_twice_at_any_segment_count() {
     assert!(p <= 2.0, "{p}");
     assert!(reads <= 3, "{reads} fingerprint false positives in 30,000");
 }
+
+#[test]
+fn more_segments_than_open_files_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path()).with_device(disk.path(), Tier::Disk);
+    c.segment_size = 4096;
+    c.max_open_files = 6;
+    let store = Store::open(c.clone()).unwrap();
+    for i in 0..400u64 {
+        let tier = if i % 3 == 0 { Tier::Disk } else { Tier::Flash };
+        store.put(tier, i, 0, 1, &data(i, 1500)).unwrap();
+    }
+    assert!(store.segments().len() > 100, "{}", store.segments().len());
+    let check = |store: &Store, deleted: &dyn Fn(u64) -> bool| {
+        for round in 0..2 {
+            for i in 0..400u64 {
+                let got = store.get(i, 0, 1).unwrap().map(|o| o.data);
+                let want = (!deleted(i)).then(|| data(i, 1500));
+                assert_eq!(got, want, "round {round} key {i}");
+            }
+        }
+    };
+    check(&store, &|_| false);
+    let ids: Vec<(u64, u32)> = (0..400u64).step_by(3).map(|k| (k, 0)).collect();
+    store.delete_batch(&ids).unwrap();
+    store.compact_all(0.1, &mut |_| {}).unwrap();
+    let first_sealed = store.segments().into_iter().rfind(|s| !s.active).unwrap();
+    store
+        .move_segment(first_sealed.id, 1 - first_sealed.device, &mut |_| {})
+        .unwrap();
+    store.merge_index().unwrap();
+    check(&store, &|i| i % 3 == 0);
+    drop(store);
+    let store = Store::open(c).unwrap();
+    check(&store, &|i| i % 3 == 0);
+}

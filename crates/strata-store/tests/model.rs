@@ -48,6 +48,7 @@ fn config(flash: &std::path::Path, disk: &std::path::Path) -> StoreConfig {
     let mut c = StoreConfig::new(flash, Tier::Flash).with_device(disk, Tier::Disk);
     c.segment_size = 4096;
     c.auto_compaction = false;
+    c.max_open_files = 3;
     c
 }
 

@@ -2202,7 +2202,7 @@ impl Inner {
                     // A move keeps damaged regions byte for byte.
                     let (o, l) = (item.offset(), item.len());
                     let mut raw = vec![0u8; l as usize];
-                    pread_exact(&*src_file, &mut raw, o)
+                    pread_exact(&src_file, &mut raw, o)
                         .map_err(StoreError::io("reading", &src.path))?;
                     pending.extend_from_slice(&raw);
                     new_idx.offsets.push(((new_idx.end() + l) / 8) as u32);
@@ -2261,7 +2261,7 @@ impl Inner {
                         continue;
                     };
                     let mut fl = [0u8; 4];
-                    pread_exact(&*src_file, &mut fl, so + FLAGS_OFFSET)
+                    pread_exact(&src_file, &mut fl, so + FLAGS_OFFSET)
                         .map_err(StoreError::io("reading", &src.path))?;
                     wr(&fl, new_off + FLAGS_OFFSET)?;
                     flagged = true;

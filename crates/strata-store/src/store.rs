@@ -661,10 +661,7 @@ impl Store {
         report.segments = table.len();
         // The run, valid for the segments that still have the needles it
         // numbered (same id, same needle count: rewrites only drop needles).
-        let run_path = cfg.devices[0].path.join(run_file::FILE_NAME);
-        let run = std::fs::read(&run_path)
-            .ok()
-            .and_then(|b| run_file::decode(&b).ok());
+        let run = read_run_index(&cfg.devices[0].path.join(run_file::FILE_NAME));
         let mut run_slots = Vec::new();
         if let Some(r) = &run {
             let by_id: HashMap<u64, &Arc<Segment>> =
@@ -1166,6 +1163,23 @@ fn discover(cfg: &StoreConfig) -> Result<BTreeMap<u64, Found>> {
     Ok(found)
 }
 
+/// Reads the header and index section of the run file (not its keys, which
+/// only a merge needs); None if missing or damaged.
+fn read_run_index(path: &std::path::Path) -> Option<Run> {
+    use std::io::Read;
+    let mut f = File::open(path).ok()?;
+    let mut head = vec![0u8; run_file::HEADER_LEN];
+    f.read_exact(&mut head).ok()?;
+    let len = run_file::index_len(&head)?;
+    let file_len = f.metadata().ok()?.len();
+    if len > file_len {
+        return None;
+    }
+    head.resize(len as usize, 0);
+    f.read_exact(&mut head[run_file::HEADER_LEN..]).ok()?;
+    run_file::decode_index(&head).ok()
+}
+
 /// Loads one segment: its checkpoint if valid, then the needles past it.
 /// Returns the segment and its identity → ordinal entries (the latest
 /// needle of each identity in the segment, unless found flagged).
@@ -1194,7 +1208,7 @@ fn load_segment(
         .len();
     let idx_path = f.path.with_file_name(index_file_name(sb.id, sb.generation));
     let ck = std::fs::read(&idx_path).ok();
-    let mut sealed: Option<(ActiveIndex, Vec<u64>)> = None;
+    let mut sealed: Option<checkpoint::SealedParts> = None;
     let mut active: Option<ActiveIndex> = None;
     if let Some(bytes) = ck.as_deref() {
         if let Ok((h, body)) = checkpoint::parse(bytes) {
@@ -1202,9 +1216,9 @@ fn load_segment(
                 let first_ok =
                     |a: &ActiveIndex| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32));
                 if h.kind == checkpoint::KIND_SEALED && h.covered_len == file_len {
-                    sealed = checkpoint::decode_sealed(&h, body)
+                    sealed = checkpoint::decode_sealed_parts(&h, body)
                         .ok()
-                        .filter(|(a, _)| first_ok(a));
+                        .filter(|p| p.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
                 } else if h.kind == checkpoint::KIND_ACTIVE {
                     active = checkpoint::decode_active(&h, body)
                         .ok()
@@ -1215,8 +1229,8 @@ fn load_segment(
     }
     let mut dirty = false;
     let mut fresh_entries = false;
-    let (idx, deleted, is_active) = match sealed {
-        Some((idx, deleted)) => (idx, deleted, false),
+    let (offsets, entries, deleted, is_active) = match sealed {
+        Some(p) => (p.offsets, p.entries, p.deleted, false),
         None => {
             let mut idx = active.take().unwrap_or_else(|| {
                 report.scanned_segments += 1;
@@ -1269,24 +1283,29 @@ fn load_segment(
                 dirty = true;
                 fresh_entries = true;
             }
-            (idx, Vec::new(), stays_active)
+            let mut entries: Vec<Entry> = idx.map.iter().map(|(&(k, a), &o)| (k, a, o)).collect();
+            entries.sort_unstable_by_key(|e| e.2);
+            (idx.offsets, entries, Vec::new(), stays_active)
         }
     };
-    let mut entries: Vec<(u64, u32, u32)> = idx.map.iter().map(|(&(k, a), &o)| (k, a, o)).collect();
-    entries.sort_unstable_by_key(|e| e.2);
+    let needle = |o: u32| -> Option<u64> {
+        let a = u64::from(*offsets.get(o as usize)?);
+        let b = u64::from(*offsets.get(o as usize + 1)?);
+        Some((b - a) * 8)
+    };
     let body = if is_active {
-        let mut keys = vec![(0u64, 0u32); idx.needle_count() as usize];
+        let mut keys = vec![(0u64, 0u32); offsets.len().saturating_sub(1)];
         for &(k, a, o) in &entries {
             keys[o as usize] = (k, a);
         }
         let installed = keys.len();
         Body::Active(RwLock::new(ActiveSeg {
-            offsets: idx.offsets.clone(),
+            offsets: offsets.clone(),
             keys,
             installed,
         }))
     } else {
-        Body::Sealed(SealedSegment::new(&idx.offsets, &deleted).ok_or_else(|| {
+        Body::Sealed(SealedSegment::new(&offsets, &deleted).ok_or_else(|| {
             StoreError::NotASegment {
                 path: f.path.clone(),
                 reason: "its needle offsets could not be indexed".into(),
@@ -1302,10 +1321,10 @@ fn load_segment(
                 .get(o as usize / 64)
                 .is_none_or(|w| w & (1 << (o % 64)) == 0)
         })
-        .filter_map(|&(_, _, o)| idx.needle(o))
-        .map(|x| x.1)
+        .filter_map(|&(_, _, o)| needle(o))
         .sum();
-    let garbage = idx.end().saturating_sub(SUPERBLOCK_LEN as u64 + live);
+    let end = u64::from(offsets.last().copied().unwrap_or(0)) * 8;
+    let garbage = end.saturating_sub(SUPERBLOCK_LEN as u64 + live);
     // Sealed segments' files are opened again on use.
     let file = SegFile::new(is_active.then_some(file), budget);
     let seg = Segment {
@@ -1409,12 +1428,27 @@ fn background(weak: Weak<Inner>) {
 /// An identity and the ordinal of its live needle in a segment.
 type Entry = (u64, u32, u32);
 
-/// A needle to flag: where the index says it is, and whose it should be.
-#[derive(Clone, Copy, Debug)]
+/// A needle to flag: where the index says it is (with the segment handle
+/// taken in the same look-up: a compaction may renumber the segment and
+/// free its table place before the flag is written, and the handle then
+/// leads to the new generation), and whose it should be.
+#[derive(Clone)]
 struct FlagTarget {
+    seg: Option<Arc<Segment>>,
     loc: Loc,
     key: u64,
     alt: u32,
+}
+
+impl NodeIndex {
+    fn target(&self, loc: Loc, key: u64, alt: u32) -> FlagTarget {
+        FlagTarget {
+            seg: self.seg(loc.slot).cloned(),
+            loc,
+            key,
+            alt,
+        }
+    }
 }
 
 impl Inner {
@@ -1553,8 +1587,8 @@ impl Inner {
         for (i, t) in targets.iter().enumerate() {
             groups.entry(t.loc.slot).or_default().push(i);
         }
-        for (slot, members) in groups {
-            let Some(mut seg) = read(&self.idx).seg(slot).cloned() else {
+        for (_, members) in groups {
+            let Some(mut seg) = targets[members[0]].seg.clone() else {
                 continue;
             };
             let mut ords: Vec<(usize, u32)> =
@@ -1632,7 +1666,7 @@ impl Inner {
                     continue;
                 }
                 if let Some(loc) = ix.current(key, alt) {
-                    targets.push(FlagTarget { loc, key, alt });
+                    targets.push(ix.target(loc, key, alt));
                     which.push(i);
                 }
             }
@@ -1731,11 +1765,7 @@ impl Inner {
                                 seg.garbage.fetch_add(l, Ordering::Relaxed);
                             }
                         } else {
-                            targets.push(FlagTarget {
-                                loc,
-                                key: it.key,
-                                alt: it.alt_key,
-                            });
+                            targets.push(ix.target(loc, it.key, it.alt_key));
                         }
                     }
                 }
@@ -1935,14 +1965,8 @@ impl Inner {
                 } else {
                     (y, x)
                 };
-                self.flag_many(
-                    &[FlagTarget {
-                        loc: lose,
-                        key,
-                        alt,
-                    }],
-                    FLAG_SUPERSEDED,
-                )?;
+                let target = read(&self.idx).target(lose, key, alt);
+                self.flag_many(&[target], FLAG_SUPERSEDED)?;
                 Some(win)
             }
             (true, false) => Some(x),
@@ -2001,6 +2025,33 @@ impl Inner {
         Ok(())
     }
 
+    /// (key, alt key, ordinal) of the needles of a sealed segment that may
+    /// be live: its checkpoint's entries, or every needle's header if the
+    /// checkpoint cannot be read.
+    fn segment_identities(&self, seg: &Segment) -> Result<Vec<Entry>> {
+        let from_ck = std::fs::read(seg.index_path()).ok().and_then(|b| {
+            let (h, body) = checkpoint::parse(&b).ok()?;
+            (h.segment == seg.id && h.generation == seg.generation).then_some(())?;
+            checkpoint::decode_sealed_parts(&h, body)
+                .ok()
+                .map(|p| p.entries)
+        });
+        if let Some(e) = from_ck {
+            return Ok(e);
+        }
+        let end = seg.len.load(Ordering::Acquire);
+        let mut sc = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, false);
+        let mut out = Vec::new();
+        let mut ord = 0u32;
+        while let Some(item) = sc.next() {
+            if let ScanItem::Needle { header, .. } = item? {
+                out.push((header.key, header.alt_key, ord));
+            }
+            ord += 1;
+        }
+        Ok(out)
+    }
+
     fn merge_due(&self) -> bool {
         let ix = read(&self.idx);
         let run = ix.run.as_ref().map_or(0, |r| r.entry_count() as usize);
@@ -2037,18 +2088,31 @@ impl Inner {
                 entries.push((k, a, l.slot, l.ord));
             }
         }
-        if let Some(run) = &old_run {
-            let bytes = std::fs::read(&run_path).map_err(StoreError::io("reading", &run_path))?;
-            let keys = run_file::keys(&bytes).map_err(|e| StoreError::NotASegment {
-                path: run_path.clone(),
-                reason: e.to_string(),
-            })?;
-            if keys.len() != run.slot_count() {
-                return Err(StoreError::NotASegment {
-                    path: run_path.clone(),
-                    reason: "the run file does not match the run in RAM".into(),
-                });
+        let old_keys = old_run.as_ref().and_then(|run| {
+            let keys = std::fs::read(&run_path)
+                .ok()
+                .and_then(|b| run_file::keys(&b).ok())?;
+            (keys.len() == run.slot_count()).then_some(keys)
+        });
+        if let (Some(_), None) = (&old_run, &old_keys) {
+            // The run file's keys are unreadable: find the run's identities
+            // in its segments' checkpoints (or headers) instead.
+            for &slot in old_slots.iter().flatten() {
+                let Some(seg) = seg_of(slot) else { continue };
+                let ids = self.segment_identities(seg)?;
+                let ix = read(&self.idx);
+                for (k, a, ord) in ids {
+                    if ix.recent.contains_key(&(k, a))
+                        || ix.run_hit(k, a) != Some(Loc { slot, ord })
+                        || seg.is_deleted(ord)
+                    {
+                        continue;
+                    }
+                    entries.push((k, a, slot, ord));
+                }
             }
+        }
+        if let (Some(run), Some(keys)) = (&old_run, old_keys) {
             for chunk in keys.chunks(1 << 16).enumerate() {
                 let (c, keys) = chunk;
                 let ix = read(&self.idx);

@@ -359,10 +359,19 @@ fn kill_and_check(
                     .is_some_and(|o| data(k, *v).starts_with(&o.data)),
                 Some(None) => !store.contains(k, 0).unwrap(),
             };
-            assert!(
-                old_ok || new_ok,
-                "iteration {it}: key {k} has neither its acknowledged nor its in-flight value"
-            );
+            if !(old_ok || new_ok) {
+                if let Ok(to) = std::env::var("STRATA_CRASH_KEEP") {
+                    let _ = std::process::Command::new("cp")
+                        .args(["-a", dir.to_str().unwrap(), &to])
+                        .status();
+                }
+                panic!(
+                    "iteration {it}: key {k} has neither its acknowledged nor its in-flight value: acked {old:?}, in flight {:?}, got cookie {:?} / {:?}",
+                    in_flight.get(&k),
+                    got.as_ref().map(|o| o.cookie),
+                    store.get_unchecked(k, 0).unwrap().map(|o| (o.cookie, o.segment))
+                );
+            }
             if in_flight.contains_key(&k) && old_ok != new_ok {
                 if let Some(Pending::Delete(_)) = &pending {
                     // A batch of deletes is not atomic: each identity is

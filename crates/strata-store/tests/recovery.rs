@@ -202,37 +202,58 @@ fn all_readable(s: &Store, n: u64, deleted: &[u64]) {
 
 #[test]
 fn a_damaged_or_missing_run_file_is_rebuilt_from_the_checkpoints() {
-    for damage in ["flip", "truncate", "remove", "garbage"] {
-        let d = tempfile::tempdir().unwrap();
-        let s = multi_fill(d.path(), 200);
-        s.merge_index().unwrap();
-        assert!(s.delete(7, 0).unwrap());
-        drop(s);
-        let run = d.path().join("strata.run");
-        let mut b = std::fs::read(&run).unwrap();
-        match damage {
-            "flip" => {
-                let n = b.len();
-                b[n / 3] ^= 0x20;
-                std::fs::write(&run, &b).unwrap();
+    // (damage, whether the open still uses the run: a restart reads only
+    // the header and index section; a merge then finds the identities of
+    // the run in the checkpoints if the keys section is damaged)
+    for (damage, kept) in [
+        ("flip index", false),
+        ("flip keys", true),
+        ("truncate", true),
+        ("remove", false),
+        ("garbage", false),
+    ] {
+        for lost_checkpoints in [false, true] {
+            let d = tempfile::tempdir().unwrap();
+            let s = multi_fill(d.path(), 200);
+            s.merge_index().unwrap();
+            assert!(s.delete(7, 0).unwrap());
+            drop(s);
+            let run = d.path().join("strata.run");
+            let mut b = std::fs::read(&run).unwrap();
+            let n = b.len();
+            match damage {
+                "flip index" => {
+                    b[80] ^= 0x20;
+                    std::fs::write(&run, &b).unwrap();
+                }
+                "flip keys" => {
+                    b[n - 3] ^= 0x20;
+                    std::fs::write(&run, &b).unwrap();
+                }
+                "truncate" => std::fs::write(&run, &b[..n - 5]).unwrap(),
+                "remove" => std::fs::remove_file(&run).unwrap(),
+                _ => std::fs::write(&run, b"STRATRUN and then nothing useful").unwrap(),
             }
-            "truncate" => std::fs::write(&run, &b[..b.len() - 5]).unwrap(),
-            "remove" => std::fs::remove_file(&run).unwrap(),
-            _ => std::fs::write(&run, b"STRATRUN and then nothing useful").unwrap(),
+            if lost_checkpoints {
+                for e in std::fs::read_dir(d.path()).unwrap() {
+                    let p = e.unwrap().path();
+                    if p.extension().is_some_and(|x| x == "idx") {
+                        std::fs::remove_file(p).unwrap();
+                    }
+                }
+            }
+            let what = format!("{damage}, checkpoints lost: {lost_checkpoints}");
+            let s = Store::open(multi_cfg(d.path())).unwrap();
+            assert_eq!(s.memory().sealed_objects > 0, kept, "{what}");
+            all_readable(&s, 200, &[7]);
+            // and the next merge writes a good one
+            s.merge_index().unwrap();
+            all_readable(&s, 200, &[7]);
+            drop(s);
+            let s = Store::open(multi_cfg(d.path())).unwrap();
+            assert!(s.memory().sealed_objects > 150, "{what}");
+            all_readable(&s, 200, &[7]);
         }
-        let s = Store::open(multi_cfg(d.path())).unwrap();
-        assert_eq!(
-            s.memory().sealed_objects,
-            0,
-            "{damage}: the run was not ignored"
-        );
-        all_readable(&s, 200, &[7]);
-        // and the next merge writes a good one
-        s.merge_index().unwrap();
-        drop(s);
-        let s = Store::open(multi_cfg(d.path())).unwrap();
-        assert!(s.memory().sealed_objects > 150, "{damage}");
-        all_readable(&s, 200, &[7]);
     }
 }
 

@@ -170,13 +170,73 @@ pub fn decode_sealed(
     h: &CheckpointHeader,
     body: &[u8],
 ) -> Result<(ActiveIndex, Vec<u64>), CheckpointError> {
+    let parts = decode_sealed_parts(h, body)?;
+    let mut idx = ActiveIndex::new(0);
+    idx.offsets = parts.offsets;
+    idx.map.reserve(parts.entries.len());
+    for (k, a, o) in parts.entries {
+        if idx.map.insert((k, a), o).is_some() {
+            return Err(CheckpointError::Malformed("an identity twice"));
+        }
+    }
+    Ok((idx, parts.deleted))
+}
+
+/// A sealed checkpoint's body as read on open: no hash map is built (the
+/// entries of a segment the run covers are only counted).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SealedParts {
+    /// Needle offsets in 8-byte units, then the covered length.
+    pub offsets: Vec<u32>,
+    /// (key, alternate key, ordinal), ordinals strictly increasing.
+    pub entries: Vec<(u64, u32, u32)>,
+    /// Deleted bitmap words.
+    pub deleted: Vec<u64>,
+}
+
+/// Decodes a sealed checkpoint's body without building a map.
+pub fn decode_sealed_parts(
+    h: &CheckpointHeader,
+    body: &[u8],
+) -> Result<SealedParts, CheckpointError> {
     if h.kind != KIND_SEALED {
         return Err(CheckpointError::Malformed("not a sealed checkpoint"));
     }
-    decode(h, body)
+    let bad = CheckpointError::Malformed("segment checkpoint body");
+    let n = usize::try_from(h.needles).map_err(|_| bad)?;
+    let (offsets, mut r) = decode_offsets(h, body)?;
+    let m = r.u64().ok_or(bad)?;
+    let words = n.div_ceil(64) as u64;
+    if m.checked_mul(16)
+        .and_then(|x| x.checked_add(words * 8))
+        .is_none_or(|x| x != r.remaining() as u64)
+    {
+        return Err(bad);
+    }
+    let mut entries = Vec::with_capacity(m as usize);
+    let mut next = 0u64;
+    for _ in 0..m {
+        let k = r.u64().ok_or(bad)?;
+        let a = r.u32().ok_or(bad)?;
+        let o = r.u32().ok_or(bad)?;
+        if o as usize >= n || u64::from(o) < next {
+            return Err(bad);
+        }
+        next = u64::from(o) + 1;
+        entries.push((k, a, o));
+    }
+    let deleted = r.words(words).ok_or(bad)?;
+    Ok(SealedParts {
+        offsets,
+        entries,
+        deleted,
+    })
 }
 
-fn decode(h: &CheckpointHeader, body: &[u8]) -> Result<(ActiveIndex, Vec<u64>), CheckpointError> {
+fn decode_offsets<'a>(
+    h: &CheckpointHeader,
+    body: &'a [u8],
+) -> Result<(Vec<u32>, Reader<'a>), CheckpointError> {
     let bad = CheckpointError::Malformed("segment checkpoint body");
     let n = usize::try_from(h.needles).map_err(|_| bad)?;
     let mut r = Reader::new(body);
@@ -186,16 +246,24 @@ fn decode(h: &CheckpointHeader, body: &[u8]) -> Result<(ActiveIndex, Vec<u64>), 
     {
         return Err(bad);
     }
-    let mut offsets = Vec::with_capacity(n + 1);
-    for _ in 0..=n {
-        offsets.push(r.u32().ok_or(bad)?);
-    }
+    let raw = r.take((n + 1) * 4).ok_or(bad)?;
+    let offsets: Vec<u32> = raw
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     if offsets.windows(2).any(|w| w[0] > w[1]) || u64::from(offsets[n]) * 8 != h.covered_len {
         return Err(bad);
     }
     if (n + 1) % 2 == 1 {
         r.take(4).ok_or(bad)?;
     }
+    Ok((offsets, r))
+}
+
+fn decode(h: &CheckpointHeader, body: &[u8]) -> Result<(ActiveIndex, Vec<u64>), CheckpointError> {
+    let bad = CheckpointError::Malformed("segment checkpoint body");
+    let n = usize::try_from(h.needles).map_err(|_| bad)?;
+    let (offsets, mut r) = decode_offsets(h, body)?;
     let m = r.u64().ok_or(bad)?;
     let words = n.div_ceil(64) as u64;
     if m.checked_mul(16)

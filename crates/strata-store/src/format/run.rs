@@ -84,13 +84,29 @@ pub fn encode(run: &Run, keys: &[(u64, u32)]) -> Vec<u8> {
 /// Parses and checks a run file (both checksums, every size); returns the
 /// run. A run whose slots name a needle past the run is refused.
 pub fn decode(bytes: &[u8]) -> Result<Run, RunFileError> {
-    let (run, _) = decode_parts(bytes)?;
+    let (run, _) = decode_parts(bytes, true)?;
+    Ok(run)
+}
+
+/// Length of the header and index section of a run file whose first
+/// [`HEADER_LEN`] bytes are `header` (what [`decode_index`] needs).
+pub fn index_len(header: &[u8]) -> Option<u64> {
+    (header.len() >= HEADER_LEN && header[0..8] == MAGIC)
+        .then(|| le_u64(header, 48).checked_add(HEADER_LEN as u64))
+        .flatten()
+}
+
+/// Like [`decode`] from the header and index section only (what a restart
+/// reads; the keys section, which only a merge needs, is checked then).
+/// `bytes` may end anywhere after the index section.
+pub fn decode_index(bytes: &[u8]) -> Result<Run, RunFileError> {
+    let (run, _) = decode_parts(bytes, false)?;
     Ok(run)
 }
 
 /// The identity held in each slot of a run file (as [`encode`] wrote them).
 pub fn keys(bytes: &[u8]) -> Result<Vec<(u64, u32)>, RunFileError> {
-    let (_, kb) = decode_parts(bytes)?;
+    let (_, kb) = decode_parts(bytes, true)?;
     let mut r = Reader::new(kb);
     let mut out = Vec::with_capacity(kb.len() / 12);
     while r.remaining() > 0 {
@@ -101,7 +117,7 @@ pub fn keys(bytes: &[u8]) -> Result<Vec<(u64, u32)>, RunFileError> {
     Ok(out)
 }
 
-fn decode_parts(bytes: &[u8]) -> Result<(Run, &[u8]), RunFileError> {
+fn decode_parts(bytes: &[u8], with_keys: bool) -> Result<(Run, &[u8]), RunFileError> {
     let e = RunFileError;
     if bytes.len() < HEADER_LEN {
         return Err(e("truncated header"));
@@ -176,11 +192,13 @@ fn decode_parts(bytes: &[u8]) -> Result<(Run, &[u8]), RunFileError> {
         return Err(e("trailing bytes in the index section"));
     }
     let kb = &bytes[HEADER_LEN + idx_len..];
-    if nslots.checked_mul(12) != Some(kb.len() as u64) {
-        return Err(e("keys section length"));
-    }
-    if le_u32(bytes, 20) != crc32c::crc32c(kb) {
-        return Err(e("keys checksum mismatch"));
+    if with_keys {
+        if nslots.checked_mul(12) != Some(kb.len() as u64) {
+            return Err(e("keys section length"));
+        }
+        if le_u32(bytes, 20) != crc32c::crc32c(kb) {
+            return Err(e("keys checksum mismatch"));
+        }
     }
     let run = Run {
         generation,
@@ -222,6 +240,9 @@ mod tests {
             assert_eq!(back.lookup(k, a), Some((s as usize, o)));
         }
         assert_eq!(super::keys(&bytes).unwrap(), keys);
+        let prefix = index_len(&bytes[..HEADER_LEN]).unwrap() as usize;
+        assert!(decode_index(&bytes[..prefix]).is_ok());
+        assert!(decode_index(&bytes[..prefix - 1]).is_err());
         for i in (0..bytes.len()).step_by(11) {
             let mut c = bytes.clone();
             c[i] ^= 0x04;

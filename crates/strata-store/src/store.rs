@@ -56,7 +56,7 @@ pub struct Object {
 /// A segment as [`Store::segments`] lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SegmentInfo {
-    /// Segment id (the probe order: higher ids are newer).
+    /// Segment id (higher ids were created later).
     pub id: u64,
     /// Generation (bumped by each compaction or move).
     pub generation: u64,

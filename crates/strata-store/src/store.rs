@@ -942,6 +942,7 @@ impl Store {
     /// [`StoreError::Corrupt`] items and skipped.
     pub fn needles(&self, segment: u64) -> Result<NeedleIter> {
         let seg = self.inner.find(segment)?;
+        self.inner.trim_fds();
         let end = seg.len.load(Ordering::Relaxed);
         let scanner = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, true);
         Ok(NeedleIter { seg, scanner })
@@ -1828,7 +1829,8 @@ impl Inner {
             device: old.device,
             tier: old.tier,
             path: old.path.clone(),
-            file: SegFile::new(Some(old.file()?), &old.file.budget),
+            // Opened again on use: the active handle's file closes with it.
+            file: SegFile::new(None, &old.file.budget),
             created_unix_ns: old.created_unix_ns,
             slot: old.slot,
             body: Body::Sealed(body),
@@ -1844,6 +1846,9 @@ impl Inner {
         let _ = old.moved_to.set((sealed, None));
         old.retired.store(true, Ordering::Release);
         *w = next;
+        drop(a);
+        drop(_g);
+        self.trim_fds();
         Ok(())
     }
 
@@ -2447,6 +2452,7 @@ impl Inner {
         if let Some(d) = src.path.parent() {
             sync_dir(d)?;
         }
+        self.trim_fds();
         if compacting {
             self.counters.compactions.fetch_add(1, Ordering::Relaxed);
             self.counters

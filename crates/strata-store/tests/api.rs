@@ -310,6 +310,17 @@ fn more_segments_than_open_files_allowed() {
         store.put(tier, i, 0, 1, &data(i, 1500)).unwrap();
     }
     assert!(store.segments().len() > 100, "{}", store.segments().len());
+    // Files of this store open in this process (other tests use other
+    // directories): the budget, the active segments, and a few in flight.
+    let open_here = |store: &Store| {
+        let _ = store;
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(dir.path()) || p.starts_with(disk.path()))
+            .count()
+    };
+    assert!(open_here(&store) <= 6 + 2 + 2, "{} files open", open_here(&store));
     let check = |store: &Store, deleted: &dyn Fn(u64) -> bool| {
         for round in 0..2 {
             for i in 0..400u64 {
@@ -329,6 +340,7 @@ fn more_segments_than_open_files_allowed() {
         .unwrap();
     store.merge_index().unwrap();
     check(&store, &|i| i % 3 == 0);
+    assert!(open_here(&store) <= 6 + 2 + 2, "{} files open", open_here(&store));
     drop(store);
     let store = Store::open(c).unwrap();
     check(&store, &|i| i % 3 == 0);

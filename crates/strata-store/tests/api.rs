@@ -320,7 +320,11 @@ fn more_segments_than_open_files_allowed() {
             .filter(|p| p.starts_with(dir.path()) || p.starts_with(disk.path()))
             .count()
     };
-    assert!(open_here(&store) <= 6 + 2 + 2, "{} files open", open_here(&store));
+    assert!(
+        open_here(&store) <= 6 + 2 + 2,
+        "{} files open",
+        open_here(&store)
+    );
     let check = |store: &Store, deleted: &dyn Fn(u64) -> bool| {
         for round in 0..2 {
             for i in 0..400u64 {
@@ -340,7 +344,11 @@ fn more_segments_than_open_files_allowed() {
         .unwrap();
     store.merge_index().unwrap();
     check(&store, &|i| i % 3 == 0);
-    assert!(open_here(&store) <= 6 + 2 + 2, "{} files open", open_here(&store));
+    assert!(
+        open_here(&store) <= 6 + 2 + 2,
+        "{} files open",
+        open_here(&store)
+    );
     drop(store);
     let store = Store::open(c).unwrap();
     check(&store, &|i| i % 3 == 0);

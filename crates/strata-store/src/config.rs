@@ -42,6 +42,10 @@ pub struct StoreConfig {
     /// Advise the kernel that segment reads are random (no readahead), so
     /// that a GET costs exactly the pages of its needle (default true).
     pub random_access_advice: bool,
+    /// Segment files kept open at most (active segments' always are;
+    /// sealed ones are opened on use and the least recently used closed
+    /// beyond this). 0 (default): half the process's file-descriptor limit.
+    pub max_open_files: usize,
 }
 
 impl StoreConfig {
@@ -61,6 +65,7 @@ impl StoreConfig {
             checkpoint_interval: Duration::from_secs(1),
             fingerprint_bits: crate::index::DEFAULT_FINGERPRINT_BITS,
             random_access_advice: true,
+            max_open_files: 0,
         }
     }
 

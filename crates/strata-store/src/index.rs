@@ -1,14 +1,15 @@
-//! The RAM index structures: a hash map for the active segment, and the
-//! compact read-only index of a sealed segment. Pure: no I/O.
+//! The RAM index structures. Pure: no I/O.
 //!
-//! A sealed segment's index answers "(key, alternate key) → needle ordinal"
-//! with a perfect hash ([`Mphf`]) into a slot table whose entries hold the
-//! ordinal (in file order) and a fingerprint; ordinal → (offset, length)
-//! comes from an Elias–Fano sequence of the needle offsets in file order
-//! (needles are contiguous, so a needle's length is the next offset minus
-//! its own). A deleted bit per needle completes it. For 1 GiB segments of
-//! 4 KiB objects that is about 7.2 bytes per object; see
-//! docs/store-format.md for the arithmetic.
+//! - [`Run`]: the merged index of many sealed segments: one perfect hash
+//!   ([`Mphf`]) over all their live identities into a slot table of
+//!   (needle number, fingerprint). The store keeps one run for the whole
+//!   node, so a GET probes it once whatever the number of segments.
+//! - [`SealedSegment`]: per sealed segment, the Elias–Fano coded offsets of
+//!   its needles (ordinal → offset and length) and a deleted bit per needle.
+//! - [`ActiveIndex`]: a segment's needle offsets and its identity → ordinal
+//!   map as a checkpoint or a scan finds them.
+//!
+//! docs/store-format.md has the layouts and the arithmetic.
 
 use crate::bits::{bits_for, EliasFano, PackedArray};
 use crate::hash::{fingerprint_hash, IdHasherBuilder};
@@ -16,79 +17,35 @@ use crate::mphf::{BuildFailed, Mphf};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Default fingerprint width: a stranger identity passes a segment's
-/// fingerprint check with probability 2^-24, and then costs one read that
-/// finds another key in the needle header.
-pub const DEFAULT_FINGERPRINT_BITS: u32 = 24;
+/// Default fingerprint width of the node-wide index: a GET of an absent key
+/// probes one run, whose fingerprint lets a stranger through with
+/// probability 2^-16 (then one read finds another key in the needle header):
+/// 0.15 extra reads per 10,000 absent GETs.
+pub const DEFAULT_FINGERPRINT_BITS: u32 = 16;
 
-/// The compact, read-only index of a sealed segment.
+/// What the RAM keeps of a sealed segment: where its needles are (Elias–Fano
+/// coded offsets in file order; a needle's length is the next offset minus
+/// its own) and which are known deleted. Which identity lives where is in
+/// the node-wide index ([`Run`] and the store's recent map), not here.
 #[derive(Debug)]
-pub struct SealedIndex {
-    pub(crate) mph: Mphf,
-    pub(crate) slots: PackedArray,
-    pub(crate) ord_bits: u32,
-    pub(crate) fp_bits: u32,
+pub struct SealedSegment {
     pub(crate) offsets: EliasFano,
     pub(crate) deleted: Vec<AtomicU64>,
-    pub(crate) entries: u64,
 }
 
-impl SealedIndex {
-    /// Builds the index of a segment. `offsets` holds the byte offset of
-    /// every needle in file order followed by the end of the last needle
-    /// (all multiples of 8); `entries` lists the identities to index with
-    /// their ordinal (distinct identities; the latest needle of each).
-    pub fn build(
-        offsets: &[u64],
-        entries: &[(u64, u32, u32)],
-        seed: u64,
-        fp_bits: u32,
-    ) -> Result<SealedIndex, BuildFailed> {
-        let needles = offsets.len().saturating_sub(1);
-        let ids: Vec<(u64, u32)> = entries.iter().map(|&(k, a, _)| (k, a)).collect();
-        let mph = Mphf::build(&ids, seed)?;
-        let ord_bits = bits_for(needles as u64).max(1);
-        let fp_bits = fp_bits.clamp(1, 64 - ord_bits);
-        let mut slots = PackedArray::new(ord_bits + fp_bits, mph.slots() as usize);
-        for &(k, a, ord) in entries {
-            if ord as usize >= needles {
-                return Err(BuildFailed);
-            }
-            let s = mph.slot(k, a) as usize;
-            let fp = fingerprint(k, a, mph.seed(), fp_bits);
-            slots.set(s, (u64::from(ord) + 1) | (fp << ord_bits));
-        }
-        let units: Vec<u64> = offsets.iter().map(|o| o / 8).collect();
+impl SealedSegment {
+    /// Builds it from the needle offsets in 8-byte units, followed by the
+    /// end of the last needle, and the deleted bitmap words (bit i = needle
+    /// i; missing words are zero).
+    pub fn new(units: &[u32], deleted: &[u64]) -> Option<SealedSegment> {
+        let units: Vec<u64> = units.iter().map(|&u| u64::from(u)).collect();
         let universe = units.last().copied().unwrap_or(0);
-        let offsets = EliasFano::new(&units, universe).ok_or(BuildFailed)?;
+        let offsets = EliasFano::new(&units, universe)?;
+        let needles = units.len().saturating_sub(1);
         let deleted = (0..needles.div_ceil(64))
-            .map(|_| AtomicU64::new(0))
+            .map(|i| AtomicU64::new(deleted.get(i).copied().unwrap_or(0)))
             .collect();
-        Ok(SealedIndex {
-            mph,
-            slots,
-            ord_bits,
-            fp_bits,
-            offsets,
-            deleted,
-            entries: entries.len() as u64,
-        })
-    }
-
-    /// The ordinal of the needle indexed for (key, alt key), if the
-    /// fingerprint matches (a stranger passes with probability 2^-fp_bits).
-    #[inline]
-    pub fn lookup(&self, key: u64, alt_key: u32) -> Option<u32> {
-        let s = self.mph.slot(key, alt_key) as usize;
-        let v = self.slots.get(s);
-        let ord1 = v & ((1u64 << self.ord_bits) - 1);
-        if ord1 == 0 {
-            return None;
-        }
-        if v >> self.ord_bits != fingerprint(key, alt_key, self.mph.seed(), self.fp_bits) {
-            return None;
-        }
-        Some((ord1 - 1) as u32)
+        Some(SealedSegment { offsets, deleted })
     }
 
     /// Byte offset and length of needle `ordinal`.
@@ -110,14 +67,14 @@ impl SealedIndex {
         })
     }
 
-    /// Number of needles in the segment (indexed or not).
-    pub fn needle_count(&self) -> u64 {
-        self.offsets.len().saturating_sub(1) as u64
+    /// Offsets in 8-byte units, then the end of the last needle.
+    pub fn units(&self) -> Vec<u32> {
+        self.offsets.iter().map(|u| u as u32).collect()
     }
 
-    /// Number of indexed identities.
-    pub fn entry_count(&self) -> u64 {
-        self.entries
+    /// Number of needles in the segment.
+    pub fn needle_count(&self) -> u64 {
+        self.offsets.len().saturating_sub(1) as u64
     }
 
     /// Whether needle `ordinal` is known to be deleted.
@@ -138,29 +95,146 @@ impl SealedIndex {
         }
     }
 
-    /// Number of needles marked deleted.
-    pub fn deleted_count(&self) -> u64 {
+    /// The deleted bitmap words.
+    pub fn deleted_words(&self) -> Vec<u64> {
         self.deleted
             .iter()
-            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
-            .sum()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect()
     }
 
-    /// The identities and ordinals indexed is not recoverable from the index
-    /// itself (it stores no keys); this iterates the occupied slots' ordinals.
-    pub fn indexed_ordinals(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.slots.len()).filter_map(move |s| {
-            let v = self.slots.get(s) & ((1u64 << self.ord_bits) - 1);
-            (v != 0).then(|| (v - 1) as u32)
+    /// Heap bytes used.
+    pub fn heap_bytes(&self) -> usize {
+        self.offsets.heap_bytes() + self.deleted.len() * 8
+    }
+}
+
+/// A *run*: the merged, read-only index of many sealed segments. One
+/// perfect hash over every identity the run holds sends it to a slot that
+/// stores `ref + 1` (0 = empty) and an `f`-bit fingerprint; `ref` numbers
+/// the needles of the run's segments one after the other (segment i's
+/// needle `o` is `starts[i] + o`). A lookup is one probe whatever the number
+/// of segments: two hashes, a pilot, a slot, and a binary search over the
+/// run's segment starts.
+#[derive(Debug)]
+pub struct Run {
+    pub(crate) generation: u64,
+    pub(crate) mph: Mphf,
+    pub(crate) slots: PackedArray,
+    pub(crate) ref_bits: u32,
+    pub(crate) fp_bits: u32,
+    /// (segment id, needle count) of each segment of the run.
+    pub(crate) segments: Vec<(u64, u64)>,
+    /// Needle number of each segment's first needle, then the total.
+    pub(crate) starts: Vec<u64>,
+    pub(crate) entries: u64,
+}
+
+impl Run {
+    /// Builds a run over `segments` (id, needle count) from `entries`
+    /// (key, alt key, segment index in `segments`, ordinal): distinct
+    /// identities, each with the needle that is its live version.
+    pub fn build(
+        generation: u64,
+        segments: Vec<(u64, u64)>,
+        entries: &[(u64, u32, u32, u32)],
+        fp_bits: u32,
+    ) -> Result<Run, BuildFailed> {
+        let mut starts = Vec::with_capacity(segments.len() + 1);
+        let mut total = 0u64;
+        for &(_, n) in &segments {
+            starts.push(total);
+            total += n;
+        }
+        starts.push(total);
+        let ids: Vec<(u64, u32)> = entries.iter().map(|&(k, a, _, _)| (k, a)).collect();
+        let mph = Mphf::build(&ids, generation ^ 0x5275_6e5f_7365_6564)?;
+        let ref_bits = bits_for(total).max(1);
+        let fp_bits = fp_bits.clamp(1, 64 - ref_bits);
+        let mut slots = PackedArray::new(ref_bits + fp_bits, mph.slots() as usize);
+        for &(k, a, seg, ord) in entries {
+            let (Some(&start), Some(&(_, n))) =
+                (starts.get(seg as usize), segments.get(seg as usize))
+            else {
+                return Err(BuildFailed);
+            };
+            if u64::from(ord) >= n {
+                return Err(BuildFailed);
+            }
+            let s = mph.slot(k, a) as usize;
+            let fp = fingerprint(k, a, mph.seed(), fp_bits);
+            slots.set(s, (start + u64::from(ord) + 1) | (fp << ref_bits));
+        }
+        Ok(Run {
+            generation,
+            mph,
+            slots,
+            ref_bits,
+            fp_bits,
+            segments,
+            starts,
+            entries: entries.len() as u64,
         })
     }
 
-    /// Heap bytes used by the whole structure.
+    /// The (segment index, ordinal) the run holds for (key, alt key), if the
+    /// fingerprint matches (a stranger passes with probability 2^-f).
+    #[inline]
+    pub fn lookup(&self, key: u64, alt_key: u32) -> Option<(usize, u32)> {
+        let s = self.mph.slot(key, alt_key) as usize;
+        let v = self.slots.get(s);
+        if v >> self.ref_bits != fingerprint(key, alt_key, self.mph.seed(), self.fp_bits) {
+            return None;
+        }
+        self.decode(v)
+    }
+
+    /// The slot of an identity.
+    pub fn slot_of(&self, key: u64, alt_key: u32) -> usize {
+        self.mph.slot(key, alt_key) as usize
+    }
+
+    /// What slot `s` holds: (segment index, ordinal), or `None` if empty.
+    pub fn slot(&self, s: usize) -> Option<(usize, u32)> {
+        self.decode(self.slots.get(s))
+    }
+
+    fn decode(&self, v: u64) -> Option<(usize, u32)> {
+        let r1 = v & ((1u64 << self.ref_bits) - 1);
+        let r = r1.checked_sub(1)?;
+        let i = self.starts.partition_point(|&s| s <= r).checked_sub(1)?;
+        if i >= self.segments.len() {
+            return None;
+        }
+        Some((i, (r - self.starts[i]) as u32))
+    }
+
+    /// Number of slots.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Number of identities held.
+    pub fn entry_count(&self) -> u64 {
+        self.entries
+    }
+
+    /// The run's generation (a counter bumped by every merge).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// (segment id, needle count) of the run's segments.
+    pub fn segments(&self) -> &[(u64, u64)] {
+        &self.segments
+    }
+
+    /// Heap bytes used.
     pub fn heap_bytes(&self) -> usize {
         self.mph.heap_bytes()
             + self.slots.heap_bytes()
-            + self.offsets.heap_bytes()
-            + self.deleted.len() * 8
+            + self.segments.len() * 16
+            + self.starts.len() * 8
     }
 }
 
@@ -220,15 +294,6 @@ impl ActiveIndex {
         let entry = std::mem::size_of::<((u64, u32), u32)>() + 1;
         self.map.capacity() * entry + self.offsets.capacity() * 4
     }
-
-    /// Builds the compact index of this segment when it is sealed.
-    pub fn seal(&self, seed: u64, fp_bits: u32) -> Result<SealedIndex, BuildFailed> {
-        let offsets: Vec<u64> = self.offsets.iter().map(|&o| o as u64 * 8).collect();
-        let mut entries: Vec<(u64, u32, u32)> =
-            self.map.iter().map(|(&(k, a), &o)| (k, a, o)).collect();
-        entries.sort_unstable_by_key(|e| e.2);
-        SealedIndex::build(&offsets, &entries, seed, fp_bits)
-    }
 }
 
 #[cfg(test)]
@@ -236,25 +301,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sealed_lookup_matches_active() {
-        let mut a = ActiveIndex::new(64);
-        for i in 0..10_000u64 {
-            a.push(i % 7000, (i % 3) as u32, 8 * (5 + i % 11));
+    fn run_lookup_finds_every_entry_and_rejects_strangers() {
+        let segments = vec![(3u64, 5000u64), (9, 1), (12, 7000)];
+        let mut entries = Vec::new();
+        for i in 0..5000u32 {
+            entries.push((u64::from(i), 0, 0, i));
         }
-        let s = a.seal(1, DEFAULT_FINGERPRINT_BITS).unwrap();
-        assert_eq!(s.needle_count(), 10_000);
-        for (&(k, alt), &ord) in &a.map {
-            assert_eq!(s.lookup(k, alt), Some(ord));
-            assert_eq!(s.needle(ord), a.needle(ord));
+        entries.push((99_999, 1, 1, 0));
+        for i in 0..7000u32 {
+            entries.push((100_000 + u64::from(i), 2, 2, 6999 - i));
         }
-        // strangers are (almost always) rejected by the fingerprint
-        let strangers = (100_000..200_000u64)
-            .filter(|&k| s.lookup(k, 0).is_some())
+        let r = Run::build(1, segments, &entries, DEFAULT_FINGERPRINT_BITS).unwrap();
+        for &(k, a, s, o) in &entries {
+            assert_eq!(r.lookup(k, a), Some((s as usize, o)));
+        }
+        let strangers = (1_000_000..1_200_000u64)
+            .filter(|&k| r.lookup(k, 0).is_some())
             .count();
-        assert!(strangers < 5, "{strangers} false positives");
+        assert!(strangers < 20, "{strangers} false positives");
+        // an ordinal past its segment is refused
+        assert!(Run::build(1, vec![(1, 2)], &[(1, 0, 0, 2)], 16).is_err());
+    }
+
+    #[test]
+    fn sealed_segment_offsets_and_deleted_bits() {
+        let mut a = ActiveIndex::new(64);
+        for i in 0..1000u64 {
+            a.push(i, 0, 8 * (5 + i % 11));
+        }
+        let s = SealedSegment::new(&a.offsets, &[]).unwrap();
+        assert_eq!(s.needle_count(), 1000);
+        for o in 0..1000u32 {
+            assert_eq!(s.needle(o), a.needle(o));
+        }
         assert!(s.set_deleted(3));
         assert!(!s.set_deleted(3));
         assert!(s.is_deleted(3));
-        assert_eq!(s.deleted_count(), 1);
+        let t = SealedSegment::new(&s.units(), &s.deleted_words()).unwrap();
+        assert!(t.is_deleted(3) && !t.is_deleted(4));
     }
 }

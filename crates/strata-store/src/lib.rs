@@ -1,7 +1,8 @@
 //! Strata's segment store: the Haystack needle engine.
 //!
 //! Objects are *needles* appended to *segment* files, one per device
-//! directory at a time; every lookup is in RAM and a GET costs one
+//! directory at a time; every lookup is in RAM — at most two probes of one
+//! node-wide index, whatever the number of segments — and a GET costs one
 //! positioned read of the whole needle. See `docs/store-format.md` for the
 //! on-disk formats byte by byte, and the compaction and recovery design.
 //!
@@ -29,6 +30,7 @@
 //! assert_eq!(obj.tier, Tier::Flash);
 //!
 //! store.delete(1, 1)?; // flag set on disk synchronously
+//! store.delete_batch(&[(7, 0), (8, 0)])?; // one fdatasync per segment touched
 //!
 //! // Segments: listing, compaction with progress, whole-segment moves.
 //! for s in store.segments() {
@@ -38,6 +40,7 @@
 //! let id = store.segments().iter().find(|s| !s.active).map(|s| s.id).unwrap();
 //! store.compact(id, &mut |p| eprintln!("{}/{}", p.done, p.total))?;
 //! store.move_segment(id, 1, &mut |_| {})?; // flash -> disk
+//! store.merge_index()?; // also done in the background as writes accumulate
 //! for needle in store.needles(id)? { let _ = needle?; } // recovery streaming
 //! println!("{:?} {:?}", store.counters(), store.memory());
 //! # Ok(()) }
@@ -52,9 +55,10 @@
 //!
 //! - [`format`]: pure encoding and parsing of needles, superblocks and
 //!   checkpoints (no I/O; fuzzed).
-//! - `bits`, `mphf`, `index`: the compact sealed-segment index (perfect
-//!   hash, fingerprints, Elias–Fano offsets, deleted bits) and the active
-//!   segment's hash map (pure).
+//! - `bits`, `mphf`, `index`: the node-wide index's *run* (one perfect hash
+//!   with fingerprints over every sealed segment's live identities), each
+//!   sealed segment's Elias–Fano offsets and deleted bits (pure). The
+//!   store adds the *recent map* of writes since the last merge.
 //! - [`segment`]: segment files, counted positioned reads, the scanner.
 //! - [`Store`]: the engine; [`verify`]: an offline check of a directory.
 

@@ -7,19 +7,20 @@ use crate::format::checkpoint;
 use crate::format::needle::{
     self, NeedleHeader, FLAGS_OFFSET, FLAG_DELETED, FLAG_SUPERSEDED, HEADER_LEN,
 };
+use crate::format::run as run_file;
 use crate::format::superblock::{Superblock, Tier, SUPERBLOCK_LEN};
-use crate::hash::mix64;
-use crate::index::{ActiveIndex, SealedIndex};
+use crate::hash::IdHasherBuilder;
+use crate::index::{ActiveIndex, Run, SealedSegment};
 use crate::segment::{
     self, index_file_name, parse_file_name, pread_exact, segment_file_name, sync_dir,
     write_file_atomic, ScanItem, Scanner,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -55,7 +56,7 @@ pub struct Object {
 /// A segment as [`Store::segments`] lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SegmentInfo {
-    /// Segment id (the probe order: higher ids are newer).
+    /// Segment id (higher ids were created later).
     pub id: u64,
     /// Generation (bumped by each compaction or move).
     pub generation: u64,
@@ -96,27 +97,36 @@ pub struct Counters {
     pub compactions: u64,
     /// Bytes reclaimed by compactions.
     pub bytes_reclaimed: u64,
+    /// Probes of the node-wide index by GETs (the recent map, then the run
+    /// if the recent map does not know the identity): at most 2 per GET.
+    pub index_probes: u64,
+    /// GETs (index lookups) counted in `index_probes`.
+    pub index_lookups: u64,
+    /// Merges of the recent map into the run.
+    pub merges: u64,
 }
 
 /// RAM used by the index.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryUsage {
-    /// Bytes of the compact indexes of sealed segments.
+    /// Bytes of the run (the merged node-wide index) and of the sealed
+    /// segments' offsets and deleted bits.
     pub sealed_bytes: u64,
-    /// Objects indexed in sealed segments.
+    /// Objects held by the run.
     pub sealed_objects: u64,
-    /// Bytes of the active segments' hash maps and offset lists.
+    /// Bytes of the recent map (writes since the last merge) and of the
+    /// active segments' offsets and identities.
     pub active_bytes: u64,
-    /// Objects indexed in active segments.
+    /// Objects (and tombstones) held by the recent map.
     pub active_objects: u64,
 }
 
 impl MemoryUsage {
-    /// Index bytes per object in sealed segments.
+    /// Index bytes per object held by the run (with the sealed segments).
     pub fn sealed_bytes_per_object(&self) -> f64 {
         self.sealed_bytes as f64 / self.sealed_objects.max(1) as f64
     }
-    /// Index bytes per object in active segments.
+    /// Index bytes per object of the recent map and active segments.
     pub fn active_bytes_per_object(&self) -> f64 {
         self.active_bytes as f64 / self.active_objects.max(1) as f64
     }
@@ -182,9 +192,149 @@ pub struct OpenReport {
     pub corrupt_regions: Vec<(u64, u64)>,
 }
 
-enum SegIndex {
-    Active(RwLock<ActiveIndex>),
-    Sealed(SealedIndex),
+/// Where the node-wide index says an identity lives: a place in the segment
+/// table and a needle ordinal in that segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Loc {
+    slot: u32,
+    ord: u32,
+}
+
+/// A recent-map entry that hides whatever the run holds for an identity
+/// (deleted since the run was built).
+const TOMB: Loc = Loc {
+    slot: u32::MAX,
+    ord: u32::MAX,
+};
+
+/// The recent map grows by at least this many entries between merges.
+const MERGE_MIN_ENTRIES: usize = 1 << 16;
+
+/// GETs that find the indexed needle flagged superseded wait this many
+/// times for the put that flagged it to install its newer needle.
+const SUPERSEDED_RETRIES: u32 = 10_000;
+
+/// An active segment's needles: offsets (8-byte units, then the end) and
+/// the identity of each needle in file order (to write its checkpoint and
+/// the sealed checkpoint without a scan).
+#[derive(Debug, Default)]
+struct ActiveSeg {
+    offsets: Vec<u32>,
+    keys: Vec<(u64, u32)>,
+    /// Needles whose index update is done: a checkpoint covers only these
+    /// (the others are found as orphans by a scan after a crash).
+    installed: usize,
+}
+
+impl ActiveSeg {
+    fn needle(&self, ord: u32) -> Option<(u64, u64)> {
+        let a = u64::from(*self.offsets.get(ord as usize)?);
+        let b = u64::from(*self.offsets.get(ord as usize + 1)?);
+        Some((a * 8, (b - a) * 8))
+    }
+    fn end(&self) -> u64 {
+        u64::from(self.offsets.last().copied().unwrap_or(0)) * 8
+    }
+    fn push(&mut self, key: u64, alt: u32, len: u64) -> u32 {
+        let ord = (self.offsets.len() - 1) as u32;
+        let end = (self.end() + len) / 8;
+        self.offsets.push(end as u32);
+        self.keys.push((key, alt));
+        ord
+    }
+    fn heap_bytes(&self) -> usize {
+        self.offsets.capacity() * 4 + self.keys.capacity() * std::mem::size_of::<(u64, u32)>()
+    }
+}
+
+enum Body {
+    Active(RwLock<ActiveSeg>),
+    Sealed(SealedSegment),
+}
+
+/// How many segment files the store keeps open: an active segment's file
+/// stays open, a sealed one's is opened on use and closed again (least
+/// recently used first) once more than `cap` are open, so that a node with
+/// more segments than its file-descriptor limit serves them all.
+struct FdBudget {
+    open: AtomicUsize,
+    cap: usize,
+    /// Clock hand of the eviction sweep over the segment table.
+    hand: AtomicUsize,
+    random_advice: bool,
+}
+
+impl FdBudget {
+    fn new(cfg: &StoreConfig) -> FdBudget {
+        let cap = if cfg.max_open_files > 0 {
+            cfg.max_open_files
+        } else {
+            let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                .current
+                .unwrap_or(1 << 20);
+            (soft / 2).clamp(64, 1 << 20) as usize
+        };
+        FdBudget {
+            open: AtomicUsize::new(0),
+            cap,
+            hand: AtomicUsize::new(0),
+            random_advice: cfg.random_access_advice,
+        }
+    }
+}
+
+/// A segment's file, opened on demand (see [`FdBudget`]).
+struct SegFile {
+    handle: RwLock<Option<Arc<File>>>,
+    /// Used since the eviction sweep last passed (second chance).
+    used: AtomicBool,
+    budget: Arc<FdBudget>,
+}
+
+impl SegFile {
+    fn new(file: Option<Arc<File>>, budget: &Arc<FdBudget>) -> SegFile {
+        if file.is_some() {
+            budget.open.fetch_add(1, Ordering::Relaxed);
+        }
+        SegFile {
+            handle: RwLock::new(file),
+            used: AtomicBool::new(true),
+            budget: budget.clone(),
+        }
+    }
+
+    fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
+        self.used.store(true, Ordering::Relaxed);
+        if let Some(f) = read(&self.handle).as_ref() {
+            return Ok(f.clone());
+        }
+        let mut h = write(&self.handle);
+        if let Some(f) = h.as_ref() {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(segment::open_rw(path)?);
+        if self.budget.random_advice {
+            advise_random(&f);
+        }
+        *h = Some(f.clone());
+        self.budget.open.fetch_add(1, Ordering::Relaxed);
+        Ok(f)
+    }
+
+    /// Closes the handle (readers holding a clone finish on it).
+    fn close(&self) {
+        if write(&self.handle).take().is_some() {
+            self.budget.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for SegFile {
+    fn drop(&mut self) {
+        if read(&self.handle).is_some() {
+            self.budget.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 struct Segment {
@@ -193,9 +343,12 @@ struct Segment {
     device: usize,
     tier: Tier,
     path: PathBuf,
-    file: Arc<File>,
+    file: SegFile,
     created_unix_ns: u64,
-    index: SegIndex,
+    /// Place in the node index's segment table (kept by seal and move, new
+    /// after a compaction, which renumbers needles).
+    slot: u32,
+    body: Body,
     len: AtomicU64,
     garbage: AtomicU64,
     /// Serialises in-place flag writes with the swap of a compaction, move
@@ -203,68 +356,50 @@ struct Segment {
     lock: Mutex<()>,
     /// Set once a newer handle replaced this one (seal, compaction, move).
     retired: AtomicBool,
+    /// The newer handle and, for a compaction, each old ordinal's new one
+    /// (`u32::MAX`: dropped); a flag write that finds this handle retired
+    /// follows it.
+    moved_to: OnceLock<(Arc<Segment>, Option<Vec<u32>>)>,
     /// The on-disk checkpoint is behind.
     dirty: AtomicBool,
-}
-
-/// A located needle: its segment, ordinal, offset and length.
-struct Cand {
-    seg: Arc<Segment>,
-    ord: u32,
-    offset: u64,
-    len: u64,
+    /// Identity → ordinal entries of a sealed segment whose checkpoint has
+    /// not been written yet (the RAM keeps no keys of sealed segments).
+    pending: Mutex<Option<Vec<(u64, u32, u32)>>>,
 }
 
 impl Segment {
-    fn locate(&self, key: u64, alt: u32) -> Option<(u32, u64, u64)> {
-        match &self.index {
-            SegIndex::Active(a) => {
-                let a = read(a);
-                let ord = *a.map.get(&(key, alt))?;
-                let (o, l) = a.needle(ord)?;
-                Some((ord, o, l))
-            }
-            SegIndex::Sealed(s) => {
-                let ord = s.lookup(key, alt)?;
-                if s.is_deleted(ord) {
-                    return None;
-                }
-                let (o, l) = s.needle(ord)?;
-                Some((ord, o, l))
-            }
+    fn needle(&self, ord: u32) -> Option<(u64, u64)> {
+        match &self.body {
+            Body::Active(a) => read(a).needle(ord),
+            Body::Sealed(s) => s.needle(ord),
         }
     }
 
-    /// Drops the index entry of needle `ord` of identity (key, alt).
-    fn mark_dead(&self, key: u64, alt: u32, ord: u32) -> bool {
-        match &self.index {
-            SegIndex::Active(a) => {
-                let mut a = write(a);
-                if a.map.get(&(key, alt)) == Some(&ord) {
-                    a.map.remove(&(key, alt));
-                    true
-                } else {
-                    false
-                }
-            }
-            SegIndex::Sealed(s) => s.set_deleted(ord),
+    fn is_deleted(&self, ord: u32) -> bool {
+        match &self.body {
+            Body::Active(_) => false,
+            Body::Sealed(s) => s.is_deleted(ord),
         }
     }
 
     fn is_active(&self) -> bool {
-        matches!(self.index, SegIndex::Active(_))
+        matches!(self.body, Body::Active(_))
     }
 
     fn needle_count(&self) -> u64 {
-        match &self.index {
-            SegIndex::Active(a) => read(a).needle_count(),
-            SegIndex::Sealed(s) => s.needle_count(),
+        match &self.body {
+            Body::Active(a) => read(a).offsets.len().saturating_sub(1) as u64,
+            Body::Sealed(s) => s.needle_count(),
         }
+    }
+
+    fn file(&self) -> Result<Arc<File>> {
+        self.file.get(&self.path)
     }
 
     fn pread(&self, offset: u64, len: u64, counters: &CounterCells) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
-        let calls = pread_exact(&self.file, &mut buf, offset)
+        let calls = pread_exact(&*self.file()?, &mut buf, offset)
             .map_err(StoreError::io("reading", &self.path))?;
         counters.preads.fetch_add(calls, Ordering::Relaxed);
         counters.bytes_read.fetch_add(len, Ordering::Relaxed);
@@ -285,16 +420,111 @@ impl Segment {
             .with_file_name(index_file_name(self.id, self.generation))
     }
 
-    fn checkpoint_bytes(&self) -> Vec<u8> {
-        match &self.index {
-            SegIndex::Active(a) => checkpoint::encode_active(self.id, self.generation, &read(a)),
-            SegIndex::Sealed(s) => checkpoint::encode_sealed(self.id, self.generation, s),
-        }
-    }
-
     fn garbage_ratio(&self) -> f64 {
         let len = self.len.load(Ordering::Relaxed).max(1);
         (self.garbage.load(Ordering::Relaxed) as f64 / len as f64).min(1.0)
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        let own = std::mem::size_of::<Segment>() + self.path.as_os_str().len();
+        let body = match &self.body {
+            Body::Active(a) => read(a).heap_bytes(),
+            Body::Sealed(s) => s.heap_bytes(),
+        };
+        (own + body) as u64
+    }
+}
+
+/// The node-wide index: which needle is the live version of each identity,
+/// over every segment of every device.
+///
+/// Two parts, each probed at most once per lookup: the *recent map*
+/// (identity → location, exact keys) holds every write since the last merge
+/// and tombstones; the *run* ([`Run`]) holds everything merged before. A
+/// recent entry always wins, so each identity has exactly one answer and a
+/// GET never probes further.
+struct NodeIndex {
+    /// Segment table: `Loc::slot` → segment (None once a compaction
+    /// replaced it by a renumbered generation).
+    table: Vec<Option<Arc<Segment>>>,
+    recent: HashMap<(u64, u32), Loc, IdHasherBuilder>,
+    run: Option<Arc<Run>>,
+    /// Table slot of each segment of the run (None: no longer valid).
+    run_slots: Vec<Option<u32>>,
+    /// Size of the recent map after the last merge.
+    recent_floor: usize,
+}
+
+/// What the index answers for an identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// Live (as far as RAM knows) at this location, from the recent map.
+    Recent(Loc),
+    /// Live at this location, from the run (a fingerprint match: may be a
+    /// stranger, which the needle header tells).
+    Run(Loc),
+    /// Deleted since the run was built.
+    Tomb,
+    /// Unknown.
+    Absent,
+}
+
+impl Answer {
+    fn loc(self) -> Option<Loc> {
+        match self {
+            Answer::Recent(l) | Answer::Run(l) => Some(l),
+            _ => None,
+        }
+    }
+}
+
+impl NodeIndex {
+    fn seg(&self, slot: u32) -> Option<&Arc<Segment>> {
+        self.table.get(slot as usize).and_then(|s| s.as_ref())
+    }
+
+    /// The run's answer for an identity, if its segment is still valid.
+    fn run_hit(&self, key: u64, alt: u32) -> Option<Loc> {
+        let run = self.run.as_ref()?;
+        let (i, ord) = run.lookup(key, alt)?;
+        let slot = (*self.run_slots.get(i)?)?;
+        Some(Loc { slot, ord })
+    }
+
+    /// Looks an identity up; also returns the number of probes (1 or 2).
+    fn find(&self, key: u64, alt: u32) -> (Answer, u64) {
+        match self.recent.get(&(key, alt)) {
+            Some(&TOMB) => (Answer::Tomb, 1),
+            Some(&l) => (Answer::Recent(l), 1),
+            None => match self.run_hit(key, alt) {
+                Some(l) => (Answer::Run(l), 2),
+                None => (Answer::Absent, if self.run.is_some() { 2 } else { 1 }),
+            },
+        }
+    }
+
+    fn current(&self, key: u64, alt: u32) -> Option<Loc> {
+        self.find(key, alt).0.loc()
+    }
+
+    /// The needle at `loc` is no longer the live version of (key, alt) (it
+    /// was deleted, or found dead): drop it from the index, hiding whatever
+    /// the run holds for the identity.
+    fn forget(&mut self, key: u64, alt: u32, loc: Loc) {
+        if self.recent.get(&(key, alt)) == Some(&loc) {
+            if self.run_hit(key, alt).is_some() {
+                self.recent.insert((key, alt), TOMB);
+            } else {
+                self.recent.remove(&(key, alt));
+            }
+        } else if !self.recent.contains_key(&(key, alt)) && self.run_hit(key, alt) == Some(loc) {
+            self.recent.insert((key, alt), TOMB);
+        }
+    }
+
+    fn recent_heap_bytes(&self) -> u64 {
+        let entry = std::mem::size_of::<((u64, u32), Loc)>() + 1;
+        (self.recent.capacity() * entry) as u64
     }
 }
 
@@ -306,6 +536,9 @@ struct CounterCells {
     fdatasyncs: AtomicU64,
     compactions: AtomicU64,
     reclaimed: AtomicU64,
+    probes: AtomicU64,
+    gets: AtomicU64,
+    merges: AtomicU64,
 }
 
 struct Device {
@@ -318,12 +551,16 @@ struct Device {
 struct Inner {
     cfg: StoreConfig,
     devices: Vec<Device>,
-    /// Every segment, sorted by id, highest (newest) first.
-    segs: RwLock<Vec<Arc<Segment>>>,
+    idx: RwLock<NodeIndex>,
     next_id: AtomicU64,
     rr: AtomicUsize,
+    fds: Arc<FdBudget>,
     counters: CounterCells,
-    /// One compaction or move at a time.
+    /// Serialises index updates that flag needles on disk first (puts that
+    /// overwrite, deletes), so that two writers of one identity cannot
+    /// both leave their needle unflagged.
+    update: Mutex<()>,
+    /// One compaction, move or merge at a time.
     maintenance: Mutex<()>,
     stop: AtomicBool,
     /// Exclusive advisory locks on each directory's lock file, held while
@@ -359,19 +596,16 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn seed_of(id: u64, generation: u64) -> u64 {
-    mix64(id ^ generation.rotate_left(32) ^ 0x7374_7261_7461)
-}
-
 fn advise_random(file: &File) {
     // Advice only: failure changes performance, never correctness.
     let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::Random);
 }
 
 impl Store {
-    /// Opens (and recovers) a store: loads every segment's index checkpoint,
-    /// scans the needles past it (orphans), cuts torn tails, and starts the
-    /// background thread that writes checkpoints and compacts.
+    /// Opens (and recovers) a store: loads the run file and every segment's
+    /// index checkpoint, scans the needles past them (orphans), cuts torn
+    /// tails, settles identities found live in two segments, and starts the
+    /// background thread that writes checkpoints, merges and compacts.
     pub fn open(cfg: StoreConfig) -> Result<Store> {
         if cfg.devices.is_empty() {
             return Err(StoreError::Config("no device directory given".into()));
@@ -409,24 +643,42 @@ impl Store {
         let found = discover(&cfg)?;
         let max_id = found.keys().next_back().copied();
         let next_id = AtomicU64::new(max_id.map_or(1, |m| m + 1));
-        let counters = CounterCells::default();
-        let mut segs: Vec<Arc<Segment>> = Vec::new();
         // The highest id of each device is its active segment candidate.
         let mut last_of_device: Vec<Option<u64>> = vec![None; cfg.devices.len()];
         for (&id, f) in &found {
             last_of_device[f.device] = Some(id);
         }
+        let fds = Arc::new(FdBudget::new(&cfg));
+        let mut table: Vec<Option<Arc<Segment>>> = Vec::new();
+        let mut entries_of: Vec<Vec<Entry>> = Vec::new();
         for (&id, f) in &found {
             let is_last = last_of_device[f.device] == Some(id);
-            let seg = load_segment(&cfg, f, is_last, &mut report)?;
-            segs.push(Arc::new(seg));
+            let (seg, entries) =
+                load_segment(&cfg, f, is_last, table.len() as u32, &fds, &mut report)?;
+            table.push(Some(Arc::new(seg)));
+            entries_of.push(entries);
         }
-        report.segments = segs.len();
-        segs.sort_by_key(|s| std::cmp::Reverse(s.id));
+        report.segments = table.len();
+        // The run, valid for the segments that still have the needles it
+        // numbered (same id, same needle count: rewrites only drop needles).
+        let run = read_run_index(&cfg.devices[0].path.join(run_file::FILE_NAME));
+        let mut run_slots = Vec::new();
+        if let Some(r) = &run {
+            let by_id: HashMap<u64, &Arc<Segment>> =
+                table.iter().flatten().map(|s| (s.id, s)).collect();
+            for &(id, n) in r.segments() {
+                let slot = by_id
+                    .get(&id)
+                    .and_then(|s| (!s.is_active() && s.needle_count() == n).then_some(s.slot));
+                run_slots.push(slot);
+            }
+        }
+        let covered: std::collections::HashSet<u32> = run_slots.iter().flatten().copied().collect();
         let mut devices = Vec::new();
         for (i, d) in cfg.devices.iter().enumerate() {
-            let active = segs
+            let active = table
                 .iter()
+                .flatten()
                 .find(|s| s.device == i && s.is_active())
                 .cloned();
             let active = match active {
@@ -436,8 +688,10 @@ impl Store {
                         &cfg,
                         i,
                         next_id.fetch_add(1, Ordering::Relaxed),
+                        table.len() as u32,
+                        &fds,
                     )?);
-                    segs.push(s.clone());
+                    table.push(Some(s.clone()));
                     s
                 }
             };
@@ -447,23 +701,48 @@ impl Store {
                 writer: Mutex::new(active),
             });
         }
-        segs.sort_by_key(|s| std::cmp::Reverse(s.id));
-        if cfg.random_access_advice {
-            for s in &segs {
-                advise_random(&s.file);
-            }
-        }
         let inner = Arc::new(Inner {
             cfg,
             devices,
-            segs: RwLock::new(segs),
+            idx: RwLock::new(NodeIndex {
+                table,
+                recent: HashMap::with_hasher(IdHasherBuilder),
+                run: run.map(Arc::new),
+                run_slots,
+                recent_floor: 0,
+            }),
             next_id,
             rr: AtomicUsize::new(0),
-            counters,
+            fds,
+            counters: CounterCells::default(),
+            update: Mutex::new(()),
             maintenance: Mutex::new(()),
             stop: AtomicBool::new(false),
             _locks: locks,
         });
+        // Identities of the segments the run does not cover go to the
+        // recent map, oldest segment first.
+        let mut cands: Vec<(u64, u32, Loc)> = Vec::new();
+        for (slot, entries) in entries_of.into_iter().enumerate() {
+            if covered.contains(&(slot as u32)) {
+                continue;
+            }
+            for (k, a, ord) in entries {
+                cands.push((
+                    k,
+                    a,
+                    Loc {
+                        slot: slot as u32,
+                        ord,
+                    },
+                ));
+            }
+        }
+        inner.settle(cands)?;
+        {
+            let mut ix = write(&inner.idx);
+            ix.recent_floor = ix.recent.len();
+        }
         // Scanned or re-sealed segments get their checkpoints now, so that
         // the next open is fast even if this process is killed soon.
         inner.write_checkpoints()?;
@@ -545,18 +824,28 @@ impl Store {
         Ok(self.inner.get(key, alt_key, None)?.is_some())
     }
 
-    /// Deletes an object: sets the deleted flag in its needle (and in any
-    /// older needle of the same identity) on disk, synchronously, then drops
-    /// it from the index. Returns whether a live object was deleted.
+    /// Deletes an object: sets the deleted flag in its needle on disk,
+    /// synchronously, then drops it from the index. Returns whether a live
+    /// object was deleted.
     pub fn delete(&self, key: u64, alt_key: u32) -> Result<bool> {
-        self.inner.delete(key, alt_key)
+        Ok(self.inner.delete_batch(&[(key, alt_key)])?[0])
+    }
+
+    /// Deletes a batch of objects (identities as (key, alternate key)): the
+    /// deleted flags are written in place and made durable with one
+    /// fdatasync per segment file the batch touches (not one per delete),
+    /// before the call returns. Returns, for each identity, whether a live
+    /// object was deleted (an identity given twice is deleted once).
+    pub fn delete_batch(&self, ids: &[(u64, u32)]) -> Result<Vec<bool>> {
+        self.inner.delete_batch(ids)
     }
 
     /// Every segment with its tier, size, garbage ratio and creation time,
     /// newest first.
     pub fn segments(&self) -> Vec<SegmentInfo> {
-        let inner = &self.inner;
-        read(&inner.segs)
+        let mut v: Vec<SegmentInfo> = self
+            .inner
+            .all_segments()
             .iter()
             .map(|s| SegmentInfo {
                 id: s.id,
@@ -570,7 +859,9 @@ impl Store {
                 garbage_ratio: s.garbage_ratio(),
                 created_unix_ns: s.created_unix_ns,
             })
-            .collect()
+            .collect();
+        v.sort_by_key(|s| std::cmp::Reverse(s.id));
+        v
     }
 
     /// Compacts a sealed segment online: copies its live needles to a new
@@ -637,19 +928,23 @@ impl Store {
         self.inner.seal(device, &mut w)
     }
 
+    /// Merges the recent map's entries of sealed segments into a new run
+    /// (written to the run file before it replaces the old one). The store
+    /// does this by itself in the background once the recent map has grown
+    /// by an eighth of the run (at least 65,536 entries); returns the
+    /// identities the new run holds.
+    pub fn merge_index(&self) -> Result<u64> {
+        self.inner.merge()
+    }
+
     /// The needles of a segment in file order (for recovery streaming and
     /// re-appending hot needles). Damaged needles are reported as
     /// [`StoreError::Corrupt`] items and skipped.
     pub fn needles(&self, segment: u64) -> Result<NeedleIter> {
         let seg = self.inner.find(segment)?;
+        self.inner.trim_fds();
         let end = seg.len.load(Ordering::Relaxed);
-        let scanner = Scanner::new(
-            seg.file.clone(),
-            &seg.path,
-            SUPERBLOCK_LEN as u64,
-            end,
-            true,
-        );
+        let scanner = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, true);
         Ok(NeedleIter { seg, scanner })
     }
 
@@ -657,9 +952,13 @@ impl Store {
     /// identity (not deleted, not overwritten).
     pub fn is_live(&self, segment: u64, offset: u64, key: u64, alt_key: u32) -> Result<bool> {
         let seg = self.inner.find(segment)?;
-        Ok(
-            matches!(self.inner.next_candidate(key, alt_key, u64::MAX)?, Some(c) if c.seg.id == seg.id && c.offset == offset),
-        )
+        let loc = read(&self.inner.idx).current(key, alt_key);
+        Ok(match loc {
+            Some(l) if l.slot == seg.slot && !seg.is_deleted(l.ord) => {
+                seg.needle(l.ord).map(|x| x.0) == Some(offset)
+            }
+            _ => false,
+        })
     }
 
     /// Counters since open.
@@ -673,26 +972,30 @@ impl Store {
             fdatasyncs: c.fdatasyncs.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
             bytes_reclaimed: c.reclaimed.load(Ordering::Relaxed),
+            index_probes: c.probes.load(Ordering::Relaxed),
+            index_lookups: c.gets.load(Ordering::Relaxed),
+            merges: c.merges.load(Ordering::Relaxed),
         }
     }
 
     /// RAM used by the index.
     pub fn memory(&self) -> MemoryUsage {
         let mut m = MemoryUsage::default();
-        for s in read(&self.inner.segs).iter() {
-            let own = std::mem::size_of::<Segment>() as u64 + s.path.as_os_str().len() as u64;
-            match &s.index {
-                SegIndex::Active(a) => {
-                    let a = read(a);
-                    m.active_bytes += a.heap_bytes() as u64 + own;
-                    m.active_objects += a.map.len() as u64;
-                }
-                SegIndex::Sealed(x) => {
-                    m.sealed_bytes += x.heap_bytes() as u64 + own;
-                    m.sealed_objects += x.entry_count();
-                }
+        let ix = read(&self.inner.idx);
+        for s in ix.table.iter().flatten() {
+            if s.is_active() {
+                m.active_bytes += s.heap_bytes();
+            } else {
+                m.sealed_bytes += s.heap_bytes();
             }
         }
+        if let Some(r) = &ix.run {
+            m.sealed_bytes += r.heap_bytes() as u64 + ix.run_slots.len() as u64 * 8;
+            m.sealed_objects = r.entry_count();
+        }
+        m.sealed_bytes += ix.table.capacity() as u64 * 8;
+        m.active_bytes += ix.recent_heap_bytes();
+        m.active_objects = ix.recent.len() as u64;
         m
     }
 
@@ -705,12 +1008,14 @@ impl Store {
     /// back dirty pages), so that following GETs read the device. For
     /// benchmarks of cold reads.
     pub fn drop_page_cache(&self) -> Result<()> {
-        for s in read(&self.inner.segs).iter() {
-            s.file
-                .sync_data()
-                .map_err(StoreError::io("syncing", &s.path))?;
-            rustix::fs::fadvise(&*s.file, 0, None, rustix::fs::Advice::DontNeed)
+        for s in self.inner.all_segments() {
+            let f = s.file()?;
+            f.sync_data().map_err(StoreError::io("syncing", &s.path))?;
+            rustix::fs::fadvise(&*f, 0, None, rustix::fs::Advice::DontNeed)
                 .map_err(|e| StoreError::io("dropping cached pages of", &s.path)(e.into()))?;
+            if !s.is_active() {
+                s.file.close();
+            }
         }
         Ok(())
     }
@@ -859,13 +1164,34 @@ fn discover(cfg: &StoreConfig) -> Result<BTreeMap<u64, Found>> {
     Ok(found)
 }
 
+/// Reads the header and index section of the run file (not its keys, which
+/// only a merge needs); None if missing or damaged.
+fn read_run_index(path: &std::path::Path) -> Option<Run> {
+    use std::io::Read;
+    let mut f = File::open(path).ok()?;
+    let mut head = vec![0u8; run_file::HEADER_LEN];
+    f.read_exact(&mut head).ok()?;
+    let len = run_file::index_len(&head)?;
+    let file_len = f.metadata().ok()?.len();
+    if len > file_len {
+        return None;
+    }
+    head.resize(len as usize, 0);
+    f.read_exact(&mut head[run_file::HEADER_LEN..]).ok()?;
+    run_file::decode_index(&head).ok()
+}
+
 /// Loads one segment: its checkpoint if valid, then the needles past it.
+/// Returns the segment and its identity → ordinal entries (the latest
+/// needle of each identity in the segment, unless found flagged).
 fn load_segment(
     cfg: &StoreConfig,
     f: &Found,
     is_last: bool,
+    slot: u32,
+    budget: &Arc<FdBudget>,
     report: &mut OpenReport,
-) -> Result<Segment> {
+) -> Result<(Segment, Vec<Entry>)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
     let sb = segment::read_superblock(&file, &f.path)?;
     if sb.generation != f.generation {
@@ -883,88 +1209,125 @@ fn load_segment(
         .len();
     let idx_path = f.path.with_file_name(index_file_name(sb.id, sb.generation));
     let ck = std::fs::read(&idx_path).ok();
-    let mut sealed: Option<SealedIndex> = None;
+    let mut sealed: Option<checkpoint::SealedParts> = None;
     let mut active: Option<ActiveIndex> = None;
     if let Some(bytes) = ck.as_deref() {
         if let Ok((h, body)) = checkpoint::parse(bytes) {
             if h.segment == sb.id && h.generation == sb.generation && h.covered_len <= file_len {
+                let first_ok =
+                    |a: &ActiveIndex| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32));
                 if h.kind == checkpoint::KIND_SEALED && h.covered_len == file_len {
-                    sealed = checkpoint::decode_sealed(&h, body).ok();
+                    sealed = checkpoint::decode_sealed_parts(&h, body)
+                        .ok()
+                        .filter(|p| p.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
                 } else if h.kind == checkpoint::KIND_ACTIVE {
                     active = checkpoint::decode_active(&h, body)
                         .ok()
-                        .filter(|a| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
+                        .filter(|a| first_ok(a));
                 }
             }
         }
     }
     let mut dirty = false;
-    if sealed.is_none() {
-        let mut idx = active.take().unwrap_or_else(|| {
-            report.scanned_segments += 1;
-            ActiveIndex::new(SUPERBLOCK_LEN as u64)
-        });
-        // Orphans: needles past the checkpoint.
-        let start = idx.end();
-        let mut sc = Scanner::new(file.clone(), &f.path, start, file_len, false);
-        let mut cut: Option<u64> = None;
-        while let Some(item) = sc.next() {
-            match item? {
-                ScanItem::Needle { header, .. } => {
-                    report.orphan_needles += 1;
-                    let len = header.needle_len();
-                    idx.push(header.key, header.alt_key, len);
-                    if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
-                        idx.map.remove(&(header.key, header.alt_key));
+    let mut fresh_entries = false;
+    let (offsets, entries, deleted, is_active) = match sealed {
+        Some(p) => (p.offsets, p.entries, p.deleted, false),
+        None => {
+            let mut idx = active.take().unwrap_or_else(|| {
+                report.scanned_segments += 1;
+                ActiveIndex::new(SUPERBLOCK_LEN as u64)
+            });
+            // Orphans: needles past the checkpoint.
+            let start = idx.end();
+            let mut sc = Scanner::new(file.clone(), &f.path, start, file_len, false);
+            let mut cut: Option<u64> = None;
+            while let Some(item) = sc.next() {
+                match item? {
+                    ScanItem::Needle { header, .. } => {
+                        report.orphan_needles += 1;
+                        let len = header.needle_len();
+                        idx.push(header.key, header.alt_key, len);
+                        if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
+                            idx.map.remove(&(header.key, header.alt_key));
+                        }
                     }
-                }
-                ScanItem::Corrupt {
-                    offset,
-                    len,
-                    at_tail,
-                    ..
-                } => {
-                    if at_tail {
-                        cut = Some(offset);
-                        break;
+                    ScanItem::Corrupt {
+                        offset,
+                        len,
+                        at_tail,
+                        ..
+                    } => {
+                        if at_tail {
+                            cut = Some(offset);
+                            break;
+                        }
+                        report.corrupt_regions.push((sb.id, offset));
+                        // Keep the region as an unindexed entry so offsets
+                        // stay contiguous.
+                        idx.offsets.push(((offset + len) / 8) as u32);
                     }
-                    report.corrupt_regions.push((sb.id, offset));
-                    // Keep the region as an unindexed entry so offsets stay
-                    // contiguous.
-                    idx.offsets.push(((offset + len) / 8) as u32);
                 }
             }
+            if idx.end() != start {
+                dirty = true;
+            }
+            if let Some(at) = cut {
+                file.set_len(at)
+                    .and_then(|_| file.sync_all())
+                    .map_err(StoreError::io("cutting torn tail of", &f.path))?;
+                report.torn_tails.push((sb.id, at, file_len - at));
+                file_len = at;
+                dirty = true;
+            }
+            let stays_active = is_last && file_len < cfg.segment_size;
+            if !stays_active {
+                dirty = true;
+                fresh_entries = true;
+            }
+            let mut entries: Vec<Entry> = idx.map.iter().map(|(&(k, a), &o)| (k, a, o)).collect();
+            entries.sort_unstable_by_key(|e| e.2);
+            (idx.offsets, entries, Vec::new(), stays_active)
         }
-        if idx.end() != start {
-            dirty = true;
-        }
-        if let Some(at) = cut {
-            file.set_len(at)
-                .and_then(|_| file.sync_all())
-                .map_err(StoreError::io("cutting torn tail of", &f.path))?;
-            report.torn_tails.push((sb.id, at, file_len - at));
-            file_len = at;
-            dirty = true;
-        }
-        if is_last && file_len < cfg.segment_size {
-            active = Some(idx);
-        } else {
-            let s = idx
-                .seal(seed_of(sb.id, sb.generation), cfg.fingerprint_bits)
-                .map_err(|_| StoreError::NotASegment {
-                    path: f.path.clone(),
-                    reason: "its needles could not be indexed (duplicate identities)".into(),
-                })?;
-            sealed = Some(s);
-            dirty = true;
-        }
-    }
-    let index = match sealed {
-        Some(s) => SegIndex::Sealed(s),
-        None => SegIndex::Active(RwLock::new(
-            active.unwrap_or_else(|| ActiveIndex::new(SUPERBLOCK_LEN as u64)),
-        )),
     };
+    let needle = |o: u32| -> Option<u64> {
+        let a = u64::from(*offsets.get(o as usize)?);
+        let b = u64::from(*offsets.get(o as usize + 1)?);
+        Some((b - a) * 8)
+    };
+    let body = if is_active {
+        let mut keys = vec![(0u64, 0u32); offsets.len().saturating_sub(1)];
+        for &(k, a, o) in &entries {
+            keys[o as usize] = (k, a);
+        }
+        let installed = keys.len();
+        Body::Active(RwLock::new(ActiveSeg {
+            offsets: offsets.clone(),
+            keys,
+            installed,
+        }))
+    } else {
+        Body::Sealed(SealedSegment::new(&offsets, &deleted).ok_or_else(|| {
+            StoreError::NotASegment {
+                path: f.path.clone(),
+                reason: "its needle offsets could not be indexed".into(),
+            }
+        })?)
+    };
+    // Garbage known from the segment itself: needles not indexed
+    // (overwritten within the segment, flagged, damaged) or deleted.
+    let live: u64 = entries
+        .iter()
+        .filter(|&&(_, _, o)| {
+            deleted
+                .get(o as usize / 64)
+                .is_none_or(|w| w & (1 << (o % 64)) == 0)
+        })
+        .filter_map(|&(_, _, o)| needle(o))
+        .sum();
+    let end = u64::from(offsets.last().copied().unwrap_or(0)) * 8;
+    let garbage = end.saturating_sub(SUPERBLOCK_LEN as u64 + live);
+    // Sealed segments' files are opened again on use.
+    let file = SegFile::new(is_active.then_some(file), budget);
     let seg = Segment {
         id: sb.id,
         generation: sb.generation,
@@ -973,52 +1336,26 @@ fn load_segment(
         path: f.path.clone(),
         file,
         created_unix_ns: sb.created_unix_ns,
-        index,
+        slot,
+        body,
         len: AtomicU64::new(file_len),
-        garbage: AtomicU64::new(0),
+        garbage: AtomicU64::new(garbage),
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
+        moved_to: OnceLock::new(),
         dirty: AtomicBool::new(dirty),
+        pending: Mutex::new(fresh_entries.then(|| entries.clone())),
     };
-    seg.garbage.store(initial_garbage(&seg), Ordering::Relaxed);
-    Ok(seg)
+    Ok((seg, entries))
 }
 
-/// Garbage bytes known from a segment's own index: needles not indexed
-/// (overwritten within the segment, damaged) or deleted.
-fn initial_garbage(seg: &Segment) -> u64 {
-    match &seg.index {
-        SegIndex::Active(a) => {
-            let a = read(a);
-            let live: u64 = a
-                .map
-                .values()
-                .filter_map(|&o| a.needle(o))
-                .map(|x| x.1)
-                .sum();
-            a.end().saturating_sub(SUPERBLOCK_LEN as u64 + live)
-        }
-        SegIndex::Sealed(s) => {
-            let mut indexed = vec![false; s.needle_count() as usize];
-            for o in s.indexed_ordinals() {
-                if let Some(x) = indexed.get_mut(o as usize) {
-                    *x = !s.is_deleted(o);
-                }
-            }
-            let live: u64 = s
-                .needles()
-                .zip(indexed)
-                .filter(|(_, live)| *live)
-                .map(|((_, len), _)| len)
-                .sum();
-            seg.len
-                .load(Ordering::Relaxed)
-                .saturating_sub(SUPERBLOCK_LEN as u64 + live)
-        }
-    }
-}
-
-fn new_active(cfg: &StoreConfig, device: usize, id: u64) -> Result<Segment> {
+fn new_active(
+    cfg: &StoreConfig,
+    device: usize,
+    id: u64,
+    slot: u32,
+    budget: &Arc<FdBudget>,
+) -> Result<Segment> {
     let d = &cfg.devices[device];
     let sb = Superblock {
         tier: d.tier,
@@ -1036,14 +1373,21 @@ fn new_active(cfg: &StoreConfig, device: usize, id: u64) -> Result<Segment> {
         device,
         tier: d.tier,
         path,
-        file: Arc::new(file),
+        file: SegFile::new(Some(Arc::new(file)), budget),
         created_unix_ns: sb.created_unix_ns,
-        index: SegIndex::Active(RwLock::new(ActiveIndex::new(SUPERBLOCK_LEN as u64))),
+        slot,
+        body: Body::Active(RwLock::new(ActiveSeg {
+            offsets: vec![(SUPERBLOCK_LEN / 8) as u32],
+            keys: Vec::new(),
+            installed: 0,
+        })),
         len: AtomicU64::new(SUPERBLOCK_LEN as u64),
         garbage: AtomicU64::new(0),
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
+        moved_to: OnceLock::new(),
         dirty: AtomicBool::new(true),
+        pending: Mutex::new(None),
     })
 }
 
@@ -1061,10 +1405,14 @@ fn background(weak: Weak<Inner>) {
             // Errors here are retried on the next round; the segments
             // themselves stay authoritative.
             let _ = inner.write_checkpoints();
+            if inner.merge_due() {
+                let _ = inner.merge();
+            }
         }
         if inner.cfg.auto_compaction && last_compact.elapsed() >= inner.cfg.checkpoint_interval {
             last_compact = Instant::now();
-            let candidate = read(&inner.segs)
+            let candidate = inner
+                .all_segments()
                 .iter()
                 .filter(|s| {
                     !s.is_active() && s.garbage_ratio() >= inner.cfg.compaction_garbage_ratio
@@ -1078,58 +1426,129 @@ fn background(weak: Weak<Inner>) {
     }
 }
 
+/// An identity and the ordinal of its live needle in a segment.
+type Entry = (u64, u32, u32);
+
+/// A needle to flag: where the index says it is (with the segment handle
+/// taken in the same look-up: a compaction may renumber the segment and
+/// free its table place before the flag is written, and the handle then
+/// leads to the new generation), and whose it should be.
+#[derive(Clone)]
+struct FlagTarget {
+    seg: Option<Arc<Segment>>,
+    loc: Loc,
+    key: u64,
+    alt: u32,
+}
+
+impl NodeIndex {
+    fn target(&self, loc: Loc, key: u64, alt: u32) -> FlagTarget {
+        FlagTarget {
+            seg: self.seg(loc.slot).cloned(),
+            loc,
+            key,
+            alt,
+        }
+    }
+}
+
 impl Inner {
+    fn all_segments(&self) -> Vec<Arc<Segment>> {
+        read(&self.idx).table.iter().flatten().cloned().collect()
+    }
+
     fn find(&self, id: u64) -> Result<Arc<Segment>> {
-        read(&self.segs)
+        read(&self.idx)
+            .table
             .iter()
+            .flatten()
             .find(|s| s.id == id)
             .cloned()
             .ok_or(StoreError::NoSuchSegment(id))
     }
 
-    /// The newest indexed needle of (key, alt) in a segment with id below
-    /// `below`.
-    fn next_candidate(&self, key: u64, alt: u32, below: u64) -> Result<Option<Cand>> {
-        let segs = read(&self.segs);
-        let start = segs.partition_point(|s| s.id >= below);
-        for s in &segs[start..] {
-            if let Some((ord, offset, len)) = s.locate(key, alt) {
-                return Ok(Some(Cand {
-                    seg: s.clone(),
-                    ord,
-                    offset,
-                    len,
-                }));
+    /// Closes sealed segments' files not used lately once more are open
+    /// than the budget allows (a clock sweep over the segment table).
+    fn trim_fds(&self) {
+        let b = &self.fds;
+        if b.open.load(Ordering::Relaxed) <= b.cap {
+            return;
+        }
+        let ix = read(&self.idx);
+        let n = ix.table.len().max(1);
+        let target = b.cap - b.cap / 8;
+        let mut steps = 0;
+        while b.open.load(Ordering::Relaxed) > target && steps < 2 * n {
+            steps += 1;
+            let i = b.hand.fetch_add(1, Ordering::Relaxed) % n;
+            let Some(s) = ix.table.get(i).and_then(|s| s.as_ref()) else {
+                continue;
+            };
+            if s.is_active() || s.file.used.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            let mut h = write(&s.file.handle);
+            if !s.retired.load(Ordering::Acquire) && h.take().is_some() {
+                b.open.fetch_sub(1, Ordering::Relaxed);
             }
         }
-        Ok(None)
+    }
+
+    /// Reserves a place in the segment table.
+    fn reserve_slot(&self) -> u32 {
+        let mut ix = write(&self.idx);
+        ix.table.push(None);
+        (ix.table.len() - 1) as u32
     }
 
     fn get(&self, key: u64, alt: u32, cookie: Option<u32>) -> Result<Option<Object>> {
-        let mut below = u64::MAX;
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        let mut waits = 0u32;
         loop {
-            let Some(c) = self.next_candidate(key, alt, below)? else {
+            let (seg, loc) = {
+                let ix = read(&self.idx);
+                let (found, probes) = ix.find(key, alt);
+                self.counters.probes.fetch_add(probes, Ordering::Relaxed);
+                let Some(loc) = found.loc() else {
+                    return Ok(None);
+                };
+                match ix.seg(loc.slot) {
+                    Some(s) => (s.clone(), loc),
+                    None => return Ok(None),
+                }
+            };
+            if seg.is_deleted(loc.ord) {
+                return Ok(None);
+            }
+            let Some((offset, len)) = seg.needle(loc.ord) else {
                 return Ok(None);
             };
-            below = c.seg.id;
-            let mut buf = c.seg.pread(c.offset, c.len, &self.counters)?;
+            let mut buf = seg.pread(offset, len, &self.counters)?;
+            self.trim_fds();
             let h = match needle::parse_header(&buf) {
                 Ok(h) => h,
-                Err(e) => return Err(c.seg.corrupt(c.offset, e)),
+                Err(e) => return Err(seg.corrupt(offset, e)),
             };
             if (h.key, h.alt_key) != (key, alt) {
-                continue; // a fingerprint false positive: another needle
+                return Ok(None); // a fingerprint false positive: another needle
             }
             if let Err(e) = needle::parse(&buf) {
-                return Err(c.seg.corrupt(c.offset, e));
+                return Err(seg.corrupt(offset, e));
             }
-            if h.is_deleted() {
-                c.seg.mark_dead(key, alt, c.ord);
+            if h.is_deleted() || h.is_superseded() {
+                let still = read(&self.idx).current(key, alt) == Some(loc);
+                if !still {
+                    continue; // the index moved on meanwhile: look again
+                }
+                if h.is_superseded() && waits < SUPERSEDED_RETRIES {
+                    // A put flagged it and is about to install the newer
+                    // needle (it holds the update lock until it has).
+                    waits += 1;
+                    std::thread::yield_now();
+                    continue;
+                }
+                self.mark_dead(&seg, key, alt, loc, len);
                 return Ok(None);
-            }
-            if h.is_superseded() {
-                c.seg.mark_dead(key, alt, c.ord);
-                continue;
             }
             if cookie.is_some_and(|ck| ck != h.cookie) {
                 return Ok(None);
@@ -1138,68 +1557,129 @@ impl Inner {
             buf.drain(..HEADER_LEN);
             return Ok(Some(Object {
                 data: buf,
-                tier: c.seg.tier,
-                segment: c.seg.id,
-                device: c.seg.device,
+                tier: seg.tier,
+                segment: seg.id,
+                device: seg.device,
                 cookie: h.cookie,
             }));
         }
     }
 
-    /// Reads a needle header and checks it is (key, alt).
-    fn verify_header(&self, c: &Cand, key: u64, alt: u32) -> Result<Option<NeedleHeader>> {
-        let buf = c.seg.pread(c.offset, HEADER_LEN as u64, &self.counters)?;
-        let h = needle::parse_header(&buf).map_err(|e| c.seg.corrupt(c.offset, e))?;
-        Ok(((h.key, h.alt_key) == (key, alt)).then_some(h))
+    /// A needle the index pointed at was found flagged on disk (a stale
+    /// checkpoint): fix the RAM.
+    fn mark_dead(&self, seg: &Segment, key: u64, alt: u32, loc: Loc, len: u64) {
+        if let Body::Sealed(s) = &seg.body {
+            if s.set_deleted(loc.ord) {
+                seg.garbage.fetch_add(len, Ordering::Relaxed);
+                seg.dirty.store(true, Ordering::Relaxed);
+            }
+        }
+        write(&self.idx).forget(key, alt, loc);
     }
 
-    /// Sets `flag` in a needle on disk (under the segment's lock); returns
-    /// false if the segment was retired meanwhile (the caller retries).
-    fn set_flag(&self, c: &Cand, key: u64, alt: u32, flag: u32) -> Result<bool> {
-        let _g = lock(&c.seg.lock);
-        if c.seg.retired.load(Ordering::Acquire) {
-            return Ok(false);
+    /// Sets `flag` in the needles named (each checked against its header:
+    /// a fingerprint match may name a stranger), with one fdatasync per
+    /// segment touched. Returns, per target, whether the needle was the
+    /// identity's and unflagged before. Follows segments retired by a seal,
+    /// compaction or move to their new handle.
+    fn flag_many(&self, targets: &[FlagTarget], flag: u32) -> Result<Vec<bool>> {
+        let mut out = vec![false; targets.len()];
+        let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, t) in targets.iter().enumerate() {
+            groups.entry(t.loc.slot).or_default().push(i);
         }
-        let Some(h) = self.verify_header(c, key, alt)? else {
-            return Ok(true);
-        };
-        let flags = h.flags | flag;
-        c.seg
-            .file
-            .write_all_at(&flags.to_le_bytes(), c.offset + FLAGS_OFFSET)
-            .and_then(|_| c.seg.file.sync_data())
-            .map_err(StoreError::io("writing flags in", &c.seg.path))?;
-        self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
-        if c.seg.mark_dead(key, alt, c.ord) {
-            c.seg.garbage.fetch_add(c.len, Ordering::Relaxed);
+        for (_, members) in groups {
+            let Some(mut seg) = targets[members[0]].seg.clone() else {
+                continue;
+            };
+            let mut ords: Vec<(usize, u32)> =
+                members.iter().map(|&i| (i, targets[i].loc.ord)).collect();
+            loop {
+                let g = lock(&seg.lock);
+                if seg.retired.load(Ordering::Acquire) {
+                    drop(g);
+                    let Some((next, map)) = seg.moved_to.get() else {
+                        break;
+                    };
+                    if let Some(map) = map {
+                        ords = ords
+                            .into_iter()
+                            .filter_map(|(i, o)| {
+                                map.get(o as usize)
+                                    .filter(|&&n| n != u32::MAX)
+                                    .map(|&n| (i, n))
+                            })
+                            .collect();
+                    }
+                    seg = next.clone();
+                    continue;
+                }
+                let mut wrote = false;
+                for &(i, ord) in &ords {
+                    let t = &targets[i];
+                    let Some((offset, len)) = seg.needle(ord) else {
+                        continue;
+                    };
+                    let buf = seg.pread(offset, HEADER_LEN as u64, &self.counters)?;
+                    let h = needle::parse_header(&buf).map_err(|e| seg.corrupt(offset, e))?;
+                    if (h.key, h.alt_key) != (t.key, t.alt) {
+                        continue;
+                    }
+                    let was_live = h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0;
+                    out[i] = was_live;
+                    if h.flags & flag == 0 {
+                        seg.file()?
+                            .write_all_at(&(h.flags | flag).to_le_bytes(), offset + FLAGS_OFFSET)
+                            .map_err(StoreError::io("writing flags in", &seg.path))?;
+                        wrote = true;
+                    }
+                    let newly = match &seg.body {
+                        Body::Sealed(s) => s.set_deleted(ord),
+                        Body::Active(_) => was_live,
+                    };
+                    if newly {
+                        seg.garbage.fetch_add(len, Ordering::Relaxed);
+                    }
+                }
+                self.trim_fds();
+                if wrote {
+                    seg.file()?
+                        .sync_data()
+                        .map_err(StoreError::io("writing flags in", &seg.path))?;
+                    self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+                    seg.dirty.store(true, Ordering::Relaxed);
+                }
+                break;
+            }
         }
-        c.seg.dirty.store(true, Ordering::Relaxed);
-        Ok(true)
+        Ok(out)
     }
 
-    fn delete(&self, key: u64, alt: u32) -> Result<bool> {
-        'retry: loop {
-            // Every indexed version, newest first, checked against its header.
-            let mut versions: Vec<(Cand, NeedleHeader)> = Vec::new();
-            let mut below = u64::MAX;
-            while let Some(c) = self.next_candidate(key, alt, below)? {
-                below = c.seg.id;
-                if let Some(h) = self.verify_header(&c, key, alt)? {
-                    versions.push((c, h));
+    fn delete_batch(&self, ids: &[(u64, u32)]) -> Result<Vec<bool>> {
+        let _u = lock(&self.update);
+        let mut targets = Vec::new();
+        let mut which = Vec::new();
+        {
+            let ix = read(&self.idx);
+            let mut seen = std::collections::HashSet::new();
+            for (i, &(key, alt)) in ids.iter().enumerate() {
+                if !seen.insert((key, alt)) {
+                    continue;
+                }
+                if let Some(loc) = ix.current(key, alt) {
+                    targets.push(ix.target(loc, key, alt));
+                    which.push(i);
                 }
             }
-            let existed = versions
-                .first()
-                .is_some_and(|(_, h)| h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0);
-            // Oldest first, so that a crash never leaves the newest version
-            // deleted on disk while an older one is not.
-            for (c, _) in versions.iter().rev() {
-                if !self.set_flag(c, key, alt, FLAG_DELETED)? {
-                    continue 'retry;
-                }
-            }
-            return Ok(existed);
         }
+        let res = self.flag_many(&targets, FLAG_DELETED)?;
+        let mut out = vec![false; ids.len()];
+        let mut ix = write(&self.idx);
+        for ((t, &i), ok) in targets.iter().zip(&which).zip(res) {
+            out[i] = ok;
+            ix.forget(t.key, t.alt, t.loc);
+        }
+        Ok(out)
     }
 
     fn put_batch_on(&self, device: usize, items: &[PutItem<'_>]) -> Result<()> {
@@ -1230,60 +1710,80 @@ impl Inner {
             needle::encode(&mut buf, it.cookie, it.key, it.alt_key, 0, it.data);
             lens.push((buf.len() - before) as u64);
         }
-        let seg = {
-            let mut w = lock(&dev.writer);
-            let seg = w.clone();
-            let start = seg.len.load(Ordering::Relaxed);
-            let res = seg
-                .file
-                .write_all_at(&buf, start)
-                .and_then(|_| seg.file.sync_data());
-            if let Err(e) = res {
-                // Leave the segment as it was: nothing of the batch is
-                // visible, and a partial write is cut (or cut on open).
-                let _ = seg.file.set_len(start);
-                let _ = seg.file.sync_all();
-                return Err(StoreError::io("appending to", &seg.path)(e));
-            }
-            self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
-            self.counters.written[dev.tier.code() as usize]
-                .fetch_add(buf.len() as u64, Ordering::Relaxed);
-            if let SegIndex::Active(a) = &seg.index {
-                let mut a = write(a);
-                for (it, &len) in items.iter().zip(&lens) {
-                    let (_, prev) = a.push(it.key, it.alt_key, len);
-                    if let Some(p) = prev.and_then(|p| a.needle(p)) {
-                        seg.garbage.fetch_add(p.1, Ordering::Relaxed);
-                    }
-                }
-            }
-            seg.len.store(start + buf.len() as u64, Ordering::Release);
-            seg.dirty.store(true, Ordering::Relaxed);
-            if start + buf.len() as u64 >= self.cfg.segment_size {
-                // The batch is durable whatever happens here; a failed seal
-                // (e.g. no space for a new segment) is retried next batch.
-                let _ = self.seal(device, &mut w);
-            }
-            seg
+        let mut w = lock(&dev.writer);
+        let seg = w.clone();
+        let start = seg.len.load(Ordering::Relaxed);
+        let file = seg.file()?;
+        let res = file
+            .write_all_at(&buf, start)
+            .and_then(|_| file.sync_data());
+        if let Err(e) = res {
+            // Leave the segment as it was: nothing of the batch is
+            // visible, and a partial write is cut (or cut on open).
+            let _ = file.set_len(start);
+            let _ = file.sync_all();
+            return Err(StoreError::io("appending to", &seg.path)(e));
+        }
+        self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+        self.counters.written[dev.tier.code() as usize]
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        let Body::Active(a) = &seg.body else {
+            return Err(StoreError::SegmentActive(seg.id));
         };
-        // Older versions elsewhere: count them as garbage; if one lies in a
-        // segment probed before this one, flag it superseded on disk.
-        for it in items {
-            let mut below = u64::MAX;
-            while let Some(c) = self.next_candidate(it.key, it.alt_key, below)? {
-                below = c.seg.id;
-                if c.seg.id == seg.id {
-                    continue;
-                }
-                if c.seg.id > seg.id {
-                    if !self.set_flag(&c, it.key, it.alt_key, FLAG_SUPERSEDED)? {
-                        below = u64::MAX; // retired meanwhile: look again
+        let locs: Vec<Loc> = {
+            let mut a = write(a);
+            items
+                .iter()
+                .zip(&lens)
+                .map(|(it, &len)| Loc {
+                    slot: seg.slot,
+                    ord: a.push(it.key, it.alt_key, len),
+                })
+                .collect()
+        };
+        seg.len.store(start + buf.len() as u64, Ordering::Release);
+        seg.dirty.store(true, Ordering::Relaxed);
+        {
+            let _u = lock(&self.update);
+            // The versions this batch replaces. One in another segment is
+            // flagged superseded on disk before the batch is acknowledged,
+            // so that at most one unflagged needle of an identity exists
+            // across segments (what recovery relies on, whatever the
+            // segments' ids or devices).
+            let mut targets = Vec::new();
+            {
+                let ix = read(&self.idx);
+                let mut seen = std::collections::HashSet::new();
+                for (i, it) in items.iter().enumerate().rev() {
+                    if !seen.insert((it.key, it.alt_key)) {
+                        // Overwritten within the batch: garbage in place.
+                        seg.garbage.fetch_add(lens[i], Ordering::Relaxed);
+                        continue;
                     }
-                    continue;
+                    if let Some(loc) = ix.current(it.key, it.alt_key) {
+                        if loc.slot == seg.slot {
+                            if let Some((_, l)) = seg.needle(loc.ord) {
+                                seg.garbage.fetch_add(l, Ordering::Relaxed);
+                            }
+                        } else {
+                            targets.push(ix.target(loc, it.key, it.alt_key));
+                        }
+                    }
                 }
-                c.seg.garbage.fetch_add(c.len, Ordering::Relaxed);
-                break;
             }
+            self.flag_many(&targets, FLAG_SUPERSEDED)?;
+            let mut ix = write(&self.idx);
+            for (it, &loc) in items.iter().zip(&locs) {
+                ix.recent.insert((it.key, it.alt_key), loc);
+            }
+        }
+        if let Some(last) = locs.last() {
+            write(a).installed = last.ord as usize + 1;
+        }
+        if start + buf.len() as u64 >= self.cfg.segment_size {
+            // The batch is durable whatever happens here; a failed seal
+            // (e.g. no space for a new segment) is retried next batch.
+            let _ = self.seal(device, &mut w);
         }
         Ok(())
     }
@@ -1292,87 +1792,394 @@ impl Inner {
     /// holds the device's writer lock (`w`).
     fn seal(&self, device: usize, w: &mut Arc<Segment>) -> Result<()> {
         let old = w.clone();
+        let slot = self.reserve_slot();
         let next = Arc::new(new_active(
             &self.cfg,
             device,
             self.next_id.fetch_add(1, Ordering::Relaxed),
+            slot,
+            &self.fds,
         )?);
+        write(&self.idx).table[slot as usize] = Some(next.clone());
         let _g = lock(&old.lock);
-        let SegIndex::Active(a) = &old.index else {
+        let Body::Active(a) = &old.body else {
             return Ok(());
         };
-        let sealed_index = read(a)
-            .seal(seed_of(old.id, old.generation), self.cfg.fingerprint_bits)
-            .map_err(|_| StoreError::Config("could not build a segment index".into()))?;
+        let a = read(a);
+        let body = SealedSegment::new(&a.offsets, &[])
+            .ok_or_else(|| StoreError::Config("could not build a segment index".into()))?;
+        let entries: Vec<(u64, u32, u32)> = {
+            let ix = read(&self.idx);
+            a.keys
+                .iter()
+                .enumerate()
+                .filter(|&(o, &(k, alt))| {
+                    ix.recent.get(&(k, alt))
+                        == Some(&Loc {
+                            slot: old.slot,
+                            ord: o as u32,
+                        })
+                })
+                .map(|(o, &(k, alt))| (k, alt, o as u32))
+                .collect()
+        };
         let sealed = Arc::new(Segment {
             id: old.id,
             generation: old.generation,
             device: old.device,
             tier: old.tier,
             path: old.path.clone(),
-            file: old.file.clone(),
+            // Opened again on use: the active handle's file closes with it.
+            file: SegFile::new(None, &old.file.budget),
             created_unix_ns: old.created_unix_ns,
-            index: SegIndex::Sealed(sealed_index),
+            slot: old.slot,
+            body: Body::Sealed(body),
             len: AtomicU64::new(old.len.load(Ordering::Acquire)),
             garbage: AtomicU64::new(old.garbage.load(Ordering::Relaxed)),
             lock: Mutex::new(()),
             retired: AtomicBool::new(false),
+            moved_to: OnceLock::new(),
             dirty: AtomicBool::new(true),
+            pending: Mutex::new(Some(entries)),
         });
-        {
-            let mut segs = write(&self.segs);
-            for s in segs.iter_mut() {
-                if s.id == old.id {
-                    *s = sealed.clone();
-                }
-            }
-            segs.push(next.clone());
-            segs.sort_by_key(|s| std::cmp::Reverse(s.id));
-        }
+        write(&self.idx).table[old.slot as usize] = Some(sealed.clone());
+        let _ = old.moved_to.set((sealed, None));
         old.retired.store(true, Ordering::Release);
         *w = next;
+        drop(a);
+        drop(_g);
+        self.trim_fds();
         Ok(())
     }
 
     fn write_checkpoints(&self) -> Result<()> {
-        let segs: Vec<Arc<Segment>> = read(&self.segs).clone();
-        for s in segs {
-            if s.dirty.swap(false, Ordering::AcqRel) {
-                let bytes = s.checkpoint_bytes();
-                if let Err(e) = write_file_atomic(&s.index_path(), &bytes) {
-                    s.dirty.store(true, Ordering::Relaxed);
-                    return Err(e);
-                }
+        for s in self.all_segments() {
+            if !s.dirty.swap(false, Ordering::AcqRel) {
+                continue;
             }
+            let res = self.write_checkpoint(&s);
+            if res.is_err() {
+                s.dirty.store(true, Ordering::Relaxed);
+            }
+            res?;
         }
         Ok(())
     }
 
+    fn write_checkpoint(&self, s: &Segment) -> Result<()> {
+        match &s.body {
+            Body::Active(a) => {
+                let bytes = {
+                    let a = read(a);
+                    let ix = read(&self.idx);
+                    let mut idx = ActiveIndex::new(0);
+                    idx.offsets = a.offsets[..=a.installed].to_vec();
+                    for (o, &(k, alt)) in a.keys[..a.installed].iter().enumerate() {
+                        let here = Loc {
+                            slot: s.slot,
+                            ord: o as u32,
+                        };
+                        if ix.recent.get(&(k, alt)) == Some(&here) {
+                            idx.map.insert((k, alt), o as u32);
+                        }
+                    }
+                    checkpoint::encode_active(s.id, s.generation, &idx)
+                };
+                write_file_atomic(&s.index_path(), &bytes)
+            }
+            Body::Sealed(sealed) => {
+                let mut pending = lock(&s.pending);
+                let entries = match pending.as_ref() {
+                    Some(e) => e.clone(),
+                    None => {
+                        // Entries never change once sealed: take them from
+                        // the checkpoint on disk, with the new deleted bits.
+                        let Some(old) = std::fs::read(s.index_path()).ok() else {
+                            return Ok(());
+                        };
+                        let Ok((h, body)) = checkpoint::parse(&old) else {
+                            return Ok(());
+                        };
+                        let Ok((idx, _)) = checkpoint::decode_sealed(&h, body) else {
+                            return Ok(());
+                        };
+                        idx.map.iter().map(|(&(k, a), &o)| (k, a, o)).collect()
+                    }
+                };
+                let mut idx = ActiveIndex::new(0);
+                idx.offsets = sealed.units();
+                idx.map.reserve(entries.len());
+                for &(k, a, o) in &entries {
+                    idx.map.insert((k, a), o);
+                }
+                let bytes =
+                    checkpoint::encode_sealed(s.id, s.generation, &idx, &sealed.deleted_words());
+                write_file_atomic(&s.index_path(), &bytes)?;
+                *pending = None;
+                Ok(())
+            }
+        }
+    }
+
     /// Whether needle `ord` of `seg` (with header `h`) is the live version of
     /// its identity.
-    fn needle_is_live(&self, seg: &Segment, ord: u32, h: &NeedleHeader) -> Result<bool> {
-        if h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
-            return Ok(false);
-        }
-        let SegIndex::Sealed(s) = &seg.index else {
-            return Ok(true);
+    fn needle_is_live(&self, seg: &Segment, ord: u32, h: &NeedleHeader) -> bool {
+        h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0
+            && !seg.is_deleted(ord)
+            && read(&self.idx).current(h.key, h.alt_key)
+                == Some(Loc {
+                    slot: seg.slot,
+                    ord,
+                })
+    }
+
+    /// Reads the header of the needle at `loc`: Some(live) if it is
+    /// (key, alt)'s (live = flagged neither deleted nor superseded).
+    fn probe_header(&self, loc: Loc, key: u64, alt: u32) -> Result<Option<bool>> {
+        let Some(seg) = read(&self.idx).seg(loc.slot).cloned() else {
+            return Ok(None);
         };
-        if s.is_deleted(ord) || s.lookup(h.key, h.alt_key) != Some(ord) {
-            return Ok(false);
+        let Some((offset, _)) = seg.needle(loc.ord) else {
+            return Ok(None);
+        };
+        let buf = seg.pread(offset, HEADER_LEN as u64, &self.counters)?;
+        let h = needle::parse_header(&buf).map_err(|e| seg.corrupt(offset, e))?;
+        if (h.key, h.alt_key) != (key, alt) {
+            return Ok(None);
         }
-        // A newer version in a newer segment (checked on disk, since a
-        // fingerprint match alone could be a stranger).
-        let mut below = u64::MAX;
-        while let Some(c) = self.next_candidate(h.key, h.alt_key, below)? {
-            if c.seg.id <= seg.id {
-                break;
+        Ok(Some(h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0))
+    }
+
+    fn seg_id(&self, loc: Loc) -> u64 {
+        read(&self.idx).seg(loc.slot).map_or(0, |s| s.id)
+    }
+
+    /// Two needles both claim to be the live version of (key, alt): the one
+    /// whose header says so wins; if both do (a crash between a put's write
+    /// and its flagging of the version it replaced, or a store written by
+    /// format 1, where an older needle in a lower segment was not flagged),
+    /// the one in the higher segment (then later in the segment) wins and
+    /// the other is flagged superseded now.
+    fn pick(&self, key: u64, alt: u32, x: Loc, y: Loc) -> Result<Option<Loc>> {
+        let lx = self.probe_header(x, key, alt)? == Some(true);
+        let ly = self.probe_header(y, key, alt)? == Some(true);
+        Ok(match (lx, ly) {
+            (true, true) => {
+                let (win, lose) = if (self.seg_id(x), x.ord) > (self.seg_id(y), y.ord) {
+                    (x, y)
+                } else {
+                    (y, x)
+                };
+                let target = read(&self.idx).target(lose, key, alt);
+                self.flag_many(&[target], FLAG_SUPERSEDED)?;
+                Some(win)
             }
-            below = c.seg.id;
-            if self.verify_header(&c, h.key, h.alt_key)?.is_some() {
-                return Ok(false);
+            (true, false) => Some(x),
+            (false, true) => Some(y),
+            (false, false) => None,
+        })
+    }
+
+    /// On open: enters the identities found in the segments the run does
+    /// not cover into the recent map, settling any identity claimed by two
+    /// segments, or by one of them and the run, from the needle headers.
+    fn settle(&self, cands: Vec<(u64, u32, Loc)>) -> Result<()> {
+        let mut recent: HashMap<(u64, u32), Loc, IdHasherBuilder> =
+            HashMap::with_capacity_and_hasher(cands.len(), IdHasherBuilder);
+        for (k, a, loc) in cands {
+            match recent.get(&(k, a)).copied() {
+                None => {
+                    recent.insert((k, a), loc);
+                }
+                Some(prev) => match self.pick(k, a, prev, loc)? {
+                    Some(w) => {
+                        recent.insert((k, a), w);
+                    }
+                    None => {
+                        recent.remove(&(k, a));
+                    }
+                },
             }
         }
-        Ok(true)
+        let mut conflicts = Vec::new();
+        {
+            let ix = read(&self.idx);
+            if ix.run.is_some() {
+                for (&(k, a), &loc) in &recent {
+                    if let Some(r) = ix.run_hit(k, a) {
+                        conflicts.push((k, a, loc, r));
+                    }
+                }
+            }
+        }
+        for (k, a, loc, r) in conflicts {
+            if self.probe_header(r, k, a)?.is_none() {
+                continue; // a stranger behind the run's fingerprint
+            }
+            match self.pick(k, a, r, loc)? {
+                Some(w) if w == r => {
+                    recent.remove(&(k, a));
+                }
+                Some(_) => {}
+                None => {
+                    recent.insert((k, a), TOMB);
+                }
+            }
+        }
+        write(&self.idx).recent = recent;
+        Ok(())
+    }
+
+    /// (key, alt key, ordinal) of the needles of a sealed segment that may
+    /// be live: its checkpoint's entries, or every needle's header if the
+    /// checkpoint cannot be read.
+    fn segment_identities(&self, seg: &Segment) -> Result<Vec<Entry>> {
+        let from_ck = std::fs::read(seg.index_path()).ok().and_then(|b| {
+            let (h, body) = checkpoint::parse(&b).ok()?;
+            (h.segment == seg.id && h.generation == seg.generation).then_some(())?;
+            checkpoint::decode_sealed_parts(&h, body)
+                .ok()
+                .map(|p| p.entries)
+        });
+        if let Some(e) = from_ck {
+            return Ok(e);
+        }
+        let end = seg.len.load(Ordering::Acquire);
+        let mut sc = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, false);
+        let mut out = Vec::new();
+        let mut ord = 0u32;
+        while let Some(item) = sc.next() {
+            if let ScanItem::Needle { header, .. } = item? {
+                out.push((header.key, header.alt_key, ord));
+            }
+            ord += 1;
+        }
+        Ok(out)
+    }
+
+    fn merge_due(&self) -> bool {
+        let ix = read(&self.idx);
+        let run = ix.run.as_ref().map_or(0, |r| r.entry_count() as usize);
+        ix.recent.len() >= ix.recent_floor + MERGE_MIN_ENTRIES.max(run / 8)
+    }
+
+    /// Builds a new run from the current run and the recent map's entries
+    /// of sealed segments; writes it to the run file, then swaps it in and
+    /// drops the entries it took from the recent map (unless they changed
+    /// meanwhile).
+    fn merge(&self) -> Result<u64> {
+        let _m = lock(&self.maintenance);
+        let (old_run, old_slots, taken, table) = {
+            let ix = read(&self.idx);
+            let taken: Vec<((u64, u32), Loc)> = ix
+                .recent
+                .iter()
+                .filter(|(_, l)| **l == TOMB || ix.seg(l.slot).is_some_and(|s| !s.is_active()))
+                .map(|(&k, &l)| (k, l))
+                .collect();
+            (
+                ix.run.clone(),
+                ix.run_slots.clone(),
+                taken,
+                ix.table.clone(),
+            )
+        };
+        let run_path = self.devices[0].path.join(run_file::FILE_NAME);
+        let seg_of = |slot: u32| table.get(slot as usize).and_then(|s| s.as_ref());
+        // (key, alt, table slot, ordinal) of every identity of the new run.
+        let mut entries: Vec<(u64, u32, u32, u32)> = Vec::new();
+        for &((k, a), l) in &taken {
+            if l != TOMB && seg_of(l.slot).is_some_and(|s| !s.is_deleted(l.ord)) {
+                entries.push((k, a, l.slot, l.ord));
+            }
+        }
+        let old_keys = old_run.as_ref().and_then(|run| {
+            let keys = std::fs::read(&run_path)
+                .ok()
+                .and_then(|b| run_file::keys(&b).ok())?;
+            (keys.len() == run.slot_count()).then_some(keys)
+        });
+        if let (Some(_), None) = (&old_run, &old_keys) {
+            // The run file's keys are unreadable: find the run's identities
+            // in its segments' checkpoints (or headers) instead.
+            for &slot in old_slots.iter().flatten() {
+                let Some(seg) = seg_of(slot) else { continue };
+                let ids = self.segment_identities(seg)?;
+                let ix = read(&self.idx);
+                for (k, a, ord) in ids {
+                    if ix.recent.contains_key(&(k, a))
+                        || ix.run_hit(k, a) != Some(Loc { slot, ord })
+                        || seg.is_deleted(ord)
+                    {
+                        continue;
+                    }
+                    entries.push((k, a, slot, ord));
+                }
+            }
+        }
+        if let (Some(run), Some(keys)) = (&old_run, old_keys) {
+            for chunk in keys.chunks(1 << 16).enumerate() {
+                let (c, keys) = chunk;
+                let ix = read(&self.idx);
+                for (j, &(k, a)) in keys.iter().enumerate() {
+                    let s = c * (1 << 16) + j;
+                    let Some((i, ord)) = run.slot(s) else {
+                        continue;
+                    };
+                    if ix.recent.contains_key(&(k, a)) {
+                        continue; // a newer answer, taken above or kept
+                    }
+                    let Some(slot) = old_slots.get(i).copied().flatten() else {
+                        continue;
+                    };
+                    if seg_of(slot).is_some_and(|s| !s.is_deleted(ord)) {
+                        entries.push((k, a, slot, ord));
+                    }
+                }
+            }
+        }
+        entries.sort_unstable_by_key(|e| (e.0, e.1));
+        entries.dedup_by_key(|e| (e.0, e.1));
+        let mut slots: Vec<u32> = entries.iter().map(|e| e.2).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let segments: Vec<(u64, u64)> = slots
+            .iter()
+            .map(|&s| seg_of(s).map_or((0, 0), |x| (x.id, x.needle_count())))
+            .collect();
+        let pos: HashMap<u32, u32> = slots
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (s, i as u32))
+            .collect();
+        let numbered: Vec<(u64, u32, u32, u32)> = entries
+            .iter()
+            .map(|&(k, a, s, o)| (k, a, pos[&s], o))
+            .collect();
+        let generation = old_run.as_ref().map_or(1, |r| r.generation() + 1);
+        let run = Run::build(generation, segments, &numbered, self.cfg.fingerprint_bits)
+            .map_err(|_| StoreError::Config("could not build the node index".into()))?;
+        let mut keys = vec![(0u64, 0u32); run.slot_count()];
+        for &(k, a, _, _) in &entries {
+            keys[run.slot_of(k, a)] = (k, a);
+        }
+        write_file_atomic(&run_path, &run_file::encode(&run, &keys))?;
+        let held = run.entry_count();
+        {
+            let mut ix = write(&self.idx);
+            ix.run = Some(Arc::new(run));
+            // A segment compacted meanwhile is impossible (maintenance lock),
+            // so the slots are still the segments numbered.
+            ix.run_slots = slots.into_iter().map(Some).collect();
+            for ((k, a), l) in taken {
+                if ix.recent.get(&(k, a)) == Some(&l) {
+                    ix.recent.remove(&(k, a));
+                }
+            }
+            ix.recent_floor = ix.recent.len();
+        }
+        self.counters.merges.fetch_add(1, Ordering::Relaxed);
+        Ok(held)
     }
 
     /// Compaction (`dest` = None: same device, drop garbage) or move
@@ -1386,10 +2193,7 @@ impl Inner {
         let _m = lock(&self.maintenance);
         let t0 = Instant::now();
         let src = self.find(id)?;
-        if src.is_active() {
-            return Err(StoreError::SegmentActive(id));
-        }
-        let SegIndex::Sealed(src_index) = &src.index else {
+        let Body::Sealed(src_index) = &src.body else {
             return Err(StoreError::SegmentActive(id));
         };
         let compacting = dest.is_none();
@@ -1414,12 +2218,16 @@ impl Inner {
         wr(&sb.encode(), 0)?;
         let total = src.len.load(Ordering::Acquire);
         let mut new_idx = ActiveIndex::new(SUPERBLOCK_LEN as u64);
-        // (source ordinal, new ordinal, new offset) of every needle kept.
-        let mut kept: Vec<(u32, u32, u64)> = Vec::new();
+        // (source ordinal, new ordinal, new offset, identity) of every
+        // needle kept.
+        let mut kept: Vec<(u32, u32, u64, u64, u32)> = Vec::new();
         let mut pending: Vec<u8> = Vec::with_capacity(1 << 20);
         let mut pending_at = SUPERBLOCK_LEN as u64;
+        // Held to the end: readers and flag writes that find the source
+        // retired still use this handle after its file is unlinked.
+        let src_file = src.file()?;
         let mut sc = Scanner::new(
-            src.file.clone(),
+            src_file.clone(),
             &src.path,
             SUPERBLOCK_LEN as u64,
             total,
@@ -1443,7 +2251,7 @@ impl Inner {
                     if src_index.needle(this).map(|x| x.0) != Some(*offset) {
                         return Err(src.corrupt(*offset, "needle offsets disagree with the index"));
                     }
-                    let keep = !compacting || self.needle_is_live(&src, this, header)?;
+                    let keep = !compacting || self.needle_is_live(&src, this, header);
                     if keep {
                         let before = pending.len();
                         needle::encode(
@@ -1457,21 +2265,13 @@ impl Inner {
                         let len = (pending.len() - before) as u64;
                         let new_off = new_idx.end();
                         let (new_ord, _) = new_idx.push(header.key, header.alt_key, len);
-                        if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0
-                            || src_index.is_deleted(this)
-                            || src_index.lookup(header.key, header.alt_key) != Some(this)
-                        {
-                            // Not the live version: copied (a move keeps
-                            // everything) but not indexed.
-                            new_idx.map.remove(&(header.key, header.alt_key));
-                        }
-                        kept.push((this, new_ord, new_off));
+                        kept.push((this, new_ord, new_off, header.key, header.alt_key));
                     }
                 } else if !compacting {
                     // A move keeps damaged regions byte for byte.
                     let (o, l) = (item.offset(), item.len());
                     let mut raw = vec![0u8; l as usize];
-                    pread_exact(&src.file, &mut raw, o)
+                    pread_exact(&src_file, &mut raw, o)
                         .map_err(StoreError::io("reading", &src.path))?;
                     pending.extend_from_slice(&raw);
                     new_idx.offsets.push(((new_idx.end() + l) / 8) as u32);
@@ -1514,18 +2314,23 @@ impl Inner {
             total,
         });
         let new_len = new_idx.end();
+        let new_slot = if compacting {
+            self.reserve_slot()
+        } else {
+            src.slot
+        };
         // Swap, with in-place flag writes to the source blocked.
         let _g = lock(&src.lock);
         let swap: Result<Arc<Segment>> = (|| {
-            // Deletes that reached the source during the copy.
+            // Flags that reached the source during the copy.
             let mut flagged = false;
-            for &(src_ord, _, new_off) in &kept {
+            for &(src_ord, _, new_off, _, _) in &kept {
                 if src_index.is_deleted(src_ord) {
                     let Some((so, _)) = src_index.needle(src_ord) else {
                         continue;
                     };
                     let mut fl = [0u8; 4];
-                    pread_exact(&src.file, &mut fl, so + FLAGS_OFFSET)
+                    pread_exact(&src_file, &mut fl, so + FLAGS_OFFSET)
                         .map_err(StoreError::io("reading", &src.path))?;
                     wr(&fl, new_off + FLAGS_OFFSET)?;
                     flagged = true;
@@ -1535,17 +2340,30 @@ impl Inner {
                 out.sync_data()
                     .map_err(StoreError::io("syncing", &tmp_path))?;
             }
-            let sealed = new_idx
-                .seal(seed_of(id, generation), self.cfg.fingerprint_bits)
-                .map_err(|_| StoreError::Config("could not build a segment index".into()))?;
-            for &(src_ord, new_ord, _) in &kept {
-                if src_index.is_deleted(src_ord) {
-                    sealed.set_deleted(new_ord);
+            let mut deleted = vec![0u64; (new_idx.needle_count() as usize).div_ceil(64)];
+            let mut map = vec![u32::MAX; src_index.needle_count() as usize];
+            new_idx.map.clear();
+            {
+                let ix = read(&self.idx);
+                for &(src_ord, new_ord, _, k, a) in &kept {
+                    map[src_ord as usize] = new_ord;
+                    if src_index.is_deleted(src_ord) {
+                        deleted[new_ord as usize / 64] |= 1 << (new_ord % 64);
+                    } else if ix.current(k, a)
+                        == Some(Loc {
+                            slot: src.slot,
+                            ord: src_ord,
+                        })
+                    {
+                        new_idx.map.insert((k, a), new_ord);
+                    }
                 }
             }
+            let body = SealedSegment::new(&new_idx.offsets, &deleted)
+                .ok_or_else(|| StoreError::Config("could not build a segment index".into()))?;
             write_file_atomic(
                 &dev.path.join(index_file_name(id, generation)),
-                &checkpoint::encode_sealed(id, generation, &sealed),
+                &checkpoint::encode_sealed(id, generation, &new_idx, &deleted),
             )?;
             std::fs::rename(&tmp_path, &final_path)
                 .map_err(StoreError::io("renaming", &tmp_path))?;
@@ -1554,31 +2372,69 @@ impl Inner {
             if self.cfg.random_access_advice {
                 advise_random(&file);
             }
+            let file = SegFile::new(Some(Arc::new(file)), &src.file.budget);
+            let live: u64 = new_idx
+                .map
+                .values()
+                .filter_map(|&o| new_idx.needle(o))
+                .map(|x| x.1)
+                .sum();
             let seg = Arc::new(Segment {
                 id,
                 generation,
                 device: dev_i,
                 tier: dev.tier,
                 path: final_path.clone(),
-                file: Arc::new(file),
+                file,
                 created_unix_ns: src.created_unix_ns,
-                index: SegIndex::Sealed(sealed),
+                slot: new_slot,
+                body: Body::Sealed(body),
                 len: AtomicU64::new(new_len),
-                garbage: AtomicU64::new(0),
+                garbage: AtomicU64::new(new_len.saturating_sub(SUPERBLOCK_LEN as u64 + live)),
                 lock: Mutex::new(()),
                 retired: AtomicBool::new(false),
+                moved_to: OnceLock::new(),
                 dirty: AtomicBool::new(false),
+                pending: Mutex::new(None),
             });
-            seg.garbage.store(initial_garbage(&seg), Ordering::Relaxed);
             {
-                let mut segs = write(&self.segs);
-                for s in segs.iter_mut() {
-                    if s.id == id {
-                        *s = seg.clone();
+                let mut ix = write(&self.idx);
+                ix.table[new_slot as usize] = Some(seg.clone());
+                if compacting {
+                    // Needles renumbered: the live ones move to the recent
+                    // map, and the run forgets the old generation.
+                    for &(src_ord, new_ord, _, k, a) in &kept {
+                        let here = Loc {
+                            slot: src.slot,
+                            ord: src_ord,
+                        };
+                        if !src_index.is_deleted(src_ord) && ix.current(k, a) == Some(here) {
+                            ix.recent.insert(
+                                (k, a),
+                                Loc {
+                                    slot: new_slot,
+                                    ord: new_ord,
+                                },
+                            );
+                        }
+                    }
+                    ix.table[src.slot as usize] = None;
+                    for s in ix.run_slots.iter_mut() {
+                        if *s == Some(src.slot) {
+                            *s = None;
+                        }
                     }
                 }
             }
+            let _ = src.moved_to.set((seg.clone(), compacting.then_some(map)));
             src.retired.store(true, Ordering::Release);
+            // A retired handle's file is never closed (its name is about to
+            // be unlinked): make sure it has one.
+            let mut h = write(&src.file.handle);
+            if h.is_none() {
+                *h = Some(src_file.clone());
+                src.file.budget.open.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(seg)
         })();
         drop(_g);
@@ -1596,6 +2452,7 @@ impl Inner {
         if let Some(d) = src.path.parent() {
             sync_dir(d)?;
         }
+        self.trim_fds();
         if compacting {
             self.counters.compactions.fetch_add(1, Ordering::Relaxed);
             self.counters

@@ -48,7 +48,33 @@ fn put_get_delete_overwrite_reopen() {
     assert_eq!(store.get(7, 0, 99).unwrap().unwrap().data, b"new");
     assert_eq!(store.get(8, 0, 8).unwrap(), None);
     assert_eq!(store.get(9, 0, 9).unwrap().unwrap().data, data(9, 309));
-    assert!(store.memory().sealed_objects > 0);
+    // Merging the recent map into the run moves the sealed segments'
+    // objects there; every GET then costs at most two probes.
+    let held = store.merge_index().unwrap();
+    assert!(held > 400, "{held}");
+    assert_eq!(store.memory().sealed_objects, held);
+    let c0 = store.counters();
+    for i in 0..500u64 {
+        let got = store.get(i, 0, if i == 7 { 99 } else { i as u32 }).unwrap();
+        assert_eq!(got.is_some(), i != 8, "{i}");
+    }
+    for i in 10_000..10_500u64 {
+        assert_eq!(store.get(i, 0, 0).unwrap(), None);
+    }
+    let c1 = store.counters();
+    assert_eq!(c1.index_lookups - c0.index_lookups, 1000);
+    assert!(c1.index_probes - c0.index_probes <= 2000);
+    assert_eq!(
+        c1.preads - c0.preads,
+        499,
+        "one read per present key, none per absent one"
+    );
+    drop(store);
+    let store = Store::open(cfg(dir.path())).unwrap();
+    assert_eq!(store.memory().sealed_objects, held);
+    assert_eq!(store.get(7, 0, 99).unwrap().unwrap().data, b"new");
+    assert_eq!(store.get(8, 0, 8).unwrap(), None);
+    assert_eq!(store.get(9, 0, 9).unwrap().unwrap().data, data(9, 309));
 }
 
 #[test]
@@ -186,4 +212,144 @@ fn a_directory_is_opened_by_one_store_at_a_time() {
     assert!(matches!(e, StoreError::InUse(_)), "{e}");
     drop(a);
     Store::open(cfg(dir.path())).unwrap();
+}
+
+#[test]
+fn a_batch_of_deletes_costs_one_fdatasync_per_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path());
+    c.segment_size = 1 << 20;
+    let store = Store::open(c.clone()).unwrap();
+    let datas: Vec<Vec<u8>> = (0..100u64).map(|i| data(i, 200)).collect();
+    let batch: Vec<PutItem> = datas
+        .iter()
+        .enumerate()
+        .map(|(i, d)| PutItem {
+            key: i as u64,
+            alt_key: 0,
+            cookie: 1,
+            data: d,
+        })
+        .collect();
+    store.put_batch(Tier::Flash, &batch).unwrap();
+    let before = store.counters().fdatasyncs;
+    // 50 live objects, one identity twice, two never written
+    let mut ids: Vec<(u64, u32)> = (0..100u64).step_by(2).map(|k| (k, 0)).collect();
+    ids.push((4, 0));
+    ids.push((500, 0));
+    ids.push((1, 7));
+    let gone = store.delete_batch(&ids).unwrap();
+    assert_eq!(
+        store.counters().fdatasyncs - before,
+        1,
+        "one fdatasync for the batch"
+    );
+    assert_eq!(gone.len(), ids.len());
+    assert!(gone[..50].iter().all(|&g| g));
+    assert_eq!(&gone[50..], &[false, false, false]);
+    let check = |store: &Store| {
+        for k in 0..100u64 {
+            let got = store.get(k, 0, 1).unwrap();
+            assert_eq!(got.is_some(), k % 2 == 1, "key {k}");
+        }
+    };
+    check(&store);
+    // again: nothing left to delete, nothing written
+    let before = store.counters().fdatasyncs;
+    assert!(store.delete_batch(&ids).unwrap().iter().all(|&g| !g));
+    assert_eq!(store.counters().fdatasyncs, before);
+    drop(store);
+    let store = Store::open(c).unwrap();
+    check(&store);
+}
+
+#[test]
+fn gets_probe_the_node_index_at_most_twice_at_any_segment_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path());
+    c.segment_size = 4096;
+    let store = Store::open(c).unwrap();
+    for i in 0..3000u64 {
+        store.put(Tier::Flash, i, 0, 3, &data(i, 900)).unwrap();
+    }
+    let sealed = store.segments().iter().filter(|s| !s.active).count();
+    assert!(sealed > 500, "{sealed} sealed segments");
+    let probe = |store: &Store, keys: std::ops::Range<u64>, present: bool| {
+        let c0 = store.counters();
+        for k in keys.clone() {
+            assert_eq!(store.get(k, 0, 3).unwrap().is_some(), present, "{k}");
+        }
+        let c1 = store.counters();
+        let n = keys.end - keys.start;
+        (
+            (c1.index_probes - c0.index_probes) as f64 / n as f64,
+            c1.preads - c0.preads,
+        )
+    };
+    // before any merge: everything in the recent map
+    assert_eq!(probe(&store, 0..3000, true), (1.0, 3000));
+    assert_eq!(probe(&store, 10_000..13_000, false), (1.0, 0));
+    store.merge_index().unwrap();
+    let (p, reads) = probe(&store, 0..3000, true);
+    assert!(p <= 2.0 && reads == 3000, "{p} {reads}");
+    let (p, reads) = probe(&store, 10_000..40_000, false);
+    assert!(p <= 2.0, "{p}");
+    assert!(reads <= 3, "{reads} fingerprint false positives in 30,000");
+}
+
+#[test]
+fn more_segments_than_open_files_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path()).with_device(disk.path(), Tier::Disk);
+    c.segment_size = 4096;
+    c.max_open_files = 6;
+    let store = Store::open(c.clone()).unwrap();
+    for i in 0..400u64 {
+        let tier = if i % 3 == 0 { Tier::Disk } else { Tier::Flash };
+        store.put(tier, i, 0, 1, &data(i, 1500)).unwrap();
+    }
+    assert!(store.segments().len() > 100, "{}", store.segments().len());
+    // Files of this store open in this process (other tests use other
+    // directories): the budget, the active segments, and a few in flight.
+    let open_here = |store: &Store| {
+        let _ = store;
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(dir.path()) || p.starts_with(disk.path()))
+            .count()
+    };
+    assert!(
+        open_here(&store) <= 6 + 2 + 2,
+        "{} files open",
+        open_here(&store)
+    );
+    let check = |store: &Store, deleted: &dyn Fn(u64) -> bool| {
+        for round in 0..2 {
+            for i in 0..400u64 {
+                let got = store.get(i, 0, 1).unwrap().map(|o| o.data);
+                let want = (!deleted(i)).then(|| data(i, 1500));
+                assert_eq!(got, want, "round {round} key {i}");
+            }
+        }
+    };
+    check(&store, &|_| false);
+    let ids: Vec<(u64, u32)> = (0..400u64).step_by(3).map(|k| (k, 0)).collect();
+    store.delete_batch(&ids).unwrap();
+    store.compact_all(0.1, &mut |_| {}).unwrap();
+    let first_sealed = store.segments().into_iter().rfind(|s| !s.active).unwrap();
+    store
+        .move_segment(first_sealed.id, 1 - first_sealed.device, &mut |_| {})
+        .unwrap();
+    store.merge_index().unwrap();
+    check(&store, &|i| i % 3 == 0);
+    assert!(
+        open_here(&store) <= 6 + 2 + 2,
+        "{} files open",
+        open_here(&store)
+    );
+    drop(store);
+    let store = Store::open(c).unwrap();
+    check(&store, &|i| i % 3 == 0);
 }

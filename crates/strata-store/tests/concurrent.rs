@@ -24,6 +24,9 @@ fn config(a: &std::path::Path, b: &std::path::Path) -> StoreConfig {
     c.compaction_garbage_ratio = 0.3;
     c.compaction_bytes_per_s = None;
     c.checkpoint_interval = std::time::Duration::from_millis(10);
+    // fewer open files than segments: sealed files are closed and reopened
+    // while readers, flag writes and rewrites use them
+    c.max_open_files = 4;
     c
 }
 
@@ -61,6 +64,7 @@ fn readers_writers_deleters_and_compactions_together() {
             let mut runs = 0;
             while !stop.load(Ordering::Relaxed) {
                 runs += store.compact_all(0.2, &mut |_| {}).unwrap().len();
+                store.merge_index().unwrap();
                 if let Some(s) = store.segments().into_iter().find(|s| !s.active) {
                     let _ = store.move_segment(s.id, 1 - s.device, &mut |_| {});
                 }

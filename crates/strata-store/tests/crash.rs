@@ -66,11 +66,23 @@ fn crash_child_writer() {
             store.compact_all(0.25, &mut |_| {}).unwrap();
             continue;
         }
+        if rng.next().is_multiple_of(30) {
+            store.merge_index().unwrap();
+            continue;
+        }
         if rng.next().is_multiple_of(5) {
             let key = rng.next() % KEYS;
             writeln!(out, "@I D {key}").unwrap();
             out.flush().unwrap();
             store.delete(key, 0).unwrap();
+            writeln!(out, "@A").unwrap();
+        } else if rng.next().is_multiple_of(6) {
+            let keys: Vec<u64> = (0..1 + rng.next() % 6).map(|_| rng.next() % KEYS).collect();
+            let line: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            writeln!(out, "@I D {}", line.join(" ")).unwrap();
+            out.flush().unwrap();
+            let ids: Vec<(u64, u32)> = keys.iter().map(|&k| (k, 0)).collect();
+            store.delete_batch(&ids).unwrap();
             writeln!(out, "@A").unwrap();
         } else {
             let n = 1 + rng.next() % 8;
@@ -101,9 +113,73 @@ fn crash_child_writer() {
     }
 }
 
+const MERGE_KEYS: u64 = 5000;
+
+/// Not a test by itself: a writer that merges the node index after every
+/// few batches, so that kills land inside merges and their run file write.
+#[test]
+fn crash_child_merger() {
+    let Ok(dir) = std::env::var("STRATA_CRASH_DIR") else {
+        return;
+    };
+    let seed: u64 = std::env::var("STRATA_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let store = Store::open(config(std::path::Path::new(&dir))).unwrap();
+    let mut out = std::io::stdout().lock();
+    let mut rng = Rng(seed | 1);
+    let mut ver = seed << 32;
+    let mut batches = 0u64;
+    loop {
+        if rng.next().is_multiple_of(7) {
+            let keys: Vec<u64> = (0..1 + rng.next() % 20)
+                .map(|_| rng.next() % MERGE_KEYS)
+                .collect();
+            let line: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            writeln!(out, "@I D {}", line.join(" ")).unwrap();
+            out.flush().unwrap();
+            let ids: Vec<(u64, u32)> = keys.iter().map(|&k| (k, 0)).collect();
+            store.delete_batch(&ids).unwrap();
+            writeln!(out, "@A").unwrap();
+        } else {
+            let items: Vec<(u64, u64)> = (0..32)
+                .map(|_| {
+                    ver += 1;
+                    (rng.next() % MERGE_KEYS, ver)
+                })
+                .collect();
+            let line: Vec<String> = items.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+            writeln!(out, "@I P {}", line.join(" ")).unwrap();
+            out.flush().unwrap();
+            let datas: Vec<Vec<u8>> = items
+                .iter()
+                .map(|&(k, v)| data(k, v)[..16].to_vec())
+                .collect();
+            let batch: Vec<PutItem> = items
+                .iter()
+                .zip(&datas)
+                .map(|(&(k, v), d)| PutItem {
+                    key: k,
+                    alt_key: 0,
+                    cookie: v as u32,
+                    data: d,
+                })
+                .collect();
+            store.put_batch(Tier::Flash, &batch).unwrap();
+            writeln!(out, "@A").unwrap();
+            batches += 1;
+        }
+        out.flush().unwrap();
+        if batches.is_multiple_of(3) {
+            store.merge_index().unwrap();
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Pending {
-    Delete(u64),
+    Delete(Vec<u64>),
     Put(Vec<(u64, u64)>),
 }
 
@@ -114,133 +190,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    // key -> Some(version) live, None deleted/absent
-    let mut model: HashMap<u64, Option<u64>> = HashMap::new();
-    let mut rng = Rng(0xC0FFEE);
-    let mut total_acked = 0u64;
-    for it in 0..iterations {
-        let mut child = Command::new(&exe)
-            .args([
-                "crash_child_writer",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("STRATA_CRASH_DIR", dir.path())
-            .env("STRATA_CRASH_SEED", (it + 1).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            // The harness may print "test ... " before the first line.
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.find('@').map(|i| l[i..].to_string()))
-                .collect::<Vec<String>>()
-        });
-        std::thread::sleep(Duration::from_millis(40 + rng.next() % 200));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let lines = reader.join().unwrap();
-        // Apply acknowledged operations; keep the last unacknowledged one.
-        let mut pending: Option<Pending> = None;
-        for l in &lines {
-            if let Some(rest) = l.strip_prefix("@I D ") {
-                pending = Some(Pending::Delete(rest.parse().unwrap()));
-            } else if let Some(rest) = l.strip_prefix("@I P ") {
-                pending = Some(Pending::Put(
-                    rest.split(' ')
-                        .map(|kv| {
-                            let (k, v) = kv.split_once(':').unwrap();
-                            (k.parse().unwrap(), v.parse().unwrap())
-                        })
-                        .collect(),
-                ));
-            } else if l == "@A" {
-                match pending.take() {
-                    Some(Pending::Delete(k)) => {
-                        model.insert(k, None);
-                    }
-                    Some(Pending::Put(items)) => {
-                        for (k, v) in items {
-                            model.insert(k, Some(v));
-                        }
-                    }
-                    None => panic!("ack without intent"),
-                }
-                total_acked += 1;
-            }
-        }
-        // Recover and check.
-        let store = Store::open(config(dir.path())).unwrap();
-        // The operation in flight may or may not have happened: accept both
-        // outcomes, all or nothing, and learn which one it was.
-        let mut in_flight: HashMap<u64, Option<u64>> = HashMap::new();
-        match &pending {
-            Some(Pending::Delete(k)) => {
-                in_flight.insert(*k, None);
-            }
-            Some(Pending::Put(items)) => {
-                for &(k, v) in items {
-                    in_flight.insert(k, Some(v));
-                }
-            }
-            None => {}
-        }
-        let mut applied: Option<bool> = None;
-        for k in 0..KEYS {
-            let old = model.get(&k).copied().flatten();
-            let got = match old {
-                Some(v) => store.get(k, 0, v as u32).unwrap(),
-                None => None,
-            };
-            let got_new = match in_flight.get(&k) {
-                Some(Some(v)) => store.get(k, 0, *v as u32).unwrap(),
-                _ => None,
-            };
-            let old_ok = match old {
-                Some(v) => got.as_ref().map(|o| &o.data) == Some(&data(k, v)),
-                None => !store.contains(k, 0).unwrap(),
-            };
-            let new_ok = match in_flight.get(&k) {
-                None => old_ok,
-                Some(Some(v)) => got_new.as_ref().map(|o| &o.data) == Some(&data(k, *v)),
-                Some(None) => !store.contains(k, 0).unwrap(),
-            };
-            assert!(
-                old_ok || new_ok,
-                "iteration {it}: key {k} has neither its acknowledged nor its in-flight value"
-            );
-            if in_flight.contains_key(&k) && old_ok != new_ok {
-                assert!(
-                    applied.is_none_or(|a| a == new_ok),
-                    "iteration {it}: in-flight batch applied partially"
-                );
-                applied = Some(new_ok);
-            }
-        }
-        if applied == Some(true) {
-            for (k, v) in in_flight {
-                model.insert(k, v);
-            }
-        }
-        drop(store);
-        let rep = strata_store::verify::verify_dir(dir.path(), &mut |_, _| {}).unwrap();
-        assert!(
-            !rep.has_corruption(),
-            "iteration {it}: {:?}",
-            rep.corruptions
-        );
-        assert!(
-            rep.corruptions.is_empty(),
-            "iteration {it}: torn tail left after recovery: {:?}",
-            rep.corruptions
-        );
-    }
+    let total_acked = kill_and_check(dir.path(), "crash_child_writer", KEYS, iterations, 40..240);
     let compacted = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| {
@@ -266,4 +216,195 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         total_acked > iterations * 3,
         "the child acknowledged only {total_acked} operations"
     );
+}
+
+#[test]
+fn sigkill_during_index_merges_loses_nothing_acknowledged() {
+    let iterations: u64 = std::env::var("STRATA_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let dir = tempfile::tempdir().unwrap();
+    let acked = kill_and_check(
+        dir.path(),
+        "crash_child_merger",
+        MERGE_KEYS,
+        iterations,
+        50..400,
+    );
+    assert!(
+        acked > iterations * 3,
+        "the child acknowledged only {acked} operations"
+    );
+    // The merges did happen: the store reopens with a run holding objects.
+    let store = Store::open(config(dir.path())).unwrap();
+    assert!(dir.path().join("strata.run").exists());
+    assert!(store.memory().sealed_objects > 0, "{:?}", store.memory());
+}
+
+/// Runs `child` (a test of this binary) `iterations` times against `dir`,
+/// SIGKILLs it after a random delay in `kill_after_ms`, and checks after
+/// each kill that every acknowledged operation on keys `0..keys` survived.
+/// Returns the number of acknowledged operations.
+fn kill_and_check(
+    dir: &std::path::Path,
+    child: &str,
+    keys: u64,
+    iterations: u64,
+    kill_after_ms: std::ops::Range<u64>,
+) -> u64 {
+    let exe = std::env::current_exe().unwrap();
+    // key -> Some(version) live, None deleted/absent
+    let mut model: HashMap<u64, Option<u64>> = HashMap::new();
+    let mut rng = Rng(0xC0FFEE);
+    let mut total_acked = 0u64;
+    for it in 0..iterations {
+        let mut child = Command::new(&exe)
+            .args([child, "--exact", "--nocapture", "--test-threads=1"])
+            .env("STRATA_CRASH_DIR", dir)
+            .env("STRATA_CRASH_SEED", (it + 1).to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            // The harness may print "test ... " before the first line.
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.find('@').map(|i| l[i..].to_string()))
+                .collect::<Vec<String>>()
+        });
+        let span = kill_after_ms.end - kill_after_ms.start;
+        std::thread::sleep(Duration::from_millis(
+            kill_after_ms.start + rng.next() % span,
+        ));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let lines = reader.join().unwrap();
+        // Apply acknowledged operations; keep the last unacknowledged one.
+        let mut pending: Option<Pending> = None;
+        for l in &lines {
+            if let Some(rest) = l.strip_prefix("@I D ") {
+                pending = Some(Pending::Delete(
+                    rest.split(' ').map(|k| k.parse().unwrap()).collect(),
+                ));
+            } else if let Some(rest) = l.strip_prefix("@I P ") {
+                pending = Some(Pending::Put(
+                    rest.split(' ')
+                        .map(|kv| {
+                            let (k, v) = kv.split_once(':').unwrap();
+                            (k.parse().unwrap(), v.parse().unwrap())
+                        })
+                        .collect(),
+                ));
+            } else if l == "@A" {
+                match pending.take() {
+                    Some(Pending::Delete(keys)) => {
+                        for k in keys {
+                            model.insert(k, None);
+                        }
+                    }
+                    Some(Pending::Put(items)) => {
+                        for (k, v) in items {
+                            model.insert(k, Some(v));
+                        }
+                    }
+                    None => panic!("ack without intent"),
+                }
+                total_acked += 1;
+            }
+        }
+        // Recover and check.
+        let store = Store::open(config(dir)).unwrap();
+        // The operation in flight may or may not have happened: accept both
+        // outcomes, all or nothing for a put batch, and learn which one it
+        // was.
+        let mut in_flight: HashMap<u64, Option<u64>> = HashMap::new();
+        match &pending {
+            Some(Pending::Delete(keys)) => {
+                for &k in keys {
+                    in_flight.insert(k, None);
+                }
+            }
+            Some(Pending::Put(items)) => {
+                for &(k, v) in items {
+                    in_flight.insert(k, Some(v));
+                }
+            }
+            None => {}
+        }
+        let mut applied: Option<bool> = None;
+        for k in 0..keys {
+            let old = model.get(&k).copied().flatten();
+            let got = match old {
+                Some(v) => store.get(k, 0, v as u32).unwrap(),
+                None => None,
+            };
+            let got_new = match in_flight.get(&k) {
+                Some(Some(v)) => store.get(k, 0, *v as u32).unwrap(),
+                _ => None,
+            };
+            let old_ok = match old {
+                Some(v) => got
+                    .as_ref()
+                    .is_some_and(|o| data(k, v).starts_with(&o.data)),
+                None => !store.contains(k, 0).unwrap(),
+            };
+            let new_ok = match in_flight.get(&k) {
+                None => old_ok,
+                Some(Some(v)) => got_new
+                    .as_ref()
+                    .is_some_and(|o| data(k, *v).starts_with(&o.data)),
+                Some(None) => !store.contains(k, 0).unwrap(),
+            };
+            if !(old_ok || new_ok) {
+                if let Ok(to) = std::env::var("STRATA_CRASH_KEEP") {
+                    let _ = std::process::Command::new("cp")
+                        .args(["-a", dir.to_str().unwrap(), &to])
+                        .status();
+                }
+                panic!(
+                    "iteration {it}: key {k} has neither its acknowledged nor its in-flight value: acked {old:?}, in flight {:?}, got cookie {:?} / {:?}",
+                    in_flight.get(&k),
+                    got.as_ref().map(|o| o.cookie),
+                    store.get_unchecked(k, 0).unwrap().map(|o| (o.cookie, o.segment))
+                );
+            }
+            if in_flight.contains_key(&k) && old_ok != new_ok {
+                if let Some(Pending::Delete(_)) = &pending {
+                    // A batch of deletes is not atomic: each identity is
+                    // deleted or not.
+                    if new_ok {
+                        model.insert(k, None);
+                    }
+                    continue;
+                }
+                assert!(
+                    applied.is_none_or(|a| a == new_ok),
+                    "iteration {it}: in-flight batch applied partially"
+                );
+                applied = Some(new_ok);
+            }
+        }
+        if applied == Some(true) {
+            for (k, v) in in_flight {
+                model.insert(k, v);
+            }
+        }
+        drop(store);
+        let rep = strata_store::verify::verify_dir(dir, &mut |_, _| {}).unwrap();
+        assert!(
+            !rep.has_corruption(),
+            "iteration {it}: {:?}",
+            rep.corruptions
+        );
+        assert!(
+            rep.corruptions.is_empty(),
+            "iteration {it}: torn tail left after recovery: {:?}",
+            rep.corruptions
+        );
+    }
+    total_acked
 }

@@ -1,5 +1,6 @@
-//! Property test: random sequences of put / overwrite / delete / compact /
-//! move / seal / reopen agree with an in-memory model.
+//! Property test: random sequences of put / overwrite / delete / batch
+//! delete / index merge / compact / move / seal / reopen agree with an
+//! in-memory model.
 
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -12,6 +13,8 @@ enum Op {
         items: Vec<(u64, u32, u32, u16)>,
     },
     Delete(u64, u32),
+    DeleteBatch(Vec<(u64, u32)>),
+    Merge,
     Compact,
     Seal(bool),
     Move,
@@ -25,6 +28,8 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (any::<bool>(), prop::collection::vec((0u64..24, 0u32..2, any::<u32>(), 0u16..700), 1..6))
             .prop_map(|(tier, items)| Op::Put { tier, items }),
         3 => id.clone().prop_map(|(k, a)| Op::Delete(k, a)),
+        1 => prop::collection::vec(id.clone(), 1..6).prop_map(Op::DeleteBatch),
+        2 => Just(Op::Merge),
         1 => Just(Op::Compact),
         1 => any::<bool>().prop_map(Op::Seal),
         1 => Just(Op::Move),
@@ -43,6 +48,7 @@ fn config(flash: &std::path::Path, disk: &std::path::Path) -> StoreConfig {
     let mut c = StoreConfig::new(flash, Tier::Flash).with_device(disk, Tier::Disk);
     c.segment_size = 4096;
     c.auto_compaction = false;
+    c.max_open_files = 3;
     c
 }
 
@@ -103,6 +109,16 @@ proptest! {
                 Op::Delete(k, a) => {
                     let existed = store.delete(k, a).unwrap();
                     prop_assert_eq!(existed, model.remove(&(k, a)).is_some());
+                }
+                Op::DeleteBatch(ids) => {
+                    let existed = store.delete_batch(&ids).unwrap();
+                    prop_assert_eq!(existed.len(), ids.len());
+                    for (id, e) in ids.iter().zip(existed) {
+                        prop_assert_eq!(e, model.remove(id).is_some(), "{:?}", id);
+                    }
+                }
+                Op::Merge => {
+                    store.merge_index().unwrap();
                 }
                 Op::Compact => {
                     store.compact_all(0.0, &mut |_| {}).unwrap();

@@ -3,7 +3,7 @@
 //! accept re-encodes to the same bytes.
 
 use proptest::prelude::*;
-use strata_store::format::{checkpoint, needle, superblock::Superblock};
+use strata_store::format::{checkpoint, needle, run, superblock::Superblock};
 
 /// Gives random bytes valid checkpoint checksums, so the decoders are reached.
 fn fix_up(mut b: Vec<u8>) -> Vec<u8> {
@@ -83,13 +83,22 @@ proptest! {
                 prop_assert!(a.needle(o).is_some());
             }
         }
-        if let Ok(s) = checkpoint::decode_sealed(&h, body) {
+        if let Ok((s, deleted)) = checkpoint::decode_sealed(&h, body) {
+            for &o in s.map.values() {
+                prop_assert!(s.needle(o).is_some());
+            }
+            prop_assert_eq!(deleted.len() as u64, s.needle_count().div_ceil(64));
+        }
+    }
+
+    #[test]
+    fn run_file_decoder_total(data in prop::collection::vec(any::<u8>(), 0..600)) {
+        if let Ok(r) = run::decode(&data) {
             for k in 0..32u64 {
-                if let Some(o) = s.lookup(k, 0) {
-                    prop_assert!(s.needle(o).is_some());
+                if let Some((i, o)) = r.lookup(k, 0) {
+                    prop_assert!(u64::from(o) < r.segments()[i].1);
                 }
             }
-            prop_assert_eq!(s.needles().count() as u64, s.needle_count());
         }
     }
 }

@@ -99,6 +99,19 @@ struct GetStats {
     p99: f64,
     per_s: f64,
     reads_per_get: f64,
+    probes_per_get: f64,
+    cpu_us_per_get: f64,
+}
+
+/// CPU time (user + system) of this process so far, in microseconds.
+fn cpu_us() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// Runs `gets` random GETs of distinct objects on `threads` threads.
@@ -109,7 +122,7 @@ fn get_phase(
     seed: u64,
     label: &str,
 ) -> anyhow::Result<GetStats> {
-    get_phase_mapped(store, a.objects, a.threads, gets, seed, label, |k| k)
+    get_phase_mapped(store, a.objects, a.threads, gets, seed, label, |k| k, true)
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -120,8 +133,10 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Writes objects 0..N in batches on `threads` threads; returns the seconds.
-fn fill(dir: &std::path::Path, a: &Args, size: usize) -> anyhow::Result<f64> {
+/// Writes objects 0..N in batches on `threads` threads, then merges the
+/// store's recent map into its node-wide index (as its background thread
+/// would); returns the seconds of both.
+fn fill(dir: &std::path::Path, a: &Args, size: usize) -> anyhow::Result<(f64, f64)> {
     let store = Arc::new(
         Store::open(config(dir, a))
             .with_context(|| format!("opening store in {}", dir.display()))?,
@@ -167,9 +182,12 @@ fn fill(dir: &std::path::Path, a: &Args, size: usize) -> anyhow::Result<f64> {
     }
     let put_secs = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
+    let t1 = Instant::now();
+    store.merge_index().context("merging the node index")?;
+    let merge_secs = t1.elapsed().as_secs_f64();
     let store = Arc::try_unwrap(store).map_err(|_| anyhow::anyhow!("store still shared"))?;
     store.close().context("closing store")?;
-    Ok(put_secs)
+    Ok((put_secs, merge_secs))
 }
 
 /// Runs the benchmark.
@@ -203,11 +221,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let gets = a.gets.unwrap_or(a.objects.min(50_000)).min(a.objects);
 
     // Fill.
-    let put_secs = if a.reuse {
+    let (put_secs, merge_secs) = if a.reuse {
         if !dir.is_dir() {
             bail!("--reuse: {} holds no store", dir.display());
         }
-        f64::INFINITY
+        (f64::INFINITY, 0.0)
     } else {
         fill(&dir, &a, size)?
     };
@@ -222,6 +240,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // Cold random GETs.
     store.drop_page_cache().context("dropping the page cache")?;
     let cold = get_phase(&store, &a, gets, 0xC01D, "get")?;
+    // The same GETs again, from the page cache: the engine's own CPU per
+    // GET (index probes, one pread, checks) without the device's.
+    let warm = get_phase(&store, &a, gets, 0xC01D, "get (warm)")?;
+    // GETs of absent keys (never written): index probes and CPU only,
+    // plus the reads that fingerprint false positives cost; 20 times as
+    // many, as each is short.
+    let objects = a.objects;
+    let absent_gets = gets.saturating_mul(20);
+    let absent = get_phase_mapped(
+        &store,
+        absent_gets,
+        a.threads,
+        absent_gets,
+        0xAB5E,
+        "get (absent)",
+        move |k| k + objects,
+        false,
+    )?;
+    let segments = store.segments().len();
 
     let mut extra = serde_json::Map::new();
     if a.compaction {
@@ -242,6 +279,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     f("get_p50_us", cold.p50);
     f("get_p99_us", cold.p99);
     f("device_reads_per_get", cold.reads_per_get);
+    f("index_probes_per_get", cold.probes_per_get);
+    f("cpu_us_per_get", cold.cpu_us_per_get);
+    f("warm_get_objects_per_s", warm.per_s);
+    f("warm_cpu_us_per_get", warm.cpu_us_per_get);
+    f("absent_get_objects_per_s", absent.per_s);
+    f("absent_index_probes_per_get", absent.probes_per_get);
+    f("absent_cpu_us_per_get", absent.cpu_us_per_get);
+    f(
+        "absent_device_reads_per_10k_gets",
+        absent.reads_per_get * 1e4,
+    );
+    f("segments", segments as f64);
+    f(
+        "ram_bytes_per_object",
+        (mem.sealed_bytes + mem.active_bytes) as f64 / a.objects.max(1) as f64,
+    );
     f(
         "ram_bytes_per_object_sealed",
         if mem.sealed_objects > 0 {
@@ -259,6 +312,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
     );
     f("restart_seconds", restart_secs);
+    f("merge_seconds", merge_secs);
     fields.extend(extra);
     if a.json {
         let out: serde_json::Map<String, serde_json::Value> = fields.into_iter().collect();
@@ -319,6 +373,7 @@ fn compaction_phase(
             seed,
             label,
             |k| 2 * k + 1,
+            true,
         )
     };
     store.drop_page_cache()?;
@@ -351,7 +406,9 @@ fn compaction_phase(
     Ok(())
 }
 
-/// GETs of `gets` distinct keys `map(i)`, i a random permutation of 0..n.
+/// GETs of `gets` distinct keys `map(i)`, i a random permutation of 0..n;
+/// every key must be present (`present`) or absent.
+#[allow(clippy::too_many_arguments)]
 fn get_phase_mapped(
     store: &Arc<Store>,
     n: u64,
@@ -359,7 +416,8 @@ fn get_phase_mapped(
     gets: u64,
     seed: u64,
     label: &str,
-    map: fn(u64) -> u64,
+    map: impl Fn(u64) -> u64 + Copy + Send + 'static,
+    present: bool,
 ) -> anyhow::Result<GetStats> {
     let n = n.max(1);
     let gets = gets.min(n);
@@ -371,7 +429,8 @@ fn get_phase_mapped(
     let offset = rng.next() % n;
     let pb = progress::bar(gets, label);
     let next = Arc::new(AtomicU64::new(0));
-    let reads0 = store.counters().preads;
+    let c0 = store.counters();
+    let cpu0 = cpu_us();
     let t0 = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..threads {
@@ -389,8 +448,11 @@ fn get_phase_mapped(
                 let t = Instant::now();
                 let got = store.get(key, 0, cookie_of(key))?;
                 lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
-                if got.is_none() {
-                    bail!("object {key} is missing");
+                if got.is_some() != present {
+                    bail!(
+                        "object {key} is {}",
+                        if present { "missing" } else { "present" }
+                    );
                 }
                 pb.inc(1);
             }
@@ -404,8 +466,11 @@ fn get_phase_mapped(
         );
     }
     let secs = t0.elapsed().as_secs_f64();
+    let cpu = cpu_us() - cpu0;
     pb.finish_and_clear();
-    let reads = store.counters().preads - reads0;
+    let c1 = store.counters();
+    let reads = c1.preads - c0.preads;
+    let probes = c1.index_probes - c0.index_probes;
     lat.sort_unstable();
     let pct = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -417,6 +482,8 @@ fn get_phase_mapped(
         p99: pct(0.99),
         per_s: gets as f64 / secs,
         reads_per_get: reads as f64 / gets.max(1) as f64,
+        probes_per_get: probes as f64 / gets.max(1) as f64,
+        cpu_us_per_get: cpu / gets.max(1) as f64,
     })
 }
 
@@ -427,7 +494,10 @@ fn remove_store_files(dir: &std::path::Path) -> anyhow::Result<()> {
         let ours = matches!(
             p.extension().and_then(|x| x.to_str()),
             Some("seg") | Some("idx")
-        ) || p.file_name().and_then(|x| x.to_str()) == Some(strata_store::LOCK_FILE);
+        ) || matches!(
+            p.file_name().and_then(|x| x.to_str()),
+            Some(strata_store::LOCK_FILE) | Some("strata.run")
+        );
         if ours {
             std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
         }

@@ -26,12 +26,10 @@ fuzz_target!(|data: &[u8]| {
             let _ = a.needle(o);
         }
     }
-    if let Ok(s) = checkpoint::decode_sealed(&h, body) {
-        for k in 0..64u64 {
-            if let Some(o) = s.lookup(k, 0) {
-                let _ = s.needle(o);
-            }
+    if let Ok((s, _deleted)) = checkpoint::decode_sealed(&h, body) {
+        for &o in s.map.values() {
+            let _ = s.needle(o);
         }
-        let _ = s.needles().count();
     }
+    let _ = strata_store::format::run::decode(data);
 });

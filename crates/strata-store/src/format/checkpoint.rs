@@ -5,8 +5,9 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "STRATIDX"
-//!      8     4  format version (u32, currently 1)
-//!     12     4  kind: 1 active (a record list), 2 sealed (the compact index)
+//!      8     4  format version (u32, currently 2; version 1 files are
+//!               ignored, and their segments scanned)
+//!     12     4  kind: 1 active, 2 sealed (same body, plus deleted bits)
 //!     16     8  segment id
 //!     24     8  segment generation
 //!     32     8  covered length: the segment bytes the checkpoint describes
@@ -20,15 +21,12 @@
 //! little-endian integers.
 
 use super::{le_u32, le_u64, Reader};
-use crate::bits::{EliasFano, PackedArray};
-use crate::index::{ActiveIndex, SealedIndex};
-use crate::mphf::Mphf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::index::ActiveIndex;
 
 /// Checkpoint magic.
 pub const MAGIC: [u8; 8] = *b"STRATIDX";
 /// Checkpoint format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Header length.
 pub const HEADER_LEN: usize = 64;
 /// Kind code of an active-segment checkpoint.
@@ -111,10 +109,21 @@ pub fn parse(bytes: &[u8]) -> Result<(CheckpointHeader, &[u8]), CheckpointError>
     Ok((h, body))
 }
 
-/// Encodes an active segment's index (offsets of all needles, then the
-/// identity → ordinal entries).
+/// Encodes an active segment's checkpoint: the offsets of all its needles
+/// and its identity → ordinal entries.
 pub fn encode_active(segment: u64, generation: u64, idx: &ActiveIndex) -> Vec<u8> {
-    let mut body = Vec::with_capacity(idx.offsets.len() * 4 + idx.map.len() * 16 + 16);
+    encode(KIND_ACTIVE, segment, generation, idx, &[])
+}
+
+/// Encodes a sealed segment's checkpoint: as an active one, followed by the
+/// deleted bitmap (bit i = needle i).
+pub fn encode_sealed(segment: u64, generation: u64, idx: &ActiveIndex, deleted: &[u64]) -> Vec<u8> {
+    encode(KIND_SEALED, segment, generation, idx, deleted)
+}
+
+fn encode(kind: u32, segment: u64, generation: u64, idx: &ActiveIndex, deleted: &[u64]) -> Vec<u8> {
+    let n = idx.needle_count() as usize;
+    let mut body = Vec::with_capacity(idx.offsets.len() * 4 + idx.map.len() * 16 + n / 8 + 24);
     for &o in &idx.offsets {
         body.extend_from_slice(&o.to_le_bytes());
     }
@@ -127,8 +136,16 @@ pub fn encode_active(segment: u64, generation: u64, idx: &ActiveIndex) -> Vec<u8
         body.extend_from_slice(&a.to_le_bytes());
         body.extend_from_slice(&o.to_le_bytes());
     }
+    for i in 0..n.div_ceil(64) {
+        let w = if kind == KIND_SEALED {
+            deleted.get(i).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        body.extend_from_slice(&w.to_le_bytes());
+    }
     let h = CheckpointHeader {
-        kind: KIND_ACTIVE,
+        kind,
         segment,
         generation,
         covered_len: idx.end(),
@@ -144,7 +161,83 @@ pub fn decode_active(h: &CheckpointHeader, body: &[u8]) -> Result<ActiveIndex, C
     if h.kind != KIND_ACTIVE {
         return Err(CheckpointError::Malformed("not an active checkpoint"));
     }
-    let bad = CheckpointError::Malformed("active body");
+    decode(h, body).map(|(idx, _)| idx)
+}
+
+/// Decodes a sealed checkpoint's body: the segment's offsets and entries,
+/// and its deleted bitmap words.
+pub fn decode_sealed(
+    h: &CheckpointHeader,
+    body: &[u8],
+) -> Result<(ActiveIndex, Vec<u64>), CheckpointError> {
+    let parts = decode_sealed_parts(h, body)?;
+    let mut idx = ActiveIndex::new(0);
+    idx.offsets = parts.offsets;
+    idx.map.reserve(parts.entries.len());
+    for (k, a, o) in parts.entries {
+        if idx.map.insert((k, a), o).is_some() {
+            return Err(CheckpointError::Malformed("an identity twice"));
+        }
+    }
+    Ok((idx, parts.deleted))
+}
+
+/// A sealed checkpoint's body as read on open: no hash map is built (the
+/// entries of a segment the run covers are only counted).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SealedParts {
+    /// Needle offsets in 8-byte units, then the covered length.
+    pub offsets: Vec<u32>,
+    /// (key, alternate key, ordinal), ordinals strictly increasing.
+    pub entries: Vec<(u64, u32, u32)>,
+    /// Deleted bitmap words.
+    pub deleted: Vec<u64>,
+}
+
+/// Decodes a sealed checkpoint's body without building a map.
+pub fn decode_sealed_parts(
+    h: &CheckpointHeader,
+    body: &[u8],
+) -> Result<SealedParts, CheckpointError> {
+    if h.kind != KIND_SEALED {
+        return Err(CheckpointError::Malformed("not a sealed checkpoint"));
+    }
+    let bad = CheckpointError::Malformed("segment checkpoint body");
+    let n = usize::try_from(h.needles).map_err(|_| bad)?;
+    let (offsets, mut r) = decode_offsets(h, body)?;
+    let m = r.u64().ok_or(bad)?;
+    let words = n.div_ceil(64) as u64;
+    if m.checked_mul(16)
+        .and_then(|x| x.checked_add(words * 8))
+        .is_none_or(|x| x != r.remaining() as u64)
+    {
+        return Err(bad);
+    }
+    let mut entries = Vec::with_capacity(m as usize);
+    let mut next = 0u64;
+    for _ in 0..m {
+        let k = r.u64().ok_or(bad)?;
+        let a = r.u32().ok_or(bad)?;
+        let o = r.u32().ok_or(bad)?;
+        if o as usize >= n || u64::from(o) < next {
+            return Err(bad);
+        }
+        next = u64::from(o) + 1;
+        entries.push((k, a, o));
+    }
+    let deleted = r.words(words).ok_or(bad)?;
+    Ok(SealedParts {
+        offsets,
+        entries,
+        deleted,
+    })
+}
+
+fn decode_offsets<'a>(
+    h: &CheckpointHeader,
+    body: &'a [u8],
+) -> Result<(Vec<u32>, Reader<'a>), CheckpointError> {
+    let bad = CheckpointError::Malformed("segment checkpoint body");
     let n = usize::try_from(h.needles).map_err(|_| bad)?;
     let mut r = Reader::new(body);
     if n.checked_add(1)
@@ -153,18 +246,30 @@ pub fn decode_active(h: &CheckpointHeader, body: &[u8]) -> Result<ActiveIndex, C
     {
         return Err(bad);
     }
-    let mut offsets = Vec::with_capacity(n + 1);
-    for _ in 0..=n {
-        offsets.push(r.u32().ok_or(bad)?);
-    }
+    let raw = r.take((n + 1) * 4).ok_or(bad)?;
+    let offsets: Vec<u32> = raw
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     if offsets.windows(2).any(|w| w[0] > w[1]) || u64::from(offsets[n]) * 8 != h.covered_len {
         return Err(bad);
     }
     if (n + 1) % 2 == 1 {
         r.take(4).ok_or(bad)?;
     }
+    Ok((offsets, r))
+}
+
+fn decode(h: &CheckpointHeader, body: &[u8]) -> Result<(ActiveIndex, Vec<u64>), CheckpointError> {
+    let bad = CheckpointError::Malformed("segment checkpoint body");
+    let n = usize::try_from(h.needles).map_err(|_| bad)?;
+    let (offsets, mut r) = decode_offsets(h, body)?;
     let m = r.u64().ok_or(bad)?;
-    if m.checked_mul(16).is_none_or(|x| x != r.remaining() as u64) {
+    let words = n.div_ceil(64) as u64;
+    if m.checked_mul(16)
+        .and_then(|x| x.checked_add(words * 8))
+        .is_none_or(|x| x != r.remaining() as u64)
+    {
         return Err(bad);
     }
     let mut idx = ActiveIndex::new(0);
@@ -178,138 +283,8 @@ pub fn decode_active(h: &CheckpointHeader, body: &[u8]) -> Result<ActiveIndex, C
             return Err(bad);
         }
     }
-    Ok(idx)
-}
-
-/// Encodes a sealed segment's compact index.
-pub fn encode_sealed(segment: u64, generation: u64, idx: &SealedIndex) -> Vec<u8> {
-    let mut b = Vec::with_capacity(idx.heap_bytes() + 128);
-    let put64 = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
-    put64(&mut b, idx.entries);
-    b.extend_from_slice(&idx.ord_bits.to_le_bytes());
-    b.extend_from_slice(&idx.fp_bits.to_le_bytes());
-    put64(&mut b, idx.mph.seed());
-    put64(&mut b, idx.mph.slots());
-    put64(&mut b, idx.mph.pilots().len() as u64);
-    for p in idx.mph.pilots() {
-        b.extend_from_slice(&p.to_le_bytes());
-    }
-    b.resize(b.len().next_multiple_of(8), 0);
-    for &w in idx.slots.words() {
-        put64(&mut b, w);
-    }
-    put64(&mut b, idx.offsets.universe());
-    b.extend_from_slice(&idx.offsets.low().width().to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    for &w in idx.offsets.low().words() {
-        put64(&mut b, w);
-    }
-    put64(&mut b, idx.offsets.high().len() as u64);
-    for &w in idx.offsets.high() {
-        put64(&mut b, w);
-    }
-    for w in &idx.deleted {
-        put64(&mut b, w.load(Ordering::Relaxed));
-    }
-    let covered = idx
-        .offsets
-        .get(idx.offsets.len().saturating_sub(1))
-        .unwrap_or(0)
-        * 8;
-    let h = CheckpointHeader {
-        kind: KIND_SEALED,
-        segment,
-        generation,
-        covered_len: covered,
-        needles: idx.needle_count(),
-    };
-    let mut out = encode_header(&h, &b).to_vec();
-    out.extend_from_slice(&b);
-    out
-}
-
-/// Decodes a sealed checkpoint's body into the compact index.
-pub fn decode_sealed(h: &CheckpointHeader, body: &[u8]) -> Result<SealedIndex, CheckpointError> {
-    if h.kind != KIND_SEALED {
-        return Err(CheckpointError::Malformed("not a sealed checkpoint"));
-    }
-    let m = |what| CheckpointError::Malformed(what);
-    let mut r = Reader::new(body);
-    let entries = r.u64().ok_or(m("entries"))?;
-    let ord_bits = r.u32().ok_or(m("ordinal bits"))?;
-    let fp_bits = r.u32().ok_or(m("fingerprint bits"))?;
-    if ord_bits == 0 || fp_bits == 0 || ord_bits + fp_bits > 64 {
-        return Err(m("field widths"));
-    }
-    let seed = r.u64().ok_or(m("seed"))?;
-    let nslots = r.u64().ok_or(m("slots"))?;
-    let nbuckets = r.u64().ok_or(m("buckets"))?;
-    if nbuckets
-        .checked_mul(2)
-        .is_none_or(|x| x > r.remaining() as u64)
-        || nslots
-            .checked_mul(u64::from(ord_bits + fp_bits))
-            .is_none_or(|x| x / 8 > r.remaining() as u64)
-    {
-        return Err(m("table sizes"));
-    }
-    let mut pilots = Vec::with_capacity(nbuckets as usize);
-    for _ in 0..nbuckets {
-        pilots.push(r.u16().ok_or(m("pilots"))?);
-    }
-    let pad = (nbuckets as usize * 2).next_multiple_of(8) - nbuckets as usize * 2;
-    r.take(pad).ok_or(m("pilot padding"))?;
-    let mph = Mphf::from_parts(seed, nslots, pilots).ok_or(m("perfect hash"))?;
-    let width = ord_bits + fp_bits;
-    let slot_words = r
-        .words((nslots * u64::from(width)).div_ceil(64))
-        .ok_or(m("slot table"))?;
-    let slots =
-        PackedArray::from_parts(width, nslots as usize, slot_words).ok_or(m("slot table"))?;
-    let universe = r.u64().ok_or(m("universe"))?;
-    let low_width = r.u32().ok_or(m("low width"))?;
-    r.u32().ok_or(m("reserved"))?;
-    let count = h.needles.checked_add(1).ok_or(m("needles"))?;
-    if low_width > 64
-        || count
-            .checked_mul(u64::from(low_width))
-            .is_none_or(|x| x / 8 > r.remaining() as u64)
-    {
-        return Err(m("offsets"));
-    }
-    let low_words = r
-        .words((count * u64::from(low_width)).div_ceil(64))
-        .ok_or(m("offsets"))?;
-    let low = PackedArray::from_parts(low_width, count as usize, low_words).ok_or(m("offsets"))?;
-    let high_len = r.u64().ok_or(m("offsets"))?;
-    let high = r.words(high_len).ok_or(m("offsets"))?;
-    let offsets = EliasFano::from_parts(count as usize, universe, low, high).ok_or(m("offsets"))?;
-    if offsets.get(count as usize - 1).map(|e| e * 8) != Some(h.covered_len) {
-        return Err(m("covered length"));
-    }
-    let deleted: Vec<AtomicU64> = r
-        .words(h.needles.div_ceil(64))
-        .ok_or(m("deleted bitmap"))?
-        .into_iter()
-        .map(AtomicU64::new)
-        .collect();
-    if r.remaining() != 0 {
-        return Err(m("trailing bytes"));
-    }
-    let idx = SealedIndex {
-        mph,
-        slots,
-        ord_bits,
-        fp_bits,
-        offsets,
-        deleted,
-        entries,
-    };
-    // Every occupied slot must name a needle that exists.
-    if idx.indexed_ordinals().any(|o| u64::from(o) >= h.needles) {
-        return Err(m("ordinal out of range"));
-    }
-    Ok(idx)
+    let deleted = r.words(words).ok_or(bad)?;
+    Ok((idx, deleted))
 }
 
 #[cfg(test)]
@@ -341,16 +316,16 @@ mod tests {
     #[test]
     fn sealed_roundtrip_and_flips() {
         let a = sample();
-        let s = a.seal(9, 24).unwrap();
-        s.set_deleted(7);
-        let bytes = encode_sealed(5, 2, &s);
+        let mut del = vec![0u64; 3000usize.div_ceil(64)];
+        del[0] = 1 << 7;
+        let bytes = encode_sealed(5, 2, &a, &del);
         let (h, body) = parse(&bytes).unwrap();
-        let t = decode_sealed(&h, body).unwrap();
-        for (&(k, alt), &ord) in &a.map {
-            assert_eq!(t.lookup(k, alt), Some(ord));
-            assert_eq!(t.needle(ord), a.needle(ord));
-        }
-        assert!(t.is_deleted(7));
+        assert_eq!((h.kind, h.generation), (KIND_SEALED, 2));
+        let (t, d) = decode_sealed(&h, body).unwrap();
+        assert_eq!(t.map, a.map);
+        assert_eq!(t.offsets, a.offsets);
+        assert_eq!(d, del);
+        assert!(decode_active(&h, body).is_err());
         for i in (0..bytes.len()).step_by(13) {
             let mut c = bytes.clone();
             c[i] ^= 0x10;

@@ -5,6 +5,7 @@
 
 pub mod checkpoint;
 pub mod needle;
+pub mod run;
 pub mod superblock;
 
 /// A little-endian cursor over a byte slice; every read is bounds-checked.

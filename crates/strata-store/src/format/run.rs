@@ -1,0 +1,253 @@
+//! The run file: the node-wide index of the sealed segments, written by
+//! every merge (crash-safely: temporary file, fdatasync, rename, directory
+//! fsync), so that a restart loads it instead of rebuilding it.
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic "STRATRUN"
+//!      8     4  format version (u32, currently 1)
+//!     12     4  fingerprint bits f
+//!     16     4  needle-number bits b (b + f <= 64)
+//!     20     4  CRC32C of the keys section
+//!     24     8  generation (bumped by every merge)
+//!     32     8  segment count k
+//!     40     8  identities held
+//!     48     8  index section length in bytes
+//!     56     4  CRC32C of the index section
+//!     60     4  CRC32C of bytes 0..60
+//! ```
+//! then the index section and the keys section (docs/store-format.md).
+
+use super::{le_u32, le_u64, Reader};
+use crate::bits::PackedArray;
+use crate::index::Run;
+use crate::mphf::Mphf;
+
+/// Run file magic.
+pub const MAGIC: [u8; 8] = *b"STRATRUN";
+/// Run file format version.
+pub const VERSION: u32 = 1;
+/// Header length.
+pub const HEADER_LEN: usize = 64;
+/// Name of the run file (in the first device directory).
+pub const FILE_NAME: &str = "strata.run";
+
+/// What is wrong with bytes that should be a run file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a valid Strata run file ({0})")]
+pub struct RunFileError(pub &'static str);
+
+/// Encodes a run and the identity held in each of its slots (`keys[s]`;
+/// anything for empty slots).
+pub fn encode(run: &Run, keys: &[(u64, u32)]) -> Vec<u8> {
+    let mut idx = Vec::with_capacity(run.slots.words().len() * 8 + run.segments.len() * 16 + 64);
+    let put64 = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+    for &(id, n) in &run.segments {
+        put64(&mut idx, id);
+        put64(&mut idx, n);
+    }
+    put64(&mut idx, run.mph.seed());
+    put64(&mut idx, run.mph.slots());
+    put64(&mut idx, run.mph.pilots().len() as u64);
+    for p in run.mph.pilots() {
+        idx.extend_from_slice(&p.to_le_bytes());
+    }
+    idx.resize(idx.len().next_multiple_of(8), 0);
+    for &w in run.slots.words() {
+        put64(&mut idx, w);
+    }
+    let mut kb = Vec::with_capacity(run.slot_count() * 12);
+    for s in 0..run.slot_count() {
+        let (k, a) = keys.get(s).copied().unwrap_or((0, 0));
+        kb.extend_from_slice(&k.to_le_bytes());
+        kb.extend_from_slice(&a.to_le_bytes());
+    }
+    let mut h = [0u8; HEADER_LEN];
+    h[0..8].copy_from_slice(&MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&run.fp_bits.to_le_bytes());
+    h[16..20].copy_from_slice(&run.ref_bits.to_le_bytes());
+    h[20..24].copy_from_slice(&crc32c::crc32c(&kb).to_le_bytes());
+    h[24..32].copy_from_slice(&run.generation.to_le_bytes());
+    h[32..40].copy_from_slice(&(run.segments.len() as u64).to_le_bytes());
+    h[40..48].copy_from_slice(&run.entries.to_le_bytes());
+    h[48..56].copy_from_slice(&(idx.len() as u64).to_le_bytes());
+    h[56..60].copy_from_slice(&crc32c::crc32c(&idx).to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..60]);
+    h[60..64].copy_from_slice(&crc.to_le_bytes());
+    let mut out = h.to_vec();
+    out.extend_from_slice(&idx);
+    out.extend_from_slice(&kb);
+    out
+}
+
+/// Parses and checks a run file (both checksums, every size); returns the
+/// run. A run whose slots name a needle past the run is refused.
+pub fn decode(bytes: &[u8]) -> Result<Run, RunFileError> {
+    let (run, _) = decode_parts(bytes, true)?;
+    Ok(run)
+}
+
+/// Length of the header and index section of a run file whose first
+/// [`HEADER_LEN`] bytes are `header` (what [`decode_index`] needs).
+pub fn index_len(header: &[u8]) -> Option<u64> {
+    (header.len() >= HEADER_LEN && header[0..8] == MAGIC)
+        .then(|| le_u64(header, 48).checked_add(HEADER_LEN as u64))
+        .flatten()
+}
+
+/// Like [`decode`] from the header and index section only (what a restart
+/// reads; the keys section, which only a merge needs, is checked then).
+/// `bytes` may end anywhere after the index section.
+pub fn decode_index(bytes: &[u8]) -> Result<Run, RunFileError> {
+    let (run, _) = decode_parts(bytes, false)?;
+    Ok(run)
+}
+
+/// The identity held in each slot of a run file (as [`encode`] wrote them).
+pub fn keys(bytes: &[u8]) -> Result<Vec<(u64, u32)>, RunFileError> {
+    let (_, kb) = decode_parts(bytes, true)?;
+    let mut r = Reader::new(kb);
+    let mut out = Vec::with_capacity(kb.len() / 12);
+    while r.remaining() > 0 {
+        let k = r.u64().ok_or(RunFileError("keys"))?;
+        let a = r.u32().ok_or(RunFileError("keys"))?;
+        out.push((k, a));
+    }
+    Ok(out)
+}
+
+fn decode_parts(bytes: &[u8], with_keys: bool) -> Result<(Run, &[u8]), RunFileError> {
+    let e = RunFileError;
+    if bytes.len() < HEADER_LEN {
+        return Err(e("truncated header"));
+    }
+    if bytes[0..8] != MAGIC {
+        return Err(e("bad magic"));
+    }
+    if le_u32(bytes, 60) != crc32c::crc32c(&bytes[0..60]) {
+        return Err(e("header checksum mismatch"));
+    }
+    if le_u32(bytes, 8) != VERSION {
+        return Err(e("unsupported version"));
+    }
+    let fp_bits = le_u32(bytes, 12);
+    let ref_bits = le_u32(bytes, 16);
+    if fp_bits == 0 || ref_bits == 0 || fp_bits + ref_bits > 64 {
+        return Err(e("field widths"));
+    }
+    let generation = le_u64(bytes, 24);
+    let nsegs = le_u64(bytes, 32);
+    let entries = le_u64(bytes, 40);
+    let idx_len = usize::try_from(le_u64(bytes, 48)).map_err(|_| e("index length"))?;
+    let idx = bytes
+        .get(HEADER_LEN..HEADER_LEN.checked_add(idx_len).ok_or(e("index length"))?)
+        .ok_or(e("truncated index section"))?;
+    if le_u32(bytes, 56) != crc32c::crc32c(idx) {
+        return Err(e("index checksum mismatch"));
+    }
+    let mut r = Reader::new(idx);
+    if nsegs.checked_mul(16).is_none_or(|x| x > idx.len() as u64) {
+        return Err(e("segment count"));
+    }
+    let mut segments = Vec::with_capacity(nsegs as usize);
+    let mut starts = Vec::with_capacity(nsegs as usize + 1);
+    let mut total = 0u64;
+    for _ in 0..nsegs {
+        let id = r.u64().ok_or(e("segments"))?;
+        let n = r.u64().ok_or(e("segments"))?;
+        starts.push(total);
+        total = total.checked_add(n).ok_or(e("segments"))?;
+        segments.push((id, n));
+    }
+    starts.push(total);
+    if total >= 1u64 << ref_bits.min(63) {
+        return Err(e("needle-number bits"));
+    }
+    let seed = r.u64().ok_or(e("seed"))?;
+    let nslots = r.u64().ok_or(e("slots"))?;
+    let nbuckets = r.u64().ok_or(e("buckets"))?;
+    let width = ref_bits + fp_bits;
+    if nbuckets
+        .checked_mul(2)
+        .is_none_or(|x| x > r.remaining() as u64)
+        || nslots
+            .checked_mul(u64::from(width))
+            .is_none_or(|x| x / 8 > r.remaining() as u64)
+    {
+        return Err(e("table sizes"));
+    }
+    let mut pilots = Vec::with_capacity(nbuckets as usize);
+    for _ in 0..nbuckets {
+        pilots.push(r.u16().ok_or(e("pilots"))?);
+    }
+    let pad = (nbuckets as usize * 2).next_multiple_of(8) - nbuckets as usize * 2;
+    r.take(pad).ok_or(e("pilot padding"))?;
+    let mph = Mphf::from_parts(seed, nslots, pilots).ok_or(e("perfect hash"))?;
+    let words = r
+        .words((nslots * u64::from(width)).div_ceil(64))
+        .ok_or(e("slot table"))?;
+    let slots = PackedArray::from_parts(width, nslots as usize, words).ok_or(e("slot table"))?;
+    if r.remaining() != 0 {
+        return Err(e("trailing bytes in the index section"));
+    }
+    let kb = &bytes[HEADER_LEN + idx_len..];
+    if with_keys {
+        if nslots.checked_mul(12) != Some(kb.len() as u64) {
+            return Err(e("keys section length"));
+        }
+        if le_u32(bytes, 20) != crc32c::crc32c(kb) {
+            return Err(e("keys checksum mismatch"));
+        }
+    }
+    let run = Run {
+        generation,
+        mph,
+        slots,
+        ref_bits,
+        fp_bits,
+        segments,
+        starts,
+        entries,
+    };
+    // Every occupied slot names a needle of the run.
+    let mask = (1u64 << ref_bits) - 1;
+    if (0..run.slot_count()).any(|s| run.slots.get(s) & mask > total) {
+        return Err(e("needle number out of range"));
+    }
+    Ok((run, kb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_flips() {
+        let entries: Vec<(u64, u32, u32, u32)> = (0..500u32)
+            .map(|i| (u64::from(i) * 3, i % 2, i % 3, i / 3))
+            .collect();
+        let run = Run::build(7, vec![(1, 200), (4, 200), (6, 170)], &entries, 16).unwrap();
+        let mut keys = vec![(0u64, 0u32); run.slot_count()];
+        for &(k, a, _, _) in &entries {
+            keys[run.slot_of(k, a)] = (k, a);
+        }
+        let bytes = encode(&run, &keys);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.generation(), 7);
+        assert_eq!(back.segments(), run.segments());
+        for &(k, a, s, o) in &entries {
+            assert_eq!(back.lookup(k, a), Some((s as usize, o)));
+        }
+        assert_eq!(super::keys(&bytes).unwrap(), keys);
+        let prefix = index_len(&bytes[..HEADER_LEN]).unwrap() as usize;
+        assert!(decode_index(&bytes[..prefix]).is_ok());
+        assert!(decode_index(&bytes[..prefix - 1]).is_err());
+        for i in (0..bytes.len()).step_by(11) {
+            let mut c = bytes.clone();
+            c[i] ^= 0x04;
+            assert!(decode(&c).is_err(), "flip at byte {i} undetected");
+        }
+        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+}

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::path::S3Path;
-use s3s::{s3_error, S3Result};
+use s3s::dto::{CopyObjectInput, CopySource};
+use s3s::{s3_error, S3Request, S3Result};
 use strata_client::{KeyRecord, Permission};
 
 use crate::cluster::{unavailable, Cluster};
@@ -115,6 +116,8 @@ fn needed(op: &str) -> Permission {
         | "GetBucketLocation" => Permission::Read,
         "PutObject"
         | "DeleteObject"
+        | "DeleteObjects"
+        | "CopyObject"
         | "CreateMultipartUpload"
         | "UploadPart"
         | "CompleteMultipartUpload"
@@ -142,12 +145,39 @@ impl S3Access for KeyAccess {
             S3Path::Root => return Ok(()),
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),
         };
-        let need = needed(cx.s3_op().name());
+        self.0
+            .allow(&access, &bucket, needed(cx.s3_op().name()))
+            .await
+    }
+
+    /// A copy also reads its source: the key needs read there (write on
+    /// the destination was checked by [`KeyAccess::check`]).
+    async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
+        let Some(creds) = req.credentials.as_ref() else {
+            return Err(s3_error!(AccessDenied, "Signature is required"));
+        };
+        if creds.access_key == self.0.root.access_key {
+            return Ok(());
+        }
+        match &req.input.copy_source {
+            CopySource::Bucket { bucket, .. } => {
+                self.0
+                    .allow(&creds.access_key, bucket, Permission::Read)
+                    .await
+            }
+            _ => Err(s3_error!(AccessDenied, "Access Denied")),
+        }
+    }
+}
+
+impl Keys {
+    /// Ok if key `access` has at least `need` in `bucket`; AccessDenied
+    /// otherwise.
+    async fn allow(&self, access: &str, bucket: &str, need: Permission) -> S3Result<()> {
         let has = self
-            .0
-            .lookup(&access)
+            .lookup(access)
             .await?
-            .and_then(|k| k.buckets.get(&bucket).copied());
+            .and_then(|k| k.buckets.get(bucket).copied());
         match has {
             Some(p) if p >= need => Ok(()),
             _ => Err(s3_error!(AccessDenied, "Access Denied")),

@@ -12,10 +12,11 @@ use futures_util::stream::{self, StreamExt};
 use md5::{Digest, Md5};
 use s3s::dto::{ETag, MultipartUpload, Part, StreamingBlob, UploadPartInput};
 use s3s::{s3_error, S3Result};
-use strata_client::protocol::{IndexEntry, ListQuery};
+use strata_client::protocol::{IndexEntry, ListQuery, ObjectMeta};
 use strata_client::{Client, ClientError};
 
 use crate::cluster::unavailable;
+use crate::meta::Checks;
 use crate::service::StrataS3;
 
 /// Every part but the last must be at least this long (S3's rule).
@@ -55,14 +56,15 @@ struct Stored {
 }
 
 impl StrataS3 {
-    /// Checks that `upload` is an upload of `bucket/key`.
+    /// Checks that `upload` is an upload of `bucket/key`; returns the
+    /// content headers and metadata it was created with.
     async fn upload_of(
         &self,
         client: &Client,
         bucket: &str,
         key: &str,
         upload: &str,
-    ) -> S3Result<()> {
+    ) -> S3Result<ObjectMeta> {
         let page = client
             .index_list(
                 &uploads(bucket),
@@ -76,7 +78,7 @@ impl StrataS3 {
             .map_err(unavailable)?;
         match page.contents.first() {
             // The upload's own entry records its key in `etag`.
-            Some((name, e)) if name == upload && e.etag == key => Ok(()),
+            Some((name, e)) if name == upload && e.etag == key => Ok(e.meta.clone().unwrap_or_default()),
             _ => Err(s3_error!(NoSuchUpload)),
         }
     }
@@ -132,8 +134,14 @@ impl StrataS3 {
             .collect())
     }
 
-    /// CreateMultipartUpload: a new upload id, recorded.
-    pub(crate) async fn create_upload(&self, bucket: &str, key: &str) -> S3Result<String> {
+    /// CreateMultipartUpload: a new upload id, recorded with the content
+    /// headers and metadata the object will have.
+    pub(crate) async fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+    ) -> S3Result<String> {
         let client = self.bucket(bucket).await?;
         if !strata_client::protocol::valid_name(bucket, key) {
             return Err(s3_error!(InvalidArgument, "bad object name"));
@@ -143,6 +151,7 @@ impl StrataS3 {
             size: 0,
             etag: key.to_string(),
             modified_ms: crate::service::now_ms(),
+            meta: Some(meta),
         };
         client
             .index_write(&uploads(bucket), &upload, Some(&entry))
@@ -155,7 +164,7 @@ impl StrataS3 {
     pub(crate) async fn upload_part(
         &self,
         input: UploadPartInput,
-        content_md5: Option<&String>,
+        checks: Checks,
     ) -> S3Result<ETag> {
         let (bucket, key, upload, part) = (
             input.bucket.as_str(),
@@ -171,20 +180,23 @@ impl StrataS3 {
         }
         let client = self.bucket(bucket).await?;
         self.upload_of(&client, bucket, key, upload).await?;
-        let (d, size) = self
+        let stored = self
             .store(
                 &client,
                 bucket,
                 &part_key(upload, part),
                 input.body,
                 input.content_length,
-                content_md5,
+                checks,
+                None,
+                None,
             )
             .await?;
         let entry = IndexEntry {
-            size,
-            etag: hex::encode(&d),
+            size: stored.size,
+            etag: hex::encode(&stored.md5),
             modified_ms: crate::service::now_ms(),
+            meta: None,
         };
         client
             .index_write(&uploads(bucket), &part_name(upload, part), Some(&entry))
@@ -228,7 +240,7 @@ impl StrataS3 {
         wanted: Vec<(i32, Option<ETag>)>,
     ) -> S3Result<ETag> {
         let client = self.bucket(bucket).await?;
-        self.upload_of(&client, bucket, key, upload).await?;
+        let meta = self.upload_of(&client, bucket, key, upload).await?;
         if wanted.is_empty() {
             return Err(s3_error!(MalformedXML, "no parts listed"));
         }
@@ -278,25 +290,19 @@ impl StrataS3 {
             })
             .flatten()
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
-        let (_, size) = self
+        let object = self
             .store(
                 &client,
                 bucket,
                 key,
                 Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
                 Some(total as i64),
-                None,
+                Checks::none(),
+                Some(meta),
+                Some(etag.clone()),
             )
             .await?;
-        let entry = IndexEntry {
-            size,
-            etag: etag.clone(),
-            modified_ms: crate::service::now_ms(),
-        };
-        client
-            .index_write(bucket, key, Some(&entry))
-            .await
-            .map_err(unavailable)?;
+        self.list_object(&client, bucket, key, &object).await?;
         self.drop_upload(&client, bucket, upload, stored.iter().map(|p| p.number))
             .await;
         Ok(ETag::Strong(etag))

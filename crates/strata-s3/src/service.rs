@@ -3,11 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::Engine;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use md5::{Digest, Md5};
 use s3s::dto::{
+    ChecksumMode, CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource,
+    DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, MetadataDirective, TimestampFormat,
     AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CompleteMultipartUploadInput,
     CompleteMultipartUploadOutput, CreateBucketInput, CreateBucketOutput,
     CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
@@ -20,9 +20,10 @@ use s3s::dto::{
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use strata_client::protocol::{IndexEntry, ListQuery};
+use strata_client::protocol::{IndexEntry, ListQuery, ObjectMeta};
 
 use crate::list;
+use crate::meta::{self, Checks, Conditions};
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
 use strata_client::{Client, ClientError};
 
@@ -41,8 +42,34 @@ pub struct StrataS3 {
 
 type Buckets = BTreeMap<String, strata_client::BucketRecord>;
 
-/// Where a stored body's MD5 and length land once it has ended.
-type Hashed = Arc<Mutex<Option<(Vec<u8>, u64)>>>;
+/// Where a stored body's MD5, length and verified checksums land once it
+/// has ended.
+type Hashed = Arc<Mutex<Option<(Vec<u8>, u64, Vec<(String, String)>)>>>;
+
+/// What [`StrataS3::store`] stored.
+pub(crate) struct Stored {
+    /// The body's MD5.
+    pub md5: Vec<u8>,
+    /// Its length.
+    pub size: u64,
+    /// Its ETag, content headers, user metadata and verified checksums.
+    pub meta: ObjectMeta,
+}
+
+/// `meta` completed once the body is known: its ETag (`etag`, else the
+/// MD5's hex) and the checksums the client sent and Strata verified.
+fn finished(
+    mut meta: ObjectMeta,
+    etag: Option<String>,
+    md5: &[u8],
+    sums: &[(String, String)],
+) -> ObjectMeta {
+    meta.etag = etag.unwrap_or_else(|| hex::encode(md5));
+    for (name, value) in sums {
+        meta.headers.insert(name.clone(), value.clone());
+    }
+    meta
+}
 
 /// How long a node trusts its copy of the bucket list.
 const BUCKETS_TTL: Duration = Duration::from_secs(1);
@@ -119,10 +146,13 @@ impl StrataS3 {
     }
 
     /// Stores `body` as `bucket/key` through the coordinator, hashing it on
-    /// the way (MD5, checked against `content_md5` when given) and bounding
-    /// it by the object size limit; returns its MD5 and size. Nothing
+    /// the way (MD5, and the checksums `checks` asks for, verified at the
+    /// end: BadDigest) and bounding it by the object size limit. With
+    /// `meta`, the object's head record keeps it, completed with the ETag
+    /// (`etag`, else the body's MD5) and the verified checksums. Nothing
     /// becomes visible when the body fails: the stream ends in an error
     /// before the object's last record.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn store(
         &self,
         client: &Client,
@@ -130,8 +160,10 @@ impl StrataS3 {
         key: &str,
         body: Option<StreamingBlob>,
         content_length: Option<i64>,
-        content_md5: Option<&String>,
-    ) -> S3Result<(Vec<u8>, u64)> {
+        checks: Checks,
+        meta: Option<ObjectMeta>,
+        etag: Option<String>,
+    ) -> S3Result<Stored> {
         if let Some(n) = content_length {
             if n as u64 > self.max_object_size {
                 return Err(s3_error!(
@@ -141,14 +173,6 @@ impl StrataS3 {
                 ));
             }
         }
-        let expected = match content_md5 {
-            None => None,
-            Some(b64) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|_| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?,
-            ),
-        };
         let body = match body {
             Some(b) => b.left_stream(),
             None => stream::empty().right_stream(),
@@ -159,11 +183,13 @@ impl StrataS3 {
         let fault: Arc<Mutex<Option<s3s::S3Error>>> = Arc::new(Mutex::new(None));
         let digest: Hashed = Arc::new(Mutex::new(None));
         let max = self.max_object_size;
+        let checks = Arc::new(checks);
         let (f2, d2) = (fault.clone(), digest.clone());
+        let hasher = checks.hasher();
         let checked = stream::unfold(
-            (body, Md5::new(), 0u64, false),
-            move |(mut body, mut md5, seen, done)| {
-                let (fault, digest, expected) = (f2.clone(), d2.clone(), expected.clone());
+            (body, Some(hasher), 0u64, false),
+            move |(mut body, mut hasher, seen, done)| {
+                let (fault, digest, checks) = (f2.clone(), d2.clone(), checks.clone());
                 async move {
                     if done {
                         return None;
@@ -176,23 +202,19 @@ impl StrataS3 {
                         msg
                     };
                     match body.next().await {
-                        None => {
-                            let d = md5.finalize().to_vec();
-                            if expected.as_ref().is_some_and(|e| *e != d) {
-                                let m = fail(s3_error!(
-                                    BadDigest,
-                                    "The Content-MD5 you specified did not match what we received."
-                                ));
-                                return Some((Err(m), (body, Md5::new(), seen, true)));
+                        None => match hasher.take().map(|h| checks.verify(h)) {
+                            Some(Ok((md5, sums))) => {
+                                if let Ok(mut g) = digest.lock() {
+                                    *g = Some((md5, seen, sums));
+                                }
+                                None
                             }
-                            if let Ok(mut g) = digest.lock() {
-                                *g = Some((d, seen));
-                            }
-                            None
-                        }
+                            Some(Err(e)) => Some((Err(fail(e)), (body, None, seen, true))),
+                            None => None,
+                        },
                         Some(Err(e)) => {
                             let m = fail(s3_error!(IncompleteBody, "reading the body: {e}"));
-                            Some((Err(m), (body, md5, seen, true)))
+                            Some((Err(m), (body, hasher, seen, true)))
                         }
                         Some(Ok(chunk)) => {
                             let seen = seen + chunk.len() as u64;
@@ -201,26 +223,63 @@ impl StrataS3 {
                                     EntityTooLarge,
                                     "objects are limited to {max} bytes"
                                 ));
-                                return Some((Err(m), (body, md5, seen, true)));
+                                return Some((Err(m), (body, hasher, seen, true)));
                             }
-                            md5.update(&chunk);
-                            Some((Ok::<Bytes, String>(chunk), (body, md5, seen, false)))
+                            if let Some(h) = hasher.as_mut() {
+                                h.update(&chunk);
+                            }
+                            Some((Ok::<Bytes, String>(chunk), (body, hasher, seen, false)))
                         }
                     }
                 }
             },
         );
-        let put = client.put_stream(bucket, key, checked).await;
+        let (d3, m3, e3) = (digest.clone(), meta.clone(), etag.clone());
+        // Called once the body has ended and verified: the head record
+        // then carries the ETag of the bytes.
+        let head_meta = move || {
+            let g = d3.lock().ok()?;
+            let (md5, _, sums) = g.as_ref()?;
+            Some(finished(m3?, e3, md5, sums))
+        };
+        let put = client
+            .put_stream_meta(bucket, key, checked, head_meta)
+            .await;
         if let Some(e) = fault.lock().ok().and_then(|mut f| f.take()) {
             return Err(e);
         }
         put.map_err(unavailable)?;
-        let (d, size) = digest
+        let (md5, size, sums) = digest
             .lock()
             .ok()
             .and_then(|mut d| d.take())
             .unwrap_or_default();
-        Ok((d, size))
+        let meta = finished(meta.unwrap_or_default(), etag, &md5, &sums);
+        Ok(Stored { md5, size, meta })
+    }
+
+    /// Lists a stored object (before its write is acknowledged:
+    /// docs/placement.md) with its ETag, content headers and metadata.
+    pub(crate) async fn list_object(
+        &self,
+        client: &Client,
+        bucket: &str,
+        key: &str,
+        stored: &Stored,
+    ) -> S3Result<()> {
+        let entry = IndexEntry {
+            size: stored.size,
+            etag: stored.meta.etag.clone(),
+            modified_ms: now_ms(),
+            meta: Some(ObjectMeta {
+                etag: String::new(),
+                ..stored.meta.clone()
+            }),
+        };
+        client
+            .index_write(bucket, key, Some(&entry))
+            .await
+            .map_err(unavailable)
     }
 
     /// One page of the listing index.
@@ -234,17 +293,53 @@ impl StrataS3 {
     }
 }
 
-/// The ETag S3 gives a single PUT: the hex MD5 of its bytes, quoted.
-fn md5_etag(digest: &[u8]) -> ETag {
-    ETag::Strong(hex::encode(digest))
+/// The content headers and user metadata of a GET or HEAD answer.
+#[derive(Default)]
+struct Shown {
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    content_encoding: Option<String>,
+    content_language: Option<String>,
+    content_type: Option<String>,
+    expires: Option<Timestamp>,
+    metadata: Option<s3s::dto::Metadata>,
 }
 
-/// The ETag of GET and HEAD until the MD5 is stored with the object
-/// (docs/s3-compatibility.md): the object's random cookie and write stamp,
-/// which change with every write, with a `-` so that clients do not take
-/// it for an MD5 of the bytes (as with multipart ETags).
-fn version_etag(head: &strata_client::protocol::Head, stamp: u64) -> ETag {
-    ETag::Strong(format!("{:08x}{stamp:016x}-1", head.cookie()))
+impl Shown {
+    fn of(meta: Option<&ObjectMeta>) -> Shown {
+        let Some(m) = meta else {
+            return Shown::default();
+        };
+        let h = |n: &str| m.headers.get(n).cloned();
+        Shown {
+            cache_control: h("cache-control"),
+            content_disposition: h("content-disposition"),
+            content_encoding: h("content-encoding"),
+            content_language: h("content-language"),
+            content_type: h("content-type"),
+            expires: m
+                .headers
+                .get("expires")
+                .and_then(|e| Timestamp::parse(TimestampFormat::HttpDate, e).ok()),
+            metadata: (!m.user.is_empty())
+                .then(|| m.user.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        }
+    }
+}
+
+/// The checksums stored with an object, as a GET or HEAD with
+/// `x-amz-checksum-mode: ENABLED` answers them (whole objects only).
+fn checksum(meta: Option<&ObjectMeta>, mode: Option<&ChecksumMode>, algo: &str) -> Option<String> {
+    if mode.map(|m| m.as_str()) != Some(ChecksumMode::ENABLED) {
+        return None;
+    }
+    meta?.headers.get(&format!("x-amz-checksum-{algo}")).cloned()
+}
+
+/// An object's last modification in whole seconds (HTTP dates), from its
+/// head record's stamp (microseconds).
+fn modified_secs(stamp: u64) -> i64 {
+    (stamp / 1_000_000) as i64
 }
 
 #[async_trait::async_trait]
@@ -253,30 +348,46 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
+        let checks = Checks::from_request(&req.headers, req.trailing_headers.clone())?;
+        let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
         let client = self.bucket(&input.bucket).await?;
-        let (d, size) = self
+        if input.if_match.is_some() || input.if_none_match.is_some() {
+            // Conditional writes (If-None-Match: *) need an atomic
+            // compare on the replicas: not a wrong success.
+            return Err(s3_error!(
+                NotImplemented,
+                "conditional writes are not supported"
+            ));
+        }
+        let stored = self
             .store(
                 &client,
                 &input.bucket,
                 &input.key,
                 input.body,
                 input.content_length,
-                input.content_md5.as_ref(),
+                checks,
+                Some(meta),
+                None,
             )
             .await?;
-        // Listed before it is acknowledged (docs/placement.md).
-        let entry = IndexEntry {
-            size,
-            etag: hex::encode(&d),
-            modified_ms: now_ms(),
+        self.list_object(&client, &input.bucket, &input.key, &stored)
+            .await?;
+        let sum = |a: &str| {
+            stored
+                .meta
+                .headers
+                .get(&format!("x-amz-checksum-{a}"))
+                .cloned()
         };
-        client
-            .index_write(&input.bucket, &input.key, Some(&entry))
-            .await
-            .map_err(unavailable)?;
         Ok(S3Response::new(PutObjectOutput {
-            e_tag: Some(md5_etag(&d)),
+            e_tag: Some(ETag::Strong(stored.meta.etag.clone())),
+            checksum_crc32: sum("crc32"),
+            checksum_crc32c: sum("crc32c"),
+            checksum_sha1: sum("sha1"),
+            checksum_sha256: sum("sha256"),
+            checksum_crc64nvme: sum("crc64nvme"),
             ..Default::default()
         }))
     }
@@ -286,7 +397,18 @@ impl S3 for StrataS3 {
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let input = req.input;
+        if input.part_number.is_some() {
+            return Err(s3_error!(NotImplemented, "GET of one part is not supported"));
+        }
         let (client, head, stamp) = self.object(&input.bucket, &input.key).await?;
+        let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&e_tag, modified_secs(stamp), false)?;
         let size = head.len();
         let (range, content_range) = match &input.range {
             None => (0..size, None),
@@ -297,18 +419,38 @@ impl S3 for StrataS3 {
             }
         };
         let len = range.end - range.start;
-        let e_tag = Some(version_etag(&head, stamp));
+        let meta = head.meta().cloned();
+        let shown = Shown::of(meta.as_ref());
+        let mode = input.checksum_mode.as_ref().filter(|_| input.range.is_none());
+        let sum = |a: &str| checksum(meta.as_ref(), mode, a);
+        let out = GetObjectOutput {
+            checksum_crc32: sum("crc32"),
+            checksum_crc32c: sum("crc32c"),
+            checksum_sha1: sum("sha1"),
+            checksum_sha256: sum("sha256"),
+            checksum_crc64nvme: sum("crc64nvme"),
+            e_tag: Some(e_tag),
+            content_length: Some(len as i64),
+            content_range,
+            accept_ranges: Some("bytes".into()),
+            last_modified: Some(timestamp(stamp / 1000)),
+            cache_control: input.response_cache_control.or(shown.cache_control),
+            content_disposition: input
+                .response_content_disposition
+                .or(shown.content_disposition),
+            content_encoding: input.response_content_encoding.or(shown.content_encoding),
+            content_language: input.response_content_language.or(shown.content_language),
+            content_type: input.response_content_type.or(shown.content_type),
+            expires: input.response_expires.or(shown.expires),
+            metadata: shown.metadata,
+            ..Default::default()
+        };
         let body = client
             .read_range(&input.bucket, &input.key, head, range.start, range.end)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
         Ok(S3Response::new(GetObjectOutput {
             body: Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
-            e_tag,
-            content_length: Some(len as i64),
-            content_range,
-            accept_ranges: Some("bytes".into()),
-            last_modified: Some(timestamp(stamp / 1000)),
-            ..Default::default()
+            ..out
         }))
     }
 
@@ -317,12 +459,186 @@ impl S3 for StrataS3 {
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         let input = req.input;
+        if input.part_number.is_some() {
+            return Err(s3_error!(NotImplemented, "HEAD of one part is not supported"));
+        }
         let (_, head, stamp) = self.object(&input.bucket, &input.key).await?;
+        let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&e_tag, modified_secs(stamp), false)?;
+        let size = head.len();
+        let (len, content_range) = match &input.range {
+            None => (size, None),
+            Some(r) => {
+                let r = r.check(size)?;
+                let cr = format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1));
+                (r.end - r.start, Some(cr))
+            }
+        };
+        let meta = head.meta();
+        let shown = Shown::of(meta);
+        let mode = input.checksum_mode.as_ref().filter(|_| input.range.is_none());
+        let sum = |a: &str| checksum(meta, mode, a);
         Ok(S3Response::new(HeadObjectOutput {
-            e_tag: Some(version_etag(&head, stamp)),
-            content_length: Some(head.len() as i64),
+            checksum_crc32: sum("crc32"),
+            checksum_crc32c: sum("crc32c"),
+            checksum_sha1: sum("sha1"),
+            checksum_sha256: sum("sha256"),
+            checksum_crc64nvme: sum("crc64nvme"),
+            e_tag: Some(e_tag),
+            content_length: Some(len as i64),
+            content_range,
             accept_ranges: Some("bytes".into()),
             last_modified: Some(timestamp(stamp / 1000)),
+            cache_control: input.response_cache_control.or(shown.cache_control),
+            content_disposition: input
+                .response_content_disposition
+                .or(shown.content_disposition),
+            content_encoding: input.response_content_encoding.or(shown.content_encoding),
+            content_language: input.response_content_language.or(shown.content_language),
+            content_type: input.response_content_type.or(shown.content_type),
+            expires: input.response_expires.or(shown.expires),
+            metadata: shown.metadata,
+            ..Default::default()
+        }))
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let replace_meta = meta::from_headers(&req.headers)?;
+        let input = req.input;
+        let CopySource::Bucket {
+            bucket: src_bucket,
+            key: src_key,
+            version_id,
+        } = &input.copy_source
+        else {
+            return Err(s3_error!(NotImplemented, "copy sources are bucket/key"));
+        };
+        if version_id.is_some() {
+            return Err(s3_error!(NotImplemented, "versioning is not supported"));
+        }
+        let (client, head, stamp) = self.object(src_bucket, src_key).await?;
+        let src_etag = meta::etag(head.meta(), head.cookie(), stamp);
+        Conditions {
+            if_match: input.copy_source_if_match.as_ref(),
+            if_none_match: input.copy_source_if_none_match.as_ref(),
+            if_modified_since: input.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+        }
+        .check(&src_etag, modified_secs(stamp), true)?;
+        self.bucket(&input.bucket).await?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let meta = if replace {
+            replace_meta
+        } else {
+            if **src_bucket == *input.bucket && **src_key == *input.key {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+                ));
+            }
+            // COPY keeps the source's content headers and user metadata,
+            // not its checksums (the copy's are not verified).
+            let mut m = head.meta().cloned().unwrap_or_default();
+            m.headers.retain(|k, _| !k.starts_with("x-amz-checksum-"));
+            m
+        };
+        let size = head.len();
+        let body = client
+            .read_range(src_bucket, src_key, head, 0, size)
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        let stored = self
+            .store(
+                &client,
+                &input.bucket,
+                &input.key,
+                Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
+                Some(size as i64),
+                Checks::none(),
+                Some(meta),
+                None,
+            )
+            .await?;
+        self.list_object(&client, &input.bucket, &input.key, &stored)
+            .await?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(stored.meta.etag)),
+                last_modified: Some(timestamp(now_ms())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let input = req.input;
+        let objects = input.delete.objects;
+        if objects.len() > 1000 {
+            return Err(s3_error!(
+                MalformedXML,
+                "at most 1000 keys may be deleted at once"
+            ));
+        }
+        let client = self.bucket(&input.bucket).await?;
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        for o in objects {
+            if o.version_id.is_some() {
+                errors.push(s3s::dto::Error {
+                    code: Some("NotImplemented".into()),
+                    key: Some(o.key),
+                    message: Some("versioning is not supported".into()),
+                    version_id: o.version_id,
+                });
+                continue;
+            }
+            let res = async {
+                client.delete(&input.bucket, &o.key).await?;
+                client.index_write(&input.bucket, &o.key, None).await
+            }
+            .await;
+            match res {
+                Ok(()) => {
+                    if !quiet {
+                        deleted.push(DeletedObject {
+                            key: Some(o.key),
+                            ..Default::default()
+                        });
+                    }
+                }
+                Err(e) => errors.push(s3s::dto::Error {
+                    code: Some(
+                        if matches!(e, ClientError::BadName(_)) {
+                            "InvalidArgument"
+                        } else {
+                            "InternalError"
+                        }
+                        .into(),
+                    ),
+                    key: Some(o.key),
+                    message: Some(e.to_string()),
+                    version_id: None,
+                }),
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
             ..Default::default()
         }))
     }
@@ -504,8 +820,9 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
-        let upload = self.create_upload(&input.bucket, &input.key).await?;
+        let upload = self.create_upload(&input.bucket, &input.key, meta).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
@@ -518,13 +835,9 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
+        let checks = Checks::from_request(&req.headers, req.trailing_headers.clone())?;
         let input = req.input;
-        let md5 = req
-            .headers
-            .get("content-md5")
-            .and_then(|v| v.to_str().ok())
-            .map(String::from);
-        let etag = self.upload_part(input, md5.as_ref()).await?;
+        let etag = self.upload_part(input, checks).await?;
         Ok(S3Response::new(UploadPartOutput {
             e_tag: Some(etag),
             ..Default::default()

@@ -902,3 +902,67 @@ print("ok")
     ));
     assert_eq!(out.trim(), "ok");
 }
+
+/// A bucket made public-read (PutBucketAcl or CreateBucket with the canned
+/// ACL) serves unsigned GET, HEAD and listings, and nothing else; other
+/// buckets stay closed; `private` closes it again; other ACLs are 501.
+#[test]
+fn public_read_buckets() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import time, urllib.request
+anon = client(None, None, signature_version=botocore.UNSIGNED)
+s3.create_bucket(Bucket="pub")
+s3.create_bucket(Bucket="closed")
+for b in ("pub", "closed"):
+    s3.put_object(Bucket=b, Key="k", Body=b"bytes of " + b.encode())
+assert code(lambda: anon.get_object(Bucket="pub", Key="k")) == ("AccessDenied", 403)
+def until(f, what):
+    deadline = time.time() + 10
+    while True:
+        try:
+            return f()
+        except botocore.exceptions.ClientError:
+            assert time.time() < deadline, what
+            time.sleep(0.2)
+s3.put_bucket_acl(Bucket="pub", ACL="public-read")
+# Nodes cache the public buckets for a second.
+assert until(lambda: anon.get_object(Bucket="pub", Key="k"), "public read")["Body"].read() == b"bytes of pub"
+assert anon.head_object(Bucket="pub", Key="k")["ContentLength"] == 12
+assert [o["Key"] for o in anon.list_objects_v2(Bucket="pub")["Contents"]] == ["k"]
+url = os.environ["ENDPOINT"] + "/pub/k"
+assert urllib.request.urlopen(url).read() == b"bytes of pub"
+assert code(lambda: anon.put_object(Bucket="pub", Key="x", Body=b"x")) == ("AccessDenied", 403)
+assert code(lambda: anon.delete_object(Bucket="pub", Key="k")) == ("AccessDenied", 403)
+assert code(lambda: anon.delete_bucket(Bucket="pub")) == ("AccessDenied", 403)
+assert code(lambda: anon.put_bucket_acl(Bucket="pub", ACL="private")) == ("AccessDenied", 403)
+assert code(lambda: anon.get_object(Bucket="closed", Key="k")) == ("AccessDenied", 403)
+assert code(lambda: anon.list_objects_v2(Bucket="closed")) == ("AccessDenied", 403)
+assert code(lambda: anon.list_buckets()) == ("AccessDenied", 403)
+assert s3.get_object(Bucket="pub", Key="k")["Body"].read() == b"bytes of pub"
+grants = s3.get_bucket_acl(Bucket="pub")["Grants"]
+assert any(g["Grantee"].get("URI", "").endswith("/AllUsers") and g["Permission"] == "READ" for g in grants), grants
+# Closed again.
+s3.put_bucket_acl(Bucket="pub", ACL="private")
+deadline = time.time() + 10
+while True:
+    try:
+        anon.get_object(Bucket="pub", Key="k")
+    except botocore.exceptions.ClientError as e:
+        assert e.response["Error"]["Code"] == "AccessDenied"
+        break
+    assert time.time() < deadline, "a private bucket still serves unsigned reads"
+    time.sleep(0.2)
+assert not any("AllUsers" in g["Grantee"].get("URI", "") for g in s3.get_bucket_acl(Bucket="pub")["Grants"])
+# Public from creation.
+s3.create_bucket(Bucket="born-public", ACL="public-read")
+s3.put_object(Bucket="born-public", Key="k", Body=b"hi")
+assert until(lambda: anon.get_object(Bucket="born-public", Key="k"), "born public")["Body"].read() == b"hi"
+assert code(lambda: s3.put_bucket_acl(Bucket="pub", ACL="public-read-write")) == ("NotImplemented", 501)
+assert code(lambda: s3.put_bucket_acl(Bucket="nobucket", ACL="public-read")) == ("NoSuchBucket", 404)
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}

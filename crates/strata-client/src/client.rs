@@ -933,6 +933,43 @@ impl Client {
         serde_json::from_slice(&r.body).map_err(|e| fail(format!("{url}: {e}")))
     }
 
+    /// Makes S3 bucket `name` readable without a key (`public`) or not, at
+    /// the metadata service (which answers only with its admin token);
+    /// returns whether the bucket exists.
+    pub async fn set_bucket_public(
+        &self,
+        name: &str,
+        public: bool,
+        admin_token: &str,
+    ) -> Result<bool, ClientError> {
+        let url = format!(
+            "http://{}/v1/buckets/{}/public",
+            self.meta,
+            crate::protocol::encode_segment(name)
+        );
+        let method = if public { Method::PUT } else { Method::DELETE };
+        let r = self
+            .http
+            .send_with_headers(
+                method,
+                &url,
+                &[(strata_meta::http::ADMIN_TOKEN_HEADER, admin_token)],
+                Bytes::new(),
+                self.cfg.request_timeout,
+            )
+            .await;
+        let fail = |reason: String| ClientError::Meta {
+            addr: self.meta.clone(),
+            reason,
+        };
+        let r = r.map_err(fail)?;
+        match r.status {
+            StatusCode::NO_CONTENT => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            s => Err(fail(format!("{url}: {s}"))),
+        }
+    }
+
     /// Creates (`create`) or deletes an S3 bucket at the metadata service;
     /// returns whether anything changed (false: it existed already, or did
     /// not exist).

@@ -3,7 +3,7 @@
 //! keys from the metadata service (`strata key create`), fetched with the
 //! admin token and cached for a second.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,6 +49,9 @@ pub struct Keys {
     cluster: Arc<Cluster>,
     admin_token: Option<String>,
     cache: Mutex<Option<(Instant, KeyMap)>>,
+    /// The public-read buckets as last fetched, and when (consulted for
+    /// unsigned requests only).
+    public: Mutex<Option<(Instant, BTreeSet<String>)>>,
 }
 
 impl Keys {
@@ -60,7 +63,35 @@ impl Keys {
             cluster,
             admin_token,
             cache: Mutex::new(None),
+            public: Mutex::new(None),
         })
+    }
+
+    /// Whether `bucket` is public-read (the list is fetched at most once
+    /// per [`KEYS_TTL`], so unsigned requests cannot flood the metadata
+    /// service).
+    async fn is_public(&self, bucket: &str) -> S3Result<bool> {
+        if let Ok(g) = self.public.lock() {
+            if let Some((at, public)) = g.as_ref() {
+                if at.elapsed() < KEYS_TTL {
+                    return Ok(public.contains(bucket));
+                }
+            }
+        }
+        let client = self.cluster.client().await?;
+        let public: BTreeSet<String> = client
+            .buckets()
+            .await
+            .map_err(unavailable)?
+            .into_iter()
+            .filter(|(_, b)| b.public_read)
+            .map(|(name, _)| name)
+            .collect();
+        let found = public.contains(bucket);
+        if let Ok(mut g) = self.public.lock() {
+            *g = Some((Instant::now(), public));
+        }
+        Ok(found)
     }
 
     /// Key `access`, from the cache or (missing, or the cache is old) the
@@ -109,6 +140,15 @@ impl S3Auth for KeyAuth {
     }
 }
 
+/// What an unsigned request may do in a public-read bucket.
+const PUBLIC_OPS: [&str; 5] = [
+    "GetObject",
+    "HeadObject",
+    "ListObjects",
+    "ListObjectsV2",
+    "HeadBucket",
+];
+
 /// What an operation needs in its bucket.
 fn needed(op: &str) -> Permission {
     match op {
@@ -135,6 +175,15 @@ pub struct KeyAccess(pub Arc<Keys>);
 impl S3Access for KeyAccess {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let Some(creds) = cx.credentials() else {
+            // Unsigned: only reads of a public-read bucket.
+            let bucket = match cx.s3_path() {
+                S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),
+                S3Path::Root => String::new(),
+            };
+            let op = cx.s3_op().name();
+            if PUBLIC_OPS.contains(&op) && !bucket.is_empty() && self.0.is_public(&bucket).await? {
+                return Ok(());
+            }
             return Err(s3_error!(AccessDenied, "Signature is required"));
         };
         if creds.access_key == self.0.root.access_key {

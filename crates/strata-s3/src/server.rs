@@ -94,8 +94,12 @@ impl Listener {
 pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     let root = opts.root.ok_or(S3Error::NoRootKey)?;
     let cluster = Arc::new(Cluster::new(&opts.meta));
-    let keys = Keys::new(root, cluster.clone(), opts.admin_token);
-    let mut builder = S3ServiceBuilder::new(StrataS3::new(cluster, opts.max_object_size));
+    let keys = Keys::new(root, cluster.clone(), opts.admin_token.clone());
+    let mut builder = S3ServiceBuilder::new(StrataS3::new(
+        cluster,
+        opts.max_object_size,
+        opts.admin_token,
+    ));
     builder.set_auth(KeyAuth(keys.clone()));
     builder.set_access(KeyAccess(keys));
     builder.set_host(Domains(opts.domains));

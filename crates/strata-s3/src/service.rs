@@ -6,6 +6,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use s3s::dto::{
+    BucketCannedACL, GetBucketAclInput, GetBucketAclOutput, Grant, Grantee, Owner, Permission,
+    PutBucketAclInput, PutBucketAclOutput, Type,
     ChecksumMode, CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource,
     DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, MetadataDirective, TimestampFormat,
     AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CompleteMultipartUploadInput,
@@ -34,6 +36,8 @@ use crate::cluster::{unavailable, Cluster};
 pub struct StrataS3 {
     cluster: Arc<Cluster>,
     max_object_size: u64,
+    /// The metadata service's admin token: making a bucket public needs it.
+    admin_token: Option<String>,
     /// The cluster's buckets as last fetched from the metadata service, and
     /// when: a request for a bucket not in it, or after [`BUCKETS_TTL`],
     /// fetches them again (no key-value read on the GET path).
@@ -86,11 +90,16 @@ pub(crate) fn now_ms() -> u64 {
 
 impl StrataS3 {
     /// A service into `cluster` accepting objects of at most
-    /// `max_object_size` bytes.
-    pub fn new(cluster: Arc<Cluster>, max_object_size: u64) -> StrataS3 {
+    /// `max_object_size` bytes; `admin_token` lets it make buckets public.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        max_object_size: u64,
+        admin_token: Option<String>,
+    ) -> StrataS3 {
         StrataS3 {
             cluster,
             max_object_size,
+            admin_token,
             buckets: Mutex::new(None),
         }
     }
@@ -290,6 +299,47 @@ impl StrataS3 {
     ) -> S3Result<strata_client::protocol::ListPage> {
         let client = self.bucket(bucket).await?;
         client.index_list(bucket, &q).await.map_err(unavailable)
+    }
+}
+
+/// Whether a canned ACL makes a bucket public-read (Some(true)), private
+/// (Some(false)); other ACLs and grants are not supported (501).
+fn canned_public(acl: Option<&BucketCannedACL>, grants: bool) -> S3Result<Option<bool>> {
+    if grants {
+        return Err(s3_error!(
+            NotImplemented,
+            "only the canned ACLs private and public-read are supported"
+        ));
+    }
+    match acl.map(|a| a.as_str()) {
+        None => Ok(None),
+        Some(BucketCannedACL::PRIVATE) => Ok(Some(false)),
+        Some(BucketCannedACL::PUBLIC_READ) => Ok(Some(true)),
+        Some(other) => Err(s3_error!(
+            NotImplemented,
+            "the canned ACL {other} is not supported (private and public-read are)"
+        )),
+    }
+}
+
+impl StrataS3 {
+    /// Makes `bucket` public-read or private at the metadata service.
+    async fn set_public(&self, client: &Client, bucket: &str, public: bool) -> S3Result<()> {
+        let Some(token) = &self.admin_token else {
+            return Err(s3_error!(
+                NotImplemented,
+                "public buckets need the node's STRATA_ADMIN_TOKEN"
+            ));
+        };
+        if !client
+            .set_bucket_public(bucket, public, token)
+            .await
+            .map_err(unavailable)?
+        {
+            return Err(s3_error!(NoSuchBucket));
+        }
+        let _ = self.buckets(client, true).await;
+        Ok(())
     }
 }
 
@@ -666,9 +716,21 @@ impl S3 for StrataS3 {
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
         let client = self.client().await?;
-        let name = req.input.bucket;
+        let input = req.input;
+        let public = canned_public(
+            input.acl.as_ref(),
+            input.grant_full_control.is_some()
+                || input.grant_read.is_some()
+                || input.grant_read_acp.is_some()
+                || input.grant_write.is_some()
+                || input.grant_write_acp.is_some(),
+        )?;
+        let name = input.bucket;
         match client.set_bucket(&name, true).await {
             Ok(true) => {
+                if public == Some(true) {
+                    self.set_public(&client, &name, true).await?;
+                }
                 let _ = self.buckets(&client, true).await;
                 Ok(S3Response::new(CreateBucketOutput {
                     location: Some(format!("/{name}")),
@@ -711,6 +773,69 @@ impl S3 for StrataS3 {
     ) -> S3Result<S3Response<HeadBucketOutput>> {
         self.bucket(&req.input.bucket).await?;
         Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        let input = req.input;
+        let client = self.bucket(&input.bucket).await?;
+        let public = canned_public(
+            input.acl.as_ref(),
+            input.access_control_policy.is_some()
+                || input.grant_full_control.is_some()
+                || input.grant_read.is_some()
+                || input.grant_read_acp.is_some()
+                || input.grant_write.is_some()
+                || input.grant_write_acp.is_some(),
+        )?
+        .ok_or_else(|| s3_error!(MissingSecurityHeader, "give x-amz-acl: private or public-read"))?;
+        self.set_public(&client, &input.bucket, public).await?;
+        Ok(S3Response::new(PutBucketAclOutput::default()))
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        let name = req.input.bucket;
+        let client = self.bucket(&name).await?;
+        let public = self
+            .buckets(&client, false)
+            .await?
+            .get(&name)
+            .is_some_and(|b| b.public_read);
+        let owner = Owner {
+            display_name: Some("strata".into()),
+            id: Some("strata".into()),
+        };
+        let mut grants = vec![Grant {
+            grantee: Some(Grantee {
+                display_name: owner.display_name.clone(),
+                email_address: None,
+                id: owner.id.clone(),
+                type_: Type::from_static(Type::CANONICAL_USER),
+                uri: None,
+            }),
+            permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
+        }];
+        if public {
+            grants.push(Grant {
+                grantee: Some(Grantee {
+                    display_name: None,
+                    email_address: None,
+                    id: None,
+                    type_: Type::from_static(Type::GROUP),
+                    uri: Some("http://acs.amazonaws.com/groups/global/AllUsers".into()),
+                }),
+                permission: Some(Permission::from_static(Permission::READ)),
+            });
+        }
+        Ok(S3Response::new(GetBucketAclOutput {
+            grants: Some(grants),
+            owner: Some(owner),
+        }))
     }
 
     async fn get_bucket_location(

@@ -874,7 +874,8 @@ print("ok")
 }
 
 /// Operations Strata does not implement answer 501 NotImplemented in S3
-/// XML, never a success that did nothing.
+/// XML, never a success that did nothing; versions other than `null`
+/// (buckets are not versioned) are refused.
 #[test]
 fn unsupported_operations_are_not_implemented() {
     let c = S3Cluster::start();
@@ -891,11 +892,18 @@ calls = [
     lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", IfNoneMatch="*"),
     lambda: s3.put_bucket_lifecycle_configuration(Bucket="nimpl", LifecycleConfiguration={{"Rules": [{{"ID": "r", "Status": "Enabled", "Filter": {{"Prefix": ""}}, "Expiration": {{"Days": 1}}}}]}}),
     lambda: s3.put_bucket_policy(Bucket="nimpl", Policy="{{}}"),
-    lambda: s3.list_object_versions(Bucket="nimpl"),
+    lambda: s3.put_bucket_acl(Bucket="nimpl", ACL="authenticated-read"),
 ]
 for i, f in enumerate(calls):
     assert code(f) == NI, (i, code(f))
 # Nothing changed.
+assert s3.get_object(Bucket="nimpl", Key="k")["Body"].read() == b"x"
+# Buckets are not versioned: each object is its one version "null".
+v = s3.list_object_versions(Bucket="nimpl")
+assert [(x["Key"], x["VersionId"], x["IsLatest"]) for x in v["Versions"]] == [("k", "null", True)], v
+assert s3.get_object(Bucket="nimpl", Key="k", VersionId="null")["Body"].read() == b"x"
+assert code(lambda: s3.get_object(Bucket="nimpl", Key="k", VersionId="3HL4kqtJlcpXroDTDmJ")) == ("InvalidArgument", 400)
+assert code(lambda: s3.delete_object(Bucket="nimpl", Key="k", VersionId="3HL4kqtJlcpXroDTDmJ")) == ("InvalidArgument", 400)
 assert s3.get_object(Bucket="nimpl", Key="k")["Body"].read() == b"x"
 print("ok")
 "#

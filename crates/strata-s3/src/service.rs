@@ -8,6 +8,7 @@ use futures_util::stream::{self, StreamExt};
 use s3s::dto::{
     BucketCannedACL, GetBucketAclInput, GetBucketAclOutput, Grant, Grantee, Owner, Permission,
     PutBucketAclInput, PutBucketAclOutput, Type,
+    ListObjectVersionsInput, ListObjectVersionsOutput, ObjectVersion, ObjectVersionStorageClass,
     ChecksumMode, CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource,
     DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, MetadataDirective, TimestampFormat,
     AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CompleteMultipartUploadInput,
@@ -386,6 +387,16 @@ fn checksum(meta: Option<&ObjectMeta>, mode: Option<&ChecksumMode>, algo: &str) 
     meta?.headers.get(&format!("x-amz-checksum-{algo}")).cloned()
 }
 
+/// Buckets are not versioned: the only version of an object is `null`;
+/// any other version id is InvalidArgument, as S3 answers for an
+/// unversioned bucket.
+fn null_version(v: Option<&str>) -> S3Result<()> {
+    match v {
+        None | Some("null") => Ok(()),
+        Some(_) => Err(s3_error!(InvalidArgument, "Invalid version id specified")),
+    }
+}
+
 /// An object's last modification in whole seconds (HTTP dates), from its
 /// head record's stamp (microseconds).
 fn modified_secs(stamp: u64) -> i64 {
@@ -450,6 +461,7 @@ impl S3 for StrataS3 {
         if input.part_number.is_some() {
             return Err(s3_error!(NotImplemented, "GET of one part is not supported"));
         }
+        null_version(input.version_id.as_deref())?;
         let (client, head, stamp) = self.object(&input.bucket, &input.key).await?;
         let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
         Conditions {
@@ -512,6 +524,7 @@ impl S3 for StrataS3 {
         if input.part_number.is_some() {
             return Err(s3_error!(NotImplemented, "HEAD of one part is not supported"));
         }
+        null_version(input.version_id.as_deref())?;
         let (_, head, stamp) = self.object(&input.bucket, &input.key).await?;
         let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
         Conditions {
@@ -572,9 +585,7 @@ impl S3 for StrataS3 {
         else {
             return Err(s3_error!(NotImplemented, "copy sources are bucket/key"));
         };
-        if version_id.is_some() {
-            return Err(s3_error!(NotImplemented, "versioning is not supported"));
-        }
+        null_version(version_id.as_deref())?;
         let (client, head, stamp) = self.object(src_bucket, src_key).await?;
         let src_etag = meta::etag(head.meta(), head.cookie(), stamp);
         Conditions {
@@ -648,7 +659,7 @@ impl S3 for StrataS3 {
         let quiet = input.delete.quiet.unwrap_or(false);
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
         for o in objects {
-            if o.version_id.is_some() {
+            if o.version_id.as_deref().is_some_and(|v| v != "null") {
                 errors.push(s3s::dto::Error {
                     code: Some("NotImplemented".into()),
                     key: Some(o.key),
@@ -698,6 +709,7 @@ impl S3 for StrataS3 {
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let input = req.input;
+        null_version(input.version_id.as_deref())?;
         let client = self.bucket(&input.bucket).await?;
         // S3 answers a delete of an absent key with success too.
         client
@@ -938,6 +950,66 @@ impl S3 for StrataS3 {
             delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
             encoding_type: input.encoding_type,
             request_charged: None,
+        }))
+    }
+
+    /// Buckets are not versioned: every object is its one version, whose
+    /// id is `null` (as S3 lists objects of an unversioned bucket).
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        let input = req.input;
+        if input
+            .version_id_marker
+            .as_deref()
+            .is_some_and(|v| !v.is_empty() && v != "null")
+        {
+            return Err(s3_error!(InvalidArgument, "no such version id marker"));
+        }
+        let q = list::query(
+            &input.prefix,
+            &input.delimiter,
+            input.max_keys,
+            [input.key_marker.as_deref(), None],
+        )?;
+        let max = q.max;
+        let page = self.page(&input.bucket, q).await?;
+        let url = list::url_encoding(&input.encoding_type)?;
+        let (contents, prefixes) = list::entries(&page, url);
+        let versions = contents
+            .into_iter()
+            .map(|o| ObjectVersion {
+                e_tag: o.e_tag,
+                is_latest: Some(true),
+                key: o.key,
+                last_modified: o.last_modified,
+                size: o.size,
+                storage_class: Some(ObjectVersionStorageClass::from_static(
+                    ObjectVersionStorageClass::STANDARD,
+                )),
+                version_id: Some("null".into()),
+                ..Default::default()
+            })
+            .collect();
+        let next = page
+            .truncated
+            .then(|| page.last.as_deref().map(|l| list::enc(url, l)))
+            .flatten();
+        Ok(S3Response::new(ListObjectVersionsOutput {
+            name: Some(input.bucket),
+            versions: Some(versions),
+            common_prefixes: Some(prefixes),
+            is_truncated: Some(page.truncated),
+            next_version_id_marker: next.as_ref().map(|_| "null".into()),
+            next_key_marker: next,
+            key_marker: input.key_marker.as_deref().map(|m| list::enc(url, m)),
+            version_id_marker: input.version_id_marker,
+            max_keys: Some(max as i32),
+            prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
+            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            encoding_type: input.encoding_type,
+            ..Default::default()
         }))
     }
 

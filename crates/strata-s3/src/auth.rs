@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
-use s3s::path::S3Path;
 use s3s::dto::{CopyObjectInput, CopySource};
+use s3s::path::S3Path;
 use s3s::{s3_error, S3Request, S3Result};
 use strata_client::{KeyRecord, Permission};
 

@@ -144,7 +144,7 @@ impl Checks {
     /// The body's MD5 if it matches every check; BadDigest (or
     /// InvalidRequest for a missing trailer) otherwise. Returns the
     /// verified checksums as `(header name, base64 value)`.
-    pub fn verify(&self, h: Hasher) -> S3Result<(Vec<u8>, Vec<(String, String)>)> {
+    pub fn verify(&self, h: Hasher) -> S3Result<(Vec<u8>, Sums)> {
         let md5 = h.md5.finalize().to_vec();
         if self.md5.as_ref().is_some_and(|e| *e != md5) {
             return Err(s3_error!(
@@ -189,6 +189,9 @@ impl Checks {
         Ok((md5, verified))
     }
 }
+
+/// Verified checksums: `(header name, base64 value)`.
+pub type Sums = Vec<(String, String)>;
 
 /// The running digests of one body.
 pub struct Hasher {
@@ -246,7 +249,12 @@ pub struct Conditions<'a> {
 impl Conditions<'_> {
     /// Ok when the request goes ahead.
     pub fn check(&self, etag: &ETag, modified: i64, copy: bool) -> S3Result<()> {
-        let failed = || s3_error!(PreconditionFailed, "At least one of the pre-conditions you specified did not hold");
+        let failed = || {
+            s3_error!(
+                PreconditionFailed,
+                "At least one of the pre-conditions you specified did not hold"
+            )
+        };
         if let Some(c) = self.if_match {
             if !matches(c, etag) {
                 return Err(failed());
@@ -320,7 +328,10 @@ mod tests {
         let any = ETagCondition::Any;
         let (before, at, after) = (ts(99), ts(100), ts(101));
         assert_eq!(get(None, None, None, None), None);
-        assert_eq!(get(Some(&other), None, None, None), Some(PreconditionFailed));
+        assert_eq!(
+            get(Some(&other), None, None, None),
+            Some(PreconditionFailed)
+        );
         assert_eq!(get(Some(&same), None, None, None), None);
         assert_eq!(get(Some(&any), None, None, None), None);
         assert_eq!(get(None, Some(&same), None, None), Some(NotModified));
@@ -328,7 +339,10 @@ mod tests {
         assert_eq!(get(None, Some(&other), None, None), None);
         assert_eq!(get(None, None, Some(&at), None), Some(NotModified));
         assert_eq!(get(None, None, Some(&before), None), None);
-        assert_eq!(get(None, None, None, Some(&before)), Some(PreconditionFailed));
+        assert_eq!(
+            get(None, None, None, Some(&before)),
+            Some(PreconditionFailed)
+        );
         assert_eq!(get(None, None, None, Some(&at)), None);
         assert_eq!(get(None, None, None, Some(&after)), None);
         // A matching If-Match overrides a failing If-Unmodified-Since; a

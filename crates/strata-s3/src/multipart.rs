@@ -78,7 +78,9 @@ impl StrataS3 {
             .map_err(unavailable)?;
         match page.contents.first() {
             // The upload's own entry records its key in `etag`.
-            Some((name, e)) if name == upload && e.etag == key => Ok(e.meta.clone().unwrap_or_default()),
+            Some((name, e)) if name == upload && e.etag == key => {
+                Ok(e.meta.clone().unwrap_or_default())
+            }
             _ => Err(s3_error!(NoSuchUpload)),
         }
     }

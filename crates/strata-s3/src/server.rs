@@ -120,12 +120,7 @@ mod tests {
     #[test]
     fn hosts_of_the_domain_name_buckets() {
         let d = Domains(vec!["localhost".into(), "s3.example.com".into()]);
-        let bucket = |h: &'static str| {
-            d.parse_host_header(h)
-                .unwrap()
-                .bucket()
-                .map(str::to_string)
-        };
+        let bucket = |h: &'static str| d.parse_host_header(h).unwrap().bucket().map(str::to_string);
         assert_eq!(bucket("photos.localhost:8490").as_deref(), Some("photos"));
         assert_eq!(bucket("a.b.s3.example.com").as_deref(), Some("a.b"));
         assert_eq!(bucket("localhost:8490"), None);

@@ -6,20 +6,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use s3s::dto::{
-    BucketCannedACL, GetBucketAclInput, GetBucketAclOutput, Grant, Grantee, Owner, Permission,
-    PutBucketAclInput, PutBucketAclOutput, Type,
-    ListObjectVersionsInput, ListObjectVersionsOutput, ObjectVersion, ObjectVersionStorageClass,
-    ChecksumMode, CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource,
-    DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, MetadataDirective, TimestampFormat,
-    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CompleteMultipartUploadInput,
-    CompleteMultipartUploadOutput, CreateBucketInput, CreateBucketOutput,
+    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, BucketCannedACL, ChecksumMode,
+    CompleteMultipartUploadInput, CompleteMultipartUploadOutput, CopyObjectInput, CopyObjectOutput,
+    CopyObjectResult, CopySource, CreateBucketInput, CreateBucketOutput,
     CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
-    DeleteObjectInput, DeleteObjectOutput, ETag, GetBucketLocationInput, GetBucketLocationOutput,
-    GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput,
-    HeadObjectOutput, ListBucketsInput, ListBucketsOutput, ListMultipartUploadsInput,
-    ListMultipartUploadsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
-    ListObjectsV2Output, ListPartsInput, ListPartsOutput, PutObjectInput, PutObjectOutput,
-    StreamingBlob, Timestamp, UploadPartInput, UploadPartOutput,
+    DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
+    ETag, GetBucketAclInput, GetBucketAclOutput, GetBucketLocationInput, GetBucketLocationOutput,
+    GetObjectInput, GetObjectOutput, Grant, Grantee, HeadBucketInput, HeadBucketOutput,
+    HeadObjectInput, HeadObjectOutput, ListBucketsInput, ListBucketsOutput,
+    ListMultipartUploadsInput, ListMultipartUploadsOutput, ListObjectVersionsInput,
+    ListObjectVersionsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
+    ListObjectsV2Output, ListPartsInput, ListPartsOutput, MetadataDirective, ObjectVersion,
+    ObjectVersionStorageClass, Owner, Permission, PutBucketAclInput, PutBucketAclOutput,
+    PutObjectInput, PutObjectOutput, StreamingBlob, Timestamp, TimestampFormat, Type,
+    UploadPartInput, UploadPartOutput,
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -384,7 +384,10 @@ fn checksum(meta: Option<&ObjectMeta>, mode: Option<&ChecksumMode>, algo: &str) 
     if mode.map(|m| m.as_str()) != Some(ChecksumMode::ENABLED) {
         return None;
     }
-    meta?.headers.get(&format!("x-amz-checksum-{algo}")).cloned()
+    meta?
+        .headers
+        .get(&format!("x-amz-checksum-{algo}"))
+        .cloned()
 }
 
 /// Buckets are not versioned: the only version of an object is `null`;
@@ -459,7 +462,10 @@ impl S3 for StrataS3 {
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let input = req.input;
         if input.part_number.is_some() {
-            return Err(s3_error!(NotImplemented, "GET of one part is not supported"));
+            return Err(s3_error!(
+                NotImplemented,
+                "GET of one part is not supported"
+            ));
         }
         null_version(input.version_id.as_deref())?;
         let (client, head, stamp) = self.object(&input.bucket, &input.key).await?;
@@ -483,7 +489,10 @@ impl S3 for StrataS3 {
         let len = range.end - range.start;
         let meta = head.meta().cloned();
         let shown = Shown::of(meta.as_ref());
-        let mode = input.checksum_mode.as_ref().filter(|_| input.range.is_none());
+        let mode = input
+            .checksum_mode
+            .as_ref()
+            .filter(|_| input.range.is_none());
         let sum = |a: &str| checksum(meta.as_ref(), mode, a);
         let out = GetObjectOutput {
             checksum_crc32: sum("crc32"),
@@ -522,7 +531,10 @@ impl S3 for StrataS3 {
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         let input = req.input;
         if input.part_number.is_some() {
-            return Err(s3_error!(NotImplemented, "HEAD of one part is not supported"));
+            return Err(s3_error!(
+                NotImplemented,
+                "HEAD of one part is not supported"
+            ));
         }
         null_version(input.version_id.as_deref())?;
         let (_, head, stamp) = self.object(&input.bucket, &input.key).await?;
@@ -545,7 +557,10 @@ impl S3 for StrataS3 {
         };
         let meta = head.meta();
         let shown = Shown::of(meta);
-        let mode = input.checksum_mode.as_ref().filter(|_| input.range.is_none());
+        let mode = input
+            .checksum_mode
+            .as_ref()
+            .filter(|_| input.range.is_none());
         let sum = |a: &str| checksum(meta, mode, a);
         Ok(S3Response::new(HeadObjectOutput {
             checksum_crc32: sum("crc32"),
@@ -802,7 +817,12 @@ impl S3 for StrataS3 {
                 || input.grant_write.is_some()
                 || input.grant_write_acp.is_some(),
         )?
-        .ok_or_else(|| s3_error!(MissingSecurityHeader, "give x-amz-acl: private or public-read"))?;
+        .ok_or_else(|| {
+            s3_error!(
+                MissingSecurityHeader,
+                "give x-amz-acl: private or public-read"
+            )
+        })?;
         self.set_public(&client, &input.bucket, public).await?;
         Ok(S3Response::new(PutBucketAclOutput::default()))
     }

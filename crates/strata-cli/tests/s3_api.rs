@@ -47,6 +47,8 @@ assert part == big[8388600:8388616]
 import base64
 bad = base64.b64encode(hashlib.md5(b"other").digest()).decode()
 assert code(lambda: s3.put_object(Bucket="photos", Key="bad", Body=b"data", ContentMD5=bad)) == ("BadDigest", 400)
+# Not the base64 of 16 bytes: InvalidDigest.
+assert code(lambda: s3.put_object(Bucket="photos", Key="bad", Body=b"data", ContentMD5="YWJj")) == ("InvalidDigest", 400)
 assert code(lambda: s3.head_object(Bucket="photos", Key="bad"))[1] == 404
 assert code(lambda: s3.get_object(Bucket="photos", Key="bad")) == ("NoSuchKey", 404)
 
@@ -224,6 +226,8 @@ s3.create_bucket(Bucket="b-one")
 s3.create_bucket(Bucket="b-two")
 assert code(lambda: s3.create_bucket(Bucket="b-one")) == ("BucketAlreadyOwnedByYou", 409)
 assert code(lambda: s3.create_bucket(Bucket="Bad_Name")) == ("InvalidBucketName", 400)
+for bad in ("foo.-bar", "foo-.bar", "192.168.5.4", "ab", "a" * 64):
+    assert code(lambda: s3.create_bucket(Bucket=bad)) == ("InvalidBucketName", 400), bad
 s3.head_bucket(Bucket="b-one")
 assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["b-one", "b-two"]
 assert s3.get_bucket_location(Bucket="b-one").get("LocationConstraint") in (None, "")
@@ -310,6 +314,17 @@ r = s3.list_objects_v2(Bucket="list", Prefix="b c/", EncodingType="url")
 assert [o["Key"] for o in r["Contents"]] == ["b%20c/x"], r["Contents"]
 r = s3.list_objects_v2(Bucket="list", Prefix="\u00e9", EncodingType="url")
 assert [o["Key"] for o in r["Contents"]] == ["%C3%A9t%C3%A9/1"], r["Contents"]
+
+# max-keys=0: nothing, not truncated; v1 always answers its Marker; an
+# empty delimiter is no delimiter.
+r = s3.list_objects_v2(Bucket="list", MaxKeys=0)
+assert r["KeyCount"] == 0 and r["IsTruncated"] is False and "Contents" not in r, r
+r = s3.list_objects(Bucket="list", MaxKeys=1)
+assert r["Marker"] == "" and [o["Key"] for o in r["Contents"]] == [order[0]], r
+r = s3.list_objects_v2(Bucket="list", Delimiter="", Prefix="a/b")
+assert "Delimiter" not in r and [o["Key"] for o in r["Contents"]] == ["a/b/c", "a/b/c/deep", "a/b/d"], r
+r = s3.list_objects_v2(Bucket="list", Prefix="a/1", FetchOwner=True)
+assert r["Contents"][0]["Owner"]["ID"] == "strata", r
 
 # ListObjects (v1) with markers.
 keys, marker = [], ""
@@ -893,11 +908,36 @@ calls = [
     lambda: s3.put_bucket_lifecycle_configuration(Bucket="nimpl", LifecycleConfiguration={{"Rules": [{{"ID": "r", "Status": "Enabled", "Filter": {{"Prefix": ""}}, "Expiration": {{"Days": 1}}}}]}}),
     lambda: s3.put_bucket_policy(Bucket="nimpl", Policy="{{}}"),
     lambda: s3.put_bucket_acl(Bucket="nimpl", ACL="authenticated-read"),
+    # Writes asking for what Strata does not do are refused, not obeyed
+    # in part.
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", ServerSideEncryption="AES256"),
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", ACL="public-read"),
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", Tagging="a=b"),
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", ObjectLockLegalHoldStatus="ON"),
+    lambda: s3.create_multipart_upload(Bucket="nimpl", Key="k", ServerSideEncryption="AES256"),
+    lambda: s3.copy_object(Bucket="nimpl", Key="k", CopySource="nimpl/k", MetadataDirective="REPLACE", ServerSideEncryption="AES256"),
+    lambda: s3.delete_object(Bucket="nimpl", Key="k", IfMatch='"%s"' % hashlib.md5(b"x").hexdigest()),
 ]
 for i, f in enumerate(calls):
     assert code(f) == NI, (i, code(f))
+# A conditional entry of DeleteObjects is an error of its own.
+r = s3.delete_objects(Bucket="nimpl", Delete={{"Objects": [{{"Key": "k", "ETag": '"%s"' % hashlib.md5(b"x").hexdigest()}}]}})
+assert [(e["Key"], e["Code"]) for e in r["Errors"]] == [("k", "NotImplemented")] and not r.get("Deleted"), r
+# A browser upload (POST Object with a policy) is refused.
+import urllib.request, urllib.error
+post = s3.generate_presigned_post("nimpl", "k")
+boundary = "strata-boundary"
+form = b"".join(b"--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n\r\n%s\r\n" % (boundary.encode(), k.encode(), v.encode()) for k, v in post["fields"].items())
+form += b"--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\nposted\r\n--%s--\r\n" % (boundary.encode(), boundary.encode())
+try:
+    urllib.request.urlopen(urllib.request.Request(post["url"], data=form, headers={{"Content-Type": "multipart/form-data; boundary=" + boundary}}))
+    raise AssertionError("POST Object succeeded")
+except urllib.error.HTTPError as e:
+    assert e.code == 501, (e.code, e.read())
 # Nothing changed.
 assert s3.get_object(Bucket="nimpl", Key="k")["Body"].read() == b"x"
+h = s3.head_object(Bucket="nimpl", Key="k")
+assert "ServerSideEncryption" not in h and h["ETag"] == '"%s"' % hashlib.md5(b"x").hexdigest(), h
 # Buckets are not versioned: each object is its one version "null".
 v = s3.list_object_versions(Bucket="nimpl")
 assert [(x["Key"], x["VersionId"], x["IsLatest"]) for x in v["Versions"]] == [("k", "null", True)], v

@@ -44,7 +44,10 @@ pub fn from_headers(h: &HeaderMap) -> S3Result<ObjectMeta> {
     for name in CONTENT_HEADERS {
         let Some(v) = h.get(name) else { continue };
         let mut v = text(v);
-        if name == "content-encoding" {
+        if name == "content-encoding"
+            && v.split(',')
+                .any(|e| e.trim().eq_ignore_ascii_case("aws-chunked"))
+        {
             // `aws-chunked` describes the request's framing, not the object.
             v = v
                 .split(',')
@@ -75,6 +78,61 @@ pub fn from_headers(h: &HeaderMap) -> S3Result<ObjectMeta> {
     Ok(meta)
 }
 
+/// Refuses (501 NotImplemented) a write that asks for what Strata does not
+/// do, so that it never succeeds without doing it: server-side encryption,
+/// object lock, tagging, website redirects, grants, and canned object ACLs
+/// other than the private ones (objects are readable only as their bucket
+/// is).
+pub fn refuse_unsupported_write(h: &HeaderMap) -> S3Result<()> {
+    for name in h.keys() {
+        let n = name.as_str();
+        let what = if n.starts_with("x-amz-server-side-encryption")
+            || n.starts_with("x-amz-copy-source-server-side-encryption")
+        {
+            "server-side encryption"
+        } else if n.starts_with("x-amz-object-lock-") {
+            "object lock"
+        } else if n == "x-amz-tagging" {
+            "object tagging"
+        } else if n == "x-amz-website-redirect-location" {
+            "website redirects"
+        } else if n.starts_with("x-amz-grant-") {
+            "ACL grants"
+        } else {
+            continue;
+        };
+        return Err(s3_error!(NotImplemented, "{what} is not supported ({n})"));
+    }
+    if let Some(acl) = h.get("x-amz-acl") {
+        let acl = text(acl);
+        if !matches!(
+            acl.as_str(),
+            "private" | "bucket-owner-full-control" | "bucket-owner-read"
+        ) {
+            return Err(s3_error!(
+                NotImplemented,
+                "object ACL {acl} is not supported (objects are readable as their bucket is)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a read that names a customer encryption key (no object is
+/// encrypted).
+pub fn refuse_unsupported_read(h: &HeaderMap) -> S3Result<()> {
+    match h
+        .keys()
+        .find(|n| n.as_str().starts_with("x-amz-server-side-encryption"))
+    {
+        Some(n) => Err(s3_error!(
+            NotImplemented,
+            "server-side encryption is not supported ({n})"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// What a body must hash to: the Content-MD5 and `x-amz-checksum-*`
 /// values sent as headers, or named by `x-amz-trailer` and sent after an
 /// aws-chunked body.
@@ -95,7 +153,11 @@ impl Checks {
             Some(v) => Some(
                 base64::engine::general_purpose::STANDARD
                     .decode(v.as_bytes())
-                    .map_err(|_| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?,
+                    .ok()
+                    .filter(|d| d.len() == 16)
+                    .ok_or_else(|| {
+                        s3_error!(InvalidDigest, "Content-MD5 is not the base64 of an MD5")
+                    })?,
             ),
         };
         let trailer = h

@@ -299,7 +299,20 @@ impl StrataS3 {
         q: ListQuery,
     ) -> S3Result<strata_client::protocol::ListPage> {
         let client = self.bucket(bucket).await?;
+        if q.max == 0 {
+            // max-keys=0: nothing, and not truncated (as S3 answers).
+            return Ok(strata_client::protocol::ListPage::default());
+        }
         client.index_list(bucket, &q).await.map_err(unavailable)
+    }
+}
+
+/// The owner of every bucket and object (there are no accounts; keys have
+/// permissions per bucket).
+fn owner() -> Owner {
+    Owner {
+        display_name: Some("strata".into()),
+        id: Some("strata".into()),
     }
 }
 
@@ -412,6 +425,12 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
+        if req.method == http::Method::POST {
+            // Browser uploads (POST Object with a policy): s3s checks the
+            // policy only in part, so they are refused rather than trusted.
+            return Err(s3_error!(NotImplemented, "POST Object is not supported"));
+        }
+        meta::refuse_unsupported_write(&req.headers)?;
         let checks = Checks::from_request(&req.headers, req.trailing_headers.clone())?;
         let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
@@ -460,6 +479,7 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
+        meta::refuse_unsupported_read(&req.headers)?;
         let input = req.input;
         if input.part_number.is_some() {
             return Err(s3_error!(
@@ -529,6 +549,7 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
+        meta::refuse_unsupported_read(&req.headers)?;
         let input = req.input;
         if input.part_number.is_some() {
             return Err(s3_error!(
@@ -590,6 +611,7 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
+        meta::refuse_unsupported_write(&req.headers)?;
         let replace_meta = meta::from_headers(&req.headers)?;
         let input = req.input;
         let CopySource::Bucket {
@@ -674,11 +696,18 @@ impl S3 for StrataS3 {
         let quiet = input.delete.quiet.unwrap_or(false);
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
         for o in objects {
-            if o.version_id.as_deref().is_some_and(|v| v != "null") {
+            let refused = if o.version_id.as_deref().is_some_and(|v| v != "null") {
+                Some(("InvalidArgument", "Invalid version id specified"))
+            } else if o.e_tag.is_some() || o.last_modified_time.is_some() || o.size.is_some() {
+                Some(("NotImplemented", "conditional deletes are not supported"))
+            } else {
+                None
+            };
+            if let Some((code, message)) = refused {
                 errors.push(s3s::dto::Error {
-                    code: Some("NotImplemented".into()),
+                    code: Some(code.into()),
                     key: Some(o.key),
-                    message: Some("versioning is not supported".into()),
+                    message: Some(message.into()),
                     version_id: o.version_id,
                 });
                 continue;
@@ -725,6 +754,15 @@ impl S3 for StrataS3 {
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let input = req.input;
         null_version(input.version_id.as_deref())?;
+        if input.if_match.is_some()
+            || input.if_match_last_modified_time.is_some()
+            || input.if_match_size.is_some()
+        {
+            return Err(s3_error!(
+                NotImplemented,
+                "conditional deletes are not supported"
+            ));
+        }
         let client = self.bucket(&input.bucket).await?;
         // S3 answers a delete of an absent key with success too.
         client
@@ -838,10 +876,7 @@ impl S3 for StrataS3 {
             .await?
             .get(&name)
             .is_some_and(|b| b.public_read);
-        let owner = Owner {
-            display_name: Some("strata".into()),
-            id: Some("strata".into()),
-        };
+        let owner = owner();
         let mut grants = vec![Grant {
             grantee: Some(Grantee {
                 display_name: owner.display_name.clone(),
@@ -917,7 +952,12 @@ impl S3 for StrataS3 {
         let max = q.max;
         let page = self.page(&input.bucket, q).await?;
         let url = list::url_encoding(&input.encoding_type)?;
-        let (contents, prefixes) = list::entries(&page, url);
+        let (mut contents, prefixes) = list::entries(&page, url);
+        if input.fetch_owner == Some(true) {
+            for o in &mut contents {
+                o.owner = Some(owner());
+            }
+        }
         let next = page
             .truncated
             .then(|| page.last.as_deref().map(list::encode_token))
@@ -932,7 +972,11 @@ impl S3 for StrataS3 {
             continuation_token: input.continuation_token,
             max_keys: Some(max as i32),
             prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
-            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .filter(|d| !d.is_empty())
+                .map(|d| list::enc(url, d)),
             start_after: input.start_after.as_deref().map(|s| list::enc(url, s)),
             encoding_type: input.encoding_type,
             request_charged: None,
@@ -964,10 +1008,14 @@ impl S3 for StrataS3 {
             common_prefixes: Some(prefixes),
             is_truncated: Some(page.truncated),
             next_marker: next,
-            marker: input.marker.as_deref().map(|m| list::enc(url, m)),
+            marker: Some(list::enc(url, input.marker.as_deref().unwrap_or(""))),
             max_keys: Some(max as i32),
             prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
-            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .filter(|d| !d.is_empty())
+                .map(|d| list::enc(url, d)),
             encoding_type: input.encoding_type,
             request_charged: None,
         }))
@@ -1027,7 +1075,11 @@ impl S3 for StrataS3 {
             version_id_marker: input.version_id_marker,
             max_keys: Some(max as i32),
             prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
-            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .filter(|d| !d.is_empty())
+                .map(|d| list::enc(url, d)),
             encoding_type: input.encoding_type,
             ..Default::default()
         }))
@@ -1037,6 +1089,7 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        meta::refuse_unsupported_write(&req.headers)?;
         let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
         let upload = self.create_upload(&input.bucket, &input.key, meta).await?;
@@ -1052,6 +1105,7 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
+        meta::refuse_unsupported_read(&req.headers)?;
         let checks = Checks::from_request(&req.headers, req.trailing_headers.clone())?;
         let input = req.input;
         let etag = self.upload_part(input, checks).await?;
@@ -1084,6 +1138,12 @@ impl S3 for StrataS3 {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let input = req.input;
+        if input.if_match.is_some() || input.if_none_match.is_some() {
+            return Err(s3_error!(
+                NotImplemented,
+                "conditional writes are not supported"
+            ));
+        }
         let wanted: Vec<(i32, Option<ETag>)> = input
             .multipart_upload
             .and_then(|m| m.parts)

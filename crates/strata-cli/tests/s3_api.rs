@@ -777,7 +777,8 @@ print("ok")
 
 /// CopyObject keeps or replaces the source's headers and metadata, honours
 /// the copy-source conditions, refuses a copy onto itself that changes
-/// nothing; a key needs read on the source; DeleteObjects deletes many
+/// nothing; a key needs read on the source; UploadPartCopy cuts parts
+/// from stored objects by range; DeleteObjects deletes many
 /// keys at once (absent ones too, as S3 does), quietly if asked.
 #[test]
 fn copy_object_and_delete_objects() {
@@ -825,6 +826,21 @@ k = client(os.environ["KEY"], os.environ["KEY_SECRET"])
 assert code(lambda: k.copy_object(Bucket="dst", Key="e", CopySource="src/a")) == ("AccessDenied", 403)
 k.copy_object(Bucket="dst", Key="e", CopySource="dst/b")
 
+# UploadPartCopy: parts cut from stored objects by range.
+MiB = 1 << 20
+big = bytes(range(256)) * (40 * 1024)
+s3.put_object(Bucket="src", Key="big", Body=big)
+u = s3.create_multipart_upload(Bucket="dst", Key="joined")["UploadId"]
+e1 = s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=1, CopySource="src/big", CopySourceRange="bytes=0-%d" % (5 * MiB - 1))["CopyPartResult"]["ETag"]
+assert e1 == '"%s"' % hashlib.md5(big[:5 * MiB]).hexdigest(), e1
+e2 = s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=2, CopySource="src/big", CopySourceRange="bytes=%d-%d" % (5 * MiB, len(big) - 1))["CopyPartResult"]["ETag"]
+e3 = s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=3, CopySource="src/a")["CopyPartResult"]["ETag"]
+assert code(lambda: s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=4, CopySource="src/big", CopySourceRange="bytes=0-%d" % len(big)))[0] == "InvalidRange"
+assert code(lambda: s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=4, CopySource="src/big", CopySourceRange="0-1")) == ("InvalidArgument", 400)
+assert code(lambda: k.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=4, CopySource="src/big")) == ("AccessDenied", 403)
+s3.complete_multipart_upload(Bucket="dst", Key="joined", UploadId=u, MultipartUpload={{"Parts": [{{"PartNumber": 1, "ETag": e1}}, {{"PartNumber": 2, "ETag": e2}}, {{"PartNumber": 3, "ETag": e3}}]}})
+assert s3.get_object(Bucket="dst", Key="joined")["Body"].read() == big + body
+
 for i in range(5):
     s3.put_object(Bucket="dst", Key="many/%d" % i, Body=b"x")
 r = s3.delete_objects(Bucket="dst", Delete={{"Objects": [{{"Key": "many/0"}}, {{"Key": "many/1"}}, {{"Key": "absent"}}]}})
@@ -841,10 +857,22 @@ print("ok")
         &[("KEY", &access), ("KEY_SECRET", &secret)],
     );
     assert_eq!(out.trim(), "ok");
-    // The aws CLI's copy and its batch delete (`s3 rm --recursive`).
+    // The aws CLI's copy (CopyObject, and UploadPartCopy above its 8 MiB
+    // multipart threshold) and its batch delete (`s3 rm --recursive`).
     c.aws_ok(&["s3", "cp", "s3://dst/b", "s3://dst/cli-copy"]);
+    c.aws_ok(&["s3", "cp", "s3://src/big", "s3://dst/cli-big"]);
     let ls = c.aws_ok(&["s3", "ls", "s3://dst/"]);
-    assert!(ls.contains("cli-copy"), "{ls}");
+    assert!(
+        ls.contains("cli-copy") && ls.contains("10485760 cli-big"),
+        "{ls}"
+    );
+    let back = c.path("cli-big");
+    c.aws_ok(&["s3", "cp", "s3://dst/cli-big", &back.to_string_lossy()]);
+    let want: Vec<u8> = (0..40 * 1024).flat_map(|_| 0..=255u8).collect();
+    assert!(
+        std::fs::read(&back).expect("read") == want,
+        "the copied 10 MiB object differs"
+    );
     c.aws_ok(&["s3", "rm", "--recursive", "s3://dst/"]);
     assert_eq!(c.aws_ok(&["s3", "ls", "s3://dst/"]).trim(), "");
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
-use s3s::dto::{CopyObjectInput, CopySource};
+use s3s::dto::{CopyObjectInput, CopySource, UploadPartCopyInput};
 use s3s::path::S3Path;
 use s3s::{s3_error, S3Request, S3Result};
 use strata_client::{KeyRecord, Permission};
@@ -160,6 +160,7 @@ fn needed(op: &str) -> Permission {
         | "CopyObject"
         | "CreateMultipartUpload"
         | "UploadPart"
+        | "UploadPartCopy"
         | "CompleteMultipartUpload"
         | "AbortMultipartUpload"
         | "ListParts" => Permission::Write,
@@ -202,24 +203,41 @@ impl S3Access for KeyAccess {
     /// A copy also reads its source: the key needs read there (write on
     /// the destination was checked by [`KeyAccess::check`]).
     async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
-        let Some(creds) = req.credentials.as_ref() else {
+        self.0
+            .source_readable(req.credentials.as_ref(), &req.input.copy_source)
+            .await
+    }
+
+    /// As [`KeyAccess::copy_object`].
+    async fn upload_part_copy(&self, req: &mut S3Request<UploadPartCopyInput>) -> S3Result<()> {
+        self.0
+            .source_readable(req.credentials.as_ref(), &req.input.copy_source)
+            .await
+    }
+}
+
+impl Keys {
+    /// Ok if the signer may read a copy's source.
+    async fn source_readable(
+        &self,
+        creds: Option<&s3s::auth::Credentials>,
+        source: &CopySource,
+    ) -> S3Result<()> {
+        let Some(creds) = creds else {
             return Err(s3_error!(AccessDenied, "Signature is required"));
         };
-        if creds.access_key == self.0.root.access_key {
+        if creds.access_key == self.root.access_key {
             return Ok(());
         }
-        match &req.input.copy_source {
+        match source {
             CopySource::Bucket { bucket, .. } => {
-                self.0
-                    .allow(&creds.access_key, bucket, Permission::Read)
+                self.allow(&creds.access_key, bucket, Permission::Read)
                     .await
             }
             _ => Err(s3_error!(AccessDenied, "Access Denied")),
         }
     }
-}
 
-impl Keys {
     /// Ok if key `access` has at least `need` in `bucket`; AccessDenied
     /// otherwise.
     async fn allow(&self, access: &str, bucket: &str, need: Permission) -> S3Result<()> {

@@ -8,7 +8,7 @@ use futures_util::stream::{self, StreamExt};
 use s3s::dto::{
     AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, BucketCannedACL, ChecksumMode,
     CompleteMultipartUploadInput, CompleteMultipartUploadOutput, CopyObjectInput, CopyObjectOutput,
-    CopyObjectResult, CopySource, CreateBucketInput, CreateBucketOutput,
+    CopyObjectResult, CopyPartResult, CopySource, CreateBucketInput, CreateBucketOutput,
     CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
     DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
     ETag, GetBucketAclInput, GetBucketAclOutput, GetBucketLocationInput, GetBucketLocationOutput,
@@ -19,7 +19,7 @@ use s3s::dto::{
     ListObjectsV2Output, ListPartsInput, ListPartsOutput, MetadataDirective, ObjectVersion,
     ObjectVersionStorageClass, Owner, Permission, PutBucketAclInput, PutBucketAclOutput,
     PutObjectInput, PutObjectOutput, StreamingBlob, Timestamp, TimestampFormat, Type,
-    UploadPartInput, UploadPartOutput,
+    UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput, UploadPartOutput,
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -141,7 +141,7 @@ impl StrataS3 {
     /// The client and an object's head record and stamp (NoSuchBucket,
     /// NoSuchKey): what GET and HEAD read, the head record only, never the
     /// listing index.
-    async fn object(
+    pub(crate) async fn object(
         &self,
         bucket: &str,
         key: &str,
@@ -1111,6 +1111,47 @@ impl S3 for StrataS3 {
         let etag = self.upload_part(input, checks).await?;
         Ok(S3Response::new(UploadPartOutput {
             e_tag: Some(etag),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        meta::refuse_unsupported_write(&req.headers)?;
+        let input = req.input;
+        let CopySource::Bucket {
+            bucket: src_bucket,
+            key: src_key,
+            version_id,
+        } = &input.copy_source
+        else {
+            return Err(s3_error!(NotImplemented, "copy sources are bucket/key"));
+        };
+        null_version(version_id.as_deref())?;
+        let etag = self
+            .upload_part_copy(
+                &input.bucket,
+                &input.key,
+                &input.upload_id,
+                input.part_number,
+                (src_bucket, src_key),
+                input.copy_source_range.as_deref(),
+                Conditions {
+                    if_match: input.copy_source_if_match.as_ref(),
+                    if_none_match: input.copy_source_if_none_match.as_ref(),
+                    if_modified_since: input.copy_source_if_modified_since.as_ref(),
+                    if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+                },
+            )
+            .await?;
+        Ok(S3Response::new(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult {
+                e_tag: Some(etag),
+                last_modified: Some(timestamp(now_ms())),
+                ..Default::default()
+            }),
             ..Default::default()
         }))
     }

@@ -62,9 +62,10 @@ print("ok")
     assert_eq!(out.trim(), "ok");
 }
 
-/// Only signed requests with a known key and the right secret get in; a
-/// presigned URL works with a plain HTTP client; an unsupported operation
-/// is 501 NotImplemented.
+/// Only signed requests with a known key and the right secret get in,
+/// signed within 15 minutes of the server's clock (RequestTimeTooSkewed);
+/// a presigned URL works with a plain HTTP client; an unsupported
+/// operation is 501 NotImplemented.
 #[test]
 fn signatures_keys_presigned_and_not_implemented() {
     let c = S3Cluster::start();
@@ -94,6 +95,20 @@ except urllib.error.HTTPError as e:
     assert e.code == 403, e.code
 
 assert code(lambda: s3.get_bucket_tagging(Bucket="docs")) == ("NotImplemented", 501)
+# A request signed 20 minutes off the server's clock (the window is 15).
+import datetime, botocore.auth
+real_now = botocore.auth.get_current_datetime
+for skew in (-20, 20):
+    botocore.auth.get_current_datetime = lambda: real_now() + datetime.timedelta(minutes=skew)
+    try:
+        assert code(lambda: s3.get_object(Bucket="docs", Key="k")) == ("RequestTimeTooSkewed", 403), skew
+    finally:
+        botocore.auth.get_current_datetime = real_now
+botocore.auth.get_current_datetime = lambda: real_now() + datetime.timedelta(minutes=10)
+try:
+    assert s3.get_object(Bucket="docs", Key="k")["Body"].read() == b"secret bytes"
+finally:
+    botocore.auth.get_current_datetime = real_now
 # UNSIGNED-PAYLOAD (the body is not hashed into the signature).
 import io
 unsigned = boto3.client("s3", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",

@@ -24,7 +24,7 @@ struct Cli {
 enum Command {
     Demo(cmd::demo::Args),
     Store(cmd::store::Args),
-    Server(cmd::server::Args),
+    Server(Box<cmd::server::Args>),
     Meta(cmd::meta::Args),
     Cluster(cmd::cluster::Args),
     Key(cmd::key::Args),
@@ -66,7 +66,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Store(a) => cmd::store::run(a),
-        Command::Server(a) => cmd::server::run(a),
+        Command::Server(a) => cmd::server::run(*a),
         Command::Meta(a) => cmd::meta::run(a),
         Command::Cluster(a) => cmd::cluster::run(a),
         Command::Key(a) => cmd::key::run(a),

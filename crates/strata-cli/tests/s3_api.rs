@@ -26,11 +26,8 @@ assert h["ContentLength"] == len(small), h
 import datetime
 age = datetime.datetime.now(datetime.timezone.utc) - h["LastModified"]
 assert abs(age.total_seconds()) < 120, h["LastModified"]
-# GET and HEAD carry the same version ETag (not the MD5, which is not
-# stored with the object yet); an overwrite changes it.
-assert g["ETag"] == h["ETag"] and "-" in h["ETag"], (g["ETag"], h["ETag"])
-s3.put_object(Bucket="photos", Key="a/b c.txt", Body=small)
-assert s3.head_object(Bucket="photos", Key="a/b c.txt")["ETag"] != h["ETag"]
+# GET and HEAD answer the MD5 ETag the PUT answered (kept in the head record).
+assert g["ETag"] == h["ETag"] == '"%s"' % hashlib.md5(small).hexdigest(), (g["ETag"], h["ETag"])
 g = s3.get_object(Bucket="photos", Key="a/b c.txt", Range="bytes=7-12")
 assert g["Body"].read() == small[7:13]
 assert g["ContentRange"] == "bytes 7-12/%d" % len(small), g["ContentRange"]
@@ -41,6 +38,7 @@ assert code(lambda: s3.get_object(Bucket="photos", Key="a/b c.txt", Range="bytes
 big = bytes((i * 7919 + 13) % 251 for i in range(20 * 1024 * 1024 + 77))
 r = s3.put_object(Bucket="photos", Key="big.bin", Body=big)
 assert r["ETag"] == '"%s"' % hashlib.md5(big).hexdigest()
+assert s3.head_object(Bucket="photos", Key="big.bin")["ETag"] == r["ETag"]
 assert s3.get_object(Bucket="photos", Key="big.bin")["Body"].read() == big
 part = s3.get_object(Bucket="photos", Key="big.bin", Range="bytes=8388600-8388615")["Body"].read()
 assert part == big[8388600:8388616]
@@ -49,6 +47,8 @@ assert part == big[8388600:8388616]
 import base64
 bad = base64.b64encode(hashlib.md5(b"other").digest()).decode()
 assert code(lambda: s3.put_object(Bucket="photos", Key="bad", Body=b"data", ContentMD5=bad)) == ("BadDigest", 400)
+# Not the base64 of 16 bytes: InvalidDigest.
+assert code(lambda: s3.put_object(Bucket="photos", Key="bad", Body=b"data", ContentMD5="YWJj")) == ("InvalidDigest", 400)
 assert code(lambda: s3.head_object(Bucket="photos", Key="bad"))[1] == 404
 assert code(lambda: s3.get_object(Bucket="photos", Key="bad")) == ("NoSuchKey", 404)
 
@@ -62,9 +62,10 @@ print("ok")
     assert_eq!(out.trim(), "ok");
 }
 
-/// Only signed requests with a known key and the right secret get in; a
-/// presigned URL works with a plain HTTP client; an unsupported operation
-/// is 501 NotImplemented.
+/// Only signed requests with a known key and the right secret get in,
+/// signed within 15 minutes of the server's clock (RequestTimeTooSkewed);
+/// a presigned URL works with a plain HTTP client; an unsupported
+/// operation is 501 NotImplemented.
 #[test]
 fn signatures_keys_presigned_and_not_implemented() {
     let c = S3Cluster::start();
@@ -94,6 +95,20 @@ except urllib.error.HTTPError as e:
     assert e.code == 403, e.code
 
 assert code(lambda: s3.get_bucket_tagging(Bucket="docs")) == ("NotImplemented", 501)
+# A request signed 20 minutes off the server's clock (the window is 15).
+import datetime, botocore.auth
+real_now = botocore.auth.get_current_datetime
+for skew in (-20, 20):
+    botocore.auth.get_current_datetime = lambda: real_now() + datetime.timedelta(minutes=skew)
+    try:
+        assert code(lambda: s3.get_object(Bucket="docs", Key="k")) == ("RequestTimeTooSkewed", 403), skew
+    finally:
+        botocore.auth.get_current_datetime = real_now
+botocore.auth.get_current_datetime = lambda: real_now() + datetime.timedelta(minutes=10)
+try:
+    assert s3.get_object(Bucket="docs", Key="k")["Body"].read() == b"secret bytes"
+finally:
+    botocore.auth.get_current_datetime = real_now
 # UNSIGNED-PAYLOAD (the body is not hashed into the signature).
 import io
 unsigned = boto3.client("s3", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
@@ -226,6 +241,8 @@ s3.create_bucket(Bucket="b-one")
 s3.create_bucket(Bucket="b-two")
 assert code(lambda: s3.create_bucket(Bucket="b-one")) == ("BucketAlreadyOwnedByYou", 409)
 assert code(lambda: s3.create_bucket(Bucket="Bad_Name")) == ("InvalidBucketName", 400)
+for bad in ("foo.-bar", "foo-.bar", "192.168.5.4", "ab", "a" * 64):
+    assert code(lambda: s3.create_bucket(Bucket=bad)) == ("InvalidBucketName", 400), bad
 s3.head_bucket(Bucket="b-one")
 assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["b-one", "b-two"]
 assert s3.get_bucket_location(Bucket="b-one").get("LocationConstraint") in (None, "")
@@ -312,6 +329,17 @@ r = s3.list_objects_v2(Bucket="list", Prefix="b c/", EncodingType="url")
 assert [o["Key"] for o in r["Contents"]] == ["b%20c/x"], r["Contents"]
 r = s3.list_objects_v2(Bucket="list", Prefix="\u00e9", EncodingType="url")
 assert [o["Key"] for o in r["Contents"]] == ["%C3%A9t%C3%A9/1"], r["Contents"]
+
+# max-keys=0: nothing, not truncated; v1 always answers its Marker; an
+# empty delimiter is no delimiter.
+r = s3.list_objects_v2(Bucket="list", MaxKeys=0)
+assert r["KeyCount"] == 0 and r["IsTruncated"] is False and "Contents" not in r, r
+r = s3.list_objects(Bucket="list", MaxKeys=1)
+assert r["Marker"] == "" and [o["Key"] for o in r["Contents"]] == [order[0]], r
+r = s3.list_objects_v2(Bucket="list", Delimiter="", Prefix="a/b")
+assert "Delimiter" not in r and [o["Key"] for o in r["Contents"]] == ["a/b/c", "a/b/c/deep", "a/b/d"], r
+r = s3.list_objects_v2(Bucket="list", Prefix="a/1", FetchOwner=True)
+assert r["Contents"][0]["Owner"]["ID"] == "strata", r
 
 # ListObjects (v1) with markers.
 keys, marker = [], ""
@@ -565,4 +593,467 @@ print("ok")
     );
     let ls = c.aws_ok(&["s3", "ls", "s3://mpu/cli/"]);
     assert!(ls.contains("104857600 big.bin"), "{ls}");
+}
+
+/// What S3 keeps with an object besides its bytes: Content-Type,
+/// Content-Encoding, Content-Disposition, Content-Language, Cache-Control,
+/// Expires and `x-amz-meta-*` are answered by GET and HEAD, for a small
+/// object (one record), a striped one (the manifest) and a multipart one;
+/// the ETag is the MD5 of a single PUT and `MD5(part MD5s)-N` of a
+/// multipart upload on PUT, GET, HEAD and in listings; response-*
+/// parameters override the stored headers; user metadata over 2 KiB is
+/// MetadataTooLarge.
+#[test]
+fn content_headers_metadata_and_etags_are_kept() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import datetime
+s3.create_bucket(Bucket="meta")
+expires = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+headers = dict(ContentType="text/x-strata; charset=utf-8", ContentEncoding="gzip",
+    ContentDisposition='attachment; filename="r.txt"', ContentLanguage="fr",
+    CacheControl="max-age=60, public", Expires=expires,
+    Metadata={{"colour": "blue", "two-words": "a b"}})
+def check(key, body, etag):
+    for r in (s3.head_object(Bucket="meta", Key=key), s3.get_object(Bucket="meta", Key=key)):
+        assert r["ContentType"] == "text/x-strata; charset=utf-8", r
+        assert r["ContentEncoding"] == "gzip", r
+        assert r["ContentDisposition"] == 'attachment; filename="r.txt"', r
+        assert r["ContentLanguage"] == "fr", r
+        assert r["CacheControl"] == "max-age=60, public", r
+        assert r["Expires"] == expires, r
+        assert r["Metadata"] == {{"colour": "blue", "two-words": "a b"}}, r
+        assert r["ETag"] == etag, (r["ETag"], etag)
+        assert r["ContentLength"] == len(body)
+    assert s3.get_object(Bucket="meta", Key=key)["Body"].read() == body
+    listed = s3.list_objects_v2(Bucket="meta", Prefix=key)["Contents"]
+    assert [(o["Key"], o["ETag"]) for o in listed] == [(key, etag)], listed
+
+small = b"small object, one record"
+r = s3.put_object(Bucket="meta", Key="small", Body=small, **headers)
+check("small", small, '"%s"' % hashlib.md5(small).hexdigest())
+# Over a tract (8 MiB): the metadata is in the manifest.
+big = bytes(range(256)) * (9 * 4096)
+s3.put_object(Bucket="meta", Key="big", Body=big, **headers)
+check("big", big, '"%s"' % hashlib.md5(big).hexdigest())
+# Multipart: the headers of CreateMultipartUpload, the -N ETag.
+u = s3.create_multipart_upload(Bucket="meta", Key="multi", **headers)["UploadId"]
+parts = [b"p" * (5 << 20), b"q" * 1000]
+done = [{{"PartNumber": i + 1, "ETag": s3.upload_part(Bucket="meta", Key="multi", UploadId=u, PartNumber=i + 1, Body=p)["ETag"]}} for i, p in enumerate(parts)]
+s3.complete_multipart_upload(Bucket="meta", Key="multi", UploadId=u, MultipartUpload={{"Parts": done}})
+check("multi", b"".join(parts), '"%s-2"' % hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts)).hexdigest())
+
+# An object without any: no content headers, no metadata; an overwrite
+# drops the old ones.
+s3.put_object(Bucket="meta", Key="small", Body=b"plain")
+h = s3.head_object(Bucket="meta", Key="small")
+assert h.get("Metadata") == {{}} and "ContentEncoding" not in h and "CacheControl" not in h, h
+assert h["ETag"] == '"%s"' % hashlib.md5(b"plain").hexdigest()
+
+# response-* query parameters override what is stored.
+g = s3.get_object(Bucket="meta", Key="big", ResponseContentType="application/x-other",
+    ResponseContentDisposition="inline", ResponseCacheControl="no-cache")
+assert (g["ContentType"], g["ContentDisposition"], g["CacheControl"]) == ("application/x-other", "inline", "no-cache"), g
+assert code(lambda: s3.put_object(Bucket="meta", Key="huge-meta", Body=b"x", Metadata={{"m": "v" * 2100}})) == ("MetadataTooLarge", 400)
+assert code(lambda: s3.head_object(Bucket="meta", Key="huge-meta"))[1] == 404
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+    // The aws CLI sets and reads them too.
+    let src = c.path("page.html");
+    std::fs::write(&src, b"<p>hi</p>").expect("write");
+    let put = c.aws_ok(&[
+        "s3api",
+        "put-object",
+        "--bucket",
+        "meta",
+        "--key",
+        "page.html",
+        "--body",
+        &src.to_string_lossy(),
+        "--content-type",
+        "text/html",
+        "--metadata",
+        "author=strata",
+    ]);
+    let head = c.aws_ok(&[
+        "s3api",
+        "head-object",
+        "--bucket",
+        "meta",
+        "--key",
+        "page.html",
+    ]);
+    let head: serde_json::Value = serde_json::from_str(&head).expect("json");
+    assert_eq!(head["ContentType"], "text/html");
+    assert_eq!(head["Metadata"]["author"], "strata");
+    let put: serde_json::Value = serde_json::from_str(&put).expect("json");
+    // The MD5 of "<p>hi</p>" (md5sum).
+    assert_eq!(head["ETag"], "\"343fc7b27c1b966b623aa483c880210c\"");
+    assert_eq!(put["ETag"], head["ETag"]);
+}
+
+/// Conditional GET and HEAD: If-Match and If-Unmodified-Since fail with
+/// 412 PreconditionFailed, If-None-Match and If-Modified-Since with 304
+/// Not Modified, as S3 evaluates them together.
+#[test]
+fn conditional_get_and_head() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import datetime
+s3.create_bucket(Bucket="cond")
+body = b"conditional"
+etag = s3.put_object(Bucket="cond", Key="k", Body=body)["ETag"]
+assert etag == '"%s"' % hashlib.md5(body).hexdigest()
+lm = s3.head_object(Bucket="cond", Key="k")["LastModified"]
+hour = datetime.timedelta(hours=1)
+other = '"%s"' % ("0" * 32)
+for op in (s3.get_object, s3.head_object):
+    f = lambda **kw: op(Bucket="cond", Key="k", **kw)
+    assert f(IfMatch=etag)["ETag"] == etag
+    assert f(IfMatch="*")["ETag"] == etag
+    assert code(lambda: f(IfMatch=other))[1] == 412
+    assert code(lambda: f(IfNoneMatch=etag))[1] == 304
+    assert code(lambda: f(IfNoneMatch="*"))[1] == 304
+    assert f(IfNoneMatch=other)["ETag"] == etag
+    assert code(lambda: f(IfModifiedSince=lm))[1] == 304
+    assert code(lambda: f(IfModifiedSince=lm + hour))[1] == 304
+    assert f(IfModifiedSince=lm - hour)["ETag"] == etag
+    assert code(lambda: f(IfUnmodifiedSince=lm - hour))[1] == 412
+    assert f(IfUnmodifiedSince=lm)["ETag"] == etag
+    # If-Match true wins over If-Unmodified-Since false; If-None-Match
+    # false over If-Modified-Since true.
+    assert f(IfMatch=etag, IfUnmodifiedSince=lm - hour)["ETag"] == etag
+    assert f(IfNoneMatch=other, IfModifiedSince=lm + hour)["ETag"] == etag
+# GET's 412 has an S3 XML body with the code (HEAD's has no body).
+assert code(lambda: s3.get_object(Bucket="cond", Key="k", IfMatch=other)) == ("PreconditionFailed", 412)
+# The 304 carries the ETag.
+try:
+    s3.get_object(Bucket="cond", Key="k", IfNoneMatch=etag)
+except botocore.exceptions.ClientError as e:
+    assert e.response["ResponseMetadata"]["HTTPHeaders"].get("etag") == etag, e.response
+assert s3.get_object(Bucket="cond", Key="k", IfMatch=etag)["Body"].read() == body
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}
+
+/// x-amz-checksum-crc32, -crc32c, -sha256 (and -sha1) sent with a PUT or
+/// an UploadPart are verified: a right one stores the object (and HEAD
+/// with checksum mode answers it), a wrong one is BadDigest and stores
+/// nothing.
+#[test]
+fn checksums_are_verified() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import base64, zlib
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+s3.create_bucket(Bucket="sums")
+body = b"checksummed bytes"
+crc32 = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+sha256 = base64.b64encode(hashlib.sha256(body).digest()).decode()
+c32c = base64.b64encode(crc32c(body).to_bytes(4, "big")).decode()
+s3.put_object(Bucket="sums", Key="crc32c", Body=body, ChecksumCRC32C=c32c)
+assert s3.head_object(Bucket="sums", Key="crc32c", ChecksumMode="ENABLED").get("ChecksumCRC32C") == c32c
+# (CRC32C computed by botocore itself needs awscrt.)
+for algo in ("CRC32", "SHA256", "SHA1"):
+    # botocore computes the checksum itself and sends it.
+    r = s3.put_object(Bucket="sums", Key="k-" + algo, Body=body, ChecksumAlgorithm=algo)
+    assert s3.get_object(Bucket="sums", Key="k-" + algo)["Body"].read() == body
+r = s3.put_object(Bucket="sums", Key="crc32", Body=body, ChecksumCRC32=crc32)
+h = s3.head_object(Bucket="sums", Key="crc32", ChecksumMode="ENABLED")
+assert h.get("ChecksumCRC32") == crc32, h
+s3.put_object(Bucket="sums", Key="sha", Body=body, ChecksumSHA256=sha256)
+wrong = base64.b64encode(b"\0\0\0\1").decode()
+wrong_sha = base64.b64encode(hashlib.sha256(b"other").digest()).decode()
+for kw in (dict(ChecksumCRC32=wrong), dict(ChecksumCRC32C=wrong), dict(ChecksumSHA256=wrong_sha)):
+    assert code(lambda: s3.put_object(Bucket="sums", Key="bad", Body=body, **kw)) == ("BadDigest", 400), kw
+    assert code(lambda: s3.head_object(Bucket="sums", Key="bad"))[1] == 404
+u = s3.create_multipart_upload(Bucket="sums", Key="mp")["UploadId"]
+assert code(lambda: s3.upload_part(Bucket="sums", Key="mp", UploadId=u, PartNumber=1, Body=body, ChecksumCRC32=wrong)) == ("BadDigest", 400)
+assert s3.list_parts(Bucket="sums", Key="mp", UploadId=u).get("Parts", []) == []
+s3.upload_part(Bucket="sums", Key="mp", UploadId=u, PartNumber=1, Body=body, ChecksumCRC32=crc32)
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}
+
+/// CopyObject keeps or replaces the source's headers and metadata, honours
+/// the copy-source conditions, refuses a copy onto itself that changes
+/// nothing; a key needs read on the source; UploadPartCopy cuts parts
+/// from stored objects by range; DeleteObjects deletes many
+/// keys at once (absent ones too, as S3 does), quietly if asked.
+#[test]
+fn copy_object_and_delete_objects() {
+    let c = S3Cluster::start();
+    let created = ok(strata()
+        .args(["key", "create", "--meta", &c.meta])
+        .args(["--bucket", "dst:write"])
+        .env("STRATA_ADMIN_TOKEN", ADMIN));
+    let field = |name: &str| {
+        created
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .expect("key field")
+    };
+    let (access, secret) = (field("access key:"), field("secret key:"));
+    let out = c.python_env(
+        &format!(
+            r#"{PRELUDE}
+s3.create_bucket(Bucket="src")
+s3.create_bucket(Bucket="dst")
+body = b"copy me" * 1000
+etag = s3.put_object(Bucket="src", Key="a", Body=body, ContentType="text/plain", Metadata={{"m": "1"}})["ETag"]
+r = s3.copy_object(Bucket="dst", Key="b", CopySource={{"Bucket": "src", "Key": "a"}})
+assert r["CopyObjectResult"]["ETag"] == etag, r
+g = s3.get_object(Bucket="dst", Key="b")
+assert g["Body"].read() == body and g["ContentType"] == "text/plain" and g["Metadata"] == {{"m": "1"}} and g["ETag"] == etag, g
+assert [o["Key"] for o in s3.list_objects_v2(Bucket="dst")["Contents"]] == ["b"]
+# REPLACE takes the request's headers and metadata.
+s3.copy_object(Bucket="dst", Key="c", CopySource="src/a", MetadataDirective="REPLACE", ContentType="image/png", Metadata={{"n": "2"}})
+h = s3.head_object(Bucket="dst", Key="c")
+assert h["ContentType"] == "image/png" and h["Metadata"] == {{"n": "2"}}, h
+# Onto itself: only with REPLACE.
+assert code(lambda: s3.copy_object(Bucket="src", Key="a", CopySource="src/a")) == ("InvalidRequest", 400)
+s3.copy_object(Bucket="src", Key="a", CopySource="src/a", MetadataDirective="REPLACE", Metadata={{"m": "3"}})
+assert s3.head_object(Bucket="src", Key="a")["Metadata"] == {{"m": "3"}}
+assert s3.get_object(Bucket="src", Key="a")["Body"].read() == body
+assert code(lambda: s3.copy_object(Bucket="dst", Key="d", CopySource="src/a", CopySourceIfMatch='"%s"' % ("0" * 32))) == ("PreconditionFailed", 412)
+assert code(lambda: s3.copy_object(Bucket="dst", Key="d", CopySource="src/a", CopySourceIfNoneMatch=etag)) == ("PreconditionFailed", 412)
+assert code(lambda: s3.copy_object(Bucket="dst", Key="d", CopySource="src/nothing")) == ("NoSuchKey", 404)
+assert code(lambda: s3.copy_object(Bucket="nobucket", Key="d", CopySource="src/a")) == ("NoSuchBucket", 404)
+assert code(lambda: s3.head_object(Bucket="dst", Key="d"))[1] == 404
+# A key that may write dst but not read src cannot copy from it.
+k = client(os.environ["KEY"], os.environ["KEY_SECRET"])
+assert code(lambda: k.copy_object(Bucket="dst", Key="e", CopySource="src/a")) == ("AccessDenied", 403)
+k.copy_object(Bucket="dst", Key="e", CopySource="dst/b")
+
+# UploadPartCopy: parts cut from stored objects by range.
+MiB = 1 << 20
+big = bytes(range(256)) * (40 * 1024)
+s3.put_object(Bucket="src", Key="big", Body=big)
+u = s3.create_multipart_upload(Bucket="dst", Key="joined")["UploadId"]
+e1 = s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=1, CopySource="src/big", CopySourceRange="bytes=0-%d" % (5 * MiB - 1))["CopyPartResult"]["ETag"]
+assert e1 == '"%s"' % hashlib.md5(big[:5 * MiB]).hexdigest(), e1
+e2 = s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=2, CopySource="src/big", CopySourceRange="bytes=%d-%d" % (5 * MiB, len(big) - 1))["CopyPartResult"]["ETag"]
+e3 = s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=3, CopySource="src/a")["CopyPartResult"]["ETag"]
+assert code(lambda: s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=4, CopySource="src/big", CopySourceRange="bytes=0-%d" % len(big)))[0] == "InvalidRange"
+assert code(lambda: s3.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=4, CopySource="src/big", CopySourceRange="0-1")) == ("InvalidArgument", 400)
+assert code(lambda: k.upload_part_copy(Bucket="dst", Key="joined", UploadId=u, PartNumber=4, CopySource="src/big")) == ("AccessDenied", 403)
+s3.complete_multipart_upload(Bucket="dst", Key="joined", UploadId=u, MultipartUpload={{"Parts": [{{"PartNumber": 1, "ETag": e1}}, {{"PartNumber": 2, "ETag": e2}}, {{"PartNumber": 3, "ETag": e3}}]}})
+assert s3.get_object(Bucket="dst", Key="joined")["Body"].read() == big + body
+
+for i in range(5):
+    s3.put_object(Bucket="dst", Key="many/%d" % i, Body=b"x")
+r = s3.delete_objects(Bucket="dst", Delete={{"Objects": [{{"Key": "many/0"}}, {{"Key": "many/1"}}, {{"Key": "absent"}}]}})
+assert sorted(d["Key"] for d in r["Deleted"]) == ["absent", "many/0", "many/1"] and not r.get("Errors"), r
+r = s3.delete_objects(Bucket="dst", Delete={{"Objects": [{{"Key": "many/2"}}, {{"Key": "many/3"}}], "Quiet": True}})
+assert not r.get("Deleted") and not r.get("Errors"), r
+assert [o["Key"] for o in s3.list_objects_v2(Bucket="dst", Prefix="many/")["Contents"]] == ["many/4"]
+for n in range(4):
+    assert code(lambda: s3.get_object(Bucket="dst", Key="many/%d" % n)) == ("NoSuchKey", 404)
+assert code(lambda: s3.delete_objects(Bucket="nobucket", Delete={{"Objects": [{{"Key": "x"}}]}})) == ("NoSuchBucket", 404)
+print("ok")
+"#
+        ),
+        &[("KEY", &access), ("KEY_SECRET", &secret)],
+    );
+    assert_eq!(out.trim(), "ok");
+    // The aws CLI's copy (CopyObject, and UploadPartCopy above its 8 MiB
+    // multipart threshold) and its batch delete (`s3 rm --recursive`).
+    c.aws_ok(&["s3", "cp", "s3://dst/b", "s3://dst/cli-copy"]);
+    c.aws_ok(&["s3", "cp", "s3://src/big", "s3://dst/cli-big"]);
+    let ls = c.aws_ok(&["s3", "ls", "s3://dst/"]);
+    assert!(
+        ls.contains("cli-copy") && ls.contains("10485760 cli-big"),
+        "{ls}"
+    );
+    let back = c.path("cli-big");
+    c.aws_ok(&["s3", "cp", "s3://dst/cli-big", &back.to_string_lossy()]);
+    let want: Vec<u8> = (0..40 * 1024).flat_map(|_| 0..=255u8).collect();
+    assert!(
+        std::fs::read(&back).expect("read") == want,
+        "the copied 10 MiB object differs"
+    );
+    c.aws_ok(&["s3", "rm", "--recursive", "s3://dst/"]);
+    assert_eq!(c.aws_ok(&["s3", "ls", "s3://dst/"]).trim(), "");
+}
+
+/// Virtual-host-style requests (`Host: BUCKET.localhost:PORT`) reach the
+/// same buckets as path-style ones.
+#[test]
+fn virtual_host_style_requests() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import socket
+# BUCKET.localhost is loopback; the resolver here may not know it.
+real = socket.getaddrinfo
+def local(host, *a, **kw):
+    if isinstance(host, str) and host.endswith(".localhost"):
+        host = "127.0.0.1"
+    return real(host, *a, **kw)
+socket.getaddrinfo = local
+port = os.environ["ENDPOINT"].rsplit(":", 1)[1]
+vh = boto3.client("s3", endpoint_url="http://localhost:" + port, region_name="us-east-1",
+    aws_access_key_id=os.environ["ACCESS"], aws_secret_access_key=os.environ["SECRET"],
+    config=Config(s3={{"addressing_style": "virtual"}}, retries={{"max_attempts": 1}}))
+s3.create_bucket(Bucket="vhost")
+vh.put_object(Bucket="vhost", Key="dir/k", Body=b"virtual", ContentType="text/plain")
+got = vh.get_object(Bucket="vhost", Key="dir/k")
+assert got["Body"].read() == b"virtual" and got["ContentType"] == "text/plain"
+assert got["ResponseMetadata"]["HTTPHeaders"] is not None
+# It was a virtual-host request: the bucket is not in the path.
+assert s3.get_object(Bucket="vhost", Key="dir/k")["Body"].read() == b"virtual"
+assert [o["Key"] for o in vh.list_objects_v2(Bucket="vhost")["Contents"]] == ["dir/k"]
+vh.head_bucket(Bucket="vhost")
+assert code(lambda: vh.get_object(Bucket="nobucket", Key="k")) == ("NoSuchBucket", 404)
+req = []
+vh.meta.events.register("before-send.s3.GetObject", lambda request, **kw: req.append((request.url, request.headers.get("host"))))
+vh.get_object(Bucket="vhost", Key="dir/k")
+assert req[0][0].startswith("http://vhost.localhost:"), req
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}
+
+/// Operations Strata does not implement answer 501 NotImplemented in S3
+/// XML, never a success that did nothing; versions other than `null`
+/// (buckets are not versioned) are refused.
+#[test]
+fn unsupported_operations_are_not_implemented() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+s3.create_bucket(Bucket="nimpl")
+s3.put_object(Bucket="nimpl", Key="k", Body=b"x")
+NI = ("NotImplemented", 501)
+calls = [
+    lambda: s3.put_bucket_versioning(Bucket="nimpl", VersioningConfiguration={{"Status": "Enabled"}}),
+    lambda: s3.put_bucket_tagging(Bucket="nimpl", Tagging={{"TagSet": []}}),
+    lambda: s3.put_object_tagging(Bucket="nimpl", Key="k", Tagging={{"TagSet": []}}),
+    lambda: s3.get_object(Bucket="nimpl", Key="k", PartNumber=1),
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", IfNoneMatch="*"),
+    lambda: s3.put_bucket_lifecycle_configuration(Bucket="nimpl", LifecycleConfiguration={{"Rules": [{{"ID": "r", "Status": "Enabled", "Filter": {{"Prefix": ""}}, "Expiration": {{"Days": 1}}}}]}}),
+    lambda: s3.put_bucket_policy(Bucket="nimpl", Policy="{{}}"),
+    lambda: s3.put_bucket_acl(Bucket="nimpl", ACL="authenticated-read"),
+    # Writes asking for what Strata does not do are refused, not obeyed
+    # in part.
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", ServerSideEncryption="AES256"),
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", ACL="public-read"),
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", Tagging="a=b"),
+    lambda: s3.put_object(Bucket="nimpl", Key="k", Body=b"y", ObjectLockLegalHoldStatus="ON"),
+    lambda: s3.create_multipart_upload(Bucket="nimpl", Key="k", ServerSideEncryption="AES256"),
+    lambda: s3.copy_object(Bucket="nimpl", Key="k", CopySource="nimpl/k", MetadataDirective="REPLACE", ServerSideEncryption="AES256"),
+    lambda: s3.delete_object(Bucket="nimpl", Key="k", IfMatch='"%s"' % hashlib.md5(b"x").hexdigest()),
+]
+for i, f in enumerate(calls):
+    assert code(f) == NI, (i, code(f))
+# A conditional entry of DeleteObjects is an error of its own.
+r = s3.delete_objects(Bucket="nimpl", Delete={{"Objects": [{{"Key": "k", "ETag": '"%s"' % hashlib.md5(b"x").hexdigest()}}]}})
+assert [(e["Key"], e["Code"]) for e in r["Errors"]] == [("k", "NotImplemented")] and not r.get("Deleted"), r
+# A browser upload (POST Object with a policy) is refused.
+import urllib.request, urllib.error
+post = s3.generate_presigned_post("nimpl", "k")
+boundary = "strata-boundary"
+form = b"".join(b"--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n\r\n%s\r\n" % (boundary.encode(), k.encode(), v.encode()) for k, v in post["fields"].items())
+form += b"--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\nposted\r\n--%s--\r\n" % (boundary.encode(), boundary.encode())
+try:
+    urllib.request.urlopen(urllib.request.Request(post["url"], data=form, headers={{"Content-Type": "multipart/form-data; boundary=" + boundary}}))
+    raise AssertionError("POST Object succeeded")
+except urllib.error.HTTPError as e:
+    assert e.code == 501, (e.code, e.read())
+# Nothing changed.
+assert s3.get_object(Bucket="nimpl", Key="k")["Body"].read() == b"x"
+h = s3.head_object(Bucket="nimpl", Key="k")
+assert "ServerSideEncryption" not in h and h["ETag"] == '"%s"' % hashlib.md5(b"x").hexdigest(), h
+# Buckets are not versioned: each object is its one version "null".
+v = s3.list_object_versions(Bucket="nimpl")
+assert [(x["Key"], x["VersionId"], x["IsLatest"]) for x in v["Versions"]] == [("k", "null", True)], v
+assert s3.get_object(Bucket="nimpl", Key="k", VersionId="null")["Body"].read() == b"x"
+assert code(lambda: s3.get_object(Bucket="nimpl", Key="k", VersionId="3HL4kqtJlcpXroDTDmJ")) == ("InvalidArgument", 400)
+assert code(lambda: s3.delete_object(Bucket="nimpl", Key="k", VersionId="3HL4kqtJlcpXroDTDmJ")) == ("InvalidArgument", 400)
+assert s3.get_object(Bucket="nimpl", Key="k")["Body"].read() == b"x"
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}
+
+/// A bucket made public-read (PutBucketAcl or CreateBucket with the canned
+/// ACL) serves unsigned GET, HEAD and listings, and nothing else; other
+/// buckets stay closed; `private` closes it again; other ACLs are 501.
+#[test]
+fn public_read_buckets() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import time, urllib.request
+anon = client(None, None, signature_version=botocore.UNSIGNED)
+s3.create_bucket(Bucket="pub")
+s3.create_bucket(Bucket="closed")
+for b in ("pub", "closed"):
+    s3.put_object(Bucket=b, Key="k", Body=b"bytes of " + b.encode())
+assert code(lambda: anon.get_object(Bucket="pub", Key="k")) == ("AccessDenied", 403)
+def until(f, what):
+    deadline = time.time() + 10
+    while True:
+        try:
+            return f()
+        except botocore.exceptions.ClientError:
+            assert time.time() < deadline, what
+            time.sleep(0.2)
+s3.put_bucket_acl(Bucket="pub", ACL="public-read")
+# Nodes cache the public buckets for a second.
+assert until(lambda: anon.get_object(Bucket="pub", Key="k"), "public read")["Body"].read() == b"bytes of pub"
+assert anon.head_object(Bucket="pub", Key="k")["ContentLength"] == 12
+assert [o["Key"] for o in anon.list_objects_v2(Bucket="pub")["Contents"]] == ["k"]
+url = os.environ["ENDPOINT"] + "/pub/k"
+assert urllib.request.urlopen(url).read() == b"bytes of pub"
+assert code(lambda: anon.put_object(Bucket="pub", Key="x", Body=b"x")) == ("AccessDenied", 403)
+assert code(lambda: anon.delete_object(Bucket="pub", Key="k")) == ("AccessDenied", 403)
+assert code(lambda: anon.delete_bucket(Bucket="pub")) == ("AccessDenied", 403)
+assert code(lambda: anon.put_bucket_acl(Bucket="pub", ACL="private")) == ("AccessDenied", 403)
+assert code(lambda: anon.get_object(Bucket="closed", Key="k")) == ("AccessDenied", 403)
+assert code(lambda: anon.list_objects_v2(Bucket="closed")) == ("AccessDenied", 403)
+assert code(lambda: anon.list_buckets()) == ("AccessDenied", 403)
+assert s3.get_object(Bucket="pub", Key="k")["Body"].read() == b"bytes of pub"
+grants = s3.get_bucket_acl(Bucket="pub")["Grants"]
+assert any(g["Grantee"].get("URI", "").endswith("/AllUsers") and g["Permission"] == "READ" for g in grants), grants
+# Closed again.
+s3.put_bucket_acl(Bucket="pub", ACL="private")
+deadline = time.time() + 10
+while True:
+    try:
+        anon.get_object(Bucket="pub", Key="k")
+    except botocore.exceptions.ClientError as e:
+        assert e.response["Error"]["Code"] == "AccessDenied"
+        break
+    assert time.time() < deadline, "a private bucket still serves unsigned reads"
+    time.sleep(0.2)
+assert not any("AllUsers" in g["Grantee"].get("URI", "") for g in s3.get_bucket_acl(Bucket="pub")["Grants"])
+# Public from creation.
+s3.create_bucket(Bucket="born-public", ACL="public-read")
+s3.put_object(Bucket="born-public", Key="k", Body=b"hi")
+assert until(lambda: anon.get_object(Bucket="born-public", Key="k"), "born public")["Body"].read() == b"hi"
+assert code(lambda: s3.put_bucket_acl(Bucket="pub", ACL="public-read-write")) == ("NotImplemented", 501)
+assert code(lambda: s3.put_bucket_acl(Bucket="nobucket", ACL="public-read")) == ("NoSuchBucket", 404)
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
 }

@@ -13,9 +13,10 @@ use strata_placement::{object_hash, DiskId, PlacementTable};
 
 use crate::http::Http;
 use crate::protocol::{
-    extend_path, index_list_path, index_path, index_row, inline_record, manifest_record,
-    new_cookie, object_path, parse_head, tract_data, tract_key, tract_record, valid_name,
-    ExtendRequest, ExtendResponse, Head, IndexEntry, ListPage, ListQuery, Manifest, RECORD_TRACT,
+    extend_path, index_list_path, index_path, index_row, inline_meta_record, inline_record,
+    manifest_record, new_cookie, object_path, parse_head, tract_data, tract_key, tract_record,
+    valid_name, ExtendRequest, ExtendResponse, Head, IndexEntry, ListPage, ListQuery, Manifest,
+    ObjectMeta, RECORD_TRACT,
 };
 use crate::ClientError;
 
@@ -279,8 +280,29 @@ impl Client {
         S: futures_util::Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
     {
-        self.put_stream_as(bucket, key, body, new_cookie(), None)
+        self.put_stream_as(bucket, key, body, new_cookie(), None, || None)
             .await
+    }
+
+    /// [`Client::put_stream`] storing `meta()` in the object's head record
+    /// (what S3 keeps with an object: ETag, content headers, user
+    /// metadata). `meta` is called once the body has ended, before the
+    /// head record is written, so it may carry a digest of the body.
+    pub async fn put_stream_meta<S, E, M>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+        meta: M,
+    ) -> Result<u32, ClientError>
+    where
+        S: futures_util::Stream<Item = Result<Bytes, E>>,
+        E: std::fmt::Display,
+        M: FnOnce() -> Option<ObjectMeta>,
+    {
+        self.put_stream_as(bucket, key, body, new_cookie(), None, meta)
+            .await
+            .map(|(cookie, _)| cookie)
     }
 
     /// Stores `data` as `bucket/key` with a given cookie and stamp instead
@@ -297,22 +319,24 @@ impl Client {
         stamp: u64,
     ) -> Result<(), ClientError> {
         let once = futures_util::stream::once(async move { Ok::<_, std::io::Error>(data) });
-        self.put_stream_as(bucket, key, once, cookie, Some(stamp))
+        self.put_stream_as(bucket, key, once, cookie, Some(stamp), || None)
             .await
             .map(|_| ())
     }
 
-    async fn put_stream_as<S, E>(
+    async fn put_stream_as<S, E, M>(
         &self,
         bucket: &str,
         key: &str,
         body: S,
         cookie: u32,
         stamp: Option<u64>,
+        meta: M,
     ) -> Result<(u32, Option<String>), ClientError>
     where
         S: futures_util::Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
+        M: FnOnce() -> Option<ObjectMeta>,
     {
         use futures_util::stream::{FuturesOrdered, StreamExt};
         check(bucket, key)?;
@@ -372,7 +396,10 @@ impl Client {
             }
             if tracts == 0 && ended {
                 // Small object: stored whole, no tracts.
-                let rec = inline_record(cookie, &rec[1..]);
+                let rec = match meta() {
+                    Some(m) => inline_meta_record(cookie, &m, &rec[1..]),
+                    None => inline_record(cookie, &rec[1..]),
+                };
                 return self
                     .put_record(bucket, key, h, -1, rec, stamp)
                     .await
@@ -408,6 +435,7 @@ impl Client {
             tracts,
             lens: Vec::new(),
             cookie,
+            meta: meta(),
         };
         self.put_record(bucket, key, h, -1, manifest_record(&m), stamp)
             .await
@@ -912,6 +940,43 @@ impl Client {
             return Err(fail(format!("{url}: {}", r.status)));
         }
         serde_json::from_slice(&r.body).map_err(|e| fail(format!("{url}: {e}")))
+    }
+
+    /// Makes S3 bucket `name` readable without a key (`public`) or not, at
+    /// the metadata service (which answers only with its admin token);
+    /// returns whether the bucket exists.
+    pub async fn set_bucket_public(
+        &self,
+        name: &str,
+        public: bool,
+        admin_token: &str,
+    ) -> Result<bool, ClientError> {
+        let url = format!(
+            "http://{}/v1/buckets/{}/public",
+            self.meta,
+            crate::protocol::encode_segment(name)
+        );
+        let method = if public { Method::PUT } else { Method::DELETE };
+        let r = self
+            .http
+            .send_with_headers(
+                method,
+                &url,
+                &[(strata_meta::http::ADMIN_TOKEN_HEADER, admin_token)],
+                Bytes::new(),
+                self.cfg.request_timeout,
+            )
+            .await;
+        let fail = |reason: String| ClientError::Meta {
+            addr: self.meta.clone(),
+            reason,
+        };
+        let r = r.map_err(fail)?;
+        match r.status {
+            StatusCode::NO_CONTENT => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            s => Err(fail(format!("{url}: {s}"))),
+        }
     }
 
     /// Creates (`create`) or deletes an S3 bucket at the metadata service;

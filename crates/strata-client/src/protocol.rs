@@ -73,6 +73,12 @@ pub const RECORD_INLINE_COOKIE: u8 = 3;
 /// happened to be [`RECORD_TOMBSTONE`] read as deleted, so every tract now
 /// carries its kind.)
 pub const RECORD_TRACT: u8 = 4;
+/// Kind byte of a record at an object's metadata row: the object's cookie
+/// (u32 LE), the length of its [`ObjectMeta`] (u32 LE), that metadata as
+/// JSON, then the object's bytes. What S3 writes (docs/s3-compatibility.md):
+/// the ETag and content headers travel with the bytes, so GET and HEAD read
+/// them from the one record they read anyway.
+pub const RECORD_INLINE_META: u8 = 5;
 /// Kind byte of a tombstone: the name was deleted at the record's stamp
 /// (no payload). A tombstone wins over any record of the name with an
 /// older stamp, in recovery streaming and in scrubbing (docs/recovery.md).
@@ -121,6 +127,29 @@ pub struct Manifest {
     /// before cookies existed: none to check).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cookie: u32,
+    /// What an S3 client stored with the object (ETag, content headers,
+    /// user metadata); none for objects written over the native API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<ObjectMeta>,
+}
+
+/// What an S3 client stores with an object besides its bytes, kept in the
+/// object's head record (the inline record or the manifest) so that GET and
+/// HEAD answer it without another read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    /// The S3 ETag, unquoted: the MD5 of a single PUT in hex, or
+    /// `MD5(part MD5s)-N` of a multipart upload.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub etag: String,
+    /// Content headers by lower-case name (`content-type`,
+    /// `content-encoding`, `content-disposition`, `content-language`,
+    /// `cache-control`, `expires`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// User metadata (`x-amz-meta-NAME`), by lower-case NAME.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub user: std::collections::BTreeMap<String, String>,
 }
 
 fn is_zero(c: &u32) -> bool {
@@ -174,6 +203,20 @@ pub fn inline_record(cookie: u32, data: &[u8]) -> Bytes {
     b.freeze()
 }
 
+/// A record holding a small object whole, with its cookie and what an S3
+/// client stored with it ([`RECORD_INLINE_META`]).
+pub fn inline_meta_record(cookie: u32, meta: &ObjectMeta, data: &[u8]) -> Bytes {
+    // Serializing strings and maps of strings cannot fail.
+    let m = serde_json::to_vec(meta).unwrap_or_default();
+    let mut b = BytesMut::with_capacity(9 + m.len() + data.len());
+    b.put_u8(RECORD_INLINE_META);
+    b.put_u32_le(cookie);
+    b.put_u32_le(m.len() as u32);
+    b.put_slice(&m);
+    b.put_slice(data);
+    b.freeze()
+}
+
 /// A random cookie for a new object (Haystack §3.4.1): never 0, which
 /// stands for "no cookie" in records written before cookies existed.
 pub fn new_cookie() -> u32 {
@@ -194,6 +237,8 @@ pub enum Head {
         cookie: u32,
         /// Its bytes.
         data: Bytes,
+        /// What an S3 client stored with it.
+        meta: Option<ObjectMeta>,
     },
     /// The object is split into tracts.
     Manifest(Manifest),
@@ -213,6 +258,15 @@ impl Head {
         self.len() == 0
     }
 
+    /// What an S3 client stored with the object (none: written over the
+    /// native API).
+    pub fn meta(&self) -> Option<&ObjectMeta> {
+        match self {
+            Head::Inline { meta, .. } => meta.as_ref(),
+            Head::Manifest(m) => m.meta.as_ref(),
+        }
+    }
+
     /// The object's cookie (0: none).
     pub fn cookie(&self) -> u32 {
         match self {
@@ -228,6 +282,7 @@ pub fn parse_head(rec: &Bytes) -> Result<Head, String> {
         Some(&RECORD_INLINE) => Ok(Head::Inline {
             cookie: 0,
             data: rec.slice(1..),
+            meta: None,
         }),
         Some(&RECORD_INLINE_COOKIE) if rec.len() >= 5 => {
             let mut c = [0u8; 4];
@@ -235,6 +290,28 @@ pub fn parse_head(rec: &Bytes) -> Result<Head, String> {
             Ok(Head::Inline {
                 cookie: u32::from_le_bytes(c),
                 data: rec.slice(5..),
+                meta: None,
+            })
+        }
+        Some(&RECORD_INLINE_META) if rec.len() >= 9 => {
+            let mut c = [0u8; 4];
+            c.copy_from_slice(&rec[1..5]);
+            let mut l = [0u8; 4];
+            l.copy_from_slice(&rec[5..9]);
+            let end = 9usize.saturating_add(u32::from_le_bytes(l) as usize);
+            if end > rec.len() {
+                return Err(format!(
+                    "metadata of {} bytes overruns a record of {}",
+                    end - 9,
+                    rec.len()
+                ));
+            }
+            let meta = serde_json::from_slice(&rec[9..end])
+                .map_err(|e| format!("bad object metadata: {e}"))?;
+            Ok(Head::Inline {
+                cookie: u32::from_le_bytes(c),
+                data: rec.slice(end..),
+                meta: Some(meta),
             })
         }
         Some(&RECORD_MANIFEST) => serde_json::from_slice(&rec[1..])
@@ -268,7 +345,7 @@ pub fn tract_data(rec: Bytes) -> Bytes {
 pub fn is_data_record(rec: &[u8]) -> bool {
     matches!(
         rec.first(),
-        Some(&RECORD_INLINE) | Some(&RECORD_INLINE_COOKIE)
+        Some(&RECORD_INLINE) | Some(&RECORD_INLINE_COOKIE) | Some(&RECORD_INLINE_META)
     )
 }
 
@@ -413,6 +490,10 @@ pub struct IndexEntry {
     pub etag: String,
     /// Milliseconds since the Unix epoch of the write.
     pub modified_ms: u64,
+    /// The object's content headers and user metadata (its ETag is
+    /// `etag`); none for entries written before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<ObjectMeta>,
 }
 
 /// A listing request (`POST /cluster/v1/index/{bucket}/list`): names in
@@ -494,6 +575,30 @@ mod tests {
         assert_eq!(got[1].stamp, u64::MAX);
         assert_eq!(got[1].key, "k\u{e9}2");
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn inline_records_with_metadata_round_trip() {
+        let mut meta = ObjectMeta {
+            etag: "abc".into(),
+            ..ObjectMeta::default()
+        };
+        meta.headers
+            .insert("content-type".into(), "text/plain".into());
+        meta.user.insert("colour".into(), "blue".into());
+        let rec = inline_meta_record(7, &meta, b"bytes");
+        assert!(is_data_record(&rec));
+        let head = parse_head(&rec).unwrap();
+        assert_eq!(head.cookie(), 7);
+        assert_eq!(head.meta(), Some(&meta));
+        assert!(matches!(&head, Head::Inline { data, .. } if &data[..] == b"bytes"));
+        // A metadata length past the record's end is an error, not a panic.
+        let mut bad = rec.to_vec();
+        bad[5] = 0xff;
+        assert!(parse_head(&Bytes::from(bad)).is_err());
+        // Manifests without metadata (written before it existed) still parse.
+        let old = Bytes::from_static(b"\x01{\"len\":3,\"tract_size\":1,\"tracts\":3}");
+        assert_eq!(parse_head(&old).unwrap().meta(), None);
     }
 
     #[test]

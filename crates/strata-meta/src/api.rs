@@ -262,4 +262,7 @@ pub fn valid_bucket_name(name: &str) -> bool {
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && !name.contains("..")
+        && !name.contains(".-")
+        && !name.contains("-.")
+        && name.parse::<std::net::Ipv4Addr>().is_err()
 }

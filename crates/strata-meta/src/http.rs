@@ -55,6 +55,10 @@ pub fn router_with_keys(
     secret: Option<crate::cluster_auth::ClusterSecret>,
 ) -> Router {
     let keys = Router::new()
+        .route(
+            "/v1/buckets/{name}/public",
+            put(make_public).delete(make_private),
+        )
         .route("/v1/keys", get(list_keys).post(create_key))
         .route("/v1/keys/{access}", axum::routing::delete(delete_key))
         .with_state(svc.clone());
@@ -173,6 +177,7 @@ fn is_control(method: &axum::http::Method, path: &str) -> bool {
     use axum::http::Method;
     path.starts_with("/v1/keys")
         || path == "/metrics"
+        || (path.starts_with("/v1/buckets/") && path.ends_with("/public"))
         || (path == "/v1/tier-plan" && method != Method::GET && method != Method::HEAD)
         || (path.starts_with("/v1/nodes/") && (path.ends_with("/add") || path.ends_with("/remove")))
 }
@@ -424,6 +429,24 @@ async fn create_bucket(State(svc): State<Arc<MetaService>>, Path(name): Path<Str
     match svc.create_bucket(&name).await {
         Ok(true) => StatusCode::CREATED.into_response(),
         Ok(false) => StatusCode::OK.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn make_public(State(svc): State<Arc<MetaService>>, Path(name): Path<String>) -> Response {
+    set_public(&svc, &name, true).await
+}
+
+async fn make_private(State(svc): State<Arc<MetaService>>, Path(name): Path<String>) -> Response {
+    set_public(&svc, &name, false).await
+}
+
+/// `PUT|DELETE /v1/buckets/{name}/public` (admin token): 204, or 404 for
+/// an unknown bucket.
+async fn set_public(svc: &MetaService, name: &str, public: bool) -> Response {
+    match svc.set_bucket_public(name, public).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => StatusCode::NOT_FOUND.into_response(),
         Err(e) => e.into_response(),
     }
 }

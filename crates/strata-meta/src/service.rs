@@ -252,8 +252,27 @@ impl MetaService {
                 .entry(name.to_string())
                 .or_insert(crate::state::BucketRecord {
                     created_ms: now_ms(),
+                    public_read: false,
                 });
             Ok(new)
+        })
+        .await
+    }
+
+    /// Makes S3 bucket `name` readable without a key (`public`) or not;
+    /// returns whether the bucket exists.
+    pub async fn set_bucket_public(&self, name: &str, public: bool) -> Result<bool, MetaError> {
+        if !self.state().await.buckets.contains_key(name) {
+            return Ok(false);
+        }
+        self.mutate(|s| {
+            Ok(match s.buckets.get_mut(name) {
+                Some(b) => {
+                    b.public_read = public;
+                    true
+                }
+                None => false,
+            })
         })
         .await
     }

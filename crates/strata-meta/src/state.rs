@@ -190,6 +190,10 @@ impl std::fmt::Debug for KeyRecord {
 pub struct BucketRecord {
     /// Milliseconds since the Unix epoch of its creation.
     pub created_ms: u64,
+    /// Whether anyone may read its objects and list it without a key
+    /// (S3's canned ACL `public-read`).
+    #[serde(default)]
+    pub public_read: bool,
 }
 
 impl NodeRecord {

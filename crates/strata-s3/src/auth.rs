@@ -3,14 +3,15 @@
 //! keys from the metadata service (`strata key create`), fetched with the
 //! admin token and cached for a second.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
+use s3s::dto::{CopyObjectInput, CopySource, UploadPartCopyInput};
 use s3s::path::S3Path;
-use s3s::{s3_error, S3Result};
+use s3s::{s3_error, S3Request, S3Result};
 use strata_client::{KeyRecord, Permission};
 
 use crate::cluster::{unavailable, Cluster};
@@ -48,6 +49,9 @@ pub struct Keys {
     cluster: Arc<Cluster>,
     admin_token: Option<String>,
     cache: Mutex<Option<(Instant, KeyMap)>>,
+    /// The public-read buckets as last fetched, and when (consulted for
+    /// unsigned requests only).
+    public: Mutex<Option<(Instant, BTreeSet<String>)>>,
 }
 
 impl Keys {
@@ -59,7 +63,35 @@ impl Keys {
             cluster,
             admin_token,
             cache: Mutex::new(None),
+            public: Mutex::new(None),
         })
+    }
+
+    /// Whether `bucket` is public-read (the list is fetched at most once
+    /// per [`KEYS_TTL`], so unsigned requests cannot flood the metadata
+    /// service).
+    async fn is_public(&self, bucket: &str) -> S3Result<bool> {
+        if let Ok(g) = self.public.lock() {
+            if let Some((at, public)) = g.as_ref() {
+                if at.elapsed() < KEYS_TTL {
+                    return Ok(public.contains(bucket));
+                }
+            }
+        }
+        let client = self.cluster.client().await?;
+        let public: BTreeSet<String> = client
+            .buckets()
+            .await
+            .map_err(unavailable)?
+            .into_iter()
+            .filter(|(_, b)| b.public_read)
+            .map(|(name, _)| name)
+            .collect();
+        let found = public.contains(bucket);
+        if let Ok(mut g) = self.public.lock() {
+            *g = Some((Instant::now(), public));
+        }
+        Ok(found)
     }
 
     /// Key `access`, from the cache or (missing, or the cache is old) the
@@ -108,6 +140,15 @@ impl S3Auth for KeyAuth {
     }
 }
 
+/// What an unsigned request may do in a public-read bucket.
+const PUBLIC_OPS: [&str; 5] = [
+    "GetObject",
+    "HeadObject",
+    "ListObjects",
+    "ListObjectsV2",
+    "HeadBucket",
+];
+
 /// What an operation needs in its bucket.
 fn needed(op: &str) -> Permission {
     match op {
@@ -115,8 +156,11 @@ fn needed(op: &str) -> Permission {
         | "GetBucketLocation" => Permission::Read,
         "PutObject"
         | "DeleteObject"
+        | "DeleteObjects"
+        | "CopyObject"
         | "CreateMultipartUpload"
         | "UploadPart"
+        | "UploadPartCopy"
         | "CompleteMultipartUpload"
         | "AbortMultipartUpload"
         | "ListParts" => Permission::Write,
@@ -132,6 +176,15 @@ pub struct KeyAccess(pub Arc<Keys>);
 impl S3Access for KeyAccess {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let Some(creds) = cx.credentials() else {
+            // Unsigned: only reads of a public-read bucket.
+            let bucket = match cx.s3_path() {
+                S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),
+                S3Path::Root => String::new(),
+            };
+            let op = cx.s3_op().name();
+            if PUBLIC_OPS.contains(&op) && !bucket.is_empty() && self.0.is_public(&bucket).await? {
+                return Ok(());
+            }
             return Err(s3_error!(AccessDenied, "Signature is required"));
         };
         if creds.access_key == self.0.root.access_key {
@@ -142,12 +195,56 @@ impl S3Access for KeyAccess {
             S3Path::Root => return Ok(()),
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),
         };
-        let need = needed(cx.s3_op().name());
+        self.0
+            .allow(&access, &bucket, needed(cx.s3_op().name()))
+            .await
+    }
+
+    /// A copy also reads its source: the key needs read there (write on
+    /// the destination was checked by [`KeyAccess::check`]).
+    async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
+        self.0
+            .source_readable(req.credentials.as_ref(), &req.input.copy_source)
+            .await
+    }
+
+    /// As [`KeyAccess::copy_object`].
+    async fn upload_part_copy(&self, req: &mut S3Request<UploadPartCopyInput>) -> S3Result<()> {
+        self.0
+            .source_readable(req.credentials.as_ref(), &req.input.copy_source)
+            .await
+    }
+}
+
+impl Keys {
+    /// Ok if the signer may read a copy's source.
+    async fn source_readable(
+        &self,
+        creds: Option<&s3s::auth::Credentials>,
+        source: &CopySource,
+    ) -> S3Result<()> {
+        let Some(creds) = creds else {
+            return Err(s3_error!(AccessDenied, "Signature is required"));
+        };
+        if creds.access_key == self.root.access_key {
+            return Ok(());
+        }
+        match source {
+            CopySource::Bucket { bucket, .. } => {
+                self.allow(&creds.access_key, bucket, Permission::Read)
+                    .await
+            }
+            _ => Err(s3_error!(AccessDenied, "Access Denied")),
+        }
+    }
+
+    /// Ok if key `access` has at least `need` in `bucket`; AccessDenied
+    /// otherwise.
+    async fn allow(&self, access: &str, bucket: &str, need: Permission) -> S3Result<()> {
         let has = self
-            .0
-            .lookup(&access)
+            .lookup(access)
             .await?
-            .and_then(|k| k.buckets.get(&bucket).copied());
+            .and_then(|k| k.buckets.get(bucket).copied());
         match has {
             Some(p) if p >= need => Ok(()),
             _ => Err(s3_error!(AccessDenied, "Access Denied")),

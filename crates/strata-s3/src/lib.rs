@@ -14,6 +14,7 @@ pub mod auth;
 pub mod cluster;
 pub mod error;
 pub mod list;
+pub mod meta;
 pub mod multipart;
 pub mod server;
 pub mod service;

@@ -12,16 +12,46 @@ use futures_util::stream::{self, StreamExt};
 use md5::{Digest, Md5};
 use s3s::dto::{ETag, MultipartUpload, Part, StreamingBlob, UploadPartInput};
 use s3s::{s3_error, S3Result};
-use strata_client::protocol::{IndexEntry, ListQuery};
+use strata_client::protocol::{IndexEntry, ListQuery, ObjectMeta};
 use strata_client::{Client, ClientError};
 
 use crate::cluster::unavailable;
+use crate::meta::{Checks, Conditions};
 use crate::service::StrataS3;
 
 /// Every part but the last must be at least this long (S3's rule).
 pub const MIN_PART: u64 = 5 << 20;
 /// Part numbers run from 1 to this.
 pub const MAX_PART: i32 = 10_000;
+
+/// The bytes `first..end` an `x-amz-copy-source-range` of `bytes=FIRST-LAST`
+/// names in an object of `size` bytes: InvalidArgument when malformed,
+/// InvalidRange when past the end.
+pub fn copy_range(r: &str, size: u64) -> S3Result<(u64, u64)> {
+    let bad = || {
+        s3_error!(
+            InvalidArgument,
+            "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy"
+        )
+    };
+    let (a, b) = r
+        .trim()
+        .strip_prefix("bytes=")
+        .and_then(|x| x.split_once('-'))
+        .ok_or_else(bad)?;
+    let first: u64 = a.parse().map_err(|_| bad())?;
+    let last: u64 = b.parse().map_err(|_| bad())?;
+    if first > last {
+        return Err(bad());
+    }
+    if last >= size {
+        return Err(s3_error!(
+            InvalidRange,
+            "The requested range is not satisfiable"
+        ));
+    }
+    Ok((first, last + 1))
+}
 
 /// The internal index namespace of `bucket`'s uploads.
 fn uploads(bucket: &str) -> String {
@@ -55,14 +85,15 @@ struct Stored {
 }
 
 impl StrataS3 {
-    /// Checks that `upload` is an upload of `bucket/key`.
+    /// Checks that `upload` is an upload of `bucket/key`; returns the
+    /// content headers and metadata it was created with.
     async fn upload_of(
         &self,
         client: &Client,
         bucket: &str,
         key: &str,
         upload: &str,
-    ) -> S3Result<()> {
+    ) -> S3Result<ObjectMeta> {
         let page = client
             .index_list(
                 &uploads(bucket),
@@ -76,7 +107,9 @@ impl StrataS3 {
             .map_err(unavailable)?;
         match page.contents.first() {
             // The upload's own entry records its key in `etag`.
-            Some((name, e)) if name == upload && e.etag == key => Ok(()),
+            Some((name, e)) if name == upload && e.etag == key => {
+                Ok(e.meta.clone().unwrap_or_default())
+            }
             _ => Err(s3_error!(NoSuchUpload)),
         }
     }
@@ -132,8 +165,14 @@ impl StrataS3 {
             .collect())
     }
 
-    /// CreateMultipartUpload: a new upload id, recorded.
-    pub(crate) async fn create_upload(&self, bucket: &str, key: &str) -> S3Result<String> {
+    /// CreateMultipartUpload: a new upload id, recorded with the content
+    /// headers and metadata the object will have.
+    pub(crate) async fn create_upload(
+        &self,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+    ) -> S3Result<String> {
         let client = self.bucket(bucket).await?;
         if !strata_client::protocol::valid_name(bucket, key) {
             return Err(s3_error!(InvalidArgument, "bad object name"));
@@ -143,6 +182,7 @@ impl StrataS3 {
             size: 0,
             etag: key.to_string(),
             modified_ms: crate::service::now_ms(),
+            meta: Some(meta),
         };
         client
             .index_write(&uploads(bucket), &upload, Some(&entry))
@@ -155,7 +195,7 @@ impl StrataS3 {
     pub(crate) async fn upload_part(
         &self,
         input: UploadPartInput,
-        content_md5: Option<&String>,
+        checks: Checks,
     ) -> S3Result<ETag> {
         let (bucket, key, upload, part) = (
             input.bucket.as_str(),
@@ -171,26 +211,98 @@ impl StrataS3 {
         }
         let client = self.bucket(bucket).await?;
         self.upload_of(&client, bucket, key, upload).await?;
-        let (d, size) = self
+        self.store_part(
+            &client,
+            bucket,
+            upload,
+            part,
+            input.body,
+            input.content_length,
+            checks,
+        )
+        .await
+    }
+
+    /// Stores part `part` of `upload` and records its MD5; returns its ETag.
+    #[allow(clippy::too_many_arguments)]
+    async fn store_part(
+        &self,
+        client: &Client,
+        bucket: &str,
+        upload: &str,
+        part: i32,
+        body: Option<StreamingBlob>,
+        len: Option<i64>,
+        checks: Checks,
+    ) -> S3Result<ETag> {
+        let stored = self
             .store(
-                &client,
+                client,
                 bucket,
                 &part_key(upload, part),
-                input.body,
-                input.content_length,
-                content_md5,
+                body,
+                len,
+                checks,
+                None,
+                None,
             )
             .await?;
         let entry = IndexEntry {
-            size,
-            etag: hex::encode(&d),
+            size: stored.size,
+            etag: hex::encode(&stored.md5),
             modified_ms: crate::service::now_ms(),
+            meta: None,
         };
         client
             .index_write(&uploads(bucket), &part_name(upload, part), Some(&entry))
             .await
             .map_err(unavailable)?;
         Ok(ETag::Strong(entry.etag))
+    }
+
+    /// UploadPartCopy: part `part` of `upload` is the bytes `range`
+    /// (`bytes=FIRST-LAST`, else the whole) of an object, read through the
+    /// node; returns the part's ETag.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn upload_part_copy(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload: &str,
+        part: i32,
+        source: (&str, &str),
+        range: Option<&str>,
+        conditions: Conditions<'_>,
+    ) -> S3Result<ETag> {
+        if !(1..=MAX_PART).contains(&part) {
+            return Err(s3_error!(
+                InvalidArgument,
+                "Part number must be an integer between 1 and 10000, inclusive"
+            ));
+        }
+        let client = self.bucket(bucket).await?;
+        self.upload_of(&client, bucket, key, upload).await?;
+        let (_, head, stamp) = self.object(source.0, source.1).await?;
+        let etag = crate::meta::etag(head.meta(), head.cookie(), stamp);
+        conditions.check(&etag, (stamp / 1_000_000) as i64, true)?;
+        let size = head.len();
+        let (first, end) = match range {
+            None => (0, size),
+            Some(r) => copy_range(r, size)?,
+        };
+        let body = client
+            .read_range(source.0, source.1, head, first, end)
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        self.store_part(
+            &client,
+            bucket,
+            upload,
+            part,
+            Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
+            Some((end - first) as i64),
+            Checks::none(),
+        )
+        .await
     }
 
     /// ListParts (all of them, in order).
@@ -228,7 +340,7 @@ impl StrataS3 {
         wanted: Vec<(i32, Option<ETag>)>,
     ) -> S3Result<ETag> {
         let client = self.bucket(bucket).await?;
-        self.upload_of(&client, bucket, key, upload).await?;
+        let meta = self.upload_of(&client, bucket, key, upload).await?;
         if wanted.is_empty() {
             return Err(s3_error!(MalformedXML, "no parts listed"));
         }
@@ -278,25 +390,19 @@ impl StrataS3 {
             })
             .flatten()
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
-        let (_, size) = self
+        let object = self
             .store(
                 &client,
                 bucket,
                 key,
                 Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
                 Some(total as i64),
-                None,
+                Checks::none(),
+                Some(meta),
+                Some(etag.clone()),
             )
             .await?;
-        let entry = IndexEntry {
-            size,
-            etag: etag.clone(),
-            modified_ms: crate::service::now_ms(),
-        };
-        client
-            .index_write(bucket, key, Some(&entry))
-            .await
-            .map_err(unavailable)?;
+        self.list_object(&client, bucket, key, &object).await?;
         self.drop_upload(&client, bucket, upload, stored.iter().map(|p| p.number))
             .await;
         Ok(ETag::Strong(etag))
@@ -353,6 +459,22 @@ impl StrataS3 {
             let _ = client
                 .index_write(&uploads(bucket), &part_name(upload, n), None)
                 .await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_ranges() {
+        assert_eq!(copy_range("bytes=0-9", 10).unwrap(), (0, 10));
+        assert_eq!(copy_range("bytes=3-3", 10).unwrap(), (3, 4));
+        let code = |r: &str| copy_range(r, 10).unwrap_err().code().clone();
+        assert_eq!(code("bytes=0-10"), s3s::S3ErrorCode::InvalidRange);
+        for bad in ["0-2", "bytes=2-1", "bytes=-3", "bytes=a-b", "bytes=1-"] {
+            assert_eq!(code(bad), s3s::S3ErrorCode::InvalidArgument, "{bad}");
         }
     }
 }

@@ -2,7 +2,9 @@
 //! handed to the s3s service.
 
 use hyper_util::rt::TokioIo;
+use s3s::host::{S3Host, VirtualHost};
 use s3s::service::S3ServiceBuilder;
+use s3s::S3Result;
 
 use std::sync::Arc;
 
@@ -25,6 +27,35 @@ pub struct S3Options {
     /// The metadata service's admin token, to fetch the other keys (none:
     /// only the root key).
     pub admin_token: Option<String>,
+    /// Domains of virtual-host-style requests (`BUCKET.DOMAIN`); requests
+    /// to any other host are path style.
+    pub domains: Vec<String>,
+}
+
+/// Virtual-host-style addressing: a host `BUCKET.DOMAIN[:PORT]` for one of
+/// the configured domains names the bucket; every other host (an IP
+/// address, the domain itself, an unknown name) is path style. s3s's own
+/// `SingleDomain` would take an unknown host, `127.0.0.1` included, for a
+/// bucket name.
+pub struct Domains(pub Vec<String>);
+
+impl S3Host for Domains {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> S3Result<VirtualHost<'a>> {
+        let name = match host.rsplit_once(':') {
+            Some((n, port)) if port.bytes().all(|b| b.is_ascii_digit()) => n,
+            _ => host,
+        };
+        for d in &self.0 {
+            if let Some(bucket) = name
+                .strip_suffix(d.as_str())
+                .and_then(|b| b.strip_suffix('.'))
+                .filter(|b| !b.is_empty())
+            {
+                return Ok(VirtualHost::new(d.as_str()).with_bucket(bucket));
+            }
+        }
+        Ok(VirtualHost::new(name))
+    }
 }
 
 /// A bound S3 listener, ready to serve.
@@ -63,10 +94,15 @@ impl Listener {
 pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     let root = opts.root.ok_or(S3Error::NoRootKey)?;
     let cluster = Arc::new(Cluster::new(&opts.meta));
-    let keys = Keys::new(root, cluster.clone(), opts.admin_token);
-    let mut builder = S3ServiceBuilder::new(StrataS3::new(cluster, opts.max_object_size));
+    let keys = Keys::new(root, cluster.clone(), opts.admin_token.clone());
+    let mut builder = S3ServiceBuilder::new(StrataS3::new(
+        cluster,
+        opts.max_object_size,
+        opts.admin_token,
+    ));
     builder.set_auth(KeyAuth(keys.clone()));
     builder.set_access(KeyAccess(keys));
+    builder.set_host(Domains(opts.domains));
     let service = builder.build();
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await
@@ -75,4 +111,21 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
             source,
         })?;
     Ok(Listener { listener, service })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_of_the_domain_name_buckets() {
+        let d = Domains(vec!["localhost".into(), "s3.example.com".into()]);
+        let bucket = |h: &'static str| d.parse_host_header(h).unwrap().bucket().map(str::to_string);
+        assert_eq!(bucket("photos.localhost:8490").as_deref(), Some("photos"));
+        assert_eq!(bucket("a.b.s3.example.com").as_deref(), Some("a.b"));
+        assert_eq!(bucket("localhost:8490"), None);
+        assert_eq!(bucket("127.0.0.1:8490"), None);
+        assert_eq!(bucket("other.example.org"), None);
+        assert_eq!(bucket("notlocalhost"), None);
+    }
 }

@@ -3,26 +3,30 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::Engine;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use md5::{Digest, Md5};
 use s3s::dto::{
-    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CompleteMultipartUploadInput,
-    CompleteMultipartUploadOutput, CreateBucketInput, CreateBucketOutput,
+    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, BucketCannedACL, ChecksumMode,
+    CompleteMultipartUploadInput, CompleteMultipartUploadOutput, CopyObjectInput, CopyObjectOutput,
+    CopyObjectResult, CopyPartResult, CopySource, CreateBucketInput, CreateBucketOutput,
     CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
-    DeleteObjectInput, DeleteObjectOutput, ETag, GetBucketLocationInput, GetBucketLocationOutput,
-    GetObjectInput, GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput,
-    HeadObjectOutput, ListBucketsInput, ListBucketsOutput, ListMultipartUploadsInput,
-    ListMultipartUploadsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
-    ListObjectsV2Output, ListPartsInput, ListPartsOutput, PutObjectInput, PutObjectOutput,
-    StreamingBlob, Timestamp, UploadPartInput, UploadPartOutput,
+    DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
+    ETag, GetBucketAclInput, GetBucketAclOutput, GetBucketLocationInput, GetBucketLocationOutput,
+    GetObjectInput, GetObjectOutput, Grant, Grantee, HeadBucketInput, HeadBucketOutput,
+    HeadObjectInput, HeadObjectOutput, ListBucketsInput, ListBucketsOutput,
+    ListMultipartUploadsInput, ListMultipartUploadsOutput, ListObjectVersionsInput,
+    ListObjectVersionsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
+    ListObjectsV2Output, ListPartsInput, ListPartsOutput, MetadataDirective, ObjectVersion,
+    ObjectVersionStorageClass, Owner, Permission, PutBucketAclInput, PutBucketAclOutput,
+    PutObjectInput, PutObjectOutput, StreamingBlob, Timestamp, TimestampFormat, Type,
+    UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput, UploadPartOutput,
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use strata_client::protocol::{IndexEntry, ListQuery};
+use strata_client::protocol::{IndexEntry, ListQuery, ObjectMeta};
 
 use crate::list;
+use crate::meta::{self, Checks, Conditions};
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
 use strata_client::{Client, ClientError};
 
@@ -33,6 +37,8 @@ use crate::cluster::{unavailable, Cluster};
 pub struct StrataS3 {
     cluster: Arc<Cluster>,
     max_object_size: u64,
+    /// The metadata service's admin token: making a bucket public needs it.
+    admin_token: Option<String>,
     /// The cluster's buckets as last fetched from the metadata service, and
     /// when: a request for a bucket not in it, or after [`BUCKETS_TTL`],
     /// fetches them again (no key-value read on the GET path).
@@ -41,8 +47,34 @@ pub struct StrataS3 {
 
 type Buckets = BTreeMap<String, strata_client::BucketRecord>;
 
-/// Where a stored body's MD5 and length land once it has ended.
-type Hashed = Arc<Mutex<Option<(Vec<u8>, u64)>>>;
+/// Where a stored body's MD5, length and verified checksums land once it
+/// has ended.
+type Hashed = Arc<Mutex<Option<(Vec<u8>, u64, Vec<(String, String)>)>>>;
+
+/// What [`StrataS3::store`] stored.
+pub(crate) struct Stored {
+    /// The body's MD5.
+    pub md5: Vec<u8>,
+    /// Its length.
+    pub size: u64,
+    /// Its ETag, content headers, user metadata and verified checksums.
+    pub meta: ObjectMeta,
+}
+
+/// `meta` completed once the body is known: its ETag (`etag`, else the
+/// MD5's hex) and the checksums the client sent and Strata verified.
+fn finished(
+    mut meta: ObjectMeta,
+    etag: Option<String>,
+    md5: &[u8],
+    sums: &[(String, String)],
+) -> ObjectMeta {
+    meta.etag = etag.unwrap_or_else(|| hex::encode(md5));
+    for (name, value) in sums {
+        meta.headers.insert(name.clone(), value.clone());
+    }
+    meta
+}
 
 /// How long a node trusts its copy of the bucket list.
 const BUCKETS_TTL: Duration = Duration::from_secs(1);
@@ -59,11 +91,16 @@ pub(crate) fn now_ms() -> u64 {
 
 impl StrataS3 {
     /// A service into `cluster` accepting objects of at most
-    /// `max_object_size` bytes.
-    pub fn new(cluster: Arc<Cluster>, max_object_size: u64) -> StrataS3 {
+    /// `max_object_size` bytes; `admin_token` lets it make buckets public.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        max_object_size: u64,
+        admin_token: Option<String>,
+    ) -> StrataS3 {
         StrataS3 {
             cluster,
             max_object_size,
+            admin_token,
             buckets: Mutex::new(None),
         }
     }
@@ -104,7 +141,7 @@ impl StrataS3 {
     /// The client and an object's head record and stamp (NoSuchBucket,
     /// NoSuchKey): what GET and HEAD read, the head record only, never the
     /// listing index.
-    async fn object(
+    pub(crate) async fn object(
         &self,
         bucket: &str,
         key: &str,
@@ -119,10 +156,13 @@ impl StrataS3 {
     }
 
     /// Stores `body` as `bucket/key` through the coordinator, hashing it on
-    /// the way (MD5, checked against `content_md5` when given) and bounding
-    /// it by the object size limit; returns its MD5 and size. Nothing
+    /// the way (MD5, and the checksums `checks` asks for, verified at the
+    /// end: BadDigest) and bounding it by the object size limit. With
+    /// `meta`, the object's head record keeps it, completed with the ETag
+    /// (`etag`, else the body's MD5) and the verified checksums. Nothing
     /// becomes visible when the body fails: the stream ends in an error
     /// before the object's last record.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn store(
         &self,
         client: &Client,
@@ -130,8 +170,10 @@ impl StrataS3 {
         key: &str,
         body: Option<StreamingBlob>,
         content_length: Option<i64>,
-        content_md5: Option<&String>,
-    ) -> S3Result<(Vec<u8>, u64)> {
+        checks: Checks,
+        meta: Option<ObjectMeta>,
+        etag: Option<String>,
+    ) -> S3Result<Stored> {
         if let Some(n) = content_length {
             if n as u64 > self.max_object_size {
                 return Err(s3_error!(
@@ -141,14 +183,6 @@ impl StrataS3 {
                 ));
             }
         }
-        let expected = match content_md5 {
-            None => None,
-            Some(b64) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|_| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?,
-            ),
-        };
         let body = match body {
             Some(b) => b.left_stream(),
             None => stream::empty().right_stream(),
@@ -159,11 +193,13 @@ impl StrataS3 {
         let fault: Arc<Mutex<Option<s3s::S3Error>>> = Arc::new(Mutex::new(None));
         let digest: Hashed = Arc::new(Mutex::new(None));
         let max = self.max_object_size;
+        let checks = Arc::new(checks);
         let (f2, d2) = (fault.clone(), digest.clone());
+        let hasher = checks.hasher();
         let checked = stream::unfold(
-            (body, Md5::new(), 0u64, false),
-            move |(mut body, mut md5, seen, done)| {
-                let (fault, digest, expected) = (f2.clone(), d2.clone(), expected.clone());
+            (body, Some(hasher), 0u64, false),
+            move |(mut body, mut hasher, seen, done)| {
+                let (fault, digest, checks) = (f2.clone(), d2.clone(), checks.clone());
                 async move {
                     if done {
                         return None;
@@ -176,23 +212,19 @@ impl StrataS3 {
                         msg
                     };
                     match body.next().await {
-                        None => {
-                            let d = md5.finalize().to_vec();
-                            if expected.as_ref().is_some_and(|e| *e != d) {
-                                let m = fail(s3_error!(
-                                    BadDigest,
-                                    "The Content-MD5 you specified did not match what we received."
-                                ));
-                                return Some((Err(m), (body, Md5::new(), seen, true)));
+                        None => match hasher.take().map(|h| checks.verify(h)) {
+                            Some(Ok((md5, sums))) => {
+                                if let Ok(mut g) = digest.lock() {
+                                    *g = Some((md5, seen, sums));
+                                }
+                                None
                             }
-                            if let Ok(mut g) = digest.lock() {
-                                *g = Some((d, seen));
-                            }
-                            None
-                        }
+                            Some(Err(e)) => Some((Err(fail(e)), (body, None, seen, true))),
+                            None => None,
+                        },
                         Some(Err(e)) => {
                             let m = fail(s3_error!(IncompleteBody, "reading the body: {e}"));
-                            Some((Err(m), (body, md5, seen, true)))
+                            Some((Err(m), (body, hasher, seen, true)))
                         }
                         Some(Ok(chunk)) => {
                             let seen = seen + chunk.len() as u64;
@@ -201,26 +233,63 @@ impl StrataS3 {
                                     EntityTooLarge,
                                     "objects are limited to {max} bytes"
                                 ));
-                                return Some((Err(m), (body, md5, seen, true)));
+                                return Some((Err(m), (body, hasher, seen, true)));
                             }
-                            md5.update(&chunk);
-                            Some((Ok::<Bytes, String>(chunk), (body, md5, seen, false)))
+                            if let Some(h) = hasher.as_mut() {
+                                h.update(&chunk);
+                            }
+                            Some((Ok::<Bytes, String>(chunk), (body, hasher, seen, false)))
                         }
                     }
                 }
             },
         );
-        let put = client.put_stream(bucket, key, checked).await;
+        let (d3, m3, e3) = (digest.clone(), meta.clone(), etag.clone());
+        // Called once the body has ended and verified: the head record
+        // then carries the ETag of the bytes.
+        let head_meta = move || {
+            let g = d3.lock().ok()?;
+            let (md5, _, sums) = g.as_ref()?;
+            Some(finished(m3?, e3, md5, sums))
+        };
+        let put = client
+            .put_stream_meta(bucket, key, checked, head_meta)
+            .await;
         if let Some(e) = fault.lock().ok().and_then(|mut f| f.take()) {
             return Err(e);
         }
         put.map_err(unavailable)?;
-        let (d, size) = digest
+        let (md5, size, sums) = digest
             .lock()
             .ok()
             .and_then(|mut d| d.take())
             .unwrap_or_default();
-        Ok((d, size))
+        let meta = finished(meta.unwrap_or_default(), etag, &md5, &sums);
+        Ok(Stored { md5, size, meta })
+    }
+
+    /// Lists a stored object (before its write is acknowledged:
+    /// docs/placement.md) with its ETag, content headers and metadata.
+    pub(crate) async fn list_object(
+        &self,
+        client: &Client,
+        bucket: &str,
+        key: &str,
+        stored: &Stored,
+    ) -> S3Result<()> {
+        let entry = IndexEntry {
+            size: stored.size,
+            etag: stored.meta.etag.clone(),
+            modified_ms: now_ms(),
+            meta: Some(ObjectMeta {
+                etag: String::new(),
+                ..stored.meta.clone()
+            }),
+        };
+        client
+            .index_write(bucket, key, Some(&entry))
+            .await
+            .map_err(unavailable)
     }
 
     /// One page of the listing index.
@@ -230,21 +299,124 @@ impl StrataS3 {
         q: ListQuery,
     ) -> S3Result<strata_client::protocol::ListPage> {
         let client = self.bucket(bucket).await?;
+        if q.max == 0 {
+            // max-keys=0: nothing, and not truncated (as S3 answers).
+            return Ok(strata_client::protocol::ListPage::default());
+        }
         client.index_list(bucket, &q).await.map_err(unavailable)
     }
 }
 
-/// The ETag S3 gives a single PUT: the hex MD5 of its bytes, quoted.
-fn md5_etag(digest: &[u8]) -> ETag {
-    ETag::Strong(hex::encode(digest))
+/// The owner of every bucket and object (there are no accounts; keys have
+/// permissions per bucket).
+fn owner() -> Owner {
+    Owner {
+        display_name: Some("strata".into()),
+        id: Some("strata".into()),
+    }
 }
 
-/// The ETag of GET and HEAD until the MD5 is stored with the object
-/// (docs/s3-compatibility.md): the object's random cookie and write stamp,
-/// which change with every write, with a `-` so that clients do not take
-/// it for an MD5 of the bytes (as with multipart ETags).
-fn version_etag(head: &strata_client::protocol::Head, stamp: u64) -> ETag {
-    ETag::Strong(format!("{:08x}{stamp:016x}-1", head.cookie()))
+/// Whether a canned ACL makes a bucket public-read (Some(true)), private
+/// (Some(false)); other ACLs and grants are not supported (501).
+fn canned_public(acl: Option<&BucketCannedACL>, grants: bool) -> S3Result<Option<bool>> {
+    if grants {
+        return Err(s3_error!(
+            NotImplemented,
+            "only the canned ACLs private and public-read are supported"
+        ));
+    }
+    match acl.map(|a| a.as_str()) {
+        None => Ok(None),
+        Some(BucketCannedACL::PRIVATE) => Ok(Some(false)),
+        Some(BucketCannedACL::PUBLIC_READ) => Ok(Some(true)),
+        Some(other) => Err(s3_error!(
+            NotImplemented,
+            "the canned ACL {other} is not supported (private and public-read are)"
+        )),
+    }
+}
+
+impl StrataS3 {
+    /// Makes `bucket` public-read or private at the metadata service.
+    async fn set_public(&self, client: &Client, bucket: &str, public: bool) -> S3Result<()> {
+        let Some(token) = &self.admin_token else {
+            return Err(s3_error!(
+                NotImplemented,
+                "public buckets need the node's STRATA_ADMIN_TOKEN"
+            ));
+        };
+        if !client
+            .set_bucket_public(bucket, public, token)
+            .await
+            .map_err(unavailable)?
+        {
+            return Err(s3_error!(NoSuchBucket));
+        }
+        let _ = self.buckets(client, true).await;
+        Ok(())
+    }
+}
+
+/// The content headers and user metadata of a GET or HEAD answer.
+#[derive(Default)]
+struct Shown {
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    content_encoding: Option<String>,
+    content_language: Option<String>,
+    content_type: Option<String>,
+    expires: Option<Timestamp>,
+    metadata: Option<s3s::dto::Metadata>,
+}
+
+impl Shown {
+    fn of(meta: Option<&ObjectMeta>) -> Shown {
+        let Some(m) = meta else {
+            return Shown::default();
+        };
+        let h = |n: &str| m.headers.get(n).cloned();
+        Shown {
+            cache_control: h("cache-control"),
+            content_disposition: h("content-disposition"),
+            content_encoding: h("content-encoding"),
+            content_language: h("content-language"),
+            content_type: h("content-type"),
+            expires: m
+                .headers
+                .get("expires")
+                .and_then(|e| Timestamp::parse(TimestampFormat::HttpDate, e).ok()),
+            metadata: (!m.user.is_empty())
+                .then(|| m.user.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        }
+    }
+}
+
+/// The checksums stored with an object, as a GET or HEAD with
+/// `x-amz-checksum-mode: ENABLED` answers them (whole objects only).
+fn checksum(meta: Option<&ObjectMeta>, mode: Option<&ChecksumMode>, algo: &str) -> Option<String> {
+    if mode.map(|m| m.as_str()) != Some(ChecksumMode::ENABLED) {
+        return None;
+    }
+    meta?
+        .headers
+        .get(&format!("x-amz-checksum-{algo}"))
+        .cloned()
+}
+
+/// Buckets are not versioned: the only version of an object is `null`;
+/// any other version id is InvalidArgument, as S3 answers for an
+/// unversioned bucket.
+fn null_version(v: Option<&str>) -> S3Result<()> {
+    match v {
+        None | Some("null") => Ok(()),
+        Some(_) => Err(s3_error!(InvalidArgument, "Invalid version id specified")),
+    }
+}
+
+/// An object's last modification in whole seconds (HTTP dates), from its
+/// head record's stamp (microseconds).
+fn modified_secs(stamp: u64) -> i64 {
+    (stamp / 1_000_000) as i64
 }
 
 #[async_trait::async_trait]
@@ -253,30 +425,52 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
+        if req.method == http::Method::POST {
+            // Browser uploads (POST Object with a policy): s3s checks the
+            // policy only in part, so they are refused rather than trusted.
+            return Err(s3_error!(NotImplemented, "POST Object is not supported"));
+        }
+        meta::refuse_unsupported_write(&req.headers)?;
+        let checks = Checks::from_request(&req.headers, req.trailing_headers.clone())?;
+        let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
         let client = self.bucket(&input.bucket).await?;
-        let (d, size) = self
+        if input.if_match.is_some() || input.if_none_match.is_some() {
+            // Conditional writes (If-None-Match: *) need an atomic
+            // compare on the replicas: not a wrong success.
+            return Err(s3_error!(
+                NotImplemented,
+                "conditional writes are not supported"
+            ));
+        }
+        let stored = self
             .store(
                 &client,
                 &input.bucket,
                 &input.key,
                 input.body,
                 input.content_length,
-                input.content_md5.as_ref(),
+                checks,
+                Some(meta),
+                None,
             )
             .await?;
-        // Listed before it is acknowledged (docs/placement.md).
-        let entry = IndexEntry {
-            size,
-            etag: hex::encode(&d),
-            modified_ms: now_ms(),
+        self.list_object(&client, &input.bucket, &input.key, &stored)
+            .await?;
+        let sum = |a: &str| {
+            stored
+                .meta
+                .headers
+                .get(&format!("x-amz-checksum-{a}"))
+                .cloned()
         };
-        client
-            .index_write(&input.bucket, &input.key, Some(&entry))
-            .await
-            .map_err(unavailable)?;
         Ok(S3Response::new(PutObjectOutput {
-            e_tag: Some(md5_etag(&d)),
+            e_tag: Some(ETag::Strong(stored.meta.etag.clone())),
+            checksum_crc32: sum("crc32"),
+            checksum_crc32c: sum("crc32c"),
+            checksum_sha1: sum("sha1"),
+            checksum_sha256: sum("sha256"),
+            checksum_crc64nvme: sum("crc64nvme"),
             ..Default::default()
         }))
     }
@@ -285,8 +479,24 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
+        meta::refuse_unsupported_read(&req.headers)?;
         let input = req.input;
+        if input.part_number.is_some() {
+            return Err(s3_error!(
+                NotImplemented,
+                "GET of one part is not supported"
+            ));
+        }
+        null_version(input.version_id.as_deref())?;
         let (client, head, stamp) = self.object(&input.bucket, &input.key).await?;
+        let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&e_tag, modified_secs(stamp), false)?;
         let size = head.len();
         let (range, content_range) = match &input.range {
             None => (0..size, None),
@@ -297,18 +507,41 @@ impl S3 for StrataS3 {
             }
         };
         let len = range.end - range.start;
-        let e_tag = Some(version_etag(&head, stamp));
+        let meta = head.meta().cloned();
+        let shown = Shown::of(meta.as_ref());
+        let mode = input
+            .checksum_mode
+            .as_ref()
+            .filter(|_| input.range.is_none());
+        let sum = |a: &str| checksum(meta.as_ref(), mode, a);
+        let out = GetObjectOutput {
+            checksum_crc32: sum("crc32"),
+            checksum_crc32c: sum("crc32c"),
+            checksum_sha1: sum("sha1"),
+            checksum_sha256: sum("sha256"),
+            checksum_crc64nvme: sum("crc64nvme"),
+            e_tag: Some(e_tag),
+            content_length: Some(len as i64),
+            content_range,
+            accept_ranges: Some("bytes".into()),
+            last_modified: Some(timestamp(stamp / 1000)),
+            cache_control: input.response_cache_control.or(shown.cache_control),
+            content_disposition: input
+                .response_content_disposition
+                .or(shown.content_disposition),
+            content_encoding: input.response_content_encoding.or(shown.content_encoding),
+            content_language: input.response_content_language.or(shown.content_language),
+            content_type: input.response_content_type.or(shown.content_type),
+            expires: input.response_expires.or(shown.expires),
+            metadata: shown.metadata,
+            ..Default::default()
+        };
         let body = client
             .read_range(&input.bucket, &input.key, head, range.start, range.end)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
         Ok(S3Response::new(GetObjectOutput {
             body: Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
-            e_tag,
-            content_length: Some(len as i64),
-            content_range,
-            accept_ranges: Some("bytes".into()),
-            last_modified: Some(timestamp(stamp / 1000)),
-            ..Default::default()
+            ..out
         }))
     }
 
@@ -316,13 +549,201 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
+        meta::refuse_unsupported_read(&req.headers)?;
         let input = req.input;
+        if input.part_number.is_some() {
+            return Err(s3_error!(
+                NotImplemented,
+                "HEAD of one part is not supported"
+            ));
+        }
+        null_version(input.version_id.as_deref())?;
         let (_, head, stamp) = self.object(&input.bucket, &input.key).await?;
+        let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
+        Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        }
+        .check(&e_tag, modified_secs(stamp), false)?;
+        let size = head.len();
+        let (len, content_range) = match &input.range {
+            None => (size, None),
+            Some(r) => {
+                let r = r.check(size)?;
+                let cr = format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1));
+                (r.end - r.start, Some(cr))
+            }
+        };
+        let meta = head.meta();
+        let shown = Shown::of(meta);
+        let mode = input
+            .checksum_mode
+            .as_ref()
+            .filter(|_| input.range.is_none());
+        let sum = |a: &str| checksum(meta, mode, a);
         Ok(S3Response::new(HeadObjectOutput {
-            e_tag: Some(version_etag(&head, stamp)),
-            content_length: Some(head.len() as i64),
+            checksum_crc32: sum("crc32"),
+            checksum_crc32c: sum("crc32c"),
+            checksum_sha1: sum("sha1"),
+            checksum_sha256: sum("sha256"),
+            checksum_crc64nvme: sum("crc64nvme"),
+            e_tag: Some(e_tag),
+            content_length: Some(len as i64),
+            content_range,
             accept_ranges: Some("bytes".into()),
             last_modified: Some(timestamp(stamp / 1000)),
+            cache_control: input.response_cache_control.or(shown.cache_control),
+            content_disposition: input
+                .response_content_disposition
+                .or(shown.content_disposition),
+            content_encoding: input.response_content_encoding.or(shown.content_encoding),
+            content_language: input.response_content_language.or(shown.content_language),
+            content_type: input.response_content_type.or(shown.content_type),
+            expires: input.response_expires.or(shown.expires),
+            metadata: shown.metadata,
+            ..Default::default()
+        }))
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        meta::refuse_unsupported_write(&req.headers)?;
+        let replace_meta = meta::from_headers(&req.headers)?;
+        let input = req.input;
+        let CopySource::Bucket {
+            bucket: src_bucket,
+            key: src_key,
+            version_id,
+        } = &input.copy_source
+        else {
+            return Err(s3_error!(NotImplemented, "copy sources are bucket/key"));
+        };
+        null_version(version_id.as_deref())?;
+        let (client, head, stamp) = self.object(src_bucket, src_key).await?;
+        let src_etag = meta::etag(head.meta(), head.cookie(), stamp);
+        Conditions {
+            if_match: input.copy_source_if_match.as_ref(),
+            if_none_match: input.copy_source_if_none_match.as_ref(),
+            if_modified_since: input.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+        }
+        .check(&src_etag, modified_secs(stamp), true)?;
+        self.bucket(&input.bucket).await?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let meta = if replace {
+            replace_meta
+        } else {
+            if **src_bucket == *input.bucket && **src_key == *input.key {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+                ));
+            }
+            // COPY keeps the source's content headers and user metadata,
+            // not its checksums (the copy's are not verified).
+            let mut m = head.meta().cloned().unwrap_or_default();
+            m.headers.retain(|k, _| !k.starts_with("x-amz-checksum-"));
+            m
+        };
+        let size = head.len();
+        let body = client
+            .read_range(src_bucket, src_key, head, 0, size)
+            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        let stored = self
+            .store(
+                &client,
+                &input.bucket,
+                &input.key,
+                Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
+                Some(size as i64),
+                Checks::none(),
+                Some(meta),
+                None,
+            )
+            .await?;
+        self.list_object(&client, &input.bucket, &input.key, &stored)
+            .await?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(stored.meta.etag)),
+                last_modified: Some(timestamp(now_ms())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let input = req.input;
+        let objects = input.delete.objects;
+        if objects.len() > 1000 {
+            return Err(s3_error!(
+                MalformedXML,
+                "at most 1000 keys may be deleted at once"
+            ));
+        }
+        let client = self.bucket(&input.bucket).await?;
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        for o in objects {
+            let refused = if o.version_id.as_deref().is_some_and(|v| v != "null") {
+                Some(("InvalidArgument", "Invalid version id specified"))
+            } else if o.e_tag.is_some() || o.last_modified_time.is_some() || o.size.is_some() {
+                Some(("NotImplemented", "conditional deletes are not supported"))
+            } else {
+                None
+            };
+            if let Some((code, message)) = refused {
+                errors.push(s3s::dto::Error {
+                    code: Some(code.into()),
+                    key: Some(o.key),
+                    message: Some(message.into()),
+                    version_id: o.version_id,
+                });
+                continue;
+            }
+            let res = async {
+                client.delete(&input.bucket, &o.key).await?;
+                client.index_write(&input.bucket, &o.key, None).await
+            }
+            .await;
+            match res {
+                Ok(()) => {
+                    if !quiet {
+                        deleted.push(DeletedObject {
+                            key: Some(o.key),
+                            ..Default::default()
+                        });
+                    }
+                }
+                Err(e) => errors.push(s3s::dto::Error {
+                    code: Some(
+                        if matches!(e, ClientError::BadName(_)) {
+                            "InvalidArgument"
+                        } else {
+                            "InternalError"
+                        }
+                        .into(),
+                    ),
+                    key: Some(o.key),
+                    message: Some(e.to_string()),
+                    version_id: None,
+                }),
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
             ..Default::default()
         }))
     }
@@ -332,6 +753,16 @@ impl S3 for StrataS3 {
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let input = req.input;
+        null_version(input.version_id.as_deref())?;
+        if input.if_match.is_some()
+            || input.if_match_last_modified_time.is_some()
+            || input.if_match_size.is_some()
+        {
+            return Err(s3_error!(
+                NotImplemented,
+                "conditional deletes are not supported"
+            ));
+        }
         let client = self.bucket(&input.bucket).await?;
         // S3 answers a delete of an absent key with success too.
         client
@@ -350,9 +781,21 @@ impl S3 for StrataS3 {
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
         let client = self.client().await?;
-        let name = req.input.bucket;
+        let input = req.input;
+        let public = canned_public(
+            input.acl.as_ref(),
+            input.grant_full_control.is_some()
+                || input.grant_read.is_some()
+                || input.grant_read_acp.is_some()
+                || input.grant_write.is_some()
+                || input.grant_write_acp.is_some(),
+        )?;
+        let name = input.bucket;
         match client.set_bucket(&name, true).await {
             Ok(true) => {
+                if public == Some(true) {
+                    self.set_public(&client, &name, true).await?;
+                }
                 let _ = self.buckets(&client, true).await;
                 Ok(S3Response::new(CreateBucketOutput {
                     location: Some(format!("/{name}")),
@@ -395,6 +838,71 @@ impl S3 for StrataS3 {
     ) -> S3Result<S3Response<HeadBucketOutput>> {
         self.bucket(&req.input.bucket).await?;
         Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        let input = req.input;
+        let client = self.bucket(&input.bucket).await?;
+        let public = canned_public(
+            input.acl.as_ref(),
+            input.access_control_policy.is_some()
+                || input.grant_full_control.is_some()
+                || input.grant_read.is_some()
+                || input.grant_read_acp.is_some()
+                || input.grant_write.is_some()
+                || input.grant_write_acp.is_some(),
+        )?
+        .ok_or_else(|| {
+            s3_error!(
+                MissingSecurityHeader,
+                "give x-amz-acl: private or public-read"
+            )
+        })?;
+        self.set_public(&client, &input.bucket, public).await?;
+        Ok(S3Response::new(PutBucketAclOutput::default()))
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        let name = req.input.bucket;
+        let client = self.bucket(&name).await?;
+        let public = self
+            .buckets(&client, false)
+            .await?
+            .get(&name)
+            .is_some_and(|b| b.public_read);
+        let owner = owner();
+        let mut grants = vec![Grant {
+            grantee: Some(Grantee {
+                display_name: owner.display_name.clone(),
+                email_address: None,
+                id: owner.id.clone(),
+                type_: Type::from_static(Type::CANONICAL_USER),
+                uri: None,
+            }),
+            permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
+        }];
+        if public {
+            grants.push(Grant {
+                grantee: Some(Grantee {
+                    display_name: None,
+                    email_address: None,
+                    id: None,
+                    type_: Type::from_static(Type::GROUP),
+                    uri: Some("http://acs.amazonaws.com/groups/global/AllUsers".into()),
+                }),
+                permission: Some(Permission::from_static(Permission::READ)),
+            });
+        }
+        Ok(S3Response::new(GetBucketAclOutput {
+            grants: Some(grants),
+            owner: Some(owner),
+        }))
     }
 
     async fn get_bucket_location(
@@ -444,7 +952,12 @@ impl S3 for StrataS3 {
         let max = q.max;
         let page = self.page(&input.bucket, q).await?;
         let url = list::url_encoding(&input.encoding_type)?;
-        let (contents, prefixes) = list::entries(&page, url);
+        let (mut contents, prefixes) = list::entries(&page, url);
+        if input.fetch_owner == Some(true) {
+            for o in &mut contents {
+                o.owner = Some(owner());
+            }
+        }
         let next = page
             .truncated
             .then(|| page.last.as_deref().map(list::encode_token))
@@ -459,7 +972,11 @@ impl S3 for StrataS3 {
             continuation_token: input.continuation_token,
             max_keys: Some(max as i32),
             prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
-            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .filter(|d| !d.is_empty())
+                .map(|d| list::enc(url, d)),
             start_after: input.start_after.as_deref().map(|s| list::enc(url, s)),
             encoding_type: input.encoding_type,
             request_charged: None,
@@ -491,12 +1008,80 @@ impl S3 for StrataS3 {
             common_prefixes: Some(prefixes),
             is_truncated: Some(page.truncated),
             next_marker: next,
-            marker: input.marker.as_deref().map(|m| list::enc(url, m)),
+            marker: Some(list::enc(url, input.marker.as_deref().unwrap_or(""))),
             max_keys: Some(max as i32),
             prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
-            delimiter: input.delimiter.as_deref().map(|d| list::enc(url, d)),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .filter(|d| !d.is_empty())
+                .map(|d| list::enc(url, d)),
             encoding_type: input.encoding_type,
             request_charged: None,
+        }))
+    }
+
+    /// Buckets are not versioned: every object is its one version, whose
+    /// id is `null` (as S3 lists objects of an unversioned bucket).
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        let input = req.input;
+        if input
+            .version_id_marker
+            .as_deref()
+            .is_some_and(|v| !v.is_empty() && v != "null")
+        {
+            return Err(s3_error!(InvalidArgument, "no such version id marker"));
+        }
+        let q = list::query(
+            &input.prefix,
+            &input.delimiter,
+            input.max_keys,
+            [input.key_marker.as_deref(), None],
+        )?;
+        let max = q.max;
+        let page = self.page(&input.bucket, q).await?;
+        let url = list::url_encoding(&input.encoding_type)?;
+        let (contents, prefixes) = list::entries(&page, url);
+        let versions = contents
+            .into_iter()
+            .map(|o| ObjectVersion {
+                e_tag: o.e_tag,
+                is_latest: Some(true),
+                key: o.key,
+                last_modified: o.last_modified,
+                size: o.size,
+                storage_class: Some(ObjectVersionStorageClass::from_static(
+                    ObjectVersionStorageClass::STANDARD,
+                )),
+                version_id: Some("null".into()),
+                ..Default::default()
+            })
+            .collect();
+        let next = page
+            .truncated
+            .then(|| page.last.as_deref().map(|l| list::enc(url, l)))
+            .flatten();
+        Ok(S3Response::new(ListObjectVersionsOutput {
+            name: Some(input.bucket),
+            versions: Some(versions),
+            common_prefixes: Some(prefixes),
+            is_truncated: Some(page.truncated),
+            next_version_id_marker: next.as_ref().map(|_| "null".into()),
+            next_key_marker: next,
+            key_marker: input.key_marker.as_deref().map(|m| list::enc(url, m)),
+            version_id_marker: input.version_id_marker,
+            max_keys: Some(max as i32),
+            prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
+            delimiter: input
+                .delimiter
+                .as_deref()
+                .filter(|d| !d.is_empty())
+                .map(|d| list::enc(url, d)),
+            encoding_type: input.encoding_type,
+            ..Default::default()
         }))
     }
 
@@ -504,8 +1089,10 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        meta::refuse_unsupported_write(&req.headers)?;
+        let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
-        let upload = self.create_upload(&input.bucket, &input.key).await?;
+        let upload = self.create_upload(&input.bucket, &input.key, meta).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
@@ -518,15 +1105,53 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
+        meta::refuse_unsupported_read(&req.headers)?;
+        let checks = Checks::from_request(&req.headers, req.trailing_headers.clone())?;
         let input = req.input;
-        let md5 = req
-            .headers
-            .get("content-md5")
-            .and_then(|v| v.to_str().ok())
-            .map(String::from);
-        let etag = self.upload_part(input, md5.as_ref()).await?;
+        let etag = self.upload_part(input, checks).await?;
         Ok(S3Response::new(UploadPartOutput {
             e_tag: Some(etag),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        meta::refuse_unsupported_write(&req.headers)?;
+        let input = req.input;
+        let CopySource::Bucket {
+            bucket: src_bucket,
+            key: src_key,
+            version_id,
+        } = &input.copy_source
+        else {
+            return Err(s3_error!(NotImplemented, "copy sources are bucket/key"));
+        };
+        null_version(version_id.as_deref())?;
+        let etag = self
+            .upload_part_copy(
+                &input.bucket,
+                &input.key,
+                &input.upload_id,
+                input.part_number,
+                (src_bucket, src_key),
+                input.copy_source_range.as_deref(),
+                Conditions {
+                    if_match: input.copy_source_if_match.as_ref(),
+                    if_none_match: input.copy_source_if_none_match.as_ref(),
+                    if_modified_since: input.copy_source_if_modified_since.as_ref(),
+                    if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+                },
+            )
+            .await?;
+        Ok(S3Response::new(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult {
+                e_tag: Some(etag),
+                last_modified: Some(timestamp(now_ms())),
+                ..Default::default()
+            }),
             ..Default::default()
         }))
     }
@@ -554,6 +1179,12 @@ impl S3 for StrataS3 {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         let input = req.input;
+        if input.if_match.is_some() || input.if_none_match.is_some() {
+            return Err(s3_error!(
+                NotImplemented,
+                "conditional writes are not supported"
+            ));
+        }
         let wanted: Vec<(i32, Option<ETag>)> = input
             .multipart_upload
             .and_then(|m| m.parts)

@@ -234,6 +234,7 @@ mod tests {
             size,
             etag: format!("{size:032x}"),
             modified_ms: 1,
+            meta: None,
         }
     }
 

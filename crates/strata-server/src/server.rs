@@ -17,7 +17,7 @@ use std::time::Instant;
 use strata_client::protocol::{
     is_data_record, is_tombstone, manifest_record, new_cookie, now_stamp, object_path, parse_head,
     put_frame, record_hash, record_range, tombstone_record, ExtendRequest, ExtendResponse,
-    ListEntry, Manifest, RowDigest, DIGEST_RANGES, RECORD_MANIFEST, STAMP_HEADER,
+    ListEntry, Manifest, ObjectMeta, RowDigest, DIGEST_RANGES, RECORD_MANIFEST, STAMP_HEADER,
     TABLE_VERSION_HEADER,
 };
 use strata_node::metrics::Served;
@@ -638,10 +638,18 @@ async fn extend(
             tracts: 0,
             lens: Vec::new(),
             cookie: new_cookie(),
+            meta: None,
         },
         Some(rec) if rec.first() == Some(&RECORD_MANIFEST) => {
             match serde_json::from_slice::<Manifest>(&rec[1..]) {
-                Ok(m) => m,
+                // An append changes the bytes: an S3 ETag would be wrong.
+                Ok(m) => Manifest {
+                    meta: m.meta.map(|x| ObjectMeta {
+                        etag: String::new(),
+                        ..x
+                    }),
+                    ..m
+                },
                 Err(e) => {
                     return text(
                         StatusCode::INTERNAL_SERVER_ERROR,

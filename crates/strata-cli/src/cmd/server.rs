@@ -153,6 +153,11 @@ pub struct Args {
     /// and printed once). With --dev the default is 127.0.0.1:8490.
     #[arg(long, value_name = "ADDR")]
     s3_listen: Option<String>,
+    /// The domain of virtual-host-style S3 requests: a request for host
+    /// BUCKET.DOMAIN (any port) addresses bucket BUCKET; any other host is
+    /// path style (/BUCKET/KEY). Repeat for several domains.
+    #[arg(long, value_name = "DOMAIN", default_value = "localhost")]
+    s3_domain: Vec<String>,
 }
 
 /// `--ram-admission`.
@@ -434,6 +439,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                     root: Some(root),
                     max_object_size: opts.gateway.max_object_size,
                     admin_token: token,
+                    domains: a.s3_domain.clone(),
                 }))
                 .context("--s3-listen")?;
             eprintln!(

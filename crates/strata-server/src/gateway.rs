@@ -102,35 +102,15 @@ impl Gateway {
     /// on this node (a cluster of one): a write of a small object is then
     /// one record into it, with no protocol request.
     async fn only_here(&self, bucket: &str, name: &str) -> Option<Arc<RowStore>> {
-        let node = self.node.as_ref()?;
-        let map = node.map()?;
-        let row = map
-            .table
-            .tract_row(strata_placement::object_hash(bucket, name), -1);
-        let (disk, stores) = node.home_in(&map.table, row)?;
-        if !map.table.row(row).iter().all(|&d| d == disk) {
-            return None;
-        }
-        match stores.opened_row(row) {
-            Some(s) => Some(s),
-            None => tokio::task::spawn_blocking(move || stores.row(row))
-                .await
-                .ok()?
-                .ok(),
+        match self.head_row_here(bucket, name).await? {
+            (store, true) => Some(store),
+            (_, false) => None,
         }
     }
 
-    /// Reads the head record of `bucket/name` from this node when its row
-    /// is here: `Some(Ok(..))` with the head and where it was read from;
-    /// `Some(Err(answer))` when this node's answer settles it (every
-    /// replica of the row is here: absent, or unreadable); `None` when the
-    /// cluster must be asked (the row is elsewhere, or this replica lacks
-    /// the record or failed to read it and another replica may serve it).
-    async fn read_here(
-        &self,
-        bucket: &str,
-        name: &str,
-    ) -> Option<Result<(Head, Served), Response>> {
+    /// The store of `bucket/name`'s head row if this node holds a replica
+    /// of it, and whether every replica of the row is here.
+    async fn head_row_here(&self, bucket: &str, name: &str) -> Option<(Arc<RowStore>, bool)> {
         let node = self.node.as_ref()?;
         let map = node.map()?;
         let row = map
@@ -145,6 +125,22 @@ impl Gateway {
                 .ok()?
                 .ok()?,
         };
+        Some((store, only_here))
+    }
+
+    /// Reads the head record of `bucket/name` from this node when its row
+    /// is here: `Some(Ok(..))` with the head and where it was read from;
+    /// `Some(Err(answer))` when this node's answer settles it (every
+    /// replica of the row is here: absent, or unreadable); `None` when the
+    /// cluster must be asked (the row is elsewhere, or this replica lacks
+    /// the record or failed to read it and another replica may serve it).
+    async fn read_here(
+        &self,
+        bucket: &str,
+        name: &str,
+    ) -> Option<Result<(Head, Served), Response>> {
+        let node = self.node.as_ref()?;
+        let (store, only_here) = self.head_row_here(bucket, name).await?;
         match read_local(node, &store, bucket, name, false, Instant::now()).await {
             LocalRead::Found { record, served, .. } => match parse_head(&record) {
                 Ok(h) => Some(Ok((h, served))),

@@ -223,12 +223,16 @@ fn root_key(dev: bool) -> anyhow::Result<strata_s3::auth::Key> {
 }
 
 /// The device directories: `--flash` and `--disk`, or with neither,
-/// DATA/flash and DATA/disk.
-fn devices(a: &Args, data: &Path) -> anyhow::Result<Vec<strata_server::Device>> {
-    let (flash, disk) = if a.flash.is_empty() && a.disk.is_empty() {
+/// DATA/flash and DATA/disk (`strata server` and `strata upgrade`).
+pub fn device_list(
+    data: &Path,
+    flash: &[PathBuf],
+    disk: &[PathBuf],
+) -> anyhow::Result<Vec<strata_server::Device>> {
+    let (flash, disk) = if flash.is_empty() && disk.is_empty() {
         (vec![data.join("flash")], vec![data.join("disk")])
     } else {
-        (a.flash.clone(), a.disk.clone())
+        (flash.to_vec(), disk.to_vec())
     };
     let devices: Vec<strata_server::Device> = flash
         .iter()
@@ -379,7 +383,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     if a.dev && a.s3_listen.is_none() {
         a.s3_listen = Some("127.0.0.1:8490".into());
     }
-    let devices = devices(&a, &data)?;
+    let devices = device_list(&data, &a.flash, &a.disk)?;
     check_data(&a, &data, &devices)?;
     // The cluster secret, before anything sends a request.
     use strata_meta::cluster_auth::{self, SECRET_ENV};

@@ -109,20 +109,7 @@ fn open_old(
 
 /// Runs `strata upgrade`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let (flash, disk) = if a.flash.is_empty() && a.disk.is_empty() {
-        (vec![a.data.join("flash")], vec![a.data.join("disk")])
-    } else {
-        (a.flash.clone(), a.disk.clone())
-    };
-    let devices: Vec<strata_server::Device> = flash
-        .iter()
-        .map(|p| (p, TierClass::Flash))
-        .chain(disk.iter().map(|p| (p, TierClass::Disk)))
-        .map(|(p, tier)| strata_server::Device {
-            path: p.clone(),
-            tier,
-        })
-        .collect();
+    let devices = super::server::device_list(&a.data, &a.flash, &a.disk)?;
     let legacy = legacy_stores(&a.data, &devices);
     if legacy.is_empty() {
         println!(

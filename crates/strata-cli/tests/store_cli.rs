@@ -220,13 +220,29 @@ fn bench_store_json_has_exactly_the_promised_fields() {
         "get_p50_us",
         "get_p99_us",
         "device_reads_per_get",
+        "ram_bytes_per_object",
         "ram_bytes_per_object_sealed",
         "ram_bytes_per_object_active",
         "restart_seconds",
+        "segments",
+        "merge_seconds",
+        "cpu_us_per_get",
+        "index_probes_per_get",
+        "warm_cpu_us_per_get",
+        "warm_get_objects_per_s",
+        "absent_cpu_us_per_get",
+        "absent_device_reads_per_10k_gets",
+        "absent_get_objects_per_s",
+        "absent_index_probes_per_get",
     ];
     want.sort_unstable();
     assert_eq!(keys, want);
     assert_eq!(v["device_reads_per_get"].as_f64(), Some(1.0));
+    // The node-wide index: at most two probes per GET, present or absent.
+    for k in ["index_probes_per_get", "absent_index_probes_per_get"] {
+        let p = v[k].as_f64().unwrap();
+        assert!(p > 0.0 && p <= 2.0, "{k} = {p}");
+    }
     let sealed = v["ram_bytes_per_object_sealed"].as_f64().unwrap();
     assert!(sealed > 0.0 && sealed <= 8.0, "{sealed}");
     assert!(v["get_p99_us"].as_f64().unwrap() >= v["get_p50_us"].as_f64().unwrap());

@@ -228,8 +228,9 @@ fn aws_cli_copies_up_and_down() {
     assert!(!c.aws_ok(&["s3", "ls"]).contains("cli"));
 }
 
-/// Buckets: create, head, list, location, delete only when empty; objects
-/// of unknown buckets are NoSuchBucket.
+/// Buckets: create (names checked), head, list (paged, by prefix),
+/// location, delete only when empty; objects of unknown buckets are
+/// NoSuchBucket.
 #[test]
 fn buckets_over_boto3() {
     let c = S3Cluster::start();
@@ -245,6 +246,14 @@ for bad in ("foo.-bar", "foo-.bar", "192.168.5.4", "ab", "a" * 64):
     assert code(lambda: s3.create_bucket(Bucket=bad)) == ("InvalidBucketName", 400), bad
 s3.head_bucket(Bucket="b-one")
 assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["b-one", "b-two"]
+# ListBuckets pages with max-buckets and continuation tokens, and filters by prefix.
+s3.create_bucket(Bucket="c-three")
+r = s3.list_buckets(MaxBuckets=2)
+assert [b["Name"] for b in r["Buckets"]] == ["b-one", "b-two"] and r.get("ContinuationToken"), r
+r = s3.list_buckets(MaxBuckets=2, ContinuationToken=r["ContinuationToken"])
+assert [b["Name"] for b in r["Buckets"]] == ["c-three"] and not r.get("ContinuationToken"), r
+assert [b["Name"] for b in s3.list_buckets(Prefix="b-")["Buckets"]] == ["b-one", "b-two"]
+s3.delete_bucket(Bucket="c-three")
 assert s3.get_bucket_location(Bucket="b-one").get("LocationConstraint") in (None, "")
 s3.put_object(Bucket="b-one", Key="k", Body=b"x")
 assert code(lambda: s3.delete_bucket(Bucket="b-one")) == ("BucketNotEmpty", 409)

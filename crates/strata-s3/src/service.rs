@@ -915,22 +915,51 @@ impl S3 for StrataS3 {
 
     async fn list_buckets(
         &self,
-        _req: S3Request<ListBucketsInput>,
+        req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let input = req.input;
+        let max = match input.max_buckets {
+            None => usize::MAX,
+            Some(n) if (1..=10_000).contains(&n) => n as usize,
+            Some(_) => {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "max-buckets must be between 1 and 10000"
+                ))
+            }
+        };
+        let after = match &input.continuation_token {
+            Some(t) => list::decode_token(t)?,
+            None => String::new(),
+        };
+        let prefix = input.prefix.clone().unwrap_or_default();
         let client = self.client().await?;
-        let buckets = self
+        let mut buckets: Vec<Bucket> = self
             .buckets(&client, true)
             .await?
             .into_iter()
+            .filter(|(name, _)| name.starts_with(&prefix) && *name > after)
+            .take(max.saturating_add(1))
             .map(|(name, b)| Bucket {
                 name: Some(name),
                 creation_date: Some(timestamp(b.created_ms)),
                 bucket_region: None,
             })
             .collect();
+        // One more than asked tells whether another page follows.
+        let next = (buckets.len() > max).then(|| {
+            buckets.truncate(max);
+            buckets
+                .last()
+                .and_then(|b| b.name.as_deref())
+                .map(list::encode_token)
+                .unwrap_or_default()
+        });
         Ok(S3Response::new(ListBucketsOutput {
             buckets: Some(buckets),
-            ..Default::default()
+            continuation_token: next,
+            owner: Some(owner()),
+            prefix: input.prefix,
         }))
     }
 

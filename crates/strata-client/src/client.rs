@@ -913,6 +913,29 @@ impl Client {
             })
     }
 
+    /// A bodiless request to the metadata service's control route `url`
+    /// with the admin token.
+    async fn admin_request(
+        &self,
+        method: Method,
+        url: &str,
+        admin_token: &str,
+    ) -> Result<crate::HttpResponse, ClientError> {
+        self.http
+            .send_with_headers(
+                method,
+                url,
+                &[(strata_meta::http::ADMIN_TOKEN_HEADER, admin_token)],
+                Bytes::new(),
+                self.cfg.request_timeout,
+            )
+            .await
+            .map_err(|reason| ClientError::Meta {
+                addr: self.meta.clone(),
+                reason,
+            })
+    }
+
     /// The cluster's S3 access keys with their secrets and permissions,
     /// from the metadata service (which answers only with its admin token).
     pub async fn keys(
@@ -921,21 +944,11 @@ impl Client {
     ) -> Result<std::collections::BTreeMap<String, strata_meta::state::KeyRecord>, ClientError>
     {
         let url = format!("http://{}/v1/keys", self.meta);
-        let r = self
-            .http
-            .send_with_headers(
-                Method::GET,
-                &url,
-                &[(strata_meta::http::ADMIN_TOKEN_HEADER, admin_token)],
-                Bytes::new(),
-                self.cfg.request_timeout,
-            )
-            .await;
+        let r = self.admin_request(Method::GET, &url, admin_token).await?;
         let fail = |reason: String| ClientError::Meta {
             addr: self.meta.clone(),
             reason,
         };
-        let r = r.map_err(fail)?;
         if r.status != StatusCode::OK {
             return Err(fail(format!("{url}: {}", r.status)));
         }
@@ -957,21 +970,11 @@ impl Client {
             crate::protocol::encode_segment(name)
         );
         let method = if public { Method::PUT } else { Method::DELETE };
-        let r = self
-            .http
-            .send_with_headers(
-                method,
-                &url,
-                &[(strata_meta::http::ADMIN_TOKEN_HEADER, admin_token)],
-                Bytes::new(),
-                self.cfg.request_timeout,
-            )
-            .await;
+        let r = self.admin_request(method, &url, admin_token).await?;
         let fail = |reason: String| ClientError::Meta {
             addr: self.meta.clone(),
             reason,
         };
-        let r = r.map_err(fail)?;
         match r.status {
             StatusCode::NO_CONTENT => Ok(true),
             StatusCode::NOT_FOUND => Ok(false),

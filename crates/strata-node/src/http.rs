@@ -27,8 +27,6 @@ use tokio::net::TcpListener;
 pub const WORKLOAD_HEADER: &str = "x-strata-workload";
 /// The header carrying an object's cookie in answers.
 pub const COOKIE_HEADER: &str = "x-strata-cookie";
-/// The header saying which tier served a read.
-pub const TIER_HEADER: &str = "x-strata-tier";
 
 /// HTTP-level limits.
 #[derive(Clone, Copy, Debug)]

@@ -1,4 +1,4 @@
-//! Deletes are never resurrected: a delete that misses a stopped replica
+//! Deletes are never resurrected: a delete that misses a killed replica
 //! reaches it through the scrub (its tombstone wins over the older object);
 //! a delete that races a recovery copy of its row stays deleted; tombstones
 //! every replica holds are collected after the grace time; and the old
@@ -11,15 +11,6 @@ use std::time::{Duration, Instant};
 
 use cluster_common::*;
 use strata_placement::object_hash;
-
-fn signal(p: &Proc, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &p.child.id().to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {sig}");
-}
 
 /// Whether every replica of `bucket/key`'s row answers 404.
 fn gone_everywhere(meta: &str, bucket: &str, key: &str) -> bool {
@@ -46,7 +37,7 @@ fn scrub_sum(meta: &str, field: &str) -> u64 {
 }
 
 #[test]
-fn a_delete_missed_by_a_stopped_replica_reaches_it_and_its_tombstone_is_collected() {
+fn a_delete_missed_by_a_killed_replica_reaches_it_and_its_tombstone_is_collected() {
     let dir = scratch();
     let meta_dir = dir.path().join("meta");
     let port = free_port();
@@ -63,22 +54,23 @@ fn a_delete_missed_by_a_stopped_replica_reaches_it_and_its_tombstone_is_collecte
             .expect("meta"),
         name: "meta".into(),
     };
-    let mut nodes = Vec::new();
-    for i in 0..3 {
+    let node_args = |i: usize| {
         let data = dir.path().join(format!("n{i}")).display().to_string();
-        nodes.push(start_node_with(
-            &meta,
-            &[
-                "--data",
-                &data,
-                "--scrub-every",
-                "1",
-                "--tombstone-grace",
-                "4",
-            ],
-            &dir.path().join(format!("n{i}.log")),
-        ));
-    }
+        vec![
+            "--data".to_string(),
+            data,
+            "--scrub-every".into(),
+            "1".into(),
+            "--tombstone-grace".into(),
+            "4".into(),
+        ]
+    };
+    let start = |i: usize, log: &str| {
+        let args = node_args(i);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        start_node_with(&meta, &args, &dir.path().join(log))
+    };
+    let mut nodes: Vec<(Proc, String)> = (0..3).map(|i| start(i, &format!("n{i}.log"))).collect();
     wait_until(Duration::from_secs(30), "a table", || {
         std::net::TcpStream::connect(&meta).is_ok() && status(&meta)["table_version"] == 1
     });
@@ -87,20 +79,31 @@ fn a_delete_missed_by_a_stopped_replica_reaches_it_and_its_tombstone_is_collecte
     ok(strata().args(["put", "--meta", &meta, "b/victim"]).arg(&f));
     ok(strata().args(["put", "--meta", &meta, "b/keeper"]).arg(&f));
 
-    // Stop one replica of the victim's row, delete, resume it.
+    // Kill one replica of the victim's row, delete, restart it on another
+    // port with its stale copy (the table version stays: the others learn
+    // its new address from the heartbeat's address fingerprint).
     let (t, map) = map_of(&meta);
     let row = t.row_of(object_hash("b", "victim"));
     let stopped_addr = addr_of(&map, &t, t.row(row)[2]);
-    let stopped = nodes
+    let i = nodes
         .iter()
-        .find(|(_, a)| *a == stopped_addr)
+        .position(|(_, a)| *a == stopped_addr)
         .expect("node");
-    signal(&stopped.0, "-STOP");
+    nodes[i].0.kill();
     let out = run(strata().args(["rm", "--deadline", "2", "--meta", &meta, "b/victim"]));
-    signal(&stopped.0, "-CONT");
     assert!(
         !out.status.success(),
-        "the delete could not reach the stopped replica, yet succeeded"
+        "the delete could not reach the killed replica, yet succeeded"
+    );
+    nodes[i] = start(i, &format!("n{i}-restarted.log"));
+    wait_until(
+        Duration::from_secs(30),
+        "the restarted node's address",
+        || {
+            map_of(&meta).1["nodes"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|n| n["addr"] == nodes[i].1.as_str()))
+        },
     );
     // The two replicas that took the delete no longer serve it.
     let path = format!("/cluster/v1/rows/{row}/objects/b/victim");
@@ -132,6 +135,7 @@ fn a_delete_missed_by_a_stopped_replica_reaches_it_and_its_tombstone_is_collecte
         "the tombstone to be collected",
         || scrub_sum(&meta, "tombstones_purged") >= 1,
     );
+    let map = map_of(&meta).1;
     for &d in t.row(row) {
         let (code, _, _) = http_full(
             &addr_of(&map, &t, d),

@@ -91,6 +91,12 @@ pub struct HeartbeatResponse {
     /// left one of them keeps its copy until the copy is done.
     #[serde(default)]
     pub rows_in_recovery: Vec<usize>,
+    /// A fingerprint of every node's address: it changes when a node
+    /// restarts at another address (which leaves the table version alone),
+    /// and a node whose map was fetched under another fingerprint fetches
+    /// `GET /v1/map` again.
+    #[serde(default)]
+    pub addresses: u64,
 }
 
 /// One node as clients see it.

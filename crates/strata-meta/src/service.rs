@@ -172,6 +172,7 @@ impl MetaService {
             member,
             plan_version: g.state.tier_plan_version,
             rows_in_recovery: g.state.rows_in_recovery(),
+            addresses: g.state.addresses_fingerprint(),
         })
     }
 

@@ -237,6 +237,25 @@ impl ClusterState {
         self.table.as_ref().map_or(0, PlacementTable::version)
     }
 
+    /// A fingerprint of every node's id and address (FNV-1a, stable across
+    /// processes): equal fingerprints, equal address books.
+    pub fn addresses_fingerprint(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for n in self.nodes.values() {
+            for b in
+                n.id.0
+                    .to_le_bytes()
+                    .iter()
+                    .chain(n.addr.as_bytes())
+                    .chain([&0u8])
+            {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+
     /// A node registers. A known, non-dead node keeps its ids (a restart);
     /// otherwise it gets fresh ids and waits as pending. Once
     /// `initial_nodes` nodes are pending and no table exists, the first
@@ -764,6 +783,33 @@ mod tests {
             assert!(t.row(tr.row).contains(&tr.source));
             assert!(t.row(tr.row).contains(&tr.target));
         }
+    }
+
+    #[test]
+    fn a_restart_at_another_address_changes_the_fingerprint_not_the_table() {
+        let mut s = cluster(3);
+        let (v, f) = (s.table_version(), s.addresses_fingerprint());
+        assert_eq!(f, cluster(3).addresses_fingerprint(), "not deterministic");
+        let again = |s: &mut ClusterState, addr: &str| {
+            s.register(
+                &RegisterRequest {
+                    addr: addr.into(),
+                    disks: vec![DiskSpec {
+                        tier: TierClass::Disk,
+                        capacity_bytes: 1 << 30,
+                        path: "/d".into(),
+                    }],
+                    node_id: Some(NodeId(1)),
+                },
+                1,
+            )
+            .unwrap()
+        };
+        assert_eq!(again(&mut s, "127.0.0.1:9001").node_id, NodeId(1));
+        assert_eq!(s.addresses_fingerprint(), f, "same address, same book");
+        again(&mut s, "127.0.0.1:7777");
+        assert_eq!(s.table_version(), v);
+        assert_ne!(s.addresses_fingerprint(), f);
     }
 
     #[test]

@@ -212,6 +212,9 @@ pub struct ClusterNode {
     identity: RwLock<Option<Identity>>,
     map: RwLock<Option<Arc<NodeMap>>>,
     refresh: tokio::sync::Mutex<()>,
+    /// The metadata service's address fingerprint the map was fetched
+    /// under (a peer that restarted at another address changes it).
+    addresses_seen: AtomicU64,
     pub(crate) completed: Mutex<Vec<Transfer>>,
     pub(crate) completed_bytes: AtomicU64,
     pub(crate) running: Mutex<HashSet<(usize, DiskId)>>,
@@ -809,8 +812,13 @@ impl ClusterNode {
                         let _ = std::fs::remove_file(self.identity_path());
                         continue;
                     }
-                    if r.table_version > self.table_version() {
-                        let _ = self.refresh_from(self.table_version()).await;
+                    // A newer table, or a peer at a new address (a restart
+                    // on another port leaves the table version alone).
+                    if (r.table_version > self.table_version()
+                        || r.addresses != self.addresses_seen.load(Ordering::Relaxed))
+                        && self.refresh_from(self.table_version()).await.is_ok()
+                    {
+                        self.addresses_seen.store(r.addresses, Ordering::Relaxed);
                     }
                     if r.plan_version != read(&self.plan).0 {
                         if let Err(e) = self.reload_plan(r.plan_version).await {
@@ -1054,6 +1062,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         identity: RwLock::new(None),
         map: RwLock::new(None),
         refresh: tokio::sync::Mutex::new(()),
+        addresses_seen: AtomicU64::new(0),
         completed: Mutex::new(Vec::new()),
         completed_bytes: AtomicU64::new(0),
         running: Mutex::new(HashSet::new()),

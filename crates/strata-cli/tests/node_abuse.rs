@@ -486,3 +486,220 @@ fn a_corrupt_needle_is_an_error_that_names_no_internal_path() {
     assert!(text.contains("CORRUPT"), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("corruption in 1 of"));
 }
+
+/// A raw keep-alive connection: sends `head` (and nothing more), returns
+/// the stream.
+fn open_with(addr: &str, head: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    s
+}
+
+/// Reads one response head (and a body of its Content-Length) from `s`:
+/// the status, or None when the server closed the connection first.
+fn read_response(s: &mut TcpStream, within: Duration) -> Option<(u16, String)> {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while raw.len() < end + 4 + len {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => raw.extend_from_slice(&buf[..n]),
+                }
+            }
+            let status = head.split(' ').nth(1)?.parse().ok()?;
+            let text = String::from_utf8_lossy(&raw[end + 4..]).to_string();
+            return Some((status, format!("{head}\r\n\r\n{text}")));
+        }
+        match s.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("no response within {within:?}: {e}"),
+        }
+    }
+}
+
+/// Whether the server closes `s` (EOF) within `within`.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(0))
+}
+
+const HEALTH: &str = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+
+#[test]
+fn connections_past_the_limit_drop_the_idle_first_and_keep_health_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        dir.path(),
+        &[
+            "--max-connections",
+            "4",
+            "--idle-timeout",
+            "3",
+            "--body-timeout",
+            "60",
+        ],
+    );
+    let a = s.addr.clone();
+    // Four busy connections: PUTs whose bodies stall in their handlers.
+    let busy: Vec<TcpStream> = (0..4)
+        .map(|i| {
+            open_with(
+                &a,
+                &format!("PUT /b/stall{i} HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n0123456789"),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A health check is still answered at once, on a slot kept for it...
+    let t0 = Instant::now();
+    let mut h = open_with(&a, HEALTH);
+    assert_eq!(read_response(&mut h, Duration::from_secs(5)).map(|r| r.0), Some(200));
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // ...which serves nothing else: 503, with the reason.
+    let mut other = open_with(&a, "GET /b/x HTTP/1.1\r\nHost: t\r\n\r\n");
+    let (code, text) = read_response(&mut other, Duration::from_secs(5)).expect("an answer");
+    assert_eq!(code, 503, "{text}");
+    assert!(text.contains("connection limit"), "{text}");
+    drop(busy);
+    drop(h);
+    drop(other);
+    std::thread::sleep(Duration::from_millis(500));
+
+    // Four idle keep-alive connections (one request each, oldest first).
+    let mut idle: Vec<TcpStream> = Vec::new();
+    for _ in 0..4 {
+        let mut c = open_with(&a, HEALTH);
+        assert_eq!(read_response(&mut c, Duration::from_secs(5)).map(|r| r.0), Some(200));
+        idle.push(c);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A fifth is served normally: the idlest (the first) is closed for it.
+    let mut fifth = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(
+        read_response(&mut fifth, Duration::from_secs(5)).map(|r| r.0),
+        Some(404)
+    );
+    assert!(closed_within(&mut idle[0], Duration::from_secs(2)), "the idlest stayed open");
+    // The others still serve their clients...
+    idle[3].write_all(HEALTH.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut idle[3], Duration::from_secs(5)).map(|r| r.0), Some(200));
+    // ...until they stay idle past --idle-timeout.
+    for c in idle.iter_mut().skip(1) {
+        assert!(closed_within(c, Duration::from_secs(8)), "an idle connection stayed open");
+    }
+}
+
+#[test]
+fn wrong_cookies_from_one_address_are_rate_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &["--require-cookies"]);
+    let a = s.addr.clone();
+    let r = put(&a, "/b/guarded", b"secret");
+    assert_eq!(r.status, 201);
+    let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    let cookie = v["cookie"].as_str().unwrap().to_string();
+    let mut refused = None;
+    for i in 0..60 {
+        let r = get(&a, &format!("/b/guarded?cookie={:08x}", i + 1));
+        match r.status {
+            404 => {}
+            429 => {
+                refused = Some((i, r));
+                break;
+            }
+            other => panic!("wrong cookie answered {other}"),
+        }
+    }
+    let (after, r) = refused.expect("60 wrong cookies were never refused");
+    assert!((10..=40).contains(&after), "refused after {after} failures");
+    assert!(r.header("retry-after").is_some());
+    assert!(r.text().contains("wrong cookies"), "{}", r.text());
+    // The address is refused whatever it asks, the right cookie included...
+    assert_eq!(get(&a, &format!("/b/guarded?cookie={cookie}")).status, 429);
+    // ...until its allowance comes back (2 failures a second).
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = get(&a, &format!("/b/guarded?cookie={cookie}"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"secret"[..]));
+}
+
+#[test]
+fn request_bytes_held_at_once_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        dir.path(),
+        &["--max-buffered-bytes", "1MiB", "--body-timeout", "60"],
+    );
+    let a = s.addr.clone();
+    // A stalled batch body holds 700 KB of the 1 MiB...
+    let stalled = open_with(
+        &a,
+        "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 700000\r\n\r\n\x01\x00",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // ...so a second one waits, then is refused with the reason.
+    let mut second = open_with(
+        &a,
+        "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 700000\r\n\r\n",
+    );
+    let (code, text) = read_response(&mut second, Duration::from_secs(10)).expect("an answer");
+    assert_eq!(code, 503, "{text}");
+    assert!(text.contains("max-buffered-bytes"), "{text}");
+    assert!(text.to_ascii_lowercase().contains("retry-after"), "{text}");
+    // A body larger than the whole cap can never be taken: 413.
+    let mut huge = open_with(
+        &a,
+        "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n",
+    );
+    let (code, text) = read_response(&mut huge, Duration::from_secs(10)).expect("an answer");
+    assert_eq!(code, 413, "{text}");
+    // Small PUTs still fit beside the stalled body, and once it goes, a
+    // large one does too.
+    assert_eq!(put(&a, "/b/small", &[7u8; 1000]).status, 201);
+    drop(stalled);
+    std::thread::sleep(Duration::from_millis(300));
+    let big = content(1, 900_000);
+    assert_eq!(put(&a, "/b/big", &big).status, 201);
+    assert!(get(&a, "/b/big").body == big);
+}
+
+#[test]
+fn the_flash_capacity_is_remembered_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let capacity = |addr: &str| -> u64 {
+        let st: serde_json::Value =
+            serde_json::from_str(&get(addr, "/_admin/status").text()).unwrap();
+        st["flash_capacity"].as_u64().expect("flash_capacity")
+    };
+    let mut s = Server::start(dir.path(), &["--segment-size", "1MiB"]);
+    let first = capacity(&s.addr);
+    assert!(first > 0);
+    // 24 MiB written to the flash tier (the default plan writes there).
+    for i in 0..24 {
+        assert_eq!(put(&s.addr, &format!("/b/o{i}"), &content(i, 1 << 20)).status, 201);
+    }
+    s.kill9();
+    let mut s = Server::start(dir.path(), &["--segment-size", "1MiB"]);
+    assert_eq!(capacity(&s.addr), first, "re-derived from the free space left");
+    s.kill9();
+    // A given capacity wins, and is remembered in its turn.
+    let mut s = Server::start(dir.path(), &["--flash-capacity", "10MiB"]);
+    assert_eq!(capacity(&s.addr), 10 << 20);
+    s.kill9();
+    let s = Server::start(dir.path(), &[]);
+    assert_eq!(capacity(&s.addr), 10 << 20);
+    assert!(get(&s.addr, "/b/o23").body == content(23, 1 << 20));
+}

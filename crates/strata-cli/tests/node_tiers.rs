@@ -177,12 +177,25 @@ fn lru_mover_keeps_recently_read_needles_on_flash() {
         }
     }
     assert!(metric(&s.addr, "strata_mover_reappended_total") >= 5.0);
-    // The allocation holds, and every object reads back intact.
-    let st: serde_json::Value =
-        serde_json::from_str(&get(&s.addr, "/_admin/status").text()).unwrap();
-    for w in st["workloads"].as_array().unwrap() {
-        let fb = w["flash_bytes"].as_u64().unwrap();
-        assert!(fb <= 192 << 10, "{} holds {fb} flash bytes", w["name"]);
+    // The allocation holds once the mover's pass has run (re-appends of
+    // the last reads may take a workload over it until the next pass), and
+    // every object reads back intact.
+    let start = std::time::Instant::now();
+    loop {
+        let st: serde_json::Value =
+            serde_json::from_str(&get(&s.addr, "/_admin/status").text()).unwrap();
+        let over: Vec<String> = st["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["flash_bytes"].as_u64().unwrap() > 192 << 10)
+            .map(|w| format!("{} holds {} flash bytes", w["name"], w["flash_bytes"]))
+            .collect();
+        if over.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{over:?}");
+        std::thread::sleep(Duration::from_millis(100));
     }
     for i in 0..written {
         for b in ["lru", "fifo"] {

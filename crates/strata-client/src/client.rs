@@ -244,6 +244,12 @@ impl Client {
         self.current().table.tract_size()
     }
 
+    /// Bytes a streamed PUT holds in memory at most: the tract being
+    /// filled and the ones in flight.
+    pub fn put_buffer_bytes(&self) -> u64 {
+        self.tract_size() * (self.cfg.tract_parallelism.max(1) as u64 + 1)
+    }
+
     /// Stores the bytes `body` yields as `bucket/key`, streaming: a body
     /// that ends within one tract is stored whole at the object's row;
     /// a longer one is cut into tracts as it arrives, each written to every

@@ -17,9 +17,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
@@ -37,8 +34,12 @@ pub struct HttpLimits {
     pub body_timeout: Duration,
     /// Largest batch PUT body.
     pub max_batch_bytes: u64,
-    /// Most connections served at once (more wait in the accept queue).
+    /// Most connections served at once: past it the idlest is closed, and
+    /// when none is idle, new ones get only health checks, then wait in the
+    /// accept queue (crate::conns).
     pub max_connections: usize,
+    /// A keep-alive connection with no request for this long is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for HttpLimits {
@@ -48,6 +49,7 @@ impl Default for HttpLimits {
             body_timeout: Duration::from_secs(30),
             max_batch_bytes: 256 << 20,
             max_connections: 4096,
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -283,45 +285,15 @@ pub fn parse_batch(body: &Bytes) -> Result<Vec<(String, Bytes)>, String> {
 }
 
 /// Serves `app` on `listener` with Strata's connection limits (every
-/// Strata server's one HTTP loop): at most `max_connections` at once (more
-/// wait in the accept queue), a request head within `header_timeout`,
-/// keep-alive, no Nagle delay, until `shutdown` resolves.
+/// Strata server's one HTTP loop, [`crate::conns::serve`]) until
+/// `shutdown` resolves.
 pub async fn serve_router(
     app: Router,
     listener: TcpListener,
     limits: HttpLimits,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let sem = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    tokio::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => return,
-            p = sem.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-        };
-        let (stream, _) = tokio::select! {
-            _ = &mut shutdown => return,
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(_) => {
-                    // Out of file descriptors or similar: back off a little.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
-        let svc = TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-            drop(permit);
-        });
-    }
+    crate::conns::serve(listener, limits, crate::conns::router_service(app), shutdown).await
 }
 
 #[cfg(test)]

@@ -14,8 +14,10 @@
 
 pub mod auth;
 pub mod client;
+pub mod conns;
 pub mod dashboard;
 pub mod flashcache;
+pub mod guard;
 pub mod http;
 pub mod loadgen;
 pub mod metrics;

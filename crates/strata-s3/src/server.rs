@@ -1,7 +1,6 @@
 //! The S3 listener: one HTTP/1 connection task per client, each request
 //! handed to the s3s service.
 
-use hyper_util::rt::TokioIo;
 use s3s::host::{S3Host, VirtualHost};
 use s3s::service::S3ServiceBuilder;
 use s3s::S3Result;
@@ -70,23 +69,11 @@ impl Listener {
         self.listener.local_addr()
     }
 
-    /// Serves until the task is dropped.
-    pub async fn run(self) {
-        loop {
-            let Ok((sock, _)) = self.listener.accept().await else {
-                // Out of descriptors or the like: wait, do not spin.
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            };
-            let _ = sock.set_nodelay(true);
-            let service = self.service.clone();
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .keep_alive(true)
-                    .serve_connection(TokioIo::new(sock), service)
-                    .await;
-            });
-        }
+    /// The bound socket and the S3 service, for the server's one
+    /// connection loop (`strata_node::conns::serve`: connection limit,
+    /// idle drop, head timeout).
+    pub fn into_parts(self) -> (tokio::net::TcpListener, s3s::service::S3Service) {
+        (self.listener, self.service)
     }
 }
 

@@ -52,6 +52,10 @@ pub struct GatewayLimits {
     pub body_idle_timeout: Duration,
     /// A GET or HEAD without the object's cookie is a 404.
     pub require_cookies: bool,
+    /// Request bytes held in memory at once by every handler together
+    /// (small PUT bodies, batch bodies, the tract a large PUT fills): past
+    /// it a request waits up to a second, then gets 503 (docs/security.md).
+    pub max_buffered_bytes: u64,
 }
 
 impl Default for GatewayLimits {
@@ -61,9 +65,13 @@ impl Default for GatewayLimits {
             max_batch_bytes: 256 << 20,
             body_idle_timeout: Duration::from_secs(30),
             require_cookies: false,
+            max_buffered_bytes: 2 << 30,
         }
     }
 }
+
+/// How long a request waits for room under the buffered-bytes cap.
+const BUDGET_WAIT: Duration = Duration::from_secs(1);
 
 /// The coordinator of public requests on one node.
 pub struct Gateway {
@@ -78,6 +86,10 @@ pub struct Gateway {
     /// protocol request): a GET of an object whose head row is here is one
     /// RAM index lookup and one device read, as on the direct path.
     node: Option<Arc<ClusterNode>>,
+    /// Wrong cookies per client address.
+    cookies: strata_node::guard::CookieLimiter,
+    /// The cap on request bytes held at once.
+    budget: strata_node::guard::BodyBudget,
 }
 
 impl Gateway {
@@ -91,6 +103,8 @@ impl Gateway {
     ) -> Gateway {
         Gateway {
             meta: meta.to_string(),
+            budget: strata_node::guard::BodyBudget::new(limits.max_buffered_bytes),
+            cookies: strata_node::guard::CookieLimiter::default(),
             limits,
             client: tokio::sync::OnceCell::new(),
             local,
@@ -272,6 +286,44 @@ pub(crate) async fn count(
     resp
 }
 
+/// 429 for an address out of wrong-cookie allowance.
+fn too_many_failures(wait: Duration) -> Response {
+    let secs = wait.as_secs().max(1);
+    let mut r = reason(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("too many wrong cookies from this address; retry in {secs} s"),
+    );
+    if let Ok(v) = axum::http::HeaderValue::from_str(&secs.to_string()) {
+        r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+    }
+    r
+}
+
+/// 503 (or 413) when the buffered-bytes cap has no room for `bytes`.
+async fn reserve(
+    gw: &Gateway,
+    bytes: u64,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+    use strata_node::guard::BudgetError;
+    gw.budget.reserve(bytes, BUDGET_WAIT).await.map_err(|e| match e {
+        BudgetError::TooLarge { cap } => reason(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a body of {bytes} bytes is over this server's buffered-bytes cap of {cap} (--max-buffered-bytes)"),
+        ),
+        BudgetError::Busy { cap } => {
+            let mut r = reason(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the server holds its cap of {cap} request bytes (--max-buffered-bytes); retry"),
+            );
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+            r
+        }
+    })
+}
+
 /// What a PUT answers: the object's name, cookie, URL and the tier its
 /// replica here (else its first replica) put it on.
 fn created(bucket: &str, name: &str, cookie: u32, tier: Option<String>) -> serde_json::Value {
@@ -295,16 +347,26 @@ async fn object(
     {
         return r;
     }
+    // An address that sent too many wrong cookies waits, whatever it asks.
+    let ip = req
+        .extensions()
+        .get::<strata_node::conns::ClientAddr>()
+        .map(|a| a.0.ip());
+    if let Some(ip) = ip {
+        if let Err(wait) = gw.cookies.check(ip) {
+            return too_many_failures(wait);
+        }
+    }
     match *req.method() {
-        Method::GET | Method::HEAD => get(gw, &bucket, &name, req).await,
+        Method::GET | Method::HEAD => get(gw, &bucket, &name, req, ip).await,
         Method::PUT => {
-            if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), true).await {
+            if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), true, ip).await {
                 return r;
             }
             put(gw, &bucket, &name, req).await
         }
         Method::DELETE => {
-            if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), false).await {
+            if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), false, ip).await {
                 return r;
             }
             let client = match gw.client().await {
@@ -332,6 +394,7 @@ async fn owner_check(
     name: &str,
     query: Option<&str>,
     overwrite: bool,
+    ip: Option<std::net::IpAddr>,
 ) -> Result<(), Response> {
     if !gw.limits.require_cookies {
         return Ok(());
@@ -346,6 +409,9 @@ async fn owner_check(
     };
     if stored == 0 || cookie == Some(stored) {
         return Ok(());
+    }
+    if let Some(ip) = ip {
+        gw.cookies.failed(ip);
     }
     Err(if overwrite {
         reason(
@@ -365,6 +431,11 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     };
     let client = match gw.client().await {
         Ok(c) => c,
+        Err(r) => return r,
+    };
+    // Room for what the PUT holds at once (the whole body when small).
+    let _room = match reserve(&gw, len.min(client.put_buffer_bytes())).await {
+        Ok(p) => p,
         Err(r) => return r,
     };
     // The body as it arrives, cut short by the declared length, the idle
@@ -523,7 +594,13 @@ impl std::fmt::Display for BodyFault {
     }
 }
 
-async fn get(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
+async fn get(
+    gw: Gw,
+    bucket: &str,
+    name: &str,
+    req: Request,
+    ip: Option<std::net::IpAddr>,
+) -> Response {
     let cookie = match cookie_of(req.uri().query()) {
         Ok(c) => c,
         Err(r) => return r,
@@ -555,6 +632,9 @@ async fn get(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
         None => gw.limits.require_cookies && stored != 0,
     };
     if denied {
+        if let Some(ip) = ip {
+            gw.cookies.failed(ip);
+        }
         return reason(StatusCode::NOT_FOUND, "no such object");
     }
     let size = head.len();
@@ -620,6 +700,15 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
             format!("bad bucket name {bucket:?}"),
         );
     }
+    // Room for the whole body before reading it.
+    let len = match content_length(req.headers(), gw.limits.max_batch_bytes) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let _room = match reserve(&gw, len).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
     let items = match read_batch(
         req,
         &bucket,

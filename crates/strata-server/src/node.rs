@@ -969,6 +969,68 @@ impl ClusterNode {
     }
 }
 
+/// The file in the data directory that remembers the flash capacity.
+const FLASH_CAPACITY_FILE: &str = "flash-capacity.json";
+
+/// The flash tier's capacity: `--flash-capacity` when given (and then
+/// remembered), else the figure remembered at an earlier start, else — at
+/// the first start — 90% of the flash file systems' free space plus what
+/// Strata already holds there, remembered from then on (re-deriving it
+/// from free space at every start would shrink it as the tier fills).
+fn remembered_flash_capacity(
+    data: &Path,
+    given: Option<u64>,
+    flash: &[PathBuf],
+) -> Result<u64, ClusterError> {
+    let path = data.join(FLASH_CAPACITY_FILE);
+    let io = |source| ClusterError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let remembered = match std::fs::read(&path) {
+        Ok(b) => Some(
+            serde_json::from_slice::<serde_json::Value>(&b)
+                .ok()
+                .and_then(|v| v["bytes"].as_u64())
+                .ok_or_else(|| io(std::io::Error::other("not a flash capacity record (delete it to derive the capacity again)")))?,
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(e)),
+    };
+    let (bytes, source) = match (given, remembered) {
+        (Some(b), _) => (b, "--flash-capacity"),
+        (None, Some(b)) => return Ok(b),
+        (None, None) if flash.is_empty() => return Ok(0),
+        (None, None) => {
+            let held: u64 = flash.iter().map(|d| tree_size(d)).sum();
+            (free_space(flash) + held, "free space at the first start")
+        }
+    };
+    if remembered != Some(bytes) {
+        let body = serde_json::json!({ "bytes": bytes, "source": source }).to_string();
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, body)
+            .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(io)?;
+    }
+    Ok(bytes)
+}
+
+/// Bytes of the files under `dir`.
+fn tree_size(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_size(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 /// Starts a node: binds `listen`, registers with the metadata service,
 /// starts the background loops and the HTTP loop, and returns once it
 /// serves.
@@ -1030,13 +1092,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         ),
         None => None,
     };
-    let flash_capacity = opts.flash_capacity.unwrap_or_else(|| {
-        if flash.is_empty() {
-            0
-        } else {
-            free_space(&flash)
-        }
-    });
+    let flash_capacity = remembered_flash_capacity(&opts.data, opts.flash_capacity, &flash)?;
     let fcache = match &opts.flash_cache {
         Some(fc) => Some(
             strata_node::flashcache::FlashCache::open_on(
@@ -1244,19 +1300,15 @@ pub async fn embedded_meta(
             source,
         })?
         .to_string();
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(
-            listener,
-            strata_meta::http::router_with_keys(
-                svc,
-                admin_token,
-                strata_meta::cluster_auth::process_secret(),
-            ),
-        )
-        .await
-        {
-            eprintln!("strata server: the embedded metadata service stopped: {e}");
-        }
-    });
+    tokio::spawn(strata_node::http::serve_router(
+        strata_meta::http::router_with_keys(
+            svc,
+            admin_token,
+            strata_meta::cluster_auth::process_secret(),
+        ),
+        listener,
+        strata_node::HttpLimits::default(),
+        std::future::pending(),
+    ));
     Ok(addr)
 }

@@ -112,11 +112,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let admin_token = std::env::var("STRATA_ADMIN_TOKEN")
             .ok()
             .filter(|t| !t.is_empty());
-        axum::serve(
-            listener,
+        strata_node::http::serve_router(
             strata_meta::http::router_with_keys(svc, admin_token, Some(secret)),
+            listener,
+            strata_node::HttpLimits::default(),
+            std::future::pending(),
         )
-        .await
-        .context("serving the metadata API")
+        .await;
+        Ok(())
     })
 }

@@ -62,8 +62,9 @@ pub struct Args {
     /// Tier plan to load (JSON from `strata provision --plan`); SIGHUP reloads it.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
-    /// Bytes the flash tier may hold (default: 90% of the flash
-    /// filesystems' free space at start).
+    /// Bytes the flash tier may hold. Remembered in DATA/flash-capacity.json;
+    /// without it, the remembered figure, or at the first start 90% of the
+    /// flash file systems' free space plus what Strata holds there.
     #[arg(long, value_name = "SIZE")]
     flash_capacity: Option<String>,
     /// Flash read cache size for hot disk-resident objects (0: none).
@@ -112,6 +113,21 @@ pub struct Args {
     /// Seconds a client has to send its request head.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     header_timeout: u64,
+    /// Most connections served at once on each listener (object API, S3).
+    /// Past it the connection idle longest is closed; when every one is
+    /// busy, 8 more are taken that answer only `GET /healthz`, and the
+    /// rest wait in the accept queue.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    max_connections: usize,
+    /// Request bytes the object API holds in memory at once, all requests
+    /// together (small PUT bodies, batch bodies, the tracts a large PUT
+    /// fills); past it a request waits up to 1 s, then gets 503.
+    #[arg(long, value_name = "SIZE", default_value = "2GiB")]
+    max_buffered_bytes: String,
+    /// Seconds a keep-alive connection may stay without a request before
+    /// it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    idle_timeout: u64,
     /// Most workloads a tier plan may list. A listed workload gets a segment
     /// store of its own (a writer thread and its files); every other bucket
     /// and workload shares one store and costs neither (docs/node.md).
@@ -324,14 +340,20 @@ fn options(
         bail!("--max-workloads must be at least 1");
     }
     opts.max_workloads = a.max_workloads;
+    if a.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
     opts.http = strata_node::HttpLimits {
         header_timeout: Duration::from_secs(a.header_timeout.max(1)),
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),
+        max_connections: a.max_connections,
+        idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
         ..strata_node::HttpLimits::default()
     };
     opts.gateway = strata_server::gateway::GatewayLimits {
         max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
         require_cookies: a.require_cookies,
+        max_buffered_bytes: parse_bytes(&a.max_buffered_bytes).context("--max-buffered-bytes")?,
         body_idle_timeout: Duration::from_secs(a.body_timeout.max(1)),
         ..strata_server::gateway::GatewayLimits::default()
     };
@@ -450,7 +472,13 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 "strata: S3 API on http://{}",
                 s3.local_addr().context("--s3-listen")?
             );
-            Some(rt.spawn(s3.run()))
+            let (listener, service) = s3.into_parts();
+            Some(rt.spawn(strata_node::conns::serve(
+                listener,
+                opts.http,
+                service,
+                std::future::pending(),
+            )))
         }
     };
     let running = rt

@@ -1,0 +1,321 @@
+//! The one connection loop of every Strata listener (the node's object
+//! API, the S3 API, the metadata service): a bounded number of connections,
+//! idle ones dropped first, a few slots kept for health checks, a deadline
+//! on request heads and on idleness, and the client's address handed to
+//! the handlers (docs/security.md, "Per-client bounds").
+//!
+//! At `max_connections`, a new connection closes the connection that has
+//! been idle longest (no request in a handler; hyper's graceful shutdown
+//! lets a response being written finish). When every connection is busy, up
+//! to [`HEALTH_SLOTS`] more are accepted that answer only `GET /healthz`
+//! (anything else: 503 and `Connection: close`), so a load balancer's
+//! health check is answered at once however many clients wait; beyond that
+//! the loop stops accepting and new connections wait in the kernel's
+//! accept queue until one ends.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use parking_lot::Mutex;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::HttpLimits;
+
+/// Connections accepted past the limit that answer only health checks.
+pub const HEALTH_SLOTS: usize = 8;
+
+/// A connection idle less than this is not closed to make room (a new
+/// connection whose first request is on its way is not idle).
+const MIN_IDLE_MS: u64 = 200;
+
+/// The path a health-only connection answers.
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// The client's address, in every request's extensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientAddr(pub SocketAddr);
+
+/// One live connection as the loop sees it.
+struct Conn {
+    /// Requests in a handler now.
+    busy: AtomicU32,
+    /// When the last request ended (or the connection opened), in ms since
+    /// the loop started.
+    idle_since_ms: AtomicU64,
+    /// Told to close (graceful: a response being written finishes).
+    close: Notify,
+    /// Set once told, so a connection is picked for closing only once.
+    closing: AtomicBool,
+}
+
+/// The live connections, and what the loop counts.
+#[derive(Default)]
+struct Registry {
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    /// Health-only connections now.
+    health_only: AtomicU32,
+    /// A connection ended (the loop may accept again).
+    freed: Notify,
+    /// Idle connections closed to make room or for idleness.
+    dropped_idle: AtomicU64,
+}
+
+impl Registry {
+    fn len(&self) -> usize {
+        self.conns.lock().len()
+    }
+
+    /// Whether some connection has been idle at least `min_idle_ms`.
+    fn has_idle(&self, now_ms: u64, min_idle_ms: u64) -> bool {
+        self.conns.lock().values().any(|c| {
+            c.busy.load(Ordering::Acquire) == 0
+                && !c.closing.load(Ordering::Acquire)
+                && now_ms.saturating_sub(c.idle_since_ms.load(Ordering::Acquire)) >= min_idle_ms
+        })
+    }
+
+    /// Tells the connection idle longest (and at least `min_idle_ms`) to
+    /// close; whether there was one.
+    fn close_idlest(&self, now_ms: u64, min_idle_ms: u64) -> bool {
+        let g = self.conns.lock();
+        let pick = g
+            .values()
+            .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.closing.load(Ordering::Acquire))
+            .map(|c| (c.idle_since_ms.load(Ordering::Acquire), c))
+            .filter(|(since, _)| now_ms.saturating_sub(*since) >= min_idle_ms)
+            .min_by_key(|(since, _)| *since);
+        match pick {
+            Some((_, c)) => {
+                c.closing.store(true, Ordering::Release);
+                c.close.notify_one();
+                self.dropped_idle.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Tells every connection idle at least `min_idle_ms` to close.
+    fn close_idle_for(&self, now_ms: u64, min_idle_ms: u64) {
+        let g = self.conns.lock();
+        for c in g.values() {
+            if c.busy.load(Ordering::Acquire) == 0
+                && !c.closing.load(Ordering::Acquire)
+                && now_ms.saturating_sub(c.idle_since_ms.load(Ordering::Acquire)) >= min_idle_ms
+            {
+                c.closing.store(true, Ordering::Release);
+                c.close.notify_one();
+                self.dropped_idle.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The service of one connection: tracks its requests, hands the handler
+/// the client's address, and on a health-only connection answers anything
+/// but `/healthz` with 503.
+#[derive(Clone)]
+struct Tracked<S> {
+    inner: S,
+    conn: Arc<Conn>,
+    peer: SocketAddr,
+    health_only: bool,
+    epoch: Instant,
+}
+
+/// A 503 for a health-only connection.
+fn at_limit() -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(
+        b"the server is at its connection limit (--max-connections); retry later\n",
+    )));
+    *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    h.insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from_static("1"),
+    );
+    r
+}
+
+impl<S, B> hyper::service::Service<Request<Incoming>> for Tracked<S>
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = Response<Either<B, Full<Bytes>>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
+        if self.health_only && req.uri().path() != HEALTH_PATH {
+            return Box::pin(async { Ok(at_limit().map(Either::Right)) });
+        }
+        req.extensions_mut().insert(ClientAddr(self.peer));
+        let conn = self.conn.clone();
+        conn.busy.fetch_add(1, Ordering::AcqRel);
+        let epoch = self.epoch;
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            // Counted down however the handler ends (even dropped).
+            struct Done(Arc<Conn>, Instant);
+            impl Drop for Done {
+                fn drop(&mut self) {
+                    self.0
+                        .idle_since_ms
+                        .store(self.1.elapsed().as_millis() as u64, Ordering::Release);
+                    self.0.busy.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            let _done = Done(conn, epoch);
+            fut.await.map(|r| r.map(Either::Left))
+        })
+    }
+}
+
+/// Serves `svc` (cloned per connection) on `listener` until `shutdown`
+/// resolves, within `limits` (see the module's description).
+pub async fn serve<S, B>(
+    listener: TcpListener,
+    limits: HttpLimits,
+    svc: S,
+    shutdown: impl Future<Output = ()>,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let reg = Arc::new(Registry::default());
+    let epoch = Instant::now();
+    let max = limits.max_connections.max(1);
+    // Idle connections past the idle timeout are closed.
+    let sweeper = {
+        let reg = reg.clone();
+        let idle = limits.idle_timeout;
+        tokio::spawn(async move {
+            let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+            loop {
+                tokio::time::sleep(every).await;
+                reg.close_idle_for(epoch.elapsed().as_millis() as u64, idle.as_millis() as u64);
+            }
+        })
+    };
+    let _sweeper = AbortOnDrop(sweeper);
+    tokio::pin!(shutdown);
+    let mut next_id = 0u64;
+    loop {
+        // Wait until there is room for one more: under the limit, an idle
+        // connection to close for it, or a health slot. Connections wait in
+        // the accept queue meanwhile.
+        loop {
+            let now = epoch.elapsed().as_millis() as u64;
+            if reg.len() < max
+                || reg.has_idle(now, MIN_IDLE_MS)
+                || (reg.health_only.load(Ordering::Acquire) as usize) < HEALTH_SLOTS
+            {
+                break;
+            }
+            let freed = reg.freed.notified();
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = freed => {}
+                // A busy connection may have become idle meanwhile.
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => return,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => {
+                    // Out of file descriptors or similar: back off a little.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        // Served in full when under the limit or when the idlest connection
+        // closes for it; else on a health slot.
+        let health_only = reg.len() >= max
+            && !reg.close_idlest(epoch.elapsed().as_millis() as u64, MIN_IDLE_MS);
+        let _ = stream.set_nodelay(true);
+        let conn = Arc::new(Conn {
+            busy: AtomicU32::new(0),
+            idle_since_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64),
+            close: Notify::new(),
+            closing: AtomicBool::new(false),
+        });
+        let id = next_id;
+        next_id += 1;
+        if health_only {
+            reg.health_only.fetch_add(1, Ordering::AcqRel);
+        } else {
+            reg.conns.lock().insert(id, conn.clone());
+        }
+        let tracked = Tracked {
+            inner: svc.clone(),
+            conn: conn.clone(),
+            peer,
+            health_only,
+            epoch,
+        };
+        let reg = reg.clone();
+        tokio::spawn(async move {
+            let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .keep_alive(!health_only)
+                .serve_connection(TokioIo::new(stream), tracked);
+            tokio::pin!(served);
+            tokio::select! {
+                _ = served.as_mut() => {}
+                _ = conn.close.notified() => {
+                    served.as_mut().graceful_shutdown();
+                    let _ = served.await;
+                }
+            }
+            if health_only {
+                reg.health_only.fetch_sub(1, Ordering::AcqRel);
+            } else {
+                reg.conns.lock().remove(&id);
+            }
+            reg.freed.notify_waiters();
+        });
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// An axum router as a per-connection service for [`serve`].
+pub fn router_service(
+    app: axum::Router,
+) -> hyper_util::service::TowerToHyperService<axum::Router> {
+    hyper_util::service::TowerToHyperService::new(app)
+}

@@ -1,0 +1,191 @@
+//! Per-client bounds of the object API (docs/security.md): wrong cookies
+//! from one address are rate-limited, and the request bytes every handler
+//! holds in memory at once are capped.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Wrong cookies one address may send in a burst.
+pub const COOKIE_FAILURE_BURST: f64 = 20.0;
+/// Wrong cookies per second one address may send in the long run.
+pub const COOKIE_FAILURES_PER_SEC: f64 = 2.0;
+/// Addresses remembered at most (past it, the ones back to a full allowance
+/// are forgotten first).
+const MAX_TRACKED: usize = 100_000;
+
+/// A token bucket of cookie failures per client address: each failure
+/// takes a token, tokens come back at [`COOKIE_FAILURES_PER_SEC`] up to
+/// [`COOKIE_FAILURE_BURST`], and an address without tokens is refused
+/// (429) until one comes back. Guessing a 32-bit cookie at 2 per second
+/// takes decades.
+#[derive(Debug)]
+pub struct CookieLimiter {
+    burst: f64,
+    per_sec: f64,
+    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+}
+
+impl Default for CookieLimiter {
+    fn default() -> Self {
+        CookieLimiter::new(COOKIE_FAILURE_BURST, COOKIE_FAILURES_PER_SEC)
+    }
+}
+
+impl CookieLimiter {
+    /// A limiter allowing `burst` failures at once and `per_sec` after.
+    pub fn new(burst: f64, per_sec: f64) -> CookieLimiter {
+        CookieLimiter {
+            burst: burst.max(1.0),
+            per_sec: per_sec.max(f64::MIN_POSITIVE),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn level(&self, tokens: f64, since: Instant, now: Instant) -> f64 {
+        (tokens + now.duration_since(since).as_secs_f64() * self.per_sec).min(self.burst)
+    }
+
+    /// `Err(wait)` while `ip` has no failure left to spend.
+    pub fn check(&self, ip: IpAddr) -> Result<(), Duration> {
+        let now = Instant::now();
+        let g = self.buckets.lock();
+        match g.get(&ip) {
+            Some(&(tokens, since)) => {
+                let t = self.level(tokens, since, now);
+                if t < 1.0 {
+                    Err(Duration::from_secs_f64((1.0 - t) / self.per_sec))
+                } else {
+                    Ok(())
+                }
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a wrong (or missing, where required) cookie from `ip`.
+    pub fn failed(&self, ip: IpAddr) {
+        let now = Instant::now();
+        let mut g = self.buckets.lock();
+        if g.len() >= MAX_TRACKED && !g.contains_key(&ip) {
+            let burst = self.burst;
+            g.retain(|_, (t, s)| {
+                (*t + now.duration_since(*s).as_secs_f64() * self.per_sec) < burst
+            });
+            if g.len() >= MAX_TRACKED {
+                // Every tracked address is limited: forget the fullest half.
+                let mut levels: Vec<f64> = g
+                    .values()
+                    .map(|&(t, s)| self.level(t, s, now))
+                    .collect();
+                levels.sort_by(f64::total_cmp);
+                let cut = levels[levels.len() / 2];
+                g.retain(|_, (t, s)| self.level(*t, *s, now) < cut);
+            }
+        }
+        let e = g.entry(ip).or_insert((self.burst, now));
+        let t = self.level(e.0, e.1, now);
+        *e = ((t - 1.0).max(-self.burst), now);
+    }
+}
+
+/// The cap on request bytes held in memory at once, in KiB permits.
+#[derive(Clone, Debug)]
+pub struct BodyBudget {
+    sem: Arc<Semaphore>,
+    total_kib: u64,
+}
+
+/// Why a body could not be given room.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BudgetError {
+    /// Larger than the whole cap: it can never be taken.
+    TooLarge {
+        /// The cap in bytes.
+        cap: u64,
+    },
+    /// Not within the wait: the server holds its cap of bodies now.
+    Busy {
+        /// The cap in bytes.
+        cap: u64,
+    },
+}
+
+impl BodyBudget {
+    /// A cap of `bytes` (at least 1 MiB).
+    pub fn new(bytes: u64) -> BodyBudget {
+        let kib = (bytes / 1024).max(1024);
+        BodyBudget {
+            sem: Arc::new(Semaphore::new(kib.min(Semaphore::MAX_PERMITS as u64) as usize)),
+            total_kib: kib,
+        }
+    }
+
+    /// The cap in bytes.
+    pub fn cap(&self) -> u64 {
+        self.total_kib * 1024
+    }
+
+    /// Bytes free now.
+    pub fn available(&self) -> u64 {
+        self.sem.available_permits() as u64 * 1024
+    }
+
+    /// Room for `bytes`, waiting at most `wait` for others to finish.
+    pub async fn reserve(&self, bytes: u64, wait: Duration) -> Result<OwnedSemaphorePermit, BudgetError> {
+        let kib = bytes.div_ceil(1024).max(1);
+        if kib > self.total_kib || kib > u64::from(u32::MAX) {
+            return Err(BudgetError::TooLarge { cap: self.cap() });
+        }
+        match tokio::time::timeout(wait, self.sem.clone().acquire_many_owned(kib as u32)).await {
+            Ok(Ok(p)) => Ok(p),
+            _ => Err(BudgetError::Busy { cap: self.cap() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_past_the_burst_are_refused_then_allowed_again() {
+        let l = CookieLimiter::new(3.0, 1000.0);
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        for _ in 0..3 {
+            assert!(l.check(ip).is_ok());
+            l.failed(ip);
+        }
+        assert!(l.check(ip).is_err(), "a fourth failure in a burst of 3");
+        assert!(l.check(other).is_ok(), "another address is not limited");
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(l.check(ip).is_ok(), "tokens come back");
+        let slow = CookieLimiter::new(2.0, 0.001);
+        slow.failed(ip);
+        slow.failed(ip);
+        let wait = slow.check(ip).unwrap_err();
+        assert!(wait > Duration::from_secs(900), "{wait:?}");
+    }
+
+    #[tokio::test]
+    async fn the_budget_caps_bytes_held_at_once() {
+        let b = BodyBudget::new(2 << 20);
+        assert_eq!(b.cap(), 2 << 20);
+        let p = b.reserve(1536 << 10, Duration::from_millis(10)).await.unwrap();
+        assert_eq!(
+            b.reserve(1 << 20, Duration::from_millis(10)).await.unwrap_err(),
+            BudgetError::Busy { cap: 2 << 20 }
+        );
+        assert_eq!(
+            b.reserve(3 << 20, Duration::from_millis(10)).await.unwrap_err(),
+            BudgetError::TooLarge { cap: 2 << 20 }
+        );
+        drop(p);
+        assert!(b.reserve(2 << 20, Duration::from_millis(10)).await.is_ok());
+    }
+}

@@ -482,3 +482,88 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_damaged_replica_is_read_around_and_rewritten_from_a_peer() {
+    let dir = scratch();
+    let (_meta, meta) = start_meta_with(
+        &["--initial-nodes", "3"],
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let data = dir.path().join(format!("n{i}"));
+        let args = [
+            "--data",
+            data.to_str().expect("utf-8"),
+            "--scrub-every",
+            "0",
+            "--ram-cache",
+            "0",
+        ];
+        let (p, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
+        nodes.push((p, addr, data));
+    }
+    wait_until(Duration::from_secs(30), "a table", || {
+        status(&meta)["table_version"] == 1
+    });
+    let body = object(7, 4000);
+    put(&nodes[0].1, "/b/damaged", &body);
+
+    // Flip a byte of the object's bytes in one replica's segment.
+    let (t, map) = map_of(&meta);
+    let row = t.row_of(strata_placement::object_hash("b", "damaged"));
+    let victim = addr_of(&map, &t, t.row(row)[1]);
+    let (_, _, data) = nodes.iter().find(|n| n.1 == victim).expect("node");
+    let seg = std::fs::read_dir(data.join("rows").join(format!("{row:08}")))
+        .expect("row dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "seg")
+                && std::fs::read(p).is_ok_and(|b| b.windows(64).any(|w| w == &body[1000..1064]))
+        })
+        .expect("the segment holding the object");
+    let mut bytes = std::fs::read(&seg).expect("seg");
+    let at = bytes
+        .windows(64)
+        .position(|w| w == &body[1000..1064])
+        .expect("object bytes");
+    bytes[at + 10] ^= 0x55;
+    std::fs::write(&seg, &bytes).expect("flip");
+
+    // The damaged node's public API still answers the right bytes (its own
+    // copy fails its checksum; the read goes to another replica)...
+    let (code, _, got) = get(&victim, "/b/damaged", "");
+    assert_eq!(code, 200);
+    assert!(got == body, "wrong bytes served");
+    // ...and its copy is rewritten from a peer, without a scrub.
+    let path = format!("/cluster/v1/rows/{row}/objects/b/damaged");
+    let healthy = addr_of(&map, &t, t.row(row)[0]);
+    let (_, _, good) = http_full(&healthy, "GET", &path, Some(1), "", b"");
+    wait_until(
+        Duration::from_secs(30),
+        "the damaged copy rewritten",
+        || {
+            let (code, _, rec) = http_full(&victim, "GET", &path, Some(1), "", b"");
+            code == 200 && rec == good
+        },
+    );
+    let (_, _, m) = http_full(&victim, "GET", "/metrics", None, "", b"");
+    assert!(
+        metric(
+            &String::from_utf8_lossy(&m),
+            "strata_server_read_repairs_total"
+        ) >= Some(1.0),
+        "no read repair counted"
+    );
+    // Every node serves it, every time.
+    for (_, addr, _) in &nodes {
+        for _ in 0..3 {
+            let (code, _, got) = get(addr, "/b/damaged", "");
+            assert_eq!(code, 200);
+            assert!(got == body);
+        }
+    }
+}

@@ -559,7 +559,9 @@ fn connections_past_the_limit_drop_the_idle_first_and_keep_health_checks() {
         .map(|i| {
             open_with(
                 &a,
-                &format!("PUT /b/stall{i} HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n0123456789"),
+                &format!(
+                    "PUT /b/stall{i} HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n0123456789"
+                ),
             )
         })
         .collect();
@@ -567,7 +569,10 @@ fn connections_past_the_limit_drop_the_idle_first_and_keep_health_checks() {
     // A health check is still answered at once, on a slot kept for it...
     let t0 = Instant::now();
     let mut h = open_with(&a, HEALTH);
-    assert_eq!(read_response(&mut h, Duration::from_secs(5)).map(|r| r.0), Some(200));
+    assert_eq!(
+        read_response(&mut h, Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     // ...which serves nothing else: 503, with the reason.
     let mut other = open_with(&a, "GET /b/x HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -583,7 +588,10 @@ fn connections_past_the_limit_drop_the_idle_first_and_keep_health_checks() {
     let mut idle: Vec<TcpStream> = Vec::new();
     for _ in 0..4 {
         let mut c = open_with(&a, HEALTH);
-        assert_eq!(read_response(&mut c, Duration::from_secs(5)).map(|r| r.0), Some(200));
+        assert_eq!(
+            read_response(&mut c, Duration::from_secs(5)).map(|r| r.0),
+            Some(200)
+        );
         idle.push(c);
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -593,13 +601,22 @@ fn connections_past_the_limit_drop_the_idle_first_and_keep_health_checks() {
         read_response(&mut fifth, Duration::from_secs(5)).map(|r| r.0),
         Some(404)
     );
-    assert!(closed_within(&mut idle[0], Duration::from_secs(2)), "the idlest stayed open");
+    assert!(
+        closed_within(&mut idle[0], Duration::from_secs(2)),
+        "the idlest stayed open"
+    );
     // The others still serve their clients...
     idle[3].write_all(HEALTH.as_bytes()).unwrap();
-    assert_eq!(read_response(&mut idle[3], Duration::from_secs(5)).map(|r| r.0), Some(200));
+    assert_eq!(
+        read_response(&mut idle[3], Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
     // ...until they stay idle past --idle-timeout.
     for c in idle.iter_mut().skip(1) {
-        assert!(closed_within(c, Duration::from_secs(8)), "an idle connection stayed open");
+        assert!(
+            closed_within(c, Duration::from_secs(8)),
+            "an idle connection stayed open"
+        );
     }
 }
 
@@ -689,11 +706,18 @@ fn the_flash_capacity_is_remembered_across_restarts() {
     assert!(first > 0);
     // 24 MiB written to the flash tier (the default plan writes there).
     for i in 0..24 {
-        assert_eq!(put(&s.addr, &format!("/b/o{i}"), &content(i, 1 << 20)).status, 201);
+        assert_eq!(
+            put(&s.addr, &format!("/b/o{i}"), &content(i, 1 << 20)).status,
+            201
+        );
     }
     s.kill9();
     let mut s = Server::start(dir.path(), &["--segment-size", "1MiB"]);
-    assert_eq!(capacity(&s.addr), first, "re-derived from the free space left");
+    assert_eq!(
+        capacity(&s.addr),
+        first,
+        "re-derived from the free space left"
+    );
     s.kill9();
     // A given capacity wins, and is remembered in its turn.
     let mut s = Server::start(dir.path(), &["--flash-capacity", "10MiB"]);

@@ -257,8 +257,8 @@ pub async fn serve<S, B>(
         };
         // Served in full when under the limit or when the idlest connection
         // closes for it; else on a health slot.
-        let health_only = reg.len() >= max
-            && !reg.close_idlest(epoch.elapsed().as_millis() as u64, MIN_IDLE_MS);
+        let health_only =
+            reg.len() >= max && !reg.close_idlest(epoch.elapsed().as_millis() as u64, MIN_IDLE_MS);
         let _ = stream.set_nodelay(true);
         let conn = Arc::new(Conn {
             busy: AtomicU32::new(0),
@@ -314,8 +314,6 @@ impl Drop for AbortOnDrop {
 }
 
 /// An axum router as a per-connection service for [`serve`].
-pub fn router_service(
-    app: axum::Router,
-) -> hyper_util::service::TowerToHyperService<axum::Router> {
+pub fn router_service(app: axum::Router) -> hyper_util::service::TowerToHyperService<axum::Router> {
     hyper_util::service::TowerToHyperService::new(app)
 }

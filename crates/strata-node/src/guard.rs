@@ -78,10 +78,8 @@ impl CookieLimiter {
             });
             if g.len() >= MAX_TRACKED {
                 // Every tracked address is limited: forget the fullest half.
-                let mut levels: Vec<f64> = g
-                    .values()
-                    .map(|&(t, s)| self.level(t, s, now))
-                    .collect();
+                let mut levels: Vec<f64> =
+                    g.values().map(|&(t, s)| self.level(t, s, now)).collect();
                 levels.sort_by(f64::total_cmp);
                 let cut = levels[levels.len() / 2];
                 g.retain(|_, (t, s)| self.level(*t, *s, now) < cut);
@@ -120,7 +118,9 @@ impl BodyBudget {
     pub fn new(bytes: u64) -> BodyBudget {
         let kib = (bytes / 1024).max(1024);
         BodyBudget {
-            sem: Arc::new(Semaphore::new(kib.min(Semaphore::MAX_PERMITS as u64) as usize)),
+            sem: Arc::new(Semaphore::new(
+                kib.min(Semaphore::MAX_PERMITS as u64) as usize
+            )),
             total_kib: kib,
         }
     }
@@ -136,7 +136,11 @@ impl BodyBudget {
     }
 
     /// Room for `bytes`, waiting at most `wait` for others to finish.
-    pub async fn reserve(&self, bytes: u64, wait: Duration) -> Result<OwnedSemaphorePermit, BudgetError> {
+    pub async fn reserve(
+        &self,
+        bytes: u64,
+        wait: Duration,
+    ) -> Result<OwnedSemaphorePermit, BudgetError> {
         let kib = bytes.div_ceil(1024).max(1);
         if kib > self.total_kib || kib > u64::from(u32::MAX) {
             return Err(BudgetError::TooLarge { cap: self.cap() });
@@ -176,13 +180,20 @@ mod tests {
     async fn the_budget_caps_bytes_held_at_once() {
         let b = BodyBudget::new(2 << 20);
         assert_eq!(b.cap(), 2 << 20);
-        let p = b.reserve(1536 << 10, Duration::from_millis(10)).await.unwrap();
+        let p = b
+            .reserve(1536 << 10, Duration::from_millis(10))
+            .await
+            .unwrap();
         assert_eq!(
-            b.reserve(1 << 20, Duration::from_millis(10)).await.unwrap_err(),
+            b.reserve(1 << 20, Duration::from_millis(10))
+                .await
+                .unwrap_err(),
             BudgetError::Busy { cap: 2 << 20 }
         );
         assert_eq!(
-            b.reserve(3 << 20, Duration::from_millis(10)).await.unwrap_err(),
+            b.reserve(3 << 20, Duration::from_millis(10))
+                .await
+                .unwrap_err(),
             BudgetError::TooLarge { cap: 2 << 20 }
         );
         drop(p);

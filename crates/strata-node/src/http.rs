@@ -293,7 +293,13 @@ pub async fn serve_router(
     limits: HttpLimits,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    crate::conns::serve(listener, limits, crate::conns::router_service(app), shutdown).await
+    crate::conns::serve(
+        listener,
+        limits,
+        crate::conns::router_service(app),
+        shutdown,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -300,10 +300,7 @@ fn too_many_failures(wait: Duration) -> Response {
 }
 
 /// 503 (or 413) when the buffered-bytes cap has no room for `bytes`.
-async fn reserve(
-    gw: &Gateway,
-    bytes: u64,
-) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+async fn reserve(gw: &Gateway, bytes: u64) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
     use strata_node::guard::BudgetError;
     gw.budget.reserve(bytes, BUDGET_WAIT).await.map_err(|e| match e {
         BudgetError::TooLarge { cap } => reason(

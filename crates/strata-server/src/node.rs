@@ -245,6 +245,10 @@ pub struct ClusterNode {
     pub(crate) flash_capacity: u64,
     /// Old row directories removed after their rows moved away.
     pub(crate) rows_removed: AtomicU64,
+    /// Records found unreadable on a read and rewritten from a peer.
+    pub(crate) read_repairs: AtomicU64,
+    /// Read repairs under way (row, bucket, key): one at a time per name.
+    pub(crate) repairing: Mutex<HashSet<(usize, String, String)>>,
     /// Whether reads run on the runtime's threads just now.
     pub(crate) inline_reads: InlineReads,
     /// The write-probability draw of each workload.
@@ -992,7 +996,11 @@ fn remembered_flash_capacity(
             serde_json::from_slice::<serde_json::Value>(&b)
                 .ok()
                 .and_then(|v| v["bytes"].as_u64())
-                .ok_or_else(|| io(std::io::Error::other("not a flash capacity record (delete it to derive the capacity again)")))?,
+                .ok_or_else(|| {
+                    io(std::io::Error::other(
+                        "not a flash capacity record (delete it to derive the capacity again)",
+                    ))
+                })?,
         ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io(e)),
@@ -1135,6 +1143,8 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         hot: strata_node::tiers::HotBits::new(24),
         flash_capacity,
         rows_removed: AtomicU64::new(0),
+        read_repairs: AtomicU64::new(0),
+        repairing: Mutex::new(HashSet::new()),
         inline_reads: InlineReads::default(),
         draws: Mutex::new(HashMap::new()),
         workload_ids: Mutex::new(HashMap::new()),

@@ -264,3 +264,94 @@ async fn repair_range(
     }
     Ok(fix)
 }
+
+/// Rewrites this node's copy of `bucket/key` in `row` from the peer
+/// replica holding the newest record of it (its stamp kept), after a read
+/// found the copy here unreadable. The write path replaces a damaged
+/// record whatever its stamp and keeps a newer one; a cluster of one has
+/// no peer, and the damage stays reported until the record is written
+/// again.
+pub(crate) async fn repair_record(node: Arc<ClusterNode>, row: usize, bucket: String, key: String) {
+    let task = (row, bucket.clone(), key.clone());
+    {
+        let Ok(mut g) = node.repairing.lock() else {
+            return;
+        };
+        if !g.insert(task.clone()) {
+            return;
+        }
+    }
+    let outcome = repair_from_peers(&node, row, &bucket, &key).await;
+    if let Ok(mut g) = node.repairing.lock() {
+        g.remove(&task);
+    }
+    match outcome {
+        Ok(true) => {
+            node.read_repairs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("strata server: {bucket}/{key} (row {row}) was unreadable here; rewritten from a peer");
+        }
+        Ok(false) => {}
+        Err(e) => eprintln!("strata server: {bucket}/{key} (row {row}) is unreadable here and was not repaired: {e}"),
+    }
+}
+
+async fn repair_from_peers(
+    node: &Arc<ClusterNode>,
+    row: usize,
+    bucket: &str,
+    key: &str,
+) -> Result<bool, ClusterError> {
+    let Some(map) = node.map() else {
+        return Ok(false);
+    };
+    let version = map.table.version();
+    let path = object_path(row, bucket, key);
+    let peers: Vec<String> = map
+        .table
+        .live_replicas(row)
+        .iter()
+        .filter_map(|d| map.addr_of_disk.get(d).cloned())
+        .filter(|a| *a != node.addr)
+        .collect();
+    // The newest readable copy among the peers.
+    let mut best: Option<(u64, Bytes)> = None;
+    for addr in &peers {
+        let Ok(got) = node
+            .http
+            .send(
+                Method::GET,
+                &format!("http://{addr}{path}?raw=1"),
+                Some(version),
+                Bytes::new(),
+                TIMEOUT,
+            )
+            .await
+        else {
+            continue;
+        };
+        let Some(stamp) = got.stamp else { continue };
+        if got.status.is_success() && best.as_ref().is_none_or(|(s, _)| stamp > *s) {
+            best = Some((stamp, got.body));
+        }
+    }
+    let Some((stamp, body)) = best else {
+        return Ok(false);
+    };
+    let put = node
+        .http
+        .send_stamped(
+            Method::PUT,
+            &format!("http://{}{path}", node.addr),
+            Some(version),
+            Some(stamp),
+            body,
+            TIMEOUT,
+        )
+        .await
+        .map_err(|reason| ClusterError::Peer {
+            addr: node.addr.clone(),
+            reason,
+        })?;
+    Ok(put.status.is_success())
+}

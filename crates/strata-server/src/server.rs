@@ -483,7 +483,18 @@ pub(crate) async fn read_local(
     };
     let got = match got {
         Ok(g) => g,
-        Err(e) => return LocalRead::Failed(e.to_string()),
+        Err(e) => {
+            // A damaged copy: the reader goes to another replica, and this
+            // one is rewritten from a peer in the background (Haystack's
+            // repair of a bad needle, without waiting for the scrub).
+            tokio::spawn(crate::scrub::repair_record(
+                node.clone(),
+                store.row(),
+                bucket.to_string(),
+                key.to_string(),
+            ));
+            return LocalRead::Failed(e.to_string());
+        }
     };
     match got {
         Some(s) if raw || !is_tombstone(&s.record) => {
@@ -893,6 +904,7 @@ async fn status(State(node): State<Node>) -> Response {
         "flash_used_bytes": node.flash_used(),
         "flash_budget_bytes": node.flash_budget(),
         "rows_removed": node.rows_removed.load(Ordering::Relaxed),
+        "read_repairs": node.read_repairs.load(Ordering::Relaxed),
         "addr": node.addr,
     }))
     .into_response()
@@ -917,6 +929,11 @@ pub(crate) async fn metrics(State(node): State<Node>) -> Response {
             "strata_server_rows_removed_total",
             "Row directories removed after their rows moved to other disks.",
             node.rows_removed.load(Ordering::Relaxed),
+        ),
+        (
+            "strata_server_read_repairs_total",
+            "Records found unreadable on a read and rewritten from another replica.",
+            node.read_repairs.load(Ordering::Relaxed),
         ),
         (
             "strata_server_table_version",

@@ -54,9 +54,12 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let f = File::create(&tmp).map_err(StoreError::io("creating", &tmp))?;
-    f.write_all_at(bytes, 0)
-        .and_then(|_| f.sync_data())
-        .map_err(StoreError::io("writing", &tmp))?;
+    if let Err(e) = f.write_all_at(bytes, 0).and_then(|_| f.sync_data()) {
+        // A partial temporary file would hold space a full device needs
+        // (the open removes it anyway).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(StoreError::io("writing", &tmp)(e));
+    }
     std::fs::rename(&tmp, path).map_err(StoreError::io("renaming", &tmp))?;
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;

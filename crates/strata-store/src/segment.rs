@@ -4,7 +4,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::format::needle::{self, NeedleError, NeedleHeader, HEADER_LEN, HEADER_MAGIC};
-use crate::format::superblock::{Superblock, SUPERBLOCK_LEN};
+use crate::format::superblock::{Superblock, SuperblockError, SUPERBLOCK_LEN};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -97,9 +97,15 @@ pub fn read_superblock(file: &File, path: &Path) -> Result<Superblock> {
             Err(e) => return Err(StoreError::io("reading", path)(e)),
         }
     }
-    Superblock::parse(&b[..got]).map_err(|e| StoreError::NotASegment {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
+    Superblock::parse(&b[..got]).map_err(|e| match e {
+        SuperblockError::UnsupportedVersion(_) => StoreError::NewerFormat {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+        _ => StoreError::NotASegment {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
     })
 }
 

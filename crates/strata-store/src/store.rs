@@ -2346,7 +2346,11 @@ impl Inner {
             out.write_all_at(bytes, at)
                 .map_err(StoreError::io("writing", &tmp_path))
         };
-        wr(&sb.encode(), 0)?;
+        if let Err(e) = wr(&sb.encode(), 0) {
+            // Not even the superblock fits (a full device): leave no file.
+            let _ = std::fs::remove_file(&tmp_path);
+            return Err(e);
+        }
         let total = src.len.load(Ordering::Acquire);
         let mut new_idx = ActiveIndex::new(SUPERBLOCK_LEN as u64);
         // (source ordinal, new ordinal, new offset, identity) of every

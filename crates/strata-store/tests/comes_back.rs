@@ -267,3 +267,61 @@ fn deleted_space_in_the_active_segment_is_reclaimed() {
         assert_eq!(got, (k >= 150).then(|| data(k, 20_000)), "{k} after reopen");
     }
 }
+
+/// `verify` reports a segment whose superblock is bad and a stray `.seg`,
+/// and still checks every other segment (a flipped needle byte in another
+/// one is found too).
+#[test]
+fn verify_reports_bad_segment_files_and_checks_the_rest() {
+    let d = tempfile::tempdir().unwrap();
+    three_segments(d.path());
+    let files = segs(d.path());
+    let mut b = std::fs::read(&files[0]).unwrap();
+    b[17] ^= 0x10;
+    std::fs::write(&files[0], b).unwrap();
+    let mut b = std::fs::read(&files[2]).unwrap();
+    b[64 + 40] ^= 0x01; // the data of the segment's first needle
+    std::fs::write(&files[2], b).unwrap();
+    std::fs::write(d.path().join("notes.seg"), b"remember the milk").unwrap();
+    let rep = strata_store::verify::verify_dir(d.path(), &mut |_, _| {}).unwrap();
+    assert!(rep.has_corruption());
+    let at = |p: &Path| rep.corruptions.iter().find(|c| c.path == p);
+    let sb = at(&files[0]).expect("bad superblock not reported");
+    assert!(sb.reason.contains("not a Strata segment"), "{}", sb.reason);
+    assert!(
+        at(&d.path().join("notes.seg")).is_some(),
+        "{:?}",
+        rep.corruptions
+    );
+    let needle = at(&files[2]).expect("flipped needle not reported");
+    assert_eq!(needle.offset, 64);
+    assert!(!needle.torn_tail);
+    // The second segment's 40 needles, the third's 39 undamaged ones and
+    // the active segment's one are live; the first segment is not read.
+    assert_eq!(rep.live.needles, 40 + 39 + 1);
+    assert_eq!(rep.segments, 3);
+}
+
+/// A segment written by a newer Strata (a whole, checksummed superblock of
+/// another version) is not damage: the open refuses, naming it, and moves
+/// nothing.
+#[test]
+fn a_newer_format_segment_is_refused_not_quarantined() {
+    let d = tempfile::tempdir().unwrap();
+    three_segments(d.path());
+    let files = segs(d.path());
+    let mut b = std::fs::read(&files[1]).unwrap();
+    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..60]);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&files[1], b).unwrap();
+    let e = Store::open(cfg(d.path()))
+        .err()
+        .expect("opened a newer segment");
+    assert!(
+        matches!(e, strata_store::StoreError::NewerFormat { ref path, .. } if *path == files[1]),
+        "{e}"
+    );
+    assert!(files[1].exists());
+    assert!(!d.path().join("quarantine").exists());
+}

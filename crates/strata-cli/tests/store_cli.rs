@@ -46,15 +46,31 @@ fn a_file_that_is_not_a_segment_is_named() {
     let d = tempfile::tempdir().unwrap();
     let junk = d.path().join("0000000000000001-00000000.seg");
     std::fs::write(&junk, b"this is a text file, not a segment").unwrap();
-    for cmd in ["verify", "ls"] {
-        let o = strata(&["store", cmd, d.path().to_str().unwrap()]);
-        assert!(!o.status.success(), "{cmd}");
-        let t = text(&o);
-        assert!(
-            t.contains("not a Strata segment") && t.contains("0000000000000001-00000000.seg"),
-            "{cmd}: {t}"
-        );
-    }
+    // verify reads only: it names the file and fails.
+    let o = strata(&["store", "verify", d.path().to_str().unwrap()]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("not a Strata segment") && t.contains("0000000000000001-00000000.seg"),
+        "{t}"
+    );
+    // ls opens the store: the file is quarantined, said so, and the (empty)
+    // store is listed.
+    let o = strata(&["store", "ls", d.path().to_str().unwrap()]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("quarantined: ") && t.contains("0000000000000001-00000000.seg"),
+        "{t}"
+    );
+    assert!(!junk.exists());
+    assert!(d
+        .path()
+        .join("quarantine/0000000000000001-00000000.seg")
+        .exists());
+    // verify of the directory now passes: quarantine/ is not a store.
+    let o = strata(&["store", "verify", d.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 #[test]

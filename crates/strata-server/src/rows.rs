@@ -224,11 +224,34 @@ fn open_store(
     cfg.create_dirs = true;
     cfg.segment_size = segment_size;
     cfg.max_object_size = 16 << 20;
-    Store::open(cfg).map_err(|source| ClusterError::Store {
+    let store = Store::open(cfg).map_err(|source| ClusterError::Store {
         row,
         path: path.display().to_string(),
         source,
-    })
+    })?;
+    // Say what the open found: the node serves despite it.
+    let r = store.open_report();
+    for q in &r.quarantined {
+        let to = q
+            .moved_to
+            .as_ref()
+            .map_or("left in place".to_string(), |t| {
+                format!("moved to {}", t.display())
+            });
+        eprintln!(
+            "strata server: row {row}: quarantined {} ({}): {}",
+            q.path.display(),
+            to,
+            q.reason
+        );
+    }
+    for (seg, at, bytes) in &r.torn_tails {
+        eprintln!("strata server: row {row}: cut a torn tail of {bytes} bytes at offset {at} of segment {seg:016x}");
+    }
+    if let Some(why) = &r.checkpoints_deferred {
+        eprintln!("strata server: row {row}: index checkpoints deferred: {why}");
+    }
+    Ok(store)
 }
 
 impl RowStore {

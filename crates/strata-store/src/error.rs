@@ -26,6 +26,16 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A segment written by a newer Strata (a superblock version this
+    /// build does not read): the store refuses to open rather than set it
+    /// aside as damaged.
+    #[error("{path} was written by a newer Strata: {reason}")]
+    NewerFormat {
+        /// The file.
+        path: PathBuf,
+        /// Which version.
+        reason: String,
+    },
     /// A needle failed its checksum or magic checks: the bytes on disk are
     /// damaged. Never answered with the damaged bytes.
     #[error("corrupt needle in segment {segment:016x} ({path}) at offset {offset}: {reason}")]

@@ -79,6 +79,6 @@ pub use config::{DeviceConfig, StoreConfig};
 pub use error::{Result, StoreError};
 pub use format::superblock::Tier;
 pub use store::{
-    Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem, RewriteProgress, RewriteReport,
-    SegmentInfo, Store, StoredNeedle, LOCK_FILE,
+    Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem, Quarantined, RewriteProgress,
+    RewriteReport, SegmentInfo, Store, StoredNeedle, LOCK_FILE, QUARANTINE_DIR,
 };

@@ -4,7 +4,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::format::needle::{self, NeedleError, NeedleHeader, HEADER_LEN, HEADER_MAGIC};
-use crate::format::superblock::{Superblock, SUPERBLOCK_LEN};
+use crate::format::superblock::{Superblock, SuperblockError, SUPERBLOCK_LEN};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -54,9 +54,12 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let f = File::create(&tmp).map_err(StoreError::io("creating", &tmp))?;
-    f.write_all_at(bytes, 0)
-        .and_then(|_| f.sync_data())
-        .map_err(StoreError::io("writing", &tmp))?;
+    if let Err(e) = f.write_all_at(bytes, 0).and_then(|_| f.sync_data()) {
+        // A partial temporary file would hold space a full device needs
+        // (the open removes it anyway).
+        let _ = std::fs::remove_file(&tmp);
+        return Err(StoreError::io("writing", &tmp)(e));
+    }
     std::fs::rename(&tmp, path).map_err(StoreError::io("renaming", &tmp))?;
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;
@@ -94,9 +97,15 @@ pub fn read_superblock(file: &File, path: &Path) -> Result<Superblock> {
             Err(e) => return Err(StoreError::io("reading", path)(e)),
         }
     }
-    Superblock::parse(&b[..got]).map_err(|e| StoreError::NotASegment {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
+    Superblock::parse(&b[..got]).map_err(|e| match e {
+        SuperblockError::UnsupportedVersion(_) => StoreError::NewerFormat {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
+        _ => StoreError::NotASegment {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
     })
 }
 

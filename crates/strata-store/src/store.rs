@@ -190,6 +190,70 @@ pub struct OpenReport {
     pub torn_tails: Vec<(u64, u64, u64)>,
     /// Damaged regions kept in place (not at a tail): (segment id, offset).
     pub corrupt_regions: Vec<(u64, u64)>,
+    /// Files named like segments that are not readable segments (a bad
+    /// superblock, an empty file, a name that does not parse), moved to
+    /// the directory's `quarantine/` and left out; the rest serves.
+    pub quarantined: Vec<Quarantined>,
+    /// Why the checkpoints of scanned segments could not be written when
+    /// the store opened (a full device, typically). The store serves
+    /// anyway: checkpoints only make the next open faster, and the
+    /// background thread retries.
+    pub checkpoints_deferred: Option<String>,
+}
+
+/// A file the open set aside (see [`OpenReport::quarantined`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quarantined {
+    /// Where the file was.
+    pub path: PathBuf,
+    /// Where it is now (`<device dir>/quarantine/<name>`), or None if it
+    /// could not be moved (it is then left in place and skipped again at
+    /// the next open).
+    pub moved_to: Option<PathBuf>,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// The subdirectory of a device directory where unreadable segment files
+/// are moved.
+pub const QUARANTINE_DIR: &str = "quarantine";
+
+/// Moves `path` (and `also`, its checkpoint, if present) to the quarantine
+/// directory beside it, never over an earlier file of the same name.
+fn quarantine(path: &std::path::Path, also: Option<PathBuf>, reason: String) -> Quarantined {
+    let moved_to = (|| -> std::io::Result<PathBuf> {
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        let q = dir.join(QUARANTINE_DIR);
+        std::fs::create_dir_all(&q)?;
+        let free = |name: &std::ffi::OsStr| {
+            let mut to = q.join(name);
+            let mut n = 1;
+            while to.exists() {
+                let mut s = name.to_owned();
+                s.push(format!(".{n}"));
+                to = q.join(s);
+                n += 1;
+            }
+            to
+        };
+        let to = free(path.file_name().unwrap_or_default());
+        std::fs::rename(path, &to)?;
+        if let Some(a) = also.filter(|a| a.exists()) {
+            let _ = std::fs::rename(&a, free(a.file_name().unwrap_or_default()));
+        }
+        std::fs::File::open(&q).and_then(|d| d.sync_all())?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all())?;
+        Ok(to)
+    })();
+    let (moved_to, reason) = match moved_to {
+        Ok(to) => (Some(to), reason),
+        Err(e) => (None, format!("{reason} (could not be moved: {e})")),
+    };
+    Quarantined {
+        path: path.to_path_buf(),
+        moved_to,
+        reason,
+    }
 }
 
 /// Where the node-wide index says an identity lives: a place in the segment
@@ -206,6 +270,11 @@ const TOMB: Loc = Loc {
     slot: u32::MAX,
     ord: u32::MAX,
 };
+
+/// The background compaction seals an active segment for compaction once
+/// it holds at least this much garbage (and its garbage ratio passes
+/// `compaction_garbage_ratio`).
+const ACTIVE_RECLAIM_MIN_BYTES: u64 = 1 << 20;
 
 /// The recent map grows by at least this many entries between merges.
 const MERGE_MIN_ENTRIES: usize = 1 << 16;
@@ -640,7 +709,7 @@ impl Store {
             locks.push(lock_dir(&d.path)?);
         }
         let mut report = OpenReport::default();
-        let found = discover(&cfg)?;
+        let found = discover(&cfg, &mut report)?;
         let max_id = found.keys().next_back().copied();
         let next_id = AtomicU64::new(max_id.map_or(1, |m| m + 1));
         // The highest id of each device is its active segment candidate.
@@ -649,19 +718,38 @@ impl Store {
             last_of_device[f.device] = Some(id);
         }
         let fds = Arc::new(FdBudget::new(&cfg));
+        // The run, valid for the segments that still have the needles it
+        // numbered (same id, same needle count: rewrites only drop needles).
+        // Read first: a sealed segment it covers needs no identities
+        // loaded (they are only counted).
+        let run = read_run_index(&cfg.devices[0].path.join(run_file::FILE_NAME));
+        let run_counts: HashMap<u64, u64> = run
+            .as_ref()
+            .map(|r| r.segments().iter().copied().collect())
+            .unwrap_or_default();
         let mut table: Vec<Option<Arc<Segment>>> = Vec::new();
         let mut entries_of: Vec<Vec<Entry>> = Vec::new();
         for (&id, f) in &found {
             let is_last = last_of_device[f.device] == Some(id);
-            let (seg, entries) =
-                load_segment(&cfg, f, is_last, table.len() as u32, &fds, &mut report)?;
-            table.push(Some(Arc::new(seg)));
-            entries_of.push(entries);
+            let slot = table.len() as u32;
+            match load_segment(&cfg, f, is_last, slot, &fds, &run_counts, &mut report) {
+                Ok((seg, entries)) => {
+                    table.push(Some(Arc::new(seg)));
+                    entries_of.push(entries);
+                }
+                // One unreadable segment file must not stop the node: it
+                // is set aside (its objects are absent until an operator
+                // restores it) and the rest serves.
+                Err(StoreError::NotASegment { reason, .. }) => {
+                    let idx = f.path.with_file_name(index_file_name(id, f.generation));
+                    report
+                        .quarantined
+                        .push(quarantine(&f.path, Some(idx), reason));
+                }
+                Err(e) => return Err(e),
+            }
         }
         report.segments = table.len();
-        // The run, valid for the segments that still have the needles it
-        // numbered (same id, same needle count: rewrites only drop needles).
-        let run = read_run_index(&cfg.devices[0].path.join(run_file::FILE_NAME));
         let mut run_slots = Vec::new();
         if let Some(r) = &run {
             let by_id: HashMap<u64, &Arc<Segment>> =
@@ -744,8 +832,12 @@ impl Store {
             ix.recent_floor = ix.recent.len();
         }
         // Scanned or re-sealed segments get their checkpoints now, so that
-        // the next open is fast even if this process is killed soon.
-        inner.write_checkpoints()?;
+        // the next open is fast even if this process is killed soon; on a
+        // full device they wait (the background thread retries), since
+        // the segments alone are authoritative.
+        if let Err(e) = inner.write_checkpoints() {
+            report.checkpoints_deferred = Some(e.to_string());
+        }
         let weak = Arc::downgrade(&inner);
         let bg = std::thread::Builder::new()
             .name("strata-store-bg".into())
@@ -875,13 +967,21 @@ impl Store {
         self.inner.rewrite(segment, None, progress)
     }
 
-    /// Compacts every sealed segment whose garbage ratio is at least
-    /// `min_garbage_ratio`; returns the reports.
+    /// Compacts every segment whose garbage ratio is at least
+    /// `min_garbage_ratio`; returns the reports. An active segment that
+    /// qualifies is sealed first (a new one takes its writes), so that
+    /// deleted space is reclaimed whatever the segment size, also in a
+    /// workload whose only segment never fills.
     pub fn compact_all(
         &self,
         min_garbage_ratio: f64,
         progress: &mut dyn FnMut(RewriteProgress),
     ) -> Result<Vec<RewriteReport>> {
+        for s in self.segments() {
+            if s.active && s.garbage_ratio >= min_garbage_ratio {
+                self.inner.seal_if_active(s.device, s.id)?;
+            }
+        }
         let ids: Vec<u64> = self
             .segments()
             .into_iter()
@@ -1100,7 +1200,7 @@ struct Found {
 /// Lists the segment files of all devices, keeps the highest generation of
 /// each id (lower ones are leftovers of a compaction or move interrupted
 /// after its rename) and removes temporary files.
-fn discover(cfg: &StoreConfig) -> Result<BTreeMap<u64, Found>> {
+fn discover(cfg: &StoreConfig, report: &mut OpenReport) -> Result<BTreeMap<u64, Found>> {
     let mut found: BTreeMap<u64, Found> = BTreeMap::new();
     let mut stale: Vec<PathBuf> = Vec::new();
     let mut indexes: Vec<(u64, u64, PathBuf)> = Vec::new();
@@ -1132,12 +1232,11 @@ fn discover(cfg: &StoreConfig) -> Result<BTreeMap<u64, Found>> {
                     }
                 }
                 Some((id, generation, false)) => indexes.push((id, generation, path)),
-                None if name.ends_with(".seg") => {
-                    return Err(StoreError::NotASegment {
-                        path,
-                        reason: "its name is not <16 hex digits>-<8 hex digits>.seg".into(),
-                    })
-                }
+                None if name.ends_with(".seg") => report.quarantined.push(quarantine(
+                    &path,
+                    None,
+                    "its name is not <16 hex digits>-<8 hex digits>.seg".into(),
+                )),
                 None => {}
             }
         }
@@ -1190,6 +1289,7 @@ fn load_segment(
     is_last: bool,
     slot: u32,
     budget: &Arc<FdBudget>,
+    run_counts: &HashMap<u64, u64>,
     report: &mut OpenReport,
 ) -> Result<(Segment, Vec<Entry>)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
@@ -1217,7 +1317,10 @@ fn load_segment(
                 let first_ok =
                     |a: &ActiveIndex| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32));
                 if h.kind == checkpoint::KIND_SEALED && h.covered_len == file_len {
-                    sealed = checkpoint::decode_sealed_parts(&h, body)
+                    // The run covers exactly this id with this needle
+                    // count (the test the open applies below).
+                    let covered = run_counts.get(&sb.id) == Some(&h.needles);
+                    sealed = checkpoint::decode_sealed_parts_opt(&h, body, !covered)
                         .ok()
                         .filter(|p| p.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
                 } else if h.kind == checkpoint::KIND_ACTIVE {
@@ -1230,8 +1333,12 @@ fn load_segment(
     }
     let mut dirty = false;
     let mut fresh_entries = false;
+    let mut live_from_checkpoint = None;
     let (offsets, entries, deleted, is_active) = match sealed {
-        Some(p) => (p.offsets, p.entries, p.deleted, false),
+        Some(p) => {
+            live_from_checkpoint = Some(p.live_bytes);
+            (p.offsets, p.entries, p.deleted, false)
+        }
         None => {
             let mut idx = active.take().unwrap_or_else(|| {
                 report.scanned_segments += 1;
@@ -1315,15 +1422,17 @@ fn load_segment(
     };
     // Garbage known from the segment itself: needles not indexed
     // (overwritten within the segment, flagged, damaged) or deleted.
-    let live: u64 = entries
-        .iter()
-        .filter(|&&(_, _, o)| {
-            deleted
-                .get(o as usize / 64)
-                .is_none_or(|w| w & (1 << (o % 64)) == 0)
-        })
-        .filter_map(|&(_, _, o)| needle(o))
-        .sum();
+    let live: u64 = live_from_checkpoint.unwrap_or_else(|| {
+        entries
+            .iter()
+            .filter(|&&(_, _, o)| {
+                deleted
+                    .get(o as usize / 64)
+                    .is_none_or(|w| w & (1 << (o % 64)) == 0)
+            })
+            .filter_map(|&(_, _, o)| needle(o))
+            .sum()
+    });
     let end = u64::from(offsets.last().copied().unwrap_or(0)) * 8;
     let garbage = end.saturating_sub(SUPERBLOCK_LEN as u64 + live);
     // Sealed segments' files are opened again on use.
@@ -1411,16 +1520,24 @@ fn background(weak: Weak<Inner>) {
         }
         if inner.cfg.auto_compaction && last_compact.elapsed() >= inner.cfg.checkpoint_interval {
             last_compact = Instant::now();
-            let candidate = inner
-                .all_segments()
+            let ratio = inner.cfg.compaction_garbage_ratio;
+            let all = inner.all_segments();
+            let candidate = all
                 .iter()
-                .filter(|s| {
-                    !s.is_active() && s.garbage_ratio() >= inner.cfg.compaction_garbage_ratio
-                })
+                .filter(|s| !s.is_active() && s.garbage_ratio() >= ratio)
                 .map(|s| s.id)
                 .next();
             if let Some(id) = candidate {
                 let _ = inner.rewrite(id, None, &mut |_| {});
+            } else if let Some(s) = all.iter().find(|s| {
+                // An active segment that may never fill (large segments,
+                // a small workload) is sealed once its garbage is worth a
+                // rewrite, and compacted on the next round.
+                s.is_active()
+                    && s.garbage_ratio() >= ratio
+                    && s.garbage.load(Ordering::Relaxed) >= ACTIVE_RECLAIM_MIN_BYTES
+            }) {
+                let _ = inner.seal_if_active(s.device, s.id);
             }
         }
     }
@@ -1790,6 +1907,20 @@ impl Inner {
 
     /// Seals the device's active segment and starts a new one. The caller
     /// holds the device's writer lock (`w`).
+    /// Seals segment `id` if it is still the active segment of `device`
+    /// and holds needles (for compaction to reclaim its garbage).
+    fn seal_if_active(&self, device: usize, id: u64) -> Result<bool> {
+        let Some(dev) = self.devices.get(device) else {
+            return Ok(false);
+        };
+        let mut w = lock(&dev.writer);
+        if w.id != id || w.needle_count() == 0 {
+            return Ok(false);
+        }
+        self.seal(device, &mut w)?;
+        Ok(true)
+    }
+
     fn seal(&self, device: usize, w: &mut Arc<Segment>) -> Result<()> {
         let old = w.clone();
         let slot = self.reserve_slot();
@@ -2215,7 +2346,11 @@ impl Inner {
             out.write_all_at(bytes, at)
                 .map_err(StoreError::io("writing", &tmp_path))
         };
-        wr(&sb.encode(), 0)?;
+        if let Err(e) = wr(&sb.encode(), 0) {
+            // Not even the superblock fits (a full device): leave no file.
+            let _ = std::fs::remove_file(&tmp_path);
+            return Err(e);
+        }
         let total = src.len.load(Ordering::Acquire);
         let mut new_idx = ActiveIndex::new(SUPERBLOCK_LEN as u64);
         // (source ordinal, new ordinal, new offset, identity) of every

@@ -81,6 +81,7 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
     }
     // Highest generation of each id, in id order.
     let mut files: std::collections::BTreeMap<u64, (u64, PathBuf)> = Default::default();
+    let mut rep = VerifyReport::default();
     for e in std::fs::read_dir(dir).map_err(StoreError::io("listing", dir))? {
         let e = e.map_err(StoreError::io("listing", dir))?;
         let name = e.file_name();
@@ -90,12 +91,17 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
                 files.insert(id, (generation, e.path()));
             }
             Some(_) => {}
-            None if name.ends_with(".seg") => {
-                return Err(StoreError::NotASegment {
-                    path: e.path(),
-                    reason: "its name is not <16 hex digits>-<8 hex digits>.seg".into(),
-                })
-            }
+            // Reported, and the other segments are still checked (an open
+            // would quarantine it).
+            None if name.ends_with(".seg") => rep.corruptions.push(Corruption {
+                path: e.path(),
+                segment: 0,
+                offset: 0,
+                len: e.metadata().map_or(0, |m| m.len()),
+                reason: "not a Strata segment: its name is not <16 hex digits>-<8 hex digits>.seg"
+                    .into(),
+                torn_tail: false,
+            }),
             None => {}
         }
     }
@@ -104,7 +110,6 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
         .filter_map(|(_, p)| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum();
-    let mut rep = VerifyReport::default();
     // identity -> needle length of its latest live needle so far
     let mut latest: HashMap<(u64, u32), u64> = HashMap::new();
     let last_id = files.keys().next_back().copied();
@@ -114,11 +119,26 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
             segment::open_rw(path)
                 .or_else(|_| std::fs::File::open(path).map_err(StoreError::io("opening", path)))?,
         );
-        let sb = segment::read_superblock(&file, path)?;
         let len = file
             .metadata()
             .map_err(StoreError::io("reading metadata of", path))?
             .len();
+        let sb = match segment::read_superblock(&file, path) {
+            Ok(sb) => sb,
+            Err(StoreError::NotASegment { reason, .. }) => {
+                rep.corruptions.push(Corruption {
+                    path: path.clone(),
+                    segment: id,
+                    offset: 0,
+                    len,
+                    reason: format!("not a Strata segment: {reason}"),
+                    torn_tail: false,
+                });
+                done += len;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         rep.segments += 1;
         rep.bytes += len;
         let mut sc = Scanner::new(file.clone(), path, SUPERBLOCK_LEN as u64, len, false);

@@ -198,10 +198,13 @@ fn bad_input_is_a_clear_error() {
         b"hello, not a segment",
     )
     .unwrap();
-    let e = Store::open(StoreConfig::new(dir.path(), Tier::Disk))
-        .err()
-        .unwrap();
-    assert!(e.to_string().contains("not a Strata segment"), "{e}");
+    // A file that is not a segment no longer stops the store: it is set
+    // aside and reported (tests/comes_back.rs covers the kinds of damage).
+    let s = Store::open(StoreConfig::new(dir.path(), Tier::Disk)).unwrap();
+    let q = &s.open_report().quarantined;
+    assert_eq!(q.len(), 1, "{q:?}");
+    assert_eq!(q[0].path, dir.path().join("0000000000000001-00000000.seg"));
+    assert!(q[0].reason.contains("superblock"), "{}", q[0].reason);
 }
 
 #[test]

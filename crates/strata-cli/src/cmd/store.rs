@@ -200,6 +200,24 @@ fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
             "recovered: cut a torn tail of {bytes} bytes at offset {at} of segment {seg:016x}"
         );
     }
+    for q in &r.quarantined {
+        match &q.moved_to {
+            Some(t) => eprintln!(
+                "quarantined: {} moved to {}: {}",
+                q.path.display(),
+                t.display(),
+                q.reason
+            ),
+            None => eprintln!(
+                "quarantined: {} (left in place): {}",
+                q.path.display(),
+                q.reason
+            ),
+        }
+    }
+    if let Some(why) = &r.checkpoints_deferred {
+        eprintln!("index checkpoints deferred (the next open scans again): {why}");
+    }
     Ok(store)
 }
 
@@ -216,7 +234,10 @@ fn stores_under(dir: &std::path::Path) -> Vec<PathBuf> {
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
-            subdirs.push(p);
+            // Files an open set aside are known bad, not a store.
+            if e.file_name() != strata_store::QUARANTINE_DIR {
+                subdirs.push(p);
+            }
         } else if e
             .file_name()
             .to_str()

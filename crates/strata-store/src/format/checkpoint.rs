@@ -192,12 +192,27 @@ pub struct SealedParts {
     pub entries: Vec<(u64, u32, u32)>,
     /// Deleted bitmap words.
     pub deleted: Vec<u64>,
+    /// Bytes of the needles the entries name that are not marked deleted
+    /// (the segment's live bytes as of the checkpoint).
+    pub live_bytes: u64,
 }
 
 /// Decodes a sealed checkpoint's body without building a map.
 pub fn decode_sealed_parts(
     h: &CheckpointHeader,
     body: &[u8],
+) -> Result<SealedParts, CheckpointError> {
+    decode_sealed_parts_opt(h, body, true)
+}
+
+/// [`decode_sealed_parts`], checking the entries the same way but, when
+/// `keep_entries` is false, leaving them out of the result (a segment the
+/// node-wide run covers needs only its offsets, deleted bits and live
+/// bytes when the store opens: 16 bytes per needle it need not hold).
+pub fn decode_sealed_parts_opt(
+    h: &CheckpointHeader,
+    body: &[u8],
+    keep_entries: bool,
 ) -> Result<SealedParts, CheckpointError> {
     if h.kind != KIND_SEALED {
         return Err(CheckpointError::Malformed("not a sealed checkpoint"));
@@ -213,23 +228,32 @@ pub fn decode_sealed_parts(
     {
         return Err(bad);
     }
-    let mut entries = Vec::with_capacity(m as usize);
+    let raw = r.take(m as usize * 16).ok_or(bad)?;
+    let deleted = r.words(words).ok_or(bad)?;
+    let mut entries = Vec::with_capacity(if keep_entries { m as usize } else { 0 });
     let mut next = 0u64;
-    for _ in 0..m {
-        let k = r.u64().ok_or(bad)?;
-        let a = r.u32().ok_or(bad)?;
-        let o = r.u32().ok_or(bad)?;
+    let mut live_bytes = 0u64;
+    for e in raw.chunks_exact(16) {
+        let k = u64::from_le_bytes(e[0..8].try_into().map_err(|_| bad)?);
+        let a = u32::from_le_bytes(e[8..12].try_into().map_err(|_| bad)?);
+        let o = u32::from_le_bytes(e[12..16].try_into().map_err(|_| bad)?);
         if o as usize >= n || u64::from(o) < next {
             return Err(bad);
         }
         next = u64::from(o) + 1;
-        entries.push((k, a, o));
+        let ou = o as usize;
+        if deleted[ou / 64] & (1 << (ou % 64)) == 0 {
+            live_bytes += u64::from(offsets[ou + 1] - offsets[ou]) * 8;
+        }
+        if keep_entries {
+            entries.push((k, a, o));
+        }
     }
-    let deleted = r.words(words).ok_or(bad)?;
     Ok(SealedParts {
         offsets,
         entries,
         deleted,
+        live_bytes,
     })
 }
 
@@ -332,5 +356,45 @@ mod tests {
             assert!(parse(&c).is_err(), "flip at byte {i} undetected");
         }
         assert!(parse(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    /// Leaving the entries out (a segment the run covers) changes nothing
+    /// else: same offsets, deleted bits and live bytes, and the same
+    /// refusals of bad entries.
+    #[test]
+    fn sealed_parts_without_entries() {
+        let a = sample();
+        let mut del = vec![0u64; 3000usize.div_ceil(64)];
+        del[0] = 1 << 7 | 1 << 2;
+        del[40] = 1 << 3;
+        let bytes = encode_sealed(5, 2, &a, &del);
+        let (h, body) = parse(&bytes).unwrap();
+        let full = decode_sealed_parts(&h, body).unwrap();
+        let lite = decode_sealed_parts_opt(&h, body, false).unwrap();
+        assert_eq!(full.entries.len(), a.map.len());
+        assert!(lite.entries.is_empty());
+        assert_eq!(
+            (&lite.offsets, &lite.deleted),
+            (&full.offsets, &full.deleted)
+        );
+        let live: u64 = a
+            .map
+            .values()
+            .filter(|&&o| del[o as usize / 64] & (1 << (o % 64)) == 0)
+            .map(|&o| u64::from(a.offsets[o as usize + 1] - a.offsets[o as usize]) * 8)
+            .sum();
+        assert_eq!((full.live_bytes, lite.live_bytes), (live, live));
+        // An entry naming a needle past the end, given to the decoder
+        // directly (past `parse`'s CRC): only the entry check can catch it.
+        let n = h.needles as usize;
+        let first_entry = (n + 1) * 4 + if (n + 1) % 2 == 1 { 4 } else { 0 } + 8;
+        let mut b = body.to_vec();
+        b[first_entry + 12..first_entry + 16].copy_from_slice(&(n as u32).to_le_bytes());
+        for keep in [true, false] {
+            assert!(
+                decode_sealed_parts_opt(&h, &b, keep).is_err(),
+                "keep {keep}"
+            );
+        }
     }
 }

@@ -18,12 +18,15 @@ export CARGO_TARGET_DIR=${FUZZ_TARGET_DIR:-$PWD/target}
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions -Coverflow-checks"
-nice -n 15 cargo build --release $(printf -- '--bin %s ' "${TARGETS[@]}") >&2
+# With --target, RUSTFLAGS reach only the targets, not build scripts and
+# proc macros (which must not be instrumented), as with cargo fuzz.
+TRIPLE=$(rustc -vV | sed -n 's/^host: //p')
+nice -n 15 cargo build --release --target "$TRIPLE" $(printf -- '--bin %s ' "${TARGETS[@]}") >&2
 status=0
 for t in "${TARGETS[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t"
     echo "== $t: ${SECS}s" >&2
-    if ! "$CARGO_TARGET_DIR/release/$t" -max_total_time="$SECS" -rss_limit_mb=2048 \
+    if ! "$CARGO_TARGET_DIR/$TRIPLE/release/$t" -max_total_time="$SECS" -rss_limit_mb=2048 \
         -artifact_prefix="artifacts/$t/" "corpus/$t" 2> "artifacts/$t.log"; then
         echo "FAILED: $t (input in fuzz/artifacts/$t/, log fuzz/artifacts/$t.log)" >&2
         tail -30 "artifacts/$t.log" >&2

@@ -30,6 +30,42 @@ pub struct Cluster {
     env: super::procs::Env,
 }
 
+/// Starts node `i` of a cluster behind its two proxies.
+fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Node> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let peer = Proxy::start(&listen)?;
+    let client = Proxy::start(&listen)?;
+    let data = dir.join(format!("node{i}"));
+    let args: Vec<OsString> = vec![
+        "--meta".into(),
+        meta.into(),
+        "--listen".into(),
+        listen.into(),
+        "--advertise".into(),
+        peer.addr.clone().into(),
+        "--data".into(),
+        data.clone().into(),
+        "--disk".into(),
+        data.join("disk").into(),
+        "--threads".into(),
+        "2".into(),
+        "--ram-cache".into(),
+        "0".into(),
+        "--segment-size".into(),
+        "256KiB".into(),
+    ];
+    let server = Server::start(&ctx.env, args, &dir.join(format!("node{i}.log")))?;
+    Ok(Node {
+        server,
+        peer,
+        client,
+        up: true,
+    })
+}
+
 impl Cluster {
     pub fn start(ctx: &Ctx, dir: &Path, tract_size: &str) -> anyhow::Result<Cluster> {
         let n = ctx.nodes;
@@ -57,39 +93,19 @@ impl Cluster {
                 .map(|i| {
                     let meta = meta.addr.clone();
                     sc.spawn(move || -> anyhow::Result<Node> {
-                        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                            .local_addr()?
-                            .port();
-                        let listen = format!("127.0.0.1:{port}");
-                        let peer = Proxy::start(&listen)?;
-                        let client = Proxy::start(&listen)?;
-                        let data = dir.join(format!("node{i}"));
-                        let args: Vec<OsString> = vec![
-                            "--meta".into(),
-                            meta.into(),
-                            "--listen".into(),
-                            listen.into(),
-                            "--advertise".into(),
-                            peer.addr.clone().into(),
-                            "--data".into(),
-                            data.clone().into(),
-                            "--disk".into(),
-                            data.join("disk").into(),
-                            "--threads".into(),
-                            "2".into(),
-                            "--ram-cache".into(),
-                            "0".into(),
-                            "--segment-size".into(),
-                            "256KiB".into(),
-                        ];
-                        let server =
-                            Server::start(&ctx.env, args, &dir.join(format!("node{i}.log")))?;
-                        Ok(Node {
-                            server,
-                            peer,
-                            client,
-                            up: true,
-                        })
+                        // A port found free may be taken before the node binds
+                        // it: try another.
+                        let mut last = None;
+                        for _ in 0..3 {
+                            match start_node(ctx, dir, i, &meta) {
+                                Ok(n) => return Ok(n),
+                                Err(e) if format!("{e:#}").contains("Address already in use") => {
+                                    last = Some(e)
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        Err(last.unwrap_or_else(|| anyhow::anyhow!("node {i} did not start")))
                     })
                 })
                 .collect();

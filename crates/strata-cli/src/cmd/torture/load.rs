@@ -263,7 +263,7 @@ impl Load {
                         &targets,
                         &mix,
                         &stop,
-                        seed ^ (w as u64 + 1) * 7919,
+                        seed ^ ((w as u64 + 1) * 7919),
                         &prefix,
                         timeout,
                     )

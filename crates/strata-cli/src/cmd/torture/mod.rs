@@ -98,6 +98,10 @@ pub struct Args {
     /// Client threads of each trial's load.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// Start no trial after this many seconds (the report then counts the
+    /// trials run); 0: no limit.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    time_limit: u64,
     /// List the kinds and exit.
     #[arg(long)]
     list: bool,
@@ -311,7 +315,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     );
     let pb = crate::progress::bar(a.trials as u64, "trials");
     let mut results = Vec::new();
+    let campaign = Instant::now();
     for i in 0..a.trials {
+        if a.time_limit > 0 && campaign.elapsed().as_secs() >= a.time_limit {
+            pb.suspend(|| eprintln!("--time-limit {} s reached after {i} trials", a.time_limit));
+            break;
+        }
         let kind = kinds[i % kinds.len()];
         let tseed = seed.wrapping_add(i as u64);
         pb.set_message(kind.to_string());

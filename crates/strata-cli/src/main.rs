@@ -43,6 +43,10 @@ enum Command {
     Report(cmd::report::Args),
     Synth(cmd::synth::Args),
     Upgrade(cmd::upgrade::Args),
+    /// The fault campaign: kill -9, torn writes, bit flips, a full disk,
+    /// slow clients and network partitions against real nodes and a
+    /// loopback cluster, each trial checked for lost or wrong data
+    Torture(cmd::torture::Args),
 }
 
 /// Fixes glibc's mmap threshold at 1 MiB. Its default threshold is
@@ -85,6 +89,7 @@ fn main() {
         Command::Report(a) => cmd::report::run(a),
         Command::Synth(a) => cmd::synth::run(a),
         Command::Upgrade(a) => cmd::upgrade::run(a),
+        Command::Torture(a) => cmd::torture::run(a),
     };
     if let Err(e) = result {
         eprintln!("strata: error: {e:#}");

@@ -19,5 +19,6 @@ pub mod server;
 pub mod sim;
 pub mod store;
 pub mod synth;
+pub mod torture;
 pub mod trace;
 pub mod upgrade;

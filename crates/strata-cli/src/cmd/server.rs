@@ -49,6 +49,12 @@ pub struct Args {
     /// Address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8480")]
     listen: String,
+    /// The address other nodes, the metadata service and clients of the
+    /// direct path are told to reach this node at (default: the address
+    /// it listens on). For a node behind a proxy or NAT; `strata torture`
+    /// advertises its fault-injecting proxies with it.
+    #[arg(long, value_name = "ADDR")]
+    advertise: Option<String>,
     /// RAM object cache size (0 for none).
     #[arg(long, value_name = "SIZE", default_value = "256MiB")]
     ram_cache: String,
@@ -277,6 +283,11 @@ fn options(
 ) -> anyhow::Result<strata_server::NodeOptions> {
     let mut opts = strata_server::NodeOptions::new(meta, &a.listen, data);
     opts.devices = devices;
+    if let Some(a) = &a.advertise {
+        a.parse::<std::net::SocketAddr>()
+            .with_context(|| format!("--advertise {a:?}: not an IP address and port"))?;
+    }
+    opts.advertise = a.advertise.clone();
     opts.cluster_of_one = a.meta.is_none();
     opts.ram_cache_bytes = parse_bytes(&a.ram_cache).context("--ram-cache")?;
     opts.ram_policy = a

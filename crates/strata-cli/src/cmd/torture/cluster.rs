@@ -1,0 +1,401 @@
+//! Trials against a loopback cluster: `strata meta` and N `strata server
+//! --meta` processes, each behind two fault-injecting proxies: the one it
+//! advertises (every other node and the metadata service reach it there:
+//! cutting it partitions the node from the cluster) and the one the
+//! harness's clients use (cutting it partitions the clients from it).
+
+use super::load::{self, Load, Mix, Model, Targets};
+use super::procs::{Meta, Server};
+use super::proxy::{Mode, Proxy};
+use super::{Ctx, Trial};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+pub struct Node {
+    pub server: Server,
+    pub peer: Proxy,
+    pub client: Proxy,
+    pub up: bool,
+}
+
+pub struct Cluster {
+    pub meta: Meta,
+    pub nodes: Vec<Node>,
+    pub targets: Targets,
+    env: super::procs::Env,
+}
+
+/// Starts node `i` of a cluster behind its two proxies.
+fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Node> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let peer = Proxy::start(&listen)?;
+    let client = Proxy::start(&listen)?;
+    let data = dir.join(format!("node{i}"));
+    let args: Vec<OsString> = vec![
+        "--meta".into(),
+        meta.into(),
+        "--listen".into(),
+        listen.into(),
+        "--advertise".into(),
+        peer.addr.clone().into(),
+        "--data".into(),
+        data.clone().into(),
+        "--disk".into(),
+        data.join("disk").into(),
+        "--threads".into(),
+        "2".into(),
+        "--ram-cache".into(),
+        "0".into(),
+        "--segment-size".into(),
+        "256KiB".into(),
+    ];
+    let server = Server::start(&ctx.env, args, &dir.join(format!("node{i}.log")))?;
+    Ok(Node {
+        server,
+        peer,
+        client,
+        up: true,
+    })
+}
+
+impl Cluster {
+    pub fn start(ctx: &Ctx, dir: &Path, tract_size: &str) -> anyhow::Result<Cluster> {
+        let n = ctx.nodes;
+        let meta = Meta::start(
+            &ctx.env,
+            &[
+                "--initial-nodes",
+                &n.to_string(),
+                "--replication",
+                "3",
+                "--suspect-after",
+                "1",
+                "--strikes",
+                "2",
+                "--tract-size",
+                tract_size,
+            ],
+            &dir.join("meta"),
+            &dir.join("meta.log"),
+        )?;
+        // Every node at once: a member answers once the first table exists,
+        // which needs all of them registered.
+        let started: Vec<anyhow::Result<Node>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..n)
+                .map(|i| {
+                    let meta = meta.addr.clone();
+                    sc.spawn(move || -> anyhow::Result<Node> {
+                        // A port found free may be taken before the node binds
+                        // it: try another.
+                        let mut last = None;
+                        for _ in 0..3 {
+                            match start_node(ctx, dir, i, &meta) {
+                                Ok(n) => return Ok(n),
+                                Err(e) if format!("{e:#}").contains("Address already in use") => {
+                                    last = Some(e)
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        Err(last.unwrap_or_else(|| anyhow::anyhow!("node {i} did not start")))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("node start panicked")))
+                })
+                .collect()
+        });
+        let nodes = started.into_iter().collect::<anyhow::Result<Vec<Node>>>()?;
+        let targets = Arc::new(RwLock::new(
+            nodes.iter().map(|n| n.client.addr.clone()).collect(),
+        ));
+        let c = Cluster {
+            meta,
+            nodes,
+            targets,
+            env: ctx.env.clone(),
+        };
+        for n in &c.nodes {
+            Server::wait_ready(&n.client.addr, Duration::from_secs(60))?;
+        }
+        Ok(c)
+    }
+
+    fn refresh_targets(&self) {
+        let t: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.up)
+            .map(|n| n.client.addr.clone())
+            .collect();
+        *self.targets.write().unwrap_or_else(|e| e.into_inner()) = t;
+    }
+
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].server.kill9();
+        self.nodes[i].up = false;
+        self.refresh_targets();
+    }
+
+    pub fn restart(&mut self, t: &mut Trial, i: usize) -> bool {
+        match self.nodes[i].server.restart() {
+            Ok(()) => {
+                self.nodes[i].up = true;
+                self.refresh_targets();
+                true
+            }
+            Err(e) => {
+                t.fail(format!("node {i} did not come back: {e:#}"));
+                false
+            }
+        }
+    }
+
+    /// Waits until every row is fully replicated again.
+    pub fn settle(&self, t: &mut Trial, limit: Duration) {
+        let out = self
+            .env
+            .command()
+            .args(["cluster", "wait", "--meta", &self.meta.addr, "--timeout"])
+            .arg(limit.as_secs().to_string())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => t.fail(format!(
+                "the cluster did not recover: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => t.fail(format!("strata cluster wait: {e}")),
+        }
+    }
+}
+
+/// The common shape: load through every node, a fault, heal, settle,
+/// verify through every node.
+pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: &str) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(t.seed);
+    let multipart = fault == "multipart";
+    let mut c = Cluster::start(ctx, dir, if multipart { "64KiB" } else { "8MiB" })?;
+    let model = Arc::new(Model::default());
+    let mut mix = Mix::new(4, 3, 1, 2, 2);
+    if multipart {
+        // Objects of 1 to 6 tracts, striped over consecutive rows.
+        mix = Mix::new(4, 2, 1, 0, 2).sizes(40 << 10, 400 << 10);
+    }
+    let timeout = if fault == "partition-client" {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_secs(15)
+    };
+    let l = Load::start(
+        model.clone(),
+        c.targets.clone(),
+        mix,
+        ctx.workers,
+        rng.random(),
+        "",
+        timeout,
+    );
+    std::thread::sleep(Duration::from_millis(rng.random_range(200..1000)));
+    let victim = rng.random_range(0..c.nodes.len());
+    match fault {
+        "cluster-kill" | "multipart" => {
+            c.kill(victim);
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
+            if !c.restart(t, victim) {
+                l.finish();
+                return t.absorb(&model, vec![]);
+            }
+            t.note(format!("node {victim} killed and restarted"));
+        }
+        "node-loss" => {
+            c.kill(victim);
+            // Through detection and recovery, under load.
+            std::thread::sleep(Duration::from_millis(rng.random_range(2500..5000)));
+            t.note(format!("node {victim} killed for good"));
+        }
+        "partition-nodes" => {
+            let mode = if rng.random_bool(0.5) {
+                Mode::Blackhole
+            } else {
+                Mode::Reset
+            };
+            c.nodes[victim].peer.set(mode);
+            let ms = rng.random_range(300..4000);
+            std::thread::sleep(Duration::from_millis(ms));
+            c.nodes[victim].peer.set(Mode::Open);
+            t.note(format!(
+                "node {victim} cut from the cluster ({mode:?}) for {ms} ms"
+            ));
+        }
+        "partition-client" => {
+            let mode = if rng.random_bool(0.5) {
+                Mode::Blackhole
+            } else {
+                Mode::Reset
+            };
+            c.nodes[victim].client.set(mode);
+            let ms = rng.random_range(300..3000);
+            std::thread::sleep(Duration::from_millis(ms));
+            c.nodes[victim].client.set(Mode::Open);
+            t.note(format!(
+                "clients cut from node {victim} ({mode:?}) for {ms} ms"
+            ));
+        }
+        other => anyhow::bail!("unknown cluster fault {other}"),
+    }
+    std::thread::sleep(Duration::from_millis(rng.random_range(200..800)));
+    l.finish();
+    c.settle(t, Duration::from_secs(90));
+    let unreadable = load::verify(&model, &c.targets, Duration::from_secs(20), rng.random());
+    t.absorb(&model, unreadable)
+}
+
+/// One operation of a linearizability history.
+#[derive(serde::Serialize, Clone)]
+pub struct HOp {
+    pub client: usize,
+    pub key: String,
+    pub op: &'static str,
+    pub value: Option<String>,
+    pub call: u64,
+    #[serde(rename = "return")]
+    pub ret: u64,
+    pub outcome: &'static str,
+}
+
+/// Several clients on a few keys through every node, with a node killed
+/// and restarted and another cut from the cluster meanwhile; the history
+/// (call and return times of every operation) is written for Porcupine
+/// (tools/linearizability). Payloads are still checked byte for byte.
+pub fn linearizable(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(t.seed);
+    let mut c = Cluster::start(ctx, dir, "8MiB")?;
+    let model = Arc::new(Model::default());
+    let history = Arc::new(Mutex::new(Vec::<HOp>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let keys = 3;
+    let clients = 5;
+    let handles: Vec<_> = (0..clients)
+        .map(|ci| {
+            let (history, stop, targets, model) = (
+                history.clone(),
+                stop.clone(),
+                c.targets.clone(),
+                model.clone(),
+            );
+            let seed = rng.random::<u64>();
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed);
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let key = format!("lin-{}", rng.random_range(0..keys));
+                    let addr = {
+                        let tg = targets.read().unwrap_or_else(|e| e.into_inner());
+                        if tg.is_empty() {
+                            continue;
+                        }
+                        tg[rng.random_range(0..tg.len())].clone()
+                    };
+                    let p = format!("/{}/{key}", load::BUCKET);
+                    let r: f64 = rng.random();
+                    let to = Duration::from_secs(3);
+                    let call = t0.elapsed().as_nanos() as u64;
+                    let (op, value, outcome) = if r < 0.4 {
+                        n += 1;
+                        let ver = ((ci as u64 + 1) << 32) | n;
+                        let body = load::payload(&key, ver, rng.random_range(16..2048));
+                        let res = super::http::request(&addr, "PUT", &p, &[], &body, to);
+                        let o = if matches!(res, Ok(ref r) if r.status == 201 || r.status == 200) {
+                            "ok"
+                        } else {
+                            "unknown"
+                        };
+                        ("put", Some(ver.to_string()), o)
+                    } else if r < 0.55 {
+                        let res = super::http::request(&addr, "DELETE", &p, &[], &[], to);
+                        let o = if matches!(res, Ok(ref r) if matches!(r.status, 200 | 204 | 404)) {
+                            "ok"
+                        } else {
+                            "unknown"
+                        };
+                        ("delete", None, o)
+                    } else {
+                        match super::http::request(&addr, "GET", &p, &[], &[], to) {
+                            Ok(r) if r.status == 200 => match load::decode(&key, &r.body) {
+                                Ok(v) => ("get", Some(v.to_string()), "ok"),
+                                Err(e) => {
+                                    model.wrong(format!("GET {key} served {e}"));
+                                    ("get", None, "failed")
+                                }
+                            },
+                            Ok(r) if r.status == 404 => ("get", None, "ok"),
+                            _ => ("get", None, "failed"),
+                        }
+                    };
+                    let ret = t0.elapsed().as_nanos() as u64;
+                    history.lock().unwrap_or_else(|e| e.into_inner()).push(HOp {
+                        client: ci,
+                        key,
+                        op,
+                        value,
+                        call,
+                        ret,
+                        outcome,
+                    });
+                }
+            })
+        })
+        .collect();
+    // Faults: a kill and restart, a partition, in random order and times.
+    let a = rng.random_range(0..c.nodes.len());
+    let b = (a + 1 + rng.random_range(0..c.nodes.len() - 1)) % c.nodes.len();
+    std::thread::sleep(Duration::from_millis(rng.random_range(300..1000)));
+    c.kill(a);
+    c.nodes[b].peer.set(Mode::Blackhole);
+    std::thread::sleep(Duration::from_millis(rng.random_range(300..2500)));
+    let restarted = c.restart(t, a);
+    std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
+    c.nodes[b].peer.set(Mode::Open);
+    std::thread::sleep(Duration::from_millis(rng.random_range(500..1500)));
+    stop.store(true, Ordering::SeqCst);
+    for h in handles {
+        let _ = h.join();
+    }
+    t.note(format!(
+        "node {a} killed and restarted, node {b} cut from the cluster"
+    ));
+    if !restarted {
+        return t.absorb(&model, vec![]);
+    }
+    let h = history.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    t.acked_puts += h
+        .iter()
+        .filter(|o| o.op == "put" && o.outcome == "ok")
+        .count() as u64;
+    t.acked_deletes += h
+        .iter()
+        .filter(|o| o.op == "delete" && o.outcome == "ok")
+        .count() as u64;
+    t.reads += h.iter().filter(|o| o.op == "get").count() as u64;
+    t.history_ops = h.len();
+    let out = serde_json::json!({ "kind": "linearizable", "seed": t.seed, "ops": h });
+    let dir_out = ctx.history.clone().unwrap_or_else(|| dir.to_path_buf());
+    std::fs::create_dir_all(&dir_out)?;
+    let path = dir_out.join(format!("lin-{}.json", t.seed));
+    std::fs::write(&path, serde_json::to_vec(&out)?)?;
+    t.history = Some(path.display().to_string());
+    t.absorb(&model, vec![])
+}

@@ -1,0 +1,482 @@
+//! `strata torture`: the fault campaign (issue 15). Real `strata`
+//! processes, really killed; real bytes cut and flipped; a real full
+//! filesystem; a fault-injecting proxy between nodes and between clients
+//! and nodes. After each trial every acknowledged write must read back
+//! byte for byte, every acknowledged delete must be absent, and no wrong
+//! byte may ever have been served (payloads are derived from key and
+//! version, so any wrong byte is caught). docs/reliability.md.
+
+mod cluster;
+mod http;
+mod load;
+mod procs;
+mod proxy;
+mod single;
+
+use anyhow::{bail, Context};
+use load::{Mix, Model};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Every kind of trial, in the order a campaign cycles through them.
+pub const KINDS: &[(&str, &str)] = &[
+    ("put", "single node: kill -9 during single PUTs"),
+    ("batch", "single node: kill -9 during batch POSTs"),
+    ("delete", "single node: kill -9 during DELETEs"),
+    ("overwrite", "single node: kill -9 during overwrites"),
+    ("compaction", "single node: kill -9 during background compactions (overwrite- and delete-heavy, 64 KiB segments)"),
+    ("tier-move", "single node: kill -9 while the tier mover moves segments from flash to disk (256 KiB of flash)"),
+    ("torn-write", "single node: kill -9, then every segment's unsynced tail cut at a random offset"),
+    ("flip-needle", "single node: a bit flipped in a needle of a stopped node"),
+    ("flip-checkpoint", "single node: a bit flipped in an index checkpoint"),
+    ("flip-superblock", "single node: a bit flipped in a segment's superblock"),
+    ("disk-full", "single node on a 64 MiB tmpfs: written until 507, killed, restarted, half deleted, written again"),
+    ("slow-clients", "single node: 50-200 stalled and dribbling connections during a load, then kill -9"),
+    ("cluster-kill", "cluster: kill -9 of a random node under load, restarted"),
+    ("multipart", "cluster: objects striped in 64 KiB tracts, kill -9 of a node mid-upload"),
+    ("node-loss", "cluster: a node killed for good under load; recovery re-replicates its rows"),
+    ("partition-nodes", "cluster: a node cut from the others and the metadata service (proxy blackhole or reset), healed"),
+    ("partition-client", "cluster: the clients cut from a node mid-request, healed"),
+    ("linearizable", "cluster: 5 clients, 3 keys, a kill and a partition; the history is written for Porcupine"),
+];
+
+/// Run the fault campaign: trials of kill -9, torn writes, bit flips, a
+/// full disk, slow clients and network partitions against real `strata`
+/// processes (a single node and a loopback cluster), each checked for lost,
+/// resurrected and wrong data.
+///
+/// Each trial starts fresh processes in its own directory, runs a load of
+/// checksummed objects (each a pure function of its key and version),
+/// injects its fault, brings the node or cluster back, and reads every key
+/// back: an acknowledged PUT must read back byte for byte, an acknowledged
+/// DELETE must be absent (404), an operation without an answer may have
+/// taken effect or not, and a wrong byte must never have been served.
+/// Trials cycle through --kinds; trial i uses seed SEED+i, and each failure
+/// prints the command that repeats it.
+///
+/// Kinds (--kinds, comma-separated; `all`, `single` or `cluster` too):
+///   put, batch, delete, overwrite, compaction, tier-move, torn-write,
+///   flip-needle, flip-checkpoint, flip-superblock, disk-full (needs root:
+///   it mounts a 64 MiB tmpfs), slow-clients, cluster-kill, multipart,
+///   node-loss, partition-nodes, partition-client, linearizable
+///
+/// Linearizability: `linearizable` trials write their histories to
+/// --history DIR; check them with tools/linearizability (Porcupine):
+///   go run ./tools/linearizability DIR/*.json
+///
+/// Exit status: 0 when every trial passed, 1 otherwise.
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Number of trials (they cycle through the kinds).
+    #[arg(long, default_value_t = 18)]
+    trials: usize,
+    /// Kinds of trials, comma-separated (see above), or all, single, cluster.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    kinds: Vec<String>,
+    /// Seed of trial 0 (trial i uses SEED+i); default: from the clock.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the report as JSON on standard output instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Directory for the trials' data (default: a temporary directory on
+    /// /dev/shm when there is one). Each trial's directory is removed when
+    /// it passes.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Keep the directories (data and logs) of failed trials.
+    #[arg(long)]
+    keep_failed: bool,
+    /// Write the histories of `linearizable` trials here.
+    #[arg(long, value_name = "DIR")]
+    history: Option<PathBuf>,
+    /// Nodes of the cluster trials (replication 3).
+    #[arg(long, default_value_t = 4)]
+    nodes: usize,
+    /// Client threads of each trial's load.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Start no trial after this many seconds (the report then counts the
+    /// trials run); 0: no limit.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    time_limit: u64,
+    /// List the kinds and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+pub struct Ctx {
+    env: procs::Env,
+    workers: usize,
+    nodes: usize,
+    history: Option<PathBuf>,
+}
+
+/// One trial's result.
+#[derive(serde::Serialize, Default)]
+pub struct Trial {
+    pub index: usize,
+    pub kind: String,
+    pub seed: u64,
+    pub passed: bool,
+    pub skipped: bool,
+    pub failures: Vec<String>,
+    pub notes: Vec<String>,
+    pub acked_puts: u64,
+    pub acked_deletes: u64,
+    pub unknown_ops: u64,
+    pub reads: u64,
+    pub history: Option<String>,
+    pub history_ops: usize,
+    pub seconds: f64,
+    pub repro: String,
+}
+
+impl Trial {
+    pub fn fail(&mut self, s: String) {
+        self.failures.push(s);
+    }
+    pub fn note(&mut self, s: String) {
+        self.notes.push(s);
+    }
+    pub fn absorb(&mut self, m: &Model, unreadable: Vec<String>) -> anyhow::Result<()> {
+        self.absorb_with_budget(m, unreadable, 0)
+    }
+    /// Takes the model's counts and findings; up to `budget` lost or
+    /// unreadable keys are allowed (a bit flip may destroy what it hit).
+    pub fn absorb_with_budget(
+        &mut self,
+        m: &Model,
+        unreadable: Vec<String>,
+        budget: usize,
+    ) -> anyhow::Result<()> {
+        self.acked_puts += m.acked_puts.load(Ordering::Relaxed);
+        self.acked_deletes += m.acked_deletes.load(Ordering::Relaxed);
+        self.unknown_ops += m.unknown.load(Ordering::Relaxed);
+        self.reads += m.reads.load(Ordering::Relaxed);
+        let wrong = m.wrong.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for w in wrong.iter().take(10) {
+            self.fail(format!("WRONG DATA SERVED: {w}"));
+        }
+        if wrong.len() > 10 {
+            self.fail(format!("... and {} more wrong answers", wrong.len() - 10));
+        }
+        let lost = m.lost.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let bad: Vec<String> = lost
+            .into_iter()
+            .map(|l| format!("lost: {l}"))
+            .chain(unreadable.into_iter().map(|u| format!("unreadable: {u}")))
+            .collect();
+        if bad.len() > budget {
+            for b in bad.iter().take(10) {
+                self.fail(b.clone());
+            }
+            if bad.len() > 10 {
+                self.fail(format!(
+                    "... and {} more lost or unreadable",
+                    bad.len() - 10
+                ));
+            }
+        } else if !bad.is_empty() {
+            self.note(format!(
+                "{} key(s) lost to the fault (allowed: {budget}): {}",
+                bad.len(),
+                bad.join("; ")
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn expand(kinds: &[String]) -> anyhow::Result<Vec<&'static str>> {
+    let mut out = Vec::new();
+    for k in kinds {
+        match k.as_str() {
+            "all" => out.extend(KINDS.iter().map(|(k, _)| *k)),
+            "single" => out.extend(KINDS[..12].iter().map(|(k, _)| *k)),
+            "cluster" => out.extend(KINDS[12..].iter().map(|(k, _)| *k)),
+            k => match KINDS.iter().find(|(n, _)| *n == k) {
+                Some((n, _)) => out.push(*n),
+                None => bail!(
+                    "--kinds: unknown kind {k:?}; the kinds are {} (or all, single, cluster)",
+                    KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+                ),
+            },
+        }
+    }
+    if out.is_empty() {
+        bail!("--kinds: no kind given");
+    }
+    Ok(out)
+}
+
+fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
+    let kill = (100, 900);
+    let kind = t.kind.clone();
+    match kind.as_str() {
+        "put" => single::crash(ctx, t, dir, &[], Mix::new(1, 0, 0, 0, 0), kill),
+        "batch" => single::crash(ctx, t, dir, &[], Mix::new(1, 0, 0, 6, 1), kill),
+        "delete" => single::crash(ctx, t, dir, &[], Mix::new(3, 0, 6, 1, 1), kill),
+        "overwrite" => single::crash(ctx, t, dir, &[], Mix::new(1, 6, 0, 1, 2), kill),
+        "compaction" => single::crash(
+            ctx,
+            t,
+            dir,
+            &["--segment-size", "64KiB"],
+            Mix::new(2, 6, 3, 1, 1).sizes(1 << 10, 16 << 10),
+            (400, 1500),
+        ),
+        "tier-move" => single::crash(
+            ctx,
+            t,
+            dir,
+            &[
+                "--segment-size",
+                "64KiB",
+                "--flash-capacity",
+                "256KiB",
+                "--mover-rate",
+                "64MiB",
+            ],
+            Mix::new(4, 2, 1, 2, 2).sizes(1 << 10, 16 << 10),
+            (300, 1500),
+        ),
+        "torn-write" => single::torn(ctx, t, dir),
+        "flip-needle" => single::bitflip(ctx, t, dir, single::Flip::Needle),
+        "flip-checkpoint" => single::bitflip(ctx, t, dir, single::Flip::Checkpoint),
+        "flip-superblock" => single::bitflip(ctx, t, dir, single::Flip::Superblock),
+        "disk-full" => single::disk_full(ctx, t, dir),
+        "slow-clients" => single::slow_clients(ctx, t, dir),
+        "linearizable" => cluster::linearizable(ctx, t, dir),
+        k => cluster::trial(ctx, t, dir, k),
+    }
+}
+
+fn random_hex() -> String {
+    let mut b = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.list {
+        for (k, d) in KINDS {
+            println!("{k:<17} {d}");
+        }
+        return Ok(());
+    }
+    let kinds = expand(&a.kinds)?;
+    if a.trials == 0 {
+        bail!("--trials must be at least 1");
+    }
+    if a.nodes < 3 {
+        bail!("--nodes must be at least 3 (replication 3)");
+    }
+    if a.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_000)
+    });
+    let root = match &a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("--dir {}", d.display()))?;
+            tempfile::Builder::new().prefix("torture-").tempdir_in(d)?
+        }
+        None if Path::new("/dev/shm").is_dir() => tempfile::Builder::new()
+            .prefix("strata-torture-")
+            .tempdir_in("/dev/shm")?,
+        None => tempfile::Builder::new()
+            .prefix("strata-torture-")
+            .tempdir()?,
+    };
+    let ctx = Ctx {
+        env: procs::Env {
+            exe: std::env::current_exe().context("the strata binary")?,
+            admin_token: random_hex(),
+            cluster_secret: random_hex(),
+        },
+        workers: a.workers,
+        nodes: a.nodes,
+        history: a.history.clone(),
+    };
+    eprintln!(
+        "strata torture: {} trials over {} kinds, seed {seed}, in {}",
+        a.trials,
+        kinds.len(),
+        root.path().display()
+    );
+    let pb = crate::progress::bar(a.trials as u64, "trials");
+    let mut results = Vec::new();
+    let campaign = Instant::now();
+    for i in 0..a.trials {
+        if a.time_limit > 0 && campaign.elapsed().as_secs() >= a.time_limit {
+            pb.suspend(|| eprintln!("--time-limit {} s reached after {i} trials", a.time_limit));
+            break;
+        }
+        let kind = kinds[i % kinds.len()];
+        let tseed = seed.wrapping_add(i as u64);
+        pb.set_message(kind.to_string());
+        let dir = root.path().join(format!("trial-{i:05}-{kind}"));
+        std::fs::create_dir_all(&dir)?;
+        let mut t = Trial {
+            index: i,
+            kind: kind.to_string(),
+            seed: tseed,
+            repro: format!("strata torture --kinds {kind} --seed {tseed} --trials 1"),
+            ..Trial::default()
+        };
+        let start = Instant::now();
+        if let Err(e) = run_trial(&ctx, &mut t, &dir) {
+            t.fail(format!("{e:#}"));
+        }
+        t.seconds = start.elapsed().as_secs_f64();
+        t.passed = t.failures.is_empty();
+        if !t.passed {
+            pb.suspend(|| {
+                eprintln!("trial {i} ({kind}, seed {tseed}) FAILED:");
+                for f in &t.failures {
+                    eprintln!("  {f}");
+                }
+                for n in &t.notes {
+                    eprintln!("  note: {n}");
+                }
+                eprintln!("  repeat: {}", t.repro);
+                if a.keep_failed {
+                    eprintln!("  data and logs kept in {}", dir.display());
+                }
+            });
+        }
+        if t.passed || !a.keep_failed {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        results.push(t);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if a.keep_failed && results.iter().any(|t| !t.passed) {
+        let kept = root.keep();
+        eprintln!("failed trials' directories are under {}", kept.display());
+    }
+    report(&results, &kinds, seed, a.json)?;
+    let failed = results.iter().filter(|t| !t.passed).count();
+    if failed > 0 {
+        bail!("{failed} of {} trials failed", results.len());
+    }
+    Ok(())
+}
+
+#[derive(serde::Serialize, Default)]
+struct KindSummary {
+    kind: String,
+    trials: usize,
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    acked_puts: u64,
+    acked_deletes: u64,
+    unknown_ops: u64,
+    reads: u64,
+    history_ops: usize,
+    seconds: f64,
+}
+
+fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> anyhow::Result<()> {
+    let mut sums: Vec<KindSummary> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for k in kinds {
+        if !seen.contains(k) {
+            seen.push(k);
+        }
+    }
+    for k in seen {
+        let ts: Vec<&Trial> = results.iter().filter(|t| t.kind == k).collect();
+        if ts.is_empty() {
+            continue;
+        }
+        sums.push(KindSummary {
+            kind: k.to_string(),
+            trials: ts.len(),
+            passed: ts.iter().filter(|t| t.passed).count(),
+            failed: ts.iter().filter(|t| !t.passed).count(),
+            skipped: ts.iter().filter(|t| t.skipped).count(),
+            acked_puts: ts.iter().map(|t| t.acked_puts).sum(),
+            acked_deletes: ts.iter().map(|t| t.acked_deletes).sum(),
+            unknown_ops: ts.iter().map(|t| t.unknown_ops).sum(),
+            reads: ts.iter().map(|t| t.reads).sum(),
+            history_ops: ts.iter().map(|t| t.history_ops).sum(),
+            seconds: ts.iter().map(|t| t.seconds).sum(),
+        });
+    }
+    if json {
+        let v = serde_json::json!({
+            "seed": seed,
+            "trials": results.len(),
+            "passed": results.iter().filter(|t| t.passed).count(),
+            "failed": results.iter().filter(|t| !t.passed).count(),
+            "kinds": sums,
+            "results": results,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>8}",
+        "kind",
+        "trials",
+        "passed",
+        "failed",
+        "skipped",
+        "acked PUT",
+        "acked DEL",
+        "unknown",
+        "reads",
+        "seconds"
+    );
+    for s in &sums {
+        println!(
+            "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>8.1}",
+            s.kind,
+            s.trials,
+            s.passed,
+            s.failed,
+            s.skipped,
+            s.acked_puts,
+            s.acked_deletes,
+            s.unknown_ops,
+            s.reads,
+            s.seconds
+        );
+    }
+    let failed: Vec<&Trial> = results.iter().filter(|t| !t.passed).collect();
+    println!(
+        "{} trials, {} passed, {} failed (seed {seed})",
+        results.len(),
+        results.len() - failed.len(),
+        failed.len()
+    );
+    for t in failed {
+        println!(
+            "FAILED trial {} ({}): {}",
+            t.index,
+            t.kind,
+            t.failures.join(" | ")
+        );
+        println!("  repeat: {}", t.repro);
+    }
+    let hist: Vec<&str> = results
+        .iter()
+        .filter_map(|t| t.history.as_deref())
+        .collect();
+    if !hist.is_empty() {
+        println!("{} linearizability histories written; check them with: go run ./tools/linearizability {}", hist.len(), hist.join(" "));
+    }
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! The short fault campaign of CI (issue 15): `strata torture` over every
+//! kind of trial but those with an open finding, real processes really
+//! killed, real bytes cut and flipped, network partitions through the
+//! harness's proxy, a history for the linearizability checker. The full
+//! campaign is bench/torture.sh; docs/reliability.md has the results.
+//!
+//! It asserts what the campaign promises: every trial passes (no
+//! acknowledged write lost, no acknowledged delete back, no wrong byte
+//! served), every kind ran, and the linearizability histories the
+//! harness wrote are JSON with answered operations in them.
+
+use std::process::Command;
+
+/// Kinds with an open finding of the campaign (docs/reliability.md,
+/// "Findings"), left out of CI until their fix lands so that this test
+/// guards everything that holds today:
+/// - flip-superblock: one flipped superblock bit makes the node hang every
+///   request of the row (it starts, `/healthz` answers, PUT and GET never do);
+/// - disk-full: a full volume answers 503 instead of 507, and a node killed
+///   on a full volume does not start (its metadata file cannot be written);
+/// - multipart: now and then an object striped in tracts, overwritten while
+///   a node is killed, is served as a 200 whose body stops short.
+const OPEN_FINDINGS: &[&str] = &["flip-superblock", "disk-full", "multipart"];
+
+#[test]
+fn a_short_campaign_over_every_kind_passes() {
+    let hist = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["torture", "--list"])
+        .output()
+        .expect("strata torture --list");
+    let kinds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|k| !OPEN_FINDINGS.contains(k))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(kinds.len(), 15, "{kinds:?}");
+    let kinds = kinds.join(",");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "torture", "--trials", "45", "--seed", "15", "--json", "--kinds", &kinds,
+        ])
+        .arg("--history")
+        .arg(hist.path())
+        .output()
+        .expect("strata torture");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let failures: Vec<String> = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|t| t["passed"] != true)
+        .map(|t| format!("{}: {}", t["repro"], t["failures"]))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "failed trials:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kinds_run = report["kinds"].as_array().expect("kinds");
+    assert_eq!(kinds_run.len(), 15, "every kind ran: {kinds_run:?}");
+    for k in kinds_run {
+        assert_eq!(k["passed"].as_u64(), Some(3), "{k}");
+    }
+    let puts: u64 = kinds_run
+        .iter()
+        .map(|k| k["acked_puts"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(puts > 1000, "the loads acknowledged only {puts} PUTs");
+    let histories: Vec<_> = std::fs::read_dir(hist.path())
+        .expect("histories")
+        .flatten()
+        .collect();
+    assert_eq!(histories.len(), 3, "one history per linearizable trial");
+    for h in histories {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(h.path()).expect("read")).expect("history JSON");
+        let ops = v["ops"].as_array().expect("ops");
+        assert!(
+            ops.iter().filter(|o| o["outcome"] == "ok").count() > 10,
+            "{}: too few answered operations",
+            h.path().display()
+        );
+    }
+}

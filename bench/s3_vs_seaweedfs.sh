@@ -172,9 +172,10 @@ def load(name):
         tot = re.search(r"Average: [\d.]+ \w+/s, ([\d.]+) obj/s", t)
     if not tot:
         return None
-    # Latency of the first operation listed (the only one for put/get;
-    # for mixed, GET).
-    lat = re.search(r"Avg: (\S+), 50%: (\S+), 90%: (\S+), 99%: (\S+),", t)
+    # Latency of the PUT or GET block (for mixed, GET's).
+    op = "PUT" if "-put-" in name else "GET"
+    block = t[t.find("Operation: " + op):] if ("Operation: " + op) in t else t
+    lat = re.search(r"Avg: (\S+), 50%: (\S+), 90%: (\S+), 99%: (\S+),", block)
     errs = sum(int(x) for x in re.findall(r"Errors: (\d+)", t))
     ops_done = re.findall(r"Operation: (\w+) \((\d+)\)", t)
     c = open(os.path.join(res, name + ".cpu")).read().split()

@@ -380,7 +380,7 @@ mod tests {
                     for i in 0..50u64 {
                         let name = format!("t{t}/{i:03}");
                         idx.write("bk", &name, Some(&entry(i))).expect("write");
-                        if i % 5 == 0 {
+                        if i.is_multiple_of(5) {
                             idx.write("bk", &name, None).expect("delete");
                         }
                     }
@@ -400,7 +400,7 @@ mod tests {
         assert_eq!(page.contents.len(), 8 * 40);
         assert!(page.contents.iter().all(|(n, e)| {
             let i: u64 = n[3..].parse().expect("number");
-            i % 5 != 0 && e.size == i
+            !i.is_multiple_of(5) && e.size == i
         }));
         // Durable: the same entries after reopening.
         drop(page);

@@ -1066,3 +1066,169 @@ print("ok")
     ));
     assert_eq!(out.trim(), "ok");
 }
+
+/// The aws-chunked payloads: the `STREAMING-UNSIGNED-PAYLOAD-TRAILER`
+/// form with a trailing checksum, as boto3 sends it by default over HTTPS
+/// (here made to choose it over plain HTTP), and the signed
+/// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD` form, built by hand with a
+/// signature per chunk (no Python SDK sends it): both store the decoded
+/// bytes; a chunk with a wrong signature or a wrong trailing checksum
+/// stores nothing.
+#[test]
+fn aws_chunked_payloads() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import base64, datetime, hmac, http.client, urllib.parse, zlib
+import botocore.httpchecksum as hc
+s3.create_bucket(Bucket="chunks")
+body = bytes((i * 31 + 7) % 256 for i in range(200 * 1024 + 5))
+
+# boto3's own trailer form: it chooses it for https endpoints only, so
+# its scheme test is told this one is https.
+real = hc.urlparse
+hc.urlparse = lambda u: real(u.replace("http://", "https://", 1))
+sent = []
+s3.meta.events.register("before-send.s3.*", lambda request, **kw: sent.append(dict(request.headers)))
+try:
+    s3.put_object(Bucket="chunks", Key="trailer", Body=body, ChecksumAlgorithm="CRC32")
+    u = s3.create_multipart_upload(Bucket="chunks", Key="mp")["UploadId"]
+    p = s3.upload_part(Bucket="chunks", Key="mp", UploadId=u, PartNumber=1, Body=body, ChecksumAlgorithm="CRC32")
+    s3.complete_multipart_upload(Bucket="chunks", Key="mp", UploadId=u,
+        MultipartUpload={{"Parts": [{{"PartNumber": 1, "ETag": p["ETag"]}}]}})
+finally:
+    hc.urlparse = real
+h = {{k.lower(): (v.decode() if isinstance(v, bytes) else v) for k, v in sent[0].items()}}
+assert h["x-amz-content-sha256"] == "STREAMING-UNSIGNED-PAYLOAD-TRAILER", h
+assert h["x-amz-trailer"] == "x-amz-checksum-crc32" and "aws-chunked" in h["content-encoding"], h
+crc = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+assert s3.get_object(Bucket="chunks", Key="trailer")["Body"].read() == body
+assert s3.head_object(Bucket="chunks", Key="trailer", ChecksumMode="ENABLED").get("ChecksumCRC32") == crc
+assert s3.get_object(Bucket="chunks", Key="mp")["Body"].read() == body
+
+host = urllib.parse.urlparse(os.environ["ENDPOINT"]).netloc
+secret, access = os.environ["SECRET"], os.environ["ACCESS"]
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+def mac(k, m):
+    return hmac.new(k, m.encode(), hashlib.sha256).digest()
+def send(key, headers, payload):
+    conn = http.client.HTTPConnection(host)
+    conn.request("PUT", "/chunks/" + key, body=payload, headers=headers)
+    r = conn.getresponse()
+    return r.status, r.read().decode()
+
+def sign(key, headers, content_sha):
+    """SigV4 of a PUT of /chunks/KEY with these headers: the headers with
+    authorization added, the signing key, date, scope and seed signature."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz, date = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    scope = date + "/us-east-1/s3/aws4_request"
+    k = mac(mac(mac(mac(("AWS4" + secret).encode(), date), "us-east-1"), "s3"), "aws4_request")
+    headers = dict(headers, host=host, **{{"x-amz-content-sha256": content_sha, "x-amz-date": amz}})
+    names = sorted(headers)
+    canonical = "\n".join(["PUT", "/chunks/" + key, ""] + ["%s:%s" % (n, headers[n]) for n in names]
+        + ["", ";".join(names), content_sha])
+    seed = hmac.new(k, "\n".join(["AWS4-HMAC-SHA256", amz, scope, sha(canonical.encode())]).encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (access, scope, ";".join(names), seed)
+    del headers["host"]
+    return headers, k, amz, scope, seed
+
+def signed_streaming(key, data, chunk=64 * 1024, tamper=False):
+    chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)] + [b""]
+    length = sum(len("%x" % len(c)) + len(";chunk-signature=") + 64 + 2 + len(c) + 2 for c in chunks)
+    headers, k, amz, scope, seed = sign(key, {{"content-encoding": "aws-chunked", "content-length": str(length),
+        "x-amz-decoded-content-length": str(len(data))}}, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD")
+    prev, payload = seed, b""
+    for i, c in enumerate(chunks):
+        to_sign = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz, scope, prev, sha(b""), sha(c)])
+        sig = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+        prev = sig
+        if tamper and i == 1:
+            sig = "0" * 64
+        payload += ("%x;chunk-signature=%s\r\n" % (len(c), sig)).encode() + c + b"\r\n"
+    assert len(payload) == length
+    return send(key, headers, payload)
+
+st, text = signed_streaming("signed", body)
+assert st == 200, (st, text)
+assert s3.get_object(Bucket="chunks", Key="signed")["Body"].read() == body
+assert s3.head_object(Bucket="chunks", Key="signed")["ETag"] == '"%s"' % hashlib.md5(body).hexdigest()
+st, text = signed_streaming("tampered", body, tamper=True)
+assert st == 403 and "SignatureDoesNotMatch" in text, (st, text)
+assert code(lambda: s3.head_object(Bucket="chunks", Key="tampered"))[1] == 404
+
+# The unsigned trailer form by hand: the right trailing checksum stores
+# the object, a wrong one is BadDigest and stores nothing.
+def unsigned_trailer(key, data, trailer_crc):
+    payload = b"".join(b"%x\r\n" % len(data[i:i + 50000]) + data[i:i + 50000] + b"\r\n" for i in range(0, len(data), 50000))
+    payload += b"0\r\nx-amz-checksum-crc32:" + trailer_crc.encode() + b"\r\n\r\n"
+    headers, _, _, _, _ = sign(key, {{"content-encoding": "aws-chunked", "content-length": str(len(payload)),
+        "x-amz-trailer": "x-amz-checksum-crc32", "x-amz-decoded-content-length": str(len(data))}},
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+    return send(key, headers, payload)
+st, text = unsigned_trailer("goodtrailer", body, crc)
+assert st == 200, (st, text)
+assert s3.get_object(Bucket="chunks", Key="goodtrailer")["Body"].read() == body
+st, text = unsigned_trailer("badtrailer", body, base64.b64encode(b"\0\0\0\1").decode())
+assert st == 400 and "BadDigest" in text, (st, text)
+assert code(lambda: s3.head_object(Bucket="chunks", Key="badtrailer"))[1] == 404
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}
+
+/// Objects have no ACL of their own: each is as readable as its bucket.
+/// GetObjectAcl answers the bucket's grants; a canned ACL on PutObject,
+/// CopyObject, CreateMultipartUpload or PutObjectAcl is accepted when it
+/// says just that (`private` in a private bucket, `public-read` in a
+/// public-read one, `bucket-owner-*`), and is 501 otherwise, never a
+/// success that leaves the object readable otherwise than asked.
+#[test]
+fn object_acls_follow_the_bucket() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import time
+NI = ("NotImplemented", 501)
+ALL = "http://acs.amazonaws.com/groups/global/AllUsers"
+def public(grants):
+    return any(g["Grantee"].get("URI") == ALL and g["Permission"] == "READ" for g in grants)
+s3.create_bucket(Bucket="closed")
+s3.create_bucket(Bucket="open", ACL="public-read")
+for acl in ("private", "bucket-owner-full-control", "bucket-owner-read"):
+    s3.put_object(Bucket="closed", Key=acl, Body=b"x", ACL=acl)
+    s3.put_object_acl(Bucket="closed", Key=acl, ACL=acl)
+g = s3.get_object_acl(Bucket="closed", Key="private")
+assert not public(g["Grants"]) and g["Grants"][0]["Permission"] == "FULL_CONTROL", g
+assert code(lambda: s3.put_object(Bucket="closed", Key="p", Body=b"x", ACL="public-read")) == NI
+assert code(lambda: s3.put_object_acl(Bucket="closed", Key="private", ACL="public-read")) == NI
+assert code(lambda: s3.put_object_acl(Bucket="closed", Key="private", ACL="authenticated-read")) == NI
+assert code(lambda: s3.put_object_acl(Bucket="closed", Key="private", GrantRead='uri="%s"' % ALL)) == NI
+assert code(lambda: s3.copy_object(Bucket="closed", Key="c", CopySource="closed/private", ACL="public-read")) == NI
+assert code(lambda: s3.create_multipart_upload(Bucket="closed", Key="m", ACL="public-read")) == NI
+assert code(lambda: s3.head_object(Bucket="closed", Key="p"))[1] == 404
+assert code(lambda: s3.head_object(Bucket="closed", Key="c"))[1] == 404
+assert code(lambda: s3.get_object_acl(Bucket="closed", Key="absent")) == ("NoSuchKey", 404)
+# In a public-read bucket: public-read is what the object gets anyway;
+# private would be a lie (the object stays readable by anyone).
+deadline = time.time() + 10
+while True:
+    try:
+        s3.put_object(Bucket="open", Key="k", Body=b"y", ACL="public-read")
+        break
+    except botocore.exceptions.ClientError:
+        assert time.time() < deadline, "the bucket never became public"
+        time.sleep(0.2)
+assert public(s3.get_object_acl(Bucket="open", Key="k")["Grants"])
+s3.put_object_acl(Bucket="open", Key="k", ACL="public-read")
+s3.copy_object(Bucket="open", Key="k2", CopySource="open/k", ACL="public-read")
+assert code(lambda: s3.put_object(Bucket="open", Key="q", Body=b"x", ACL="private")) == NI
+assert code(lambda: s3.put_object_acl(Bucket="open", Key="k", ACL="private")) == NI
+assert code(lambda: s3.head_object(Bucket="open", Key="q"))[1] == 404
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}

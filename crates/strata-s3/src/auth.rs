@@ -153,8 +153,9 @@ const PUBLIC_OPS: [&str; 5] = [
 fn needed(op: &str) -> Permission {
     match op {
         "GetObject" | "HeadObject" | "ListObjects" | "ListObjectsV2" | "HeadBucket"
-        | "GetBucketLocation" => Permission::Read,
+        | "GetBucketLocation" | "GetObjectAcl" => Permission::Read,
         "PutObject"
+        | "PutObjectAcl"
         | "DeleteObject"
         | "DeleteObjects"
         | "CopyObject"

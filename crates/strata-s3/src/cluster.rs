@@ -4,20 +4,25 @@
 use std::sync::Arc;
 
 use s3s::{s3_error, S3Result};
-use strata_client::{Client, ClientConfig, ClientError};
+use strata_client::{Client, ClientConfig, ClientError, Http, LocalNode};
 
 /// The cluster whose metadata service is `meta`, connected on first use
 /// (the cluster may have no placement table yet when the node starts).
 pub struct Cluster {
     meta: String,
+    /// This process's own node (its address and protocol routes), called
+    /// in-process instead of over loopback HTTP.
+    local: Option<(String, Arc<dyn LocalNode>)>,
     client: tokio::sync::OnceCell<Arc<Client>>,
 }
 
 impl Cluster {
-    /// The cluster at `meta`.
-    pub fn new(meta: &str) -> Cluster {
+    /// The cluster at `meta`; requests to the node `local` names are
+    /// served in-process.
+    pub fn new(meta: &str, local: Option<(String, Arc<dyn LocalNode>)>) -> Cluster {
         Cluster {
             meta: meta.to_string(),
+            local,
             client: tokio::sync::OnceCell::new(),
         }
     }
@@ -26,7 +31,11 @@ impl Cluster {
     pub async fn client(&self) -> S3Result<Arc<Client>> {
         self.client
             .get_or_try_init(|| async {
-                Client::connect(&self.meta, ClientConfig::coordinator())
+                let http = match &self.local {
+                    Some((addr, node)) => Http::new().with_local(addr, node.clone()),
+                    None => Http::new(),
+                };
+                Client::connect_with(&self.meta, ClientConfig::coordinator(), http)
                     .await
                     .map(Arc::new)
             })

@@ -105,9 +105,12 @@ pub fn refuse_unsupported_write(h: &HeaderMap) -> S3Result<()> {
     }
     if let Some(acl) = h.get("x-amz-acl") {
         let acl = text(acl);
+        // private and public-read are checked against the bucket
+        // (StrataS3::object_acl_fits): an object is as readable as its
+        // bucket, nothing else.
         if !matches!(
             acl.as_str(),
-            "private" | "bucket-owner-full-control" | "bucket-owner-read"
+            "private" | "public-read" | "bucket-owner-full-control" | "bucket-owner-read"
         ) {
             return Err(s3_error!(
                 NotImplemented,

@@ -29,6 +29,12 @@ pub struct S3Options {
     /// Domains of virtual-host-style requests (`BUCKET.DOMAIN`); requests
     /// to any other host are path style.
     pub domains: Vec<String>,
+    /// This process's node (its address and protocol routes), reached
+    /// in-process rather than over loopback HTTP.
+    pub local: Option<(String, Arc<dyn strata_client::LocalNode>)>,
+    /// Whether PUTs write the listing index (always, but for the
+    /// benchmark of the index's cost: without it nothing is listed).
+    pub listing_index: bool,
 }
 
 /// Virtual-host-style addressing: a host `BUCKET.DOMAIN[:PORT]` for one of
@@ -80,13 +86,11 @@ impl Listener {
 /// Binds the S3 listener of a node.
 pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     let root = opts.root.ok_or(S3Error::NoRootKey)?;
-    let cluster = Arc::new(Cluster::new(&opts.meta));
+    let cluster = Arc::new(Cluster::new(&opts.meta, opts.local));
     let keys = Keys::new(root, cluster.clone(), opts.admin_token.clone());
-    let mut builder = S3ServiceBuilder::new(StrataS3::new(
-        cluster,
-        opts.max_object_size,
-        opts.admin_token,
-    ));
+    let mut s3 = StrataS3::new(cluster, opts.max_object_size, opts.admin_token);
+    s3.listing_index = opts.listing_index;
+    let mut builder = S3ServiceBuilder::new(s3);
     builder.set_auth(KeyAuth(keys.clone()));
     builder.set_access(KeyAccess(keys));
     builder.set_host(Domains(opts.domains));

@@ -12,14 +12,15 @@ use s3s::dto::{
     CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
     DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
     ETag, GetBucketAclInput, GetBucketAclOutput, GetBucketLocationInput, GetBucketLocationOutput,
-    GetObjectInput, GetObjectOutput, Grant, Grantee, HeadBucketInput, HeadBucketOutput,
-    HeadObjectInput, HeadObjectOutput, ListBucketsInput, ListBucketsOutput,
-    ListMultipartUploadsInput, ListMultipartUploadsOutput, ListObjectVersionsInput,
-    ListObjectVersionsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
-    ListObjectsV2Output, ListPartsInput, ListPartsOutput, MetadataDirective, ObjectVersion,
-    ObjectVersionStorageClass, Owner, Permission, PutBucketAclInput, PutBucketAclOutput,
-    PutObjectInput, PutObjectOutput, StreamingBlob, Timestamp, TimestampFormat, Type,
-    UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput, UploadPartOutput,
+    GetObjectAclInput, GetObjectAclOutput, GetObjectInput, GetObjectOutput, Grant, Grantee,
+    HeadBucketInput, HeadBucketOutput, HeadObjectInput, HeadObjectOutput, ListBucketsInput,
+    ListBucketsOutput, ListMultipartUploadsInput, ListMultipartUploadsOutput,
+    ListObjectVersionsInput, ListObjectVersionsOutput, ListObjectsInput, ListObjectsOutput,
+    ListObjectsV2Input, ListObjectsV2Output, ListPartsInput, ListPartsOutput, MetadataDirective,
+    ObjectVersion, ObjectVersionStorageClass, Owner, Permission, PutBucketAclInput,
+    PutBucketAclOutput, PutObjectAclInput, PutObjectAclOutput, PutObjectInput, PutObjectOutput,
+    StreamingBlob, Timestamp, TimestampFormat, Type, UploadPartCopyInput, UploadPartCopyOutput,
+    UploadPartInput, UploadPartOutput,
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -43,6 +44,9 @@ pub struct StrataS3 {
     /// when: a request for a bucket not in it, or after [`BUCKETS_TTL`],
     /// fetches them again (no key-value read on the GET path).
     buckets: Mutex<Option<(Instant, Buckets)>>,
+    /// Whether a PUT writes the listing index (off only to measure what
+    /// the index costs: `strata server --s3-bench-no-listing-index`).
+    pub listing_index: bool,
 }
 
 type Buckets = BTreeMap<String, strata_client::BucketRecord>;
@@ -102,6 +106,7 @@ impl StrataS3 {
             max_object_size,
             admin_token,
             buckets: Mutex::new(None),
+            listing_index: true,
         }
     }
 
@@ -223,7 +228,19 @@ impl StrataS3 {
                             None => None,
                         },
                         Some(Err(e)) => {
-                            let m = fail(s3_error!(IncompleteBody, "reading the body: {e}"));
+                            // A chunk of an aws-chunked body whose signature
+                            // is wrong is refused as S3 refuses it (403);
+                            // s3s's error type is private, its message is
+                            // not.
+                            let e = e.to_string();
+                            let m = if e == "AwsChunkedStreamError: SignatureMismatch" {
+                                fail(s3_error!(
+                                    SignatureDoesNotMatch,
+                                    "a chunk's signature does not match"
+                                ))
+                            } else {
+                                fail(s3_error!(IncompleteBody, "reading the body: {e}"))
+                            };
                             Some((Err(m), (body, hasher, seen, true)))
                         }
                         Some(Ok(chunk)) => {
@@ -277,6 +294,9 @@ impl StrataS3 {
         key: &str,
         stored: &Stored,
     ) -> S3Result<()> {
+        if !self.listing_index {
+            return Ok(());
+        }
         let entry = IndexEntry {
             size: stored.size,
             etag: stored.meta.etag.clone(),
@@ -354,6 +374,85 @@ impl StrataS3 {
         }
         let _ = self.buckets(client, true).await;
         Ok(())
+    }
+}
+
+/// The grants of a bucket, and of every object in it (objects have no
+/// ACL of their own: each is as readable as its bucket): the owner's
+/// FULL_CONTROL and, when the bucket is public-read, AllUsers READ.
+fn grants(public: bool) -> Vec<Grant> {
+    let owner = owner();
+    let mut grants = vec![Grant {
+        grantee: Some(Grantee {
+            display_name: owner.display_name.clone(),
+            email_address: None,
+            id: owner.id.clone(),
+            type_: Type::from_static(Type::CANONICAL_USER),
+            uri: None,
+        }),
+        permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
+    }];
+    if public {
+        grants.push(Grant {
+            grantee: Some(Grantee {
+                display_name: None,
+                email_address: None,
+                id: None,
+                type_: Type::from_static(Type::GROUP),
+                uri: Some("http://acs.amazonaws.com/groups/global/AllUsers".into()),
+            }),
+            permission: Some(Permission::from_static(Permission::READ)),
+        });
+    }
+    grants
+}
+
+impl StrataS3 {
+    /// Whether `bucket` is public-read (as last fetched).
+    async fn is_public(&self, client: &Client, bucket: &str) -> S3Result<bool> {
+        Ok(self
+            .buckets(client, false)
+            .await?
+            .get(bucket)
+            .is_some_and(|b| b.public_read))
+    }
+
+    /// A canned object ACL is kept only when it says what the bucket
+    /// already gives (objects have no ACL of their own): `private` in a
+    /// private bucket, `public-read` in a public-read one, and the
+    /// `bucket-owner-*` ACLs (there is one owner); any other is 501, never
+    /// a success that leaves the object readable otherwise than asked.
+    async fn object_acl_fits(&self, client: &Client, bucket: &str, acl: &str) -> S3Result<()> {
+        let public = self.is_public(client, bucket).await?;
+        match acl {
+            "bucket-owner-full-control" | "bucket-owner-read" => Ok(()),
+            "private" if !public => Ok(()),
+            "public-read" if public => Ok(()),
+            "private" | "public-read" => Err(s3_error!(
+                NotImplemented,
+                "objects have no ACL of their own: in a {} bucket, only the canned ACL {} (or bucket-owner-*) is accepted",
+                if public { "public-read" } else { "private" },
+                if public { "public-read" } else { "private" }
+            )),
+            other => Err(s3_error!(
+                NotImplemented,
+                "the canned object ACL {other} is not supported"
+            )),
+        }
+    }
+
+    /// [`StrataS3::object_acl_fits`] for the `x-amz-acl` header of a write,
+    /// if it has one.
+    async fn acl_header_fits(
+        &self,
+        client: &Client,
+        bucket: &str,
+        headers: &http::HeaderMap,
+    ) -> S3Result<()> {
+        match headers.get("x-amz-acl").and_then(|v| v.to_str().ok()) {
+            Some(acl) => self.object_acl_fits(client, bucket, acl).await,
+            None => Ok(()),
+        }
     }
 }
 
@@ -435,6 +534,8 @@ impl S3 for StrataS3 {
         let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
         let client = self.bucket(&input.bucket).await?;
+        self.acl_header_fits(&client, &input.bucket, &req.headers)
+            .await?;
         if input.if_match.is_some() || input.if_none_match.is_some() {
             // Conditional writes (If-None-Match: *) need an atomic
             // compare on the replicas: not a wrong success.
@@ -633,6 +734,8 @@ impl S3 for StrataS3 {
         }
         .check(&src_etag, modified_secs(stamp), true)?;
         self.bucket(&input.bucket).await?;
+        self.acl_header_fits(&client, &input.bucket, &req.headers)
+            .await?;
         let replace = input
             .metadata_directive
             .as_ref()
@@ -876,33 +979,56 @@ impl S3 for StrataS3 {
             .await?
             .get(&name)
             .is_some_and(|b| b.public_read);
-        let owner = owner();
-        let mut grants = vec![Grant {
-            grantee: Some(Grantee {
-                display_name: owner.display_name.clone(),
-                email_address: None,
-                id: owner.id.clone(),
-                type_: Type::from_static(Type::CANONICAL_USER),
-                uri: None,
-            }),
-            permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
-        }];
-        if public {
-            grants.push(Grant {
-                grantee: Some(Grantee {
-                    display_name: None,
-                    email_address: None,
-                    id: None,
-                    type_: Type::from_static(Type::GROUP),
-                    uri: Some("http://acs.amazonaws.com/groups/global/AllUsers".into()),
-                }),
-                permission: Some(Permission::from_static(Permission::READ)),
-            });
-        }
         Ok(S3Response::new(GetBucketAclOutput {
-            grants: Some(grants),
-            owner: Some(owner),
+            grants: Some(grants(public)),
+            owner: Some(owner()),
         }))
+    }
+
+    /// An object's ACL is its bucket's (objects have no ACL of their own).
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        let input = req.input;
+        null_version(input.version_id.as_deref())?;
+        let (client, _, _) = self.object(&input.bucket, &input.key).await?;
+        let public = self.is_public(&client, &input.bucket).await?;
+        Ok(S3Response::new(GetObjectAclOutput {
+            grants: Some(grants(public)),
+            owner: Some(owner()),
+            request_charged: None,
+        }))
+    }
+
+    /// Accepts a canned ACL that says what the object's bucket already
+    /// gives ([`StrataS3::object_acl_fits`]); grants and other ACLs are
+    /// 501.
+    async fn put_object_acl(
+        &self,
+        req: S3Request<PutObjectAclInput>,
+    ) -> S3Result<S3Response<PutObjectAclOutput>> {
+        let input = req.input;
+        null_version(input.version_id.as_deref())?;
+        if input.access_control_policy.is_some()
+            || input.grant_full_control.is_some()
+            || input.grant_read.is_some()
+            || input.grant_read_acp.is_some()
+            || input.grant_write.is_some()
+            || input.grant_write_acp.is_some()
+        {
+            return Err(s3_error!(
+                NotImplemented,
+                "object ACL grants are not supported (objects are readable as their bucket is)"
+            ));
+        }
+        let (client, _, _) = self.object(&input.bucket, &input.key).await?;
+        let acl = input
+            .acl
+            .ok_or_else(|| s3_error!(MissingSecurityHeader, "give x-amz-acl (a canned ACL)"))?;
+        self.object_acl_fits(&client, &input.bucket, acl.as_str())
+            .await?;
+        Ok(S3Response::new(PutObjectAclOutput::default()))
     }
 
     async fn get_bucket_location(
@@ -1121,6 +1247,9 @@ impl S3 for StrataS3 {
         meta::refuse_unsupported_write(&req.headers)?;
         let meta = meta::from_headers(&req.headers)?;
         let input = req.input;
+        let client = self.bucket(&input.bucket).await?;
+        self.acl_header_fits(&client, &input.bucket, &req.headers)
+            .await?;
         let upload = self.create_upload(&input.bucket, &input.key, meta).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),

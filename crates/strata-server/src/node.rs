@@ -954,6 +954,10 @@ pub struct Running {
     pub node: Arc<ClusterNode>,
     /// The HTTP loop; it ends only when aborted.
     pub served: tokio::task::JoinHandle<()>,
+    /// The node's protocol routes, called in-process (the S3 coordinator
+    /// of the same process reaches this node's replicas and listing index
+    /// through it, as the gateway does).
+    pub local: Arc<dyn strata_client::LocalNode>,
 }
 
 impl ClusterNode {
@@ -1204,7 +1208,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     let gateway = Arc::new(crate::gateway::Gateway::new(
         &node.opts.meta,
         node.opts.gateway.clone(),
-        Some((node.addr.clone(), local)),
+        Some((node.addr.clone(), local.clone())),
         Some(node.clone()),
     ));
     // The dashboard's sampler stops when this function returns.
@@ -1270,6 +1274,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         addr: node.addr.clone(),
         node,
         served,
+        local,
     })
 }
 

@@ -18,6 +18,9 @@ enum Which {
     /// The erasure-coding engine: encode, healthy and degraded range reads,
     /// rebuild.
     Ec(super::bench_ec::Args),
+    /// The S3 listing index at scale: fill one bucket with many names,
+    /// then time pages of it.
+    Listing(super::bench_listing::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -26,5 +29,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Which::Store(a) => super::bench_store::run(a),
         Which::Http(a) => super::bench_http::run(a),
         Which::Ec(a) => super::bench_ec::run(a),
+        Which::Listing(a) => super::bench_listing::run(a),
     }
 }

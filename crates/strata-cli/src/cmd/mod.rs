@@ -4,6 +4,7 @@ pub mod analyze;
 pub mod bench;
 pub mod bench_ec;
 pub mod bench_http;
+pub mod bench_listing;
 pub mod bench_store;
 pub mod client;
 pub mod cluster;

@@ -180,6 +180,10 @@ pub struct Args {
     /// path style (/BUCKET/KEY). Repeat for several domains.
     #[arg(long, value_name = "DOMAIN", default_value = "localhost")]
     s3_domain: Vec<String>,
+    /// Benchmarks only: S3 PUTs skip the listing index (nothing written
+    /// then is listed), to measure what the index costs.
+    #[arg(long, hide = true)]
+    s3_bench_no_listing_index: bool,
 }
 
 /// `--ram-admission`.
@@ -465,18 +469,29 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     };
     let mut opts = options(&a, &meta, &data, devices)?;
     opts.admin_token = token.clone();
+    // The root key is checked before the node starts.
+    let root = match &a.s3_listen {
+        Some(_) => Some(root_key(a.dev)?),
+        None => None,
+    };
+    let max_object_size = opts.gateway.max_object_size;
+    let running = rt
+        .block_on(strata_server::start(opts))
+        .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;
+    // The S3 API reaches this node's replicas and listing index in-process.
     let s3 = match &a.s3_listen {
         None => None,
         Some(listen) => {
-            let root = root_key(a.dev)?;
             let s3 = rt
                 .block_on(strata_s3::serve(strata_s3::S3Options {
                     listen: listen.clone(),
                     meta: meta.clone(),
-                    root: Some(root),
-                    max_object_size: opts.gateway.max_object_size,
+                    root,
+                    max_object_size,
                     admin_token: token,
                     domains: a.s3_domain.clone(),
+                    local: Some((running.addr.clone(), running.local.clone())),
+                    listing_index: !a.s3_bench_no_listing_index,
                 }))
                 .context("--s3-listen")?;
             eprintln!(
@@ -492,9 +507,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             )))
         }
     };
-    let running = rt
-        .block_on(strata_server::start(opts))
-        .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;
     // The one line on standard output: where to send requests.
     println!(
         "strata server listening on http://{} (node {}, {}, metadata service {})",

@@ -475,6 +475,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         None => None,
     };
     let max_object_size = opts.gateway.max_object_size;
+    let http = opts.http;
     let running = rt
         .block_on(strata_server::start(opts))
         .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;
@@ -501,7 +502,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             let (listener, service) = s3.into_parts();
             Some(rt.spawn(strata_node::conns::serve(
                 listener,
-                opts.http,
+                http,
                 service,
                 std::future::pending(),
             )))

@@ -125,15 +125,19 @@ fn upgrade_converts_a_single_node_directory_keeping_cookies() {
 
     // Every live object, its bytes and its cookie; the delete stays.
     let s = Server::start(&data, &[]);
-    for (name, cookie, body) in &want {
+    for (i, (name, cookie, body)) in want.iter().enumerate() {
         if name == "photos/p2" {
             continue;
         }
         let r = get(&s.addr, &format!("/{name}?cookie={cookie:08x}"));
         assert_eq!(r.status, 200, "{name}: {}", r.text());
         assert_eq!(&r.body, body, "{name}");
-        let wrong = get(&s.addr, &format!("/{name}?cookie={:08x}", cookie ^ 1));
-        assert_eq!(wrong.status, 404, "{name} with a wrong cookie");
+        // A wrong cookie for some of them (wrong cookies from one address
+        // are rate-limited past a burst of 20: docs/security.md).
+        if i % 20 == 0 {
+            let wrong = get(&s.addr, &format!("/{name}?cookie={:08x}", cookie ^ 1));
+            assert_eq!(wrong.status, 404, "{name} with a wrong cookie");
+        }
     }
     assert_eq!(get(&s.addr, "/photos/p2").status, 404);
     // Running it again has nothing left to do.

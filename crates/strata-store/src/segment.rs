@@ -127,6 +127,47 @@ pub fn pread_exact(file: &File, buf: &mut [u8], offset: u64) -> io::Result<u64> 
     Ok(calls)
 }
 
+/// Writes every byte of `parts`, in order, at `offset`: `pwritev` calls
+/// of at most [`IOV_MAX`] slices, continued after short writes and
+/// interruptions. The slices are handed to the kernel where they lie.
+pub fn write_all_vectored_at(file: &File, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+    use std::io::IoSlice;
+    let mut at = offset;
+    // The first slice not yet written whole, and how much of it was.
+    let (mut i, mut skip) = (0usize, 0usize);
+    while i < parts.len() {
+        if parts[i].len() == skip {
+            (i, skip) = (i + 1, 0);
+            continue;
+        }
+        let end = (i + IOV_MAX).min(parts.len());
+        let iov: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&parts[i][skip..]))
+            .chain(parts[i + 1..end].iter().map(|p| IoSlice::new(p)))
+            .collect();
+        let mut n = match rustix::io::pwritev(file, &iov, at) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        at += n as u64;
+        while n > 0 {
+            let left = parts[i].len() - skip;
+            if n >= left {
+                n -= left;
+                (i, skip) = (i + 1, 0);
+            } else {
+                skip += n;
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The most slices one `pwritev` takes (Linux's `IOV_MAX`).
+pub const IOV_MAX: usize = 1024;
+
 /// One thing found by a [`Scanner`].
 #[derive(Debug, Clone)]
 pub enum ScanItem {
@@ -310,5 +351,30 @@ impl Scanner {
                 }))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn vectored_writes_put_every_slice_in_order() {
+        let dir = tempfile::tempdir().expect("dir");
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(dir.path().join("v"))
+            .expect("open");
+        // More slices than one pwritev takes, empty ones among them.
+        let owned: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| vec![(i % 251) as u8; (i % 7) as usize])
+            .collect();
+        let parts: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
+        super::write_all_vectored_at(&f, &parts, 5).expect("write");
+        let want: Vec<u8> = owned.concat();
+        let mut got = vec![0u8; want.len()];
+        super::pread_exact(&f, &mut got, 5).expect("read");
+        assert!(got == want);
     }
 }

@@ -1815,25 +1815,36 @@ impl Inner {
         if items.is_empty() {
             return Ok(());
         }
-        let mut buf = Vec::with_capacity(
-            items
-                .iter()
-                .map(|i| needle::needle_len(i.data.len() as u32) as usize)
-                .sum(),
-        );
+        // Each needle's frame (header, footer) is encoded here; its data
+        // goes to the kernel from where the caller holds it (one pwritev
+        // for the batch), not copied into a batch buffer first.
+        let mut frames = Vec::with_capacity(items.len() * needle::FRAME_MAX);
+        let mut ranges = Vec::with_capacity(items.len());
         let mut lens = Vec::with_capacity(items.len());
         for it in items {
-            let before = buf.len();
-            needle::encode(&mut buf, it.cookie, it.key, it.alt_key, 0, it.data);
-            lens.push((buf.len() - before) as u64);
+            ranges.push(needle::encode_frame(
+                &mut frames,
+                it.cookie,
+                it.key,
+                it.alt_key,
+                0,
+                it.data,
+            ));
+            lens.push(needle::needle_len(it.data.len() as u32));
+        }
+        let total: u64 = lens.iter().sum();
+        let mut parts = Vec::with_capacity(items.len() * 3);
+        for (it, (head, tail)) in items.iter().zip(ranges) {
+            parts.push(&frames[head]);
+            parts.push(it.data);
+            parts.push(&frames[tail]);
         }
         let mut w = lock(&dev.writer);
         let seg = w.clone();
         let start = seg.len.load(Ordering::Relaxed);
         let file = seg.file()?;
-        let res = file
-            .write_all_at(&buf, start)
-            .and_then(|_| file.sync_data());
+        let res =
+            segment::write_all_vectored_at(&file, &parts, start).and_then(|_| file.sync_data());
         if let Err(e) = res {
             // Leave the segment as it was: nothing of the batch is
             // visible, and a partial write is cut (or cut on open).
@@ -1842,8 +1853,7 @@ impl Inner {
             return Err(StoreError::io("appending to", &seg.path)(e));
         }
         self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
-        self.counters.written[dev.tier.code() as usize]
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.counters.written[dev.tier.code() as usize].fetch_add(total, Ordering::Relaxed);
         let Body::Active(a) = &seg.body else {
             return Err(StoreError::SegmentActive(seg.id));
         };
@@ -1858,7 +1868,7 @@ impl Inner {
                 })
                 .collect()
         };
-        seg.len.store(start + buf.len() as u64, Ordering::Release);
+        seg.len.store(start + total, Ordering::Release);
         seg.dirty.store(true, Ordering::Relaxed);
         {
             let _u = lock(&self.update);
@@ -1897,7 +1907,7 @@ impl Inner {
         if let Some(last) = locs.last() {
             write(a).installed = last.ord as usize + 1;
         }
-        if start + buf.len() as u64 >= self.cfg.segment_size {
+        if start + total >= self.cfg.segment_size {
             // The batch is durable whatever happens here; a failed seal
             // (e.g. no space for a new segment) is retried next batch.
             let _ = self.seal(device, &mut w);

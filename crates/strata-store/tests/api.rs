@@ -347,11 +347,17 @@ fn more_segments_than_open_files_allowed() {
         .unwrap();
     store.merge_index().unwrap();
     check(&store, &|i| i % 3 == 0);
-    assert!(
-        open_here(&store) <= 6 + 2 + 2,
-        "{} files open",
-        open_here(&store)
-    );
+    // A background compaction or merge may hold its output file for a
+    // moment; the budget holds once it is done.
+    let t = std::time::Instant::now();
+    while open_here(&store) > 6 + 2 + 2 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "{} files open",
+            open_here(&store)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     drop(store);
     let store = Store::open(c).unwrap();
     check(&store, &|i| i % 3 == 0);

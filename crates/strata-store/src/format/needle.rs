@@ -121,6 +121,30 @@ fn header_crc(h: &[u8]) -> u32 {
 
 /// Appends the encoded needle to `out`.
 pub fn encode(out: &mut Vec<u8>, cookie: u32, key: u64, alt_key: u32, flags: u32, data: &[u8]) {
+    let mut frame = Vec::with_capacity(FRAME_MAX);
+    let (head, tail) = encode_frame(&mut frame, cookie, key, alt_key, flags, data);
+    out.extend_from_slice(&frame[head]);
+    out.extend_from_slice(data);
+    out.extend_from_slice(&frame[tail]);
+}
+
+/// The most bytes [`encode_frame`] appends for one needle: the header,
+/// the footer and up to 7 bytes of padding.
+pub const FRAME_MAX: usize = HEADER_LEN + FOOTER_LEN + 7;
+
+/// Appends a needle's frame to `out`, the bytes that go around its data:
+/// the header, then the footer with its padding. Returns their ranges in
+/// `out`; the needle is `out[head]`, the data, `out[tail]`, in that order
+/// (what [`encode`] writes), so that a writer can hand the data to the
+/// kernel where it lies (`pwritev`) instead of copying it into a buffer.
+pub fn encode_frame(
+    out: &mut Vec<u8>,
+    cookie: u32,
+    key: u64,
+    alt_key: u32,
+    flags: u32,
+    data: &[u8],
+) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
     let start = out.len();
     let size = data.len() as u32;
     out.extend_from_slice(&HEADER_MAGIC.to_le_bytes());
@@ -131,11 +155,12 @@ pub fn encode(out: &mut Vec<u8>, cookie: u32, key: u64, alt_key: u32, flags: u32
     out.extend_from_slice(&size.to_le_bytes());
     let crc = header_crc(&out[start..start + 28]);
     out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(data);
+    let tail = out.len();
     out.extend_from_slice(&FOOTER_MAGIC.to_le_bytes());
     out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
-    let total = start + needle_len(size) as usize;
-    out.resize(total, 0);
+    let pad = needle_len(size) as usize - HEADER_LEN - data.len() - FOOTER_LEN;
+    out.resize(out.len() + pad, 0);
+    (start..tail, tail..out.len())
 }
 
 /// Parses and checks a needle header (the first [`HEADER_LEN`] bytes).

@@ -2315,6 +2315,13 @@ impl Inner {
                     ix.recent.remove(&(k, a));
                 }
             }
+            // A hash map keeps its buckets when emptied: give back what the
+            // merge emptied when the map is mostly empty now (a rehash of
+            // what is left, the active segments' entries), so that RAM at
+            // rest holds the run and the active segments, not the peak.
+            if ix.recent.capacity() > 4 * ix.recent.len().max(1024) {
+                ix.recent.shrink_to_fit();
+            }
             ix.recent_floor = ix.recent.len();
         }
         self.counters.merges.fetch_add(1, Ordering::Relaxed);

@@ -64,8 +64,27 @@ fn bound_allocator_retention() {
     }
 }
 
+/// Raises the soft limit on open files to the hard limit, as Go programs
+/// and most servers do: a node may hold more segment files than the usual
+/// soft limit (1,024 on many systems, 20,000 here), and a store reopens the
+/// least recently used ones on GETs once its descriptor budget (half the
+/// soft limit) is exhausted, which costs an `open` per GET of a random
+/// object. The hard limit is what the administrator allows; going beyond it
+/// is theirs to decide (`LimitNOFILE=` in a systemd unit, `ulimit -Hn`).
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        lim.current = lim.maximum;
+        // Failing leaves the soft limit as it was: the store sizes its
+        // descriptor budget from whatever limit is in force.
+        let _ = setrlimit(Resource::Nofile, lim);
+    }
+}
+
 fn main() {
     bound_allocator_retention();
+    raise_fd_limit();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),

@@ -350,3 +350,41 @@ fn bench_store_compaction_phase_and_reuse() {
         text(&o)
     );
 }
+
+/// `strata` raises its soft limit on open files to the hard limit at start,
+/// so that a store sizes its descriptor budget (half the soft limit) from
+/// what the administrator allows, not from a login shell's default: started
+/// with a soft limit of 256, `strata store ls` reports the budget of the
+/// hard limit.
+#[test]
+fn the_open_file_budget_follows_the_hard_limit() {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    let Some(hard) = hard else {
+        // An unlimited hard limit cannot be a soft limit for files (Linux
+        // caps it at fs.nr_open): nothing to compare against.
+        return;
+    };
+    assert!(
+        hard > 512,
+        "this test needs a hard limit above 512, not {hard}"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256 && exec '{}' store ls '{}'",
+            env!("CARGO_BIN_EXE_strata"),
+            d.path().display()
+        ))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let want = (hard / 2).clamp(64, 1 << 20);
+    assert!(
+        t.contains(&format!(
+            "segment files kept open at most: {want} (soft limit on open files: {hard})"
+        )),
+        "{t}"
+    );
+}

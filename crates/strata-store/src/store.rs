@@ -283,13 +283,14 @@ const MERGE_MIN_ENTRIES: usize = 1 << 16;
 /// times for the put that flagged it to install its newer needle.
 const SUPERSEDED_RETRIES: u32 = 10_000;
 
-/// An active segment's needles: offsets (8-byte units, then the end) and
-/// the identity of each needle in file order (to write its checkpoint and
-/// the sealed checkpoint without a scan).
+/// An active segment's needles: offsets (8-byte units, then the end). The
+/// identities are not kept here: the recent map holds every live needle of
+/// an active segment with its exact key, so its checkpoint (and the sealed
+/// checkpoint at seal) takes them from there, which spares 16 bytes per
+/// needle.
 #[derive(Debug, Default)]
 struct ActiveSeg {
     offsets: Vec<u32>,
-    keys: Vec<(u64, u32)>,
     /// Needles whose index update is done: a checkpoint covers only these
     /// (the others are found as orphans by a scan after a crash).
     installed: usize,
@@ -304,15 +305,14 @@ impl ActiveSeg {
     fn end(&self) -> u64 {
         u64::from(self.offsets.last().copied().unwrap_or(0)) * 8
     }
-    fn push(&mut self, key: u64, alt: u32, len: u64) -> u32 {
+    fn push(&mut self, len: u64) -> u32 {
         let ord = (self.offsets.len() - 1) as u32;
         let end = (self.end() + len) / 8;
         self.offsets.push(end as u32);
-        self.keys.push((key, alt));
         ord
     }
     fn heap_bytes(&self) -> usize {
-        self.offsets.capacity() * 4 + self.keys.capacity() * std::mem::size_of::<(u64, u32)>()
+        self.offsets.capacity() * 4
     }
 }
 
@@ -591,9 +591,35 @@ impl NodeIndex {
         }
     }
 
+    /// The identities the recent map places in segment `slot` at needles
+    /// below `below`, as (key, alt, ordinal) in ordinal order: the live
+    /// needles of an active segment (whose own identities RAM does not keep).
+    fn recent_entries_of(&self, slot: u32, below: usize) -> Vec<(u64, u32, u32)> {
+        let mut v: Vec<(u64, u32, u32)> = self
+            .recent
+            .iter()
+            .filter(|&(_, l)| l.slot == slot && (l.ord as usize) < below)
+            .map(|(&(k, a), l)| (k, a, l.ord))
+            .collect();
+        v.sort_unstable_by_key(|e| e.2);
+        v
+    }
+
     fn recent_heap_bytes(&self) -> u64 {
+        // hashbrown allocates a power of two of buckets, at most 7/8 of
+        // them usable (`capacity`), each an entry and a control byte, plus
+        // one group (16) of trailing control bytes.
+        let cap = self.recent.capacity();
+        if cap == 0 {
+            return 0;
+        }
+        let buckets = if cap < 8 {
+            cap + 1
+        } else {
+            (cap * 8 / 7).next_power_of_two()
+        };
         let entry = std::mem::size_of::<((u64, u32), Loc)>() + 1;
-        (self.recent.capacity() * entry) as u64
+        (buckets * entry + 16) as u64
     }
 }
 
@@ -1078,6 +1104,14 @@ impl Store {
         }
     }
 
+    /// How many segment files this store keeps open at most
+    /// (`StoreConfig::max_open_files`, or half the process's soft limit on
+    /// open files when that is 0). A store with more sealed segments than
+    /// this reopens files on GETs.
+    pub fn open_files_budget(&self) -> usize {
+        self.inner.fds.cap
+    }
+
     /// RAM used by the index.
     pub fn memory(&self) -> MemoryUsage {
         let mut m = MemoryUsage::default();
@@ -1402,14 +1436,9 @@ fn load_segment(
         Some((b - a) * 8)
     };
     let body = if is_active {
-        let mut keys = vec![(0u64, 0u32); offsets.len().saturating_sub(1)];
-        for &(k, a, o) in &entries {
-            keys[o as usize] = (k, a);
-        }
-        let installed = keys.len();
+        let installed = offsets.len().saturating_sub(1);
         Body::Active(RwLock::new(ActiveSeg {
             offsets: offsets.clone(),
-            keys,
             installed,
         }))
     } else {
@@ -1487,7 +1516,6 @@ fn new_active(
         slot,
         body: Body::Active(RwLock::new(ActiveSeg {
             offsets: vec![(SUPERBLOCK_LEN / 8) as u32],
-            keys: Vec::new(),
             installed: 0,
         })),
         len: AtomicU64::new(SUPERBLOCK_LEN as u64),
@@ -1859,12 +1887,10 @@ impl Inner {
         };
         let locs: Vec<Loc> = {
             let mut a = write(a);
-            items
-                .iter()
-                .zip(&lens)
-                .map(|(it, &len)| Loc {
+            lens.iter()
+                .map(|&len| Loc {
                     slot: seg.slot,
-                    ord: a.push(it.key, it.alt_key, len),
+                    ord: a.push(len),
                 })
                 .collect()
         };
@@ -1949,21 +1975,7 @@ impl Inner {
         let a = read(a);
         let body = SealedSegment::new(&a.offsets, &[])
             .ok_or_else(|| StoreError::Config("could not build a segment index".into()))?;
-        let entries: Vec<(u64, u32, u32)> = {
-            let ix = read(&self.idx);
-            a.keys
-                .iter()
-                .enumerate()
-                .filter(|&(o, &(k, alt))| {
-                    ix.recent.get(&(k, alt))
-                        == Some(&Loc {
-                            slot: old.slot,
-                            ord: o as u32,
-                        })
-                })
-                .map(|(o, &(k, alt))| (k, alt, o as u32))
-                .collect()
-        };
+        let entries = read(&self.idx).recent_entries_of(old.slot, a.offsets.len() - 1);
         let sealed = Arc::new(Segment {
             id: old.id,
             generation: old.generation,
@@ -2015,14 +2027,10 @@ impl Inner {
                     let ix = read(&self.idx);
                     let mut idx = ActiveIndex::new(0);
                     idx.offsets = a.offsets[..=a.installed].to_vec();
-                    for (o, &(k, alt)) in a.keys[..a.installed].iter().enumerate() {
-                        let here = Loc {
-                            slot: s.slot,
-                            ord: o as u32,
-                        };
-                        if ix.recent.get(&(k, alt)) == Some(&here) {
-                            idx.map.insert((k, alt), o as u32);
-                        }
+                    let entries = ix.recent_entries_of(s.slot, a.installed);
+                    idx.map.reserve(entries.len());
+                    for (k, alt, o) in entries {
+                        idx.map.insert((k, alt), o);
                     }
                     checkpoint::encode_active(s.id, s.generation, &idx)
                 };
@@ -2316,6 +2324,13 @@ impl Inner {
                 if ix.recent.get(&(k, a)) == Some(&l) {
                     ix.recent.remove(&(k, a));
                 }
+            }
+            // A hash map keeps its buckets when emptied: give back what the
+            // merge emptied when the map is mostly empty now (a rehash of
+            // what is left, the active segments' entries), so that RAM at
+            // rest holds the run and the active segments, not the peak.
+            if ix.recent.capacity() > 4 * ix.recent.len().max(1024) {
+                ix.recent.shrink_to_fit();
             }
             ix.recent_floor = ix.recent.len();
         }

@@ -295,9 +295,16 @@ fn gets_probe_the_node_index_at_most_twice_at_any_segment_count() {
     store.merge_index().unwrap();
     let (p, reads) = probe(&store, 0..3000, true);
     assert!(p <= 2.0 && reads == 3000, "{p} {reads}");
-    let (p, reads) = probe(&store, 10_000..40_000, false);
+    // The promise: at most 1 extra device read per 10,000 GETs of absent
+    // keys, 20 in 200,000 (the default 14-bit fingerprints expect 0.61 per
+    // 10,000, ~12 here; the run's seed derives from its generation, so the
+    // count is the same on every run of this test).
+    let (p, reads) = probe(&store, 10_000..210_000, false);
     assert!(p <= 2.0, "{p}");
-    assert!(reads <= 3, "{reads} fingerprint false positives in 30,000");
+    assert!(
+        reads <= 20,
+        "{reads} fingerprint false positives in 200,000"
+    );
 }
 
 #[test]

@@ -405,6 +405,12 @@ fn ls(dir: PathBuf, tier: Tier) -> anyhow::Result<()> {
         format_bytes(m.active_bytes),
         m.active_objects
     );
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    println!(
+        "segment files kept open at most: {} (soft limit on open files: {})",
+        store.open_files_budget(),
+        soft.map_or_else(|| "unlimited".to_string(), |n| n.to_string())
+    );
     store.close().context("closing store")?;
     Ok(())
 }

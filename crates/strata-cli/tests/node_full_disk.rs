@@ -51,16 +51,11 @@ fn free_bytes(p: &Path) -> u64 {
     it.next().unwrap() * it.next().unwrap()
 }
 
-/// Fails today, so it is ignored (run it with `--ignored`): with the
-/// volume at zero bytes free, the store opens (tests/comes_back.rs in
-/// strata-store) but the node's embedded metadata service must rewrite
-/// `meta/meta.json` when the node registers again (its address changed)
-/// and gets ENOSPC, so the node waits for it for ever ("waiting for the
-/// metadata service: ... No space left on device"). Issue 15's "a node
-/// starts whatever its disks look like" needs space reserved for that
-/// file (or the state kept on another volume) too.
+/// With the volume at zero bytes free, the store opens (tests/comes_back.rs
+/// in strata-store) and the node's embedded metadata service rewrites
+/// `meta/meta.json` when the node registers again (its address changed) in
+/// the space `meta/meta.reserve` kept for it.
 #[test]
-#[ignore = "known failure: the metadata service cannot rewrite meta.json on a full volume (issue 15)"]
 fn a_node_on_a_full_volume_restarts_and_serves() {
     let vol = SmallVolume::new(64 << 20);
     let data = vol.path().join("data");
@@ -80,9 +75,9 @@ fn a_node_on_a_full_volume_restarts_and_serves() {
         acked.push((name, seq, len, cookie));
         assert!(seq < 10_000, "a 64 MiB volume never filled");
     };
-    // The node refused the write because the volume is full (it answers
-    // 503 today; issue 15 asks 507), not for another reason.
-    assert!(status >= 500, "the fill ended with {status}");
+    // The node refused the write because the volume is full: 507
+    // Insufficient Storage, not a 503 to retry.
+    assert_eq!(status, 507, "the fill ended with {status}");
     assert!(
         free_bytes(vol.path()) < 300_000,
         "the fill ended with {status} and {} bytes still free",

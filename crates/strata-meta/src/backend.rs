@@ -384,3 +384,48 @@ impl EtcdBackend {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ClusterConfig;
+
+    #[tokio::test]
+    async fn a_save_keeps_space_in_reserve_and_an_unchanged_state_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = FileBackend::new(dir.path()).unwrap();
+        let state = ClusterState::new(ClusterConfig::default());
+        f.save(&state).await.unwrap();
+        let file = dir.path().join("meta.json");
+        let reserve = std::fs::metadata(dir.path().join("meta.reserve")).unwrap();
+        let len = std::fs::metadata(&file).unwrap().len();
+        assert!(reserve.len() >= RESERVE_MIN.max(2 * len), "{reserve:?}");
+        // Real blocks, not a sparse file: the space is taken.
+        use std::os::unix::fs::MetadataExt;
+        assert!(reserve.blocks() * 512 >= reserve.len());
+
+        // The same state again: meta.json is not replaced.
+        std::fs::write(&file, b"marker: not rewritten").unwrap();
+        f.save(&state).await.unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"marker: not rewritten");
+
+        // A new process reads the state back and writes nothing for it.
+        let g = FileBackend::new(dir.path()).unwrap();
+        std::fs::write(&file, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+        let back = g.load().await.unwrap().unwrap();
+        let ino = std::fs::metadata(&file).unwrap().ino();
+        g.save(&back).await.unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().ino(), ino);
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // The final name is a directory: the rename fails after the write.
+        let path = dir.path().join("meta.json");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("x"), b"x").unwrap();
+        assert!(write_atomically(&path, b"{}").is_err());
+        assert!(!dir.path().join("meta.json.tmp").exists());
+    }
+}

@@ -73,6 +73,9 @@ pub struct FileBackend {
 /// the state file's size, room for the new copy beside the old one.
 const RESERVE_MIN: u64 = 256 << 10;
 
+/// A file system block, the unit files take space in.
+const PAGE: u64 = 4096;
+
 impl FileBackend {
     /// State kept in `dir/meta.json` (the directory is created).
     pub fn new(dir: &Path) -> Result<FileBackend, MetaError> {
@@ -165,12 +168,23 @@ fn save_with_reserve(path: &Path, reserve: &Path, bytes: &[u8]) -> std::io::Resu
     match write_atomically(path, bytes) {
         Ok(()) => {}
         Err(e) if is_no_space(&e) => {
-            match std::fs::remove_file(reserve) {
-                Ok(()) => {}
+            // Give back only what this save needs (the new copy and a page
+            // of slack), so that the reserve lasts over many saves on a
+            // full volume: each spends the state's growth, and the old
+            // copy's blocks go back to the reserve afterwards.
+            let have = std::fs::metadata(reserve).map_or(0, |m| m.len());
+            if have == 0 {
                 // No reserve to give back: the volume is simply full.
-                Err(r) if r.kind() == std::io::ErrorKind::NotFound => return Err(e),
-                Err(r) => return Err(r),
+                return Err(e);
             }
+            let need = bytes.len() as u64 + 2 * PAGE;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(reserve)
+                .and_then(|f| {
+                    f.set_len(have.saturating_sub(need))?;
+                    f.sync_all()
+                })?;
             eprintln!(
                 "strata meta: {} met a full volume; writing it in the space reserved for it ({})",
                 path.display(),

@@ -1,5 +1,6 @@
-//! The `Range` header of GET: never panics, and an accepted range lies
-//! within the object.
+//! The `Range` header of GET: never panics, and an accepted range (the
+//! half-open interval `[start, end)`) is non-empty and lies within the
+//! object.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -13,6 +14,6 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok((a, b)) = strata_node::range::parse_range(v, size) {
-        assert!(a <= b && b < size, "{v:?} of {size} gave {a}-{b}");
+        assert!(a < b && b <= size, "{v:?} of {size} gave [{a}, {b})");
     }
 });

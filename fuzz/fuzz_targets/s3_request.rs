@@ -8,7 +8,10 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     if let Ok(name) = strata_s3::list::decode_token(&text) {
-        assert_eq!(strata_s3::list::encode_token(&name), text.trim_end_matches('='));
+        assert_eq!(
+            strata_s3::list::encode_token(&name),
+            text.trim_end_matches('=')
+        );
     }
     let size = data.len() as u64 * 977;
     if let Ok((a, b)) = strata_s3::multipart::copy_range(&text, size) {

@@ -51,16 +51,11 @@ fn free_bytes(p: &Path) -> u64 {
     it.next().unwrap() * it.next().unwrap()
 }
 
-/// Fails today, so it is ignored (run it with `--ignored`): with the
-/// volume at zero bytes free, the store opens (tests/comes_back.rs in
-/// strata-store) but the node's embedded metadata service must rewrite
-/// `meta/meta.json` when the node registers again (its address changed)
-/// and gets ENOSPC, so the node waits for it for ever ("waiting for the
-/// metadata service: ... No space left on device"). Issue 15's "a node
-/// starts whatever its disks look like" needs space reserved for that
-/// file (or the state kept on another volume) too.
+/// With the volume at zero bytes free, the store opens (tests/comes_back.rs
+/// in strata-store) and the node's embedded metadata service rewrites
+/// `meta/meta.json` when the node registers again (its address changed) in
+/// the space `meta/meta.reserve` kept for it.
 #[test]
-#[ignore = "known failure: the metadata service cannot rewrite meta.json on a full volume (issue 15)"]
 fn a_node_on_a_full_volume_restarts_and_serves() {
     let vol = SmallVolume::new(64 << 20);
     let data = vol.path().join("data");
@@ -80,16 +75,18 @@ fn a_node_on_a_full_volume_restarts_and_serves() {
         acked.push((name, seq, len, cookie));
         assert!(seq < 10_000, "a 64 MiB volume never filled");
     };
-    // The node refused the write because the volume is full (it answers
-    // 503 today; issue 15 asks 507), not for another reason.
-    assert!(status >= 500, "the fill ended with {status}");
+    // The node refused the write because the volume is full: 507
+    // Insufficient Storage, not a 503 to retry.
+    assert_eq!(status, 507, "the fill ended with {status}");
     assert!(
         free_bytes(vol.path()) < 300_000,
         "the fill ended with {status} and {} bytes still free",
         free_bytes(vol.path())
     );
     assert!(acked.len() > 50, "only {} objects fit", acked.len());
-    for round in 0..2 {
+    // Four restarts at zero bytes free: each registers the node again (a
+    // new address) and so saves the metadata state out of its reserve.
+    for round in 0..4 {
         s.kill9();
         // The open removes what a killed process left in temporary files:
         // take that space too, so that the node starts on a volume with
@@ -102,6 +99,9 @@ fn a_node_on_a_full_volume_restarts_and_serves() {
         // Server::start panics with the server's error if it cannot start.
         s = Server::start(&data, &[]);
         assert_eq!(get(&s.addr, "/healthz").status, 200, "round {round}");
+        // Still full: a new object is refused as such, at once.
+        let r = put(&s.addr, "/full/one-more", &content(999_999, 100_000));
+        assert_eq!(r.status, 507, "round {round}: {}", r.text());
         for (name, seed, len, cookie) in &acked {
             let g = get(&s.addr, &format!("/full/{name}?cookie={cookie}"));
             assert_eq!(g.status, 200, "round {round}: {name} lost: {}", g.text());

@@ -14,13 +14,16 @@ use std::process::Command;
 /// Kinds with an open finding of the campaign (docs/reliability.md,
 /// "Findings"), left out of CI until their fix lands so that this test
 /// guards everything that holds today:
-/// - flip-superblock: one flipped superblock bit makes the node hang every
-///   request of the row (it starts, `/healthz` answers, PUT and GET never do);
-/// - disk-full: a full volume answers 503 instead of 507, and a node killed
-///   on a full volume does not start (its metadata file cannot be written);
-/// - multipart: now and then an object striped in tracts, overwritten while
-///   a node is killed, is served as a 200 whose body stops short.
-const OPEN_FINDINGS: &[&str] = &["flip-superblock", "disk-full", "multipart"];
+/// - disk-full: a full volume now answers 507 and a node killed on it
+///   starts again (tests/node_full_disk.rs), but a DELETE on a full volume
+///   cannot write its tombstone and gets no answer within 10 s, so the
+///   space is never freed.
+///
+/// (flip-superblock and multipart, open before, are fixed and run here.)
+const OPEN_FINDINGS: &[&str] = &["disk-full"];
+
+/// Kinds this campaign runs, three trials each.
+const KINDS: usize = 17;
 
 #[test]
 fn a_short_campaign_over_every_kind_passes() {
@@ -35,11 +38,18 @@ fn a_short_campaign_over_every_kind_passes() {
         .filter(|k| !OPEN_FINDINGS.contains(k))
         .map(str::to_string)
         .collect();
-    assert_eq!(kinds.len(), 15, "{kinds:?}");
+    assert_eq!(kinds.len(), KINDS, "{kinds:?}");
     let kinds = kinds.join(",");
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args([
-            "torture", "--trials", "45", "--seed", "15", "--json", "--kinds", &kinds,
+            "torture",
+            "--trials",
+            &(3 * KINDS).to_string(),
+            "--seed",
+            "15",
+            "--json",
+            "--kinds",
+            &kinds,
         ])
         .arg("--history")
         .arg(hist.path())
@@ -70,7 +80,7 @@ fn a_short_campaign_over_every_kind_passes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let kinds_run = report["kinds"].as_array().expect("kinds");
-    assert_eq!(kinds_run.len(), 15, "every kind ran: {kinds_run:?}");
+    assert_eq!(kinds_run.len(), KINDS, "every kind ran: {kinds_run:?}");
     for k in kinds_run {
         assert_eq!(k["passed"].as_u64(), Some(3), "{k}");
     }

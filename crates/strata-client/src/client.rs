@@ -14,9 +14,9 @@ use strata_placement::{object_hash, DiskId, PlacementTable};
 use crate::http::Http;
 use crate::protocol::{
     extend_path, index_list_path, index_path, index_row, inline_meta_record, inline_record,
-    manifest_record, new_cookie, object_path, parse_head, tract_data, tract_key, tract_record,
-    valid_name, ExtendRequest, ExtendResponse, Head, IndexEntry, ListPage, ListQuery, Manifest,
-    ObjectMeta, RECORD_TRACT,
+    manifest_record, new_cookie, new_tract_version, object_path, parse_head, tract_data,
+    tract_record, valid_name, versioned_tract_key, ExtendRequest, ExtendResponse, Head, IndexEntry,
+    ListPage, ListQuery, Manifest, ObjectMeta, RECORD_TRACT,
 };
 use crate::ClientError;
 
@@ -371,11 +371,14 @@ impl Client {
         let mut rec = new_record();
         let mut pending: Option<Bytes> = None;
         let mut first_tier: Option<String> = None;
+        // This write's tracts go under keys of their own: an overwrite cut
+        // short leaves the version it replaces whole.
+        let tract_version = new_tract_version();
         loop {
             while rec.len() < ts + 1 {
                 let chunk = match pending.take() {
                     Some(c) => c,
-                    None => match body.next().await {
+                    None => match next_chunk(&mut body, &mut inflight, &mut first_tier).await? {
                         Some(Ok(c)) => {
                             len += c.len() as u64;
                             c
@@ -415,7 +418,7 @@ impl Client {
                 let piece = std::mem::replace(&mut rec, new_record()).freeze();
                 let t = tracts;
                 tracts += 1;
-                let name = tract_key(key, t);
+                let name = versioned_tract_key(key, tract_version, t);
                 inflight.push_back(async move {
                     self.put_record(bucket, &name, h, t as i64, piece, stamp)
                         .await
@@ -442,10 +445,56 @@ impl Client {
             lens: Vec::new(),
             cookie,
             meta: meta(),
+            version: tract_version,
         };
-        self.put_record(bucket, key, h, -1, manifest_record(&m), stamp)
-            .await
-            .map(|_| (cookie, first_tier))
+        // Every data tract is durable on every replica: the manifest may
+        // now make this version visible. The one it replaces is read first,
+        // so that its tracts can be freed once this one is in place.
+        let replaced = self.replaced_head(bucket, key, h).await;
+        let stamp = stamp.unwrap_or_else(|| self.next_stamp());
+        self.put_record(bucket, key, h, -1, manifest_record(&m), Some(stamp))
+            .await?;
+        if let Some((old, old_stamp)) = replaced {
+            // Only a version older than this write's manifest is replaced
+            // (of two writers, the newer stamp wins on every replica); its
+            // tracts are garbage now. Best effort: a failure leaves them
+            // behind, unreferenced, and loses nothing.
+            if old_stamp < stamp && old.version != tract_version {
+                self.delete_tracts(bucket, key, h, &old).await;
+            }
+        }
+        Ok((cookie, first_tier))
+    }
+
+    /// The manifest (and its stamp) an overwrite of `bucket/key` is about
+    /// to replace, if the object is striped; `None` when it is small,
+    /// absent, or cannot be read within one request timeout (its tracts
+    /// are then left behind rather than the write delayed).
+    async fn replaced_head(&self, bucket: &str, key: &str, h: u64) -> Option<(Manifest, u64)> {
+        let read = self.get_stamped(bucket, key, h, -1);
+        match tokio::time::timeout(self.cfg.request_timeout, read).await {
+            Ok(Ok(Some((rec, stamp)))) => match parse_head(&rec) {
+                Ok(Head::Manifest(m)) => Some((m, stamp)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Deletes the data tracts of manifest `m` of `bucket/key` (best
+    /// effort: a tract that cannot be deleted stays, unreferenced).
+    async fn delete_tracts(&self, bucket: &str, key: &str, h: u64, m: &Manifest) {
+        use futures_util::stream::{self, StreamExt};
+        stream::iter(0..m.tracts)
+            .map(|t| {
+                let name = m.tract_key(key, t);
+                async move {
+                    let _ = self.delete_record(bucket, &name, h, t as i64).await;
+                }
+            })
+            .buffer_unordered(self.cfg.tract_parallelism.max(1))
+            .collect::<Vec<()>>()
+            .await;
     }
 
     async fn put_record(
@@ -491,6 +540,17 @@ impl Client {
                 let mut out = Outcome::Done;
                 for (addr, r) in reps.iter().zip(results) {
                     match r {
+                        Ok(resp) if resp.status == StatusCode::INSUFFICIENT_STORAGE => {
+                            // (A tract's stored name carries its number after a NUL.)
+                            let key = name.split('\0').next().unwrap_or(name);
+                            return Err(ClientError::Full {
+                                name: format!("{bucket}/{key}"),
+                                reason: format!(
+                                    "{addr}: {}",
+                                    String::from_utf8_lossy(&resp.body).trim_end()
+                                ),
+                            });
+                        }
                         Ok(resp) if resp.status.is_success() => {
                             // The tier of this process's own replica, else
                             // of the first one.
@@ -561,13 +621,13 @@ impl Client {
         let h = object_hash(bucket, key);
         let ts = self.current().table.tract_size();
         let lens: Vec<u64> = data.chunks(ts as usize).map(|c| c.len() as u64).collect();
-        let first = self.extend(bucket, key, h, &lens, ts).await?;
+        let (first, version) = self.extend(bucket, key, h, &lens, ts).await?;
         let work = lens.iter().enumerate().map(|(i, _)| {
             let start = i * ts as usize;
             let end = (start + ts as usize).min(data.len());
             let piece = tract_record(&data[start..end]);
             let t = first + i as u64;
-            let name = tract_key(key, t);
+            let name = versioned_tract_key(key, version, t);
             async move {
                 self.put_record(bucket, &name, h, t as i64, piece, None)
                     .await
@@ -584,7 +644,7 @@ impl Client {
         h: u64,
         lens: &[u64],
         tract_size: u64,
-    ) -> Result<u64, ClientError> {
+    ) -> Result<(u64, u64), ClientError> {
         let body = serde_json::to_vec(&ExtendRequest {
             lens: lens.to_vec(),
             tract_size,
@@ -623,7 +683,7 @@ impl Client {
                                         reason: format!("bad extend answer: {e}"),
                                     }
                                 })?;
-                            return Ok(e.first);
+                            return Ok((e.first, e.version));
                         }
                         Ok(r) if r.status == StatusCode::CONFLICT && r.table_version.is_some() => {
                             self.counters.stale.fetch_add(1, Ordering::Relaxed);
@@ -722,7 +782,7 @@ impl Client {
         let h = object_hash(bucket, key);
         let name = format!("{bucket}/{key}");
         let data = self
-            .get_record(bucket, &tract_key(key, t), h, t as i64)
+            .get_record(bucket, &m.tract_key(key, t), h, t as i64)
             .await?
             .map(tract_data)
             .ok_or_else(|| ClientError::Manifest {
@@ -1124,13 +1184,13 @@ impl Client {
         let Some(rec) = self.get_record(bucket, key, h, -1).await? else {
             return Ok(false);
         };
-        if let Ok(Head::Manifest(m)) = parse_head(&rec) {
-            for t in 0..m.tracts {
-                self.delete_record(bucket, &tract_key(key, t), h, t as i64)
-                    .await?;
-            }
-        }
+        // The head first: once it is a tombstone on every replica the
+        // object is gone whole; a delete cut short before then leaves it
+        // whole (never a manifest whose tracts are gone).
         self.delete_record(bucket, key, h, -1).await?;
+        if let Ok(Head::Manifest(m)) = parse_head(&rec) {
+            self.delete_tracts(bucket, key, h, &m).await;
+        }
         Ok(true)
     }
 
@@ -1208,6 +1268,38 @@ async fn fetch_map(http: &Http, meta: &str, timeout: Duration) -> Result<Map, Cl
             reason,
         })?;
     Map::from_cluster(m)
+}
+
+/// The next piece of a body being cut into tracts, driving the tract
+/// writes already started while it waits: a tract is written as soon as
+/// it is cut, not when the next one fills or the body ends.
+async fn next_chunk<S, E, F>(
+    body: &mut std::pin::Pin<&mut S>,
+    inflight: &mut futures_util::stream::FuturesOrdered<F>,
+    first_tier: &mut Option<String>,
+) -> Result<Option<Result<Bytes, E>>, ClientError>
+where
+    S: futures_util::Stream<Item = Result<Bytes, E>>,
+    F: std::future::Future<Output = Result<Option<String>, ClientError>>,
+{
+    use futures_util::stream::StreamExt;
+    loop {
+        if inflight.is_empty() {
+            return Ok(body.next().await);
+        }
+        // Both are cancel-safe: a tract write that finishes first is
+        // taken, and the body is asked again.
+        tokio::select! {
+            biased;
+            done = inflight.next() => {
+                if let Some(t) = done {
+                    let t = t?;
+                    *first_tier = first_tier.take().or(t);
+                }
+            }
+            chunk = body.next() => return Ok(chunk),
+        }
+    }
 }
 
 /// Runs futures with at most `n` at once, keeping their order.

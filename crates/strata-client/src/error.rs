@@ -25,6 +25,15 @@ pub enum ClientError {
         /// The last replica error.
         reason: String,
     },
+    /// A replica's device is full (it answered 507 Insufficient Storage):
+    /// the write is refused at once rather than retried until the deadline.
+    #[error("write of {name} refused: {reason}")]
+    Full {
+        /// bucket/key.
+        name: String,
+        /// The replica's answer.
+        reason: String,
+    },
     /// No replica could serve a read before the deadline.
     #[error("read of {name} failed on every replica: {reason}")]
     Read {

@@ -47,9 +47,30 @@ pub fn valid_name(bucket: &str, key: &str) -> bool {
 }
 
 /// The stored name of data tract `tract` of an object: `key` NUL `tract`
-/// (keys never contain NUL, so it cannot collide with a user's key).
+/// (keys never contain NUL, so it cannot collide with a user's key). The
+/// name of tracts of a manifest without a version (written before
+/// versions, or built by appends); see [`Manifest::tract_key`].
 pub fn tract_key(key: &str, tract: u64) -> String {
     format!("{key}\0{tract}")
+}
+
+/// The stored name of data tract `tract` of version `version` of an
+/// object: `key` NUL `tract` NUL `version` (16 hex digits); version 0 is
+/// [`tract_key`]. Each whole write of a striped object picks a new random
+/// version, so its tracts never overwrite those of the version its
+/// manifest replaces: until the new manifest is on every replica, the old
+/// one still finds all of its own tracts.
+pub fn versioned_tract_key(key: &str, version: u64, tract: u64) -> String {
+    if version == 0 {
+        tract_key(key, tract)
+    } else {
+        format!("{key}\0{tract}\0{version:016x}")
+    }
+}
+
+/// A new tract-key version: random, never 0.
+pub fn new_tract_version() -> u64 {
+    rand::random::<u64>().max(1)
 }
 
 /// The path of an object record on a node.
@@ -131,6 +152,15 @@ pub struct Manifest {
     /// user metadata); none for objects written over the native API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<ObjectMeta>,
+    /// The version its data tracts are stored under
+    /// ([`versioned_tract_key`]); 0 (absent) for manifests written before
+    /// versions and for objects built by appends: tracts `KEY` NUL `t`.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub version: u64,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// What an S3 client stores with an object besides its bytes, kept in the
@@ -157,6 +187,11 @@ fn is_zero(c: &u32) -> bool {
 }
 
 impl Manifest {
+    /// The stored name of this manifest's data tract `t` of `key`.
+    pub fn tract_key(&self, key: &str, t: u64) -> String {
+        versioned_tract_key(key, self.version, t)
+    }
+
     /// Bytes held by data tract `t`.
     pub fn tract_len(&self, t: u64) -> u64 {
         if let Some(l) = self.lens.get(t as usize) {
@@ -183,6 +218,10 @@ pub struct ExtendRequest {
 pub struct ExtendResponse {
     /// First tract of the reserved range.
     pub first: u64,
+    /// The manifest's tract-key version: the appended tracts are stored
+    /// under it (0, absent, for objects made by appends).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub version: u64,
 }
 
 /// The path of an extend request.

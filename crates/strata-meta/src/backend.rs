@@ -54,9 +54,27 @@ impl Backend {
 }
 
 /// The embedded store: `DIR/meta.json`.
+///
+/// A node's metadata lives on the node's own volume, so the file must be
+/// writable when that volume is full (a node killed on a full volume
+/// registers again at start, and waits for that write): beside it,
+/// `DIR/meta.reserve` holds zeros that are given back to the file system
+/// when a save meets ENOSPC, then the save is tried again, and the reserve
+/// is filled again afterwards as far as free space allows. A save of the
+/// state the file already holds writes nothing.
 pub struct FileBackend {
     path: PathBuf,
+    reserve: PathBuf,
+    /// The bytes `meta.json` holds (as last read or written).
+    saved: std::sync::Mutex<Option<Vec<u8>>>,
 }
+
+/// The smallest space kept in `meta.reserve`; it is also at least twice
+/// the state file's size, room for the new copy beside the old one.
+const RESERVE_MIN: u64 = 256 << 10;
+
+/// A file system block, the unit files take space in.
+const PAGE: u64 = 4096;
 
 impl FileBackend {
     /// State kept in `dir/meta.json` (the directory is created).
@@ -67,7 +85,25 @@ impl FileBackend {
         })?;
         Ok(FileBackend {
             path: dir.join("meta.json"),
+            reserve: dir.join("meta.reserve"),
+            saved: std::sync::Mutex::new(None),
         })
+    }
+
+    fn remember(&self, bytes: Vec<u8>) {
+        let mut g = match self.saved.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *g = Some(bytes);
+    }
+
+    fn unchanged(&self, bytes: &[u8]) -> bool {
+        let g = match self.saved.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.as_deref() == Some(bytes)
     }
 
     async fn load(&self) -> Result<Option<ClusterState>, MetaError> {
@@ -81,7 +117,13 @@ impl FileBackend {
                 })
             }
         };
-        decode_state(&bytes, &self.path.display().to_string()).map(Some)
+        let state = decode_state(&bytes, &self.path.display().to_string())?;
+        // A store made before the reserve existed gets one now (as far as
+        // free space allows; never an error).
+        let (reserve, want) = (self.reserve.clone(), reserve_size(bytes.len()));
+        let _ = tokio::task::spawn_blocking(move || top_up(&reserve, want)).await;
+        self.remember(bytes);
+        Ok(Some(state))
     }
 
     async fn save(&self, state: &ClusterState) -> Result<(), MetaError> {
@@ -89,28 +131,116 @@ impl FileBackend {
             what: self.path.display().to_string(),
             reason: e.to_string(),
         })?;
-        let path = self.path.clone();
+        if self.unchanged(&bytes) {
+            return Ok(());
+        }
+        let (path, reserve) = (self.path.clone(), self.reserve.clone());
         let err_path = path.display().to_string();
-        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
-            .await
-            .map_err(|e| MetaError::File {
-                path: err_path.clone(),
-                source: std::io::Error::other(e),
-            })?
-            .map_err(|source| MetaError::File {
-                path: err_path,
-                source,
-            })
+        let bytes = tokio::task::spawn_blocking(move || {
+            save_with_reserve(&path, &reserve, &bytes).map(|()| bytes)
+        })
+        .await
+        .map_err(|e| MetaError::File {
+            path: err_path.clone(),
+            source: std::io::Error::other(e),
+        })?
+        .map_err(|source| MetaError::File {
+            path: err_path,
+            source,
+        })?;
+        self.remember(bytes);
+        Ok(())
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Bytes kept in reserve for a state file of `len` bytes.
+fn reserve_size(len: usize) -> u64 {
+    (2 * len as u64).max(RESERVE_MIN)
+}
+
+fn is_no_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(28) | Some(27))
+}
+
+/// Writes `bytes` to `path` atomically; on ENOSPC gives the reserve back
+/// and tries once more; then fills the reserve again (best effort).
+fn save_with_reserve(path: &Path, reserve: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match write_atomically(path, bytes) {
+        Ok(()) => {}
+        Err(e) if is_no_space(&e) => {
+            // Give back only what this save needs (the new copy and a page
+            // of slack), so that the reserve lasts over many saves on a
+            // full volume: each spends the state's growth, and the old
+            // copy's blocks go back to the reserve afterwards.
+            let have = std::fs::metadata(reserve).map_or(0, |m| m.len());
+            if have == 0 {
+                // No reserve to give back: the volume is simply full.
+                return Err(e);
+            }
+            let need = bytes.len() as u64 + 2 * PAGE;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(reserve)
+                .and_then(|f| {
+                    f.set_len(have.saturating_sub(need))?;
+                    f.sync_all()
+                })?;
+            eprintln!(
+                "strata meta: {} met a full volume; writing it in the space reserved for it ({})",
+                path.display(),
+                reserve.display()
+            );
+            write_atomically(path, bytes)?;
+        }
+        Err(e) => return Err(e),
+    }
+    top_up(reserve, reserve_size(bytes.len()));
+    Ok(())
+}
+
+/// Grows the reserve file to `want` bytes of real (written, not sparse)
+/// blocks, as far as free space allows; never fails.
+fn top_up(reserve: &Path, want: u64) {
     use std::io::Write;
+    let have = std::fs::metadata(reserve).map_or(0, |m| m.len());
+    if have >= want {
+        return;
+    }
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(reserve)
+    else {
+        return;
+    };
+    let zeros = [0u8; 4096];
+    let mut left = want - have;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        if f.write_all(&zeros[..n]).is_err() {
+            break;
+        }
+        left -= n as u64;
+    }
+    let _ = f.sync_all();
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
+    let res = write_then_rename(&tmp, path, bytes);
+    if res.is_err() {
+        // A partial copy would hold space a retry needs.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
+    std::fs::rename(tmp, path)?;
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir)?.sync_all()?;
     }
@@ -266,5 +396,50 @@ impl EtcdBackend {
         let got = self.client.get(&state_key).await.map_err(|e| self.err(e))?;
         self.revision = got.map_or(0, |kv| kv.mod_revision);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ClusterConfig;
+
+    #[tokio::test]
+    async fn a_save_keeps_space_in_reserve_and_an_unchanged_state_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = FileBackend::new(dir.path()).unwrap();
+        let state = ClusterState::new(ClusterConfig::default());
+        f.save(&state).await.unwrap();
+        let file = dir.path().join("meta.json");
+        let reserve = std::fs::metadata(dir.path().join("meta.reserve")).unwrap();
+        let len = std::fs::metadata(&file).unwrap().len();
+        assert!(reserve.len() >= RESERVE_MIN.max(2 * len), "{reserve:?}");
+        // Real blocks, not a sparse file: the space is taken.
+        use std::os::unix::fs::MetadataExt;
+        assert!(reserve.blocks() * 512 >= reserve.len());
+
+        // The same state again: meta.json is not replaced.
+        std::fs::write(&file, b"marker: not rewritten").unwrap();
+        f.save(&state).await.unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"marker: not rewritten");
+
+        // A new process reads the state back and writes nothing for it.
+        let g = FileBackend::new(dir.path()).unwrap();
+        std::fs::write(&file, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+        let back = g.load().await.unwrap().unwrap();
+        let ino = std::fs::metadata(&file).unwrap().ino();
+        g.save(&back).await.unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().ino(), ino);
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // The final name is a directory: the rename fails after the write.
+        let path = dir.path().join("meta.json");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("x"), b"x").unwrap();
+        assert!(write_atomically(&path, b"{}").is_err());
+        assert!(!dir.path().join("meta.json.tmp").exists());
     }
 }

@@ -37,6 +37,15 @@ pub enum ClusterError {
         /// Why.
         reason: String,
     },
+    /// A row's device is full: the record was not written (answered 507
+    /// Insufficient Storage; deleting objects frees space).
+    #[error("row {row}: the device is full: {reason}")]
+    Full {
+        /// The row.
+        row: usize,
+        /// What the store said.
+        reason: String,
+    },
     /// A stored record is not in the node's layout.
     #[error("row {row}: damaged record: {reason}")]
     BadRecord {

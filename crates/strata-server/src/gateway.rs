@@ -244,6 +244,7 @@ fn client_error(e: ClientError) -> Response {
             reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
         ClientError::NoTable => reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        ClientError::Full { .. } => reason(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
         ClientError::Manifest { .. } => reason(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
@@ -520,6 +521,14 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
                     .await
                     {
                         Ok(t) => Ok((cookie, Some(tier_str(t).to_string()))),
+                        Err(e @ crate::error::ClusterError::Full { .. }) => {
+                            eprintln!("strata server: writing {bucket}/{name}: {e}");
+                            Err(ClientError::Full {
+                                name: format!("{bucket}/{name}"),
+                                reason: "the node's volume is full (delete objects to free space)"
+                                    .into(),
+                            })
+                        }
                         Err(reason) => {
                             eprintln!("strata server: writing {bucket}/{name}: {reason}");
                             Err(ClientError::Write {

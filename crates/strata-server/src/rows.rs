@@ -164,7 +164,24 @@ struct WriteReq {
     target: Arc<Store>,
     /// The other part that may hold an older record of the name.
     other: Option<Arc<Store>>,
-    reply: tokio::sync::oneshot::Sender<Result<bool, String>>,
+    reply: tokio::sync::oneshot::Sender<Result<bool, WriteFail>>,
+}
+
+/// Why the row's writer did not write a record: what the store said, and
+/// whether it was because its device is full (answered 507, not retried).
+#[derive(Clone, Debug)]
+struct WriteFail {
+    reason: String,
+    full: bool,
+}
+
+impl WriteFail {
+    fn of(e: &StoreError) -> WriteFail {
+        WriteFail {
+            reason: e.to_string(),
+            full: e.is_out_of_space(),
+        }
+    }
 }
 
 /// One row's segment stores ("parts") and its group-commit writer.
@@ -443,7 +460,11 @@ impl RowStore {
         }))?;
         match rx.await {
             Ok(Ok(w)) => Ok(w),
-            Ok(Err(reason)) => Err(ClusterError::BadRecord {
+            Ok(Err(WriteFail { reason, full: true })) => Err(ClusterError::Full {
+                row: self.row,
+                reason,
+            }),
+            Ok(Err(WriteFail { reason, .. })) => Err(ClusterError::BadRecord {
                 row: self.row,
                 reason,
             }),
@@ -615,7 +636,7 @@ impl RowStore {
 
 /// The stamp of the record `store` holds for an identity (None: none) and
 /// whether it is a tombstone.
-fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)>, String> {
+fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)>, WriteFail> {
     match store.get_unchecked(key, alt) {
         Ok(Some(obj)) => {
             Ok(decode(&obj.data)
@@ -625,7 +646,7 @@ fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)
         // The held copy cannot be read back (a damaged needle): the new
         // record replaces it, as a scrub repair must.
         Err(StoreError::Corrupt { .. }) => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(WriteFail::of(&e)),
     }
 }
 
@@ -738,7 +759,7 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&M
                                 res = part.delete(key, alt).map_err(|e| e.to_string());
                             }
                             Ok(_) => {}
-                            Err(e) => res = Err(e),
+                            Err(e) => res = Err(e.reason),
                         }
                     }
                     writes.fetch_add(1, Ordering::Release);
@@ -772,7 +793,7 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
     if batch.is_empty() {
         return;
     }
-    let mut results: Vec<Result<bool, String>> = vec![Ok(true); batch.len()];
+    let mut results: Vec<Result<bool, WriteFail>> = vec![Ok(true); batch.len()];
     let mut done = vec![false; batch.len()];
     for i in 0..batch.len() {
         if done[i] {
@@ -802,7 +823,7 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
                 .0
                 .target
                 .put_batch(tier, &items)
-                .map_err(|e| e.to_string());
+                .map_err(|e| WriteFail::of(&e));
             if let Some(m) = metrics {
                 m.commit_batches.fetch_add(1, Ordering::Relaxed);
                 m.commit_objects
@@ -818,7 +839,7 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
     for (i, (r, in_other)) in batch.iter().enumerate() {
         if let (true, Ok(true), Some(o)) = (*in_other, &results[i], &r.other) {
             if let Err(e) = o.delete(r.key, r.alt) {
-                results[i] = Err(e.to_string());
+                results[i] = Err(WriteFail::of(&e));
             }
         }
     }

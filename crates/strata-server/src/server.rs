@@ -26,6 +26,7 @@ use strata_node::ramcache::Cached;
 use strata_placement::DiskId;
 use strata_store::Tier;
 
+use crate::error::ClusterError;
 use crate::node::ClusterNode;
 use crate::rows::{identity, RowStore, RowStores, Scanned};
 
@@ -244,7 +245,10 @@ async fn put_object(
             );
             r
         }
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e),
+        // A full device is the client's to know (507: deleting frees
+        // space), not a fault to retry on.
+        Err(e @ ClusterError::Full { .. }) => text(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
 
@@ -271,7 +275,7 @@ pub(crate) async fn write_local(
     stamp: u64,
     record: &Bytes,
     start: Instant,
-) -> Result<Tier, String> {
+) -> Result<Tier, ClusterError> {
     let head_len = parse_head(record).ok().map(|h| h.len());
     let data = crate::rows::encode(bucket, key, stamp, record);
     let is_data = is_data_record(record);
@@ -295,7 +299,7 @@ pub(crate) async fn write_encoded(
     is_data: bool,
     head_len: Option<u64>,
     start: Instant,
-) -> Result<Tier, String> {
+) -> Result<Tier, ClusterError> {
     let data_bytes = is_data || is_tract(key);
     let tier = if data_bytes {
         node.choose_tier(bucket)
@@ -305,7 +309,7 @@ pub(crate) async fn write_encoded(
     let own = node.own_part(bucket);
     let res = store.put_encoded(bucket, key, stamp, data, tier, own).await;
     node.forget(object_id(bucket, key));
-    res.map_err(|e| e.to_string())?;
+    res?;
     // An object's write is counted and traced once, at its head record (the
     // object whole, or the manifest written after every tract), with the
     // object's length.
@@ -650,6 +654,7 @@ async fn extend(
             lens: Vec::new(),
             cookie: new_cookie(),
             meta: None,
+            version: 0,
         },
         Some(rec) if rec.first() == Some(&RECORD_MANIFEST) => {
             match serde_json::from_slice::<Manifest>(&rec[1..]) {
@@ -717,7 +722,11 @@ async fn extend(
             );
         }
     }
-    Json(ExtendResponse { first }).into_response()
+    Json(ExtendResponse {
+        first,
+        version: m.version,
+    })
+    .into_response()
 }
 
 /// Streams every live record of the row (no version check: a node being

@@ -110,6 +110,13 @@ impl Server {
 
     /// Waits until `PUT /torture-ready/probe` through `addr` succeeds.
     pub fn wait_ready(addr: &str, limit: Duration) -> anyhow::Result<()> {
+        Self::wait_answering(addr, limit, false)
+    }
+
+    /// [`Server::wait_ready`], also taking 507 (Insufficient Storage) as
+    /// ready when `full_ok`: a node on a full volume has come back when it
+    /// answers that its volume is full.
+    pub fn wait_answering(addr: &str, limit: Duration, full_ok: bool) -> anyhow::Result<()> {
         let start = Instant::now();
         loop {
             if let Ok(r) = super::http::request(
@@ -120,7 +127,7 @@ impl Server {
                 b"ready",
                 Duration::from_secs(5),
             ) {
-                if r.status == 201 || r.status == 200 {
+                if r.status == 201 || r.status == 200 || (full_ok && r.status == 507) {
                     return Ok(());
                 }
             }

@@ -45,9 +45,19 @@ fn start(ctx: &Ctx, data: &Path, extra: &[&str], log: &Path) -> anyhow::Result<S
 
 /// Restarts after a fault: a node that does not come back is a failure.
 fn restart(t: &mut Trial, s: &mut Server) -> bool {
+    restart_as(t, s, false)
+}
+
+/// [`restart`] of a node whose volume may be full: a 507 to the probe
+/// write counts as come back.
+fn restart_full(t: &mut Trial, s: &mut Server) -> bool {
+    restart_as(t, s, true)
+}
+
+fn restart_as(t: &mut Trial, s: &mut Server, full_ok: bool) -> bool {
     match s
         .restart()
-        .and_then(|_| Server::wait_ready(&s.addr, Duration::from_secs(30)))
+        .and_then(|_| Server::wait_answering(&s.addr, Duration::from_secs(30), full_ok))
     {
         Ok(()) => true,
         Err(e) => {
@@ -328,7 +338,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         "{} PUTs acknowledged before full",
         model.acked_puts.load(Ordering::Relaxed)
     ));
-    if !restart(t, &mut s) {
+    if !restart_full(t, &mut s) {
         return t.absorb(&model, vec![]);
     }
     *tg.write().unwrap_or_else(|e| e.into_inner()) = vec![s.addr.clone()];
@@ -389,7 +399,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     }
     // And once more across a restart.
     s.kill9();
-    if !restart(t, &mut s) {
+    if !restart_full(t, &mut s) {
         return t.absorb(&model, vec![]);
     }
     *tg.write().unwrap_or_else(|e| e.into_inner()) = vec![s.addr.clone()];

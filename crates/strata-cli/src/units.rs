@@ -90,25 +90,6 @@ pub fn format_bytes(b: u64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_bytes("4096").unwrap(), 4096);
-        assert_eq!(parse_bytes("4KiB").unwrap(), 4096);
-        assert_eq!(parse_bytes("4k").unwrap(), 4096);
-        assert_eq!(parse_bytes("1GB").unwrap(), 1_000_000_000);
-        assert_eq!(parse_bytes("1.5MiB").unwrap(), 1_572_864);
-        assert!(parse_bytes("12 parsecs").is_err());
-        assert!(parse_bytes("").is_err());
-        assert_eq!(parse_size_arg("10%").unwrap(), SizeArg::Percent(10.0));
-        assert_eq!(SizeArg::Percent(10.0).resolve(1000), 100);
-        assert!(parse_size_arg("-5%").is_err());
-    }
-}
-
 /// Parses a duration: a number and a unit, `ms`, `s`, `m`, `h` or `d`
 /// (`500ms`, `30s`, `2.5h`, `7d`); a bare number is seconds.
 pub fn parse_duration(s: &str) -> anyhow::Result<std::time::Duration> {
@@ -129,7 +110,7 @@ pub fn parse_duration(s: &str) -> anyhow::Result<std::time::Duration> {
         u => anyhow::bail!("unknown unit {u:?} in {s:?} (use ms, s, m, h or d)"),
     };
     let secs = v * mult;
-    if !secs.is_finite() || secs < 0.0 || secs > 1e10 {
+    if !secs.is_finite() || !(0.0..=1e10).contains(&secs) {
         anyhow::bail!("{s:?} is out of range");
     }
     Ok(std::time::Duration::from_secs_f64(secs))
@@ -152,4 +133,23 @@ pub fn parse_code(s: &str) -> anyhow::Result<(usize, usize)> {
         anyhow::bail!("code {k}+{m}: K and M must be at least 1 and K+M at most 32");
     }
     Ok((k, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("4KiB").unwrap(), 4096);
+        assert_eq!(parse_bytes("4k").unwrap(), 4096);
+        assert_eq!(parse_bytes("1GB").unwrap(), 1_000_000_000);
+        assert_eq!(parse_bytes("1.5MiB").unwrap(), 1_572_864);
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("").is_err());
+        assert_eq!(parse_size_arg("10%").unwrap(), SizeArg::Percent(10.0));
+        assert_eq!(SizeArg::Percent(10.0).resolve(1000), 100);
+        assert!(parse_size_arg("-5%").is_err());
+    }
 }

@@ -145,6 +145,9 @@ pub(crate) struct Located {
     len: u32,
 }
 
+/// One row's stripe copies: identity (key, alternate key) → location.
+type RowIndex = HashMap<(u64, u32), Located>;
+
 /// The code and the stripe records as last fetched.
 #[derive(Default)]
 struct View {
@@ -182,7 +185,7 @@ pub struct EcStats {
 pub(crate) struct EcNode {
     view: RwLock<Arc<View>>,
     /// Per row: identity → where its record lies in a stripe.
-    index: RwLock<HashMap<usize, HashMap<(u64, u32), Located>>>,
+    index: RwLock<HashMap<usize, RowIndex>>,
     installed: Mutex<HashSet<u64>>,
     /// Segments this node encoded and recorded (row, part, segment).
     encoded: Mutex<HashSet<(usize, String, u64)>>,

@@ -90,6 +90,51 @@ pub fn format_bytes(b: u64) -> String {
     }
 }
 
+/// Parses a duration: a number and a unit, `ms`, `s`, `m`, `h` or `d`
+/// (`500ms`, `30s`, `2.5h`, `7d`); a bare number is seconds.
+pub fn parse_duration(s: &str) -> anyhow::Result<std::time::Duration> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{s:?} is not a duration (for instance 30s, 10m, 2h, 7d)"))?;
+    let mult = match unit.trim() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        u => anyhow::bail!("unknown unit {u:?} in {s:?} (use ms, s, m, h or d)"),
+    };
+    let secs = v * mult;
+    if !secs.is_finite() || !(0.0..=1e10).contains(&secs) {
+        anyhow::bail!("{s:?} is out of range");
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Parses an erasure code `K+M` (1 ≤ K, 1 ≤ M, K+M ≤ 32).
+pub fn parse_code(s: &str) -> anyhow::Result<(usize, usize)> {
+    let (k, m) = s
+        .split_once('+')
+        .ok_or_else(|| anyhow::anyhow!("{s:?} is not a code K+M (for instance 4+2, 6+3, 10+4)"))?;
+    let k: usize = k
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{s:?}: K is not a number"))?;
+    let m: usize = m
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{s:?}: M is not a number"))?;
+    if k == 0 || m == 0 || k + m > 32 {
+        anyhow::bail!("code {k}+{m}: K and M must be at least 1 and K+M at most 32");
+    }
+    Ok((k, m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

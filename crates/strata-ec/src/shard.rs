@@ -489,3 +489,75 @@ fn check(p: &Path) -> Result<ShardHeader> {
     }
     Ok(h)
 }
+
+/// Decodes equal-length block ranges of the original (data) shards from
+/// any K of `available` (shard index, bytes of the same range of that
+/// shard; lengths a multiple of [`BLOCK`]): the in-memory form of
+/// [`decode_range`], for a reader that fetched the ranges over a network.
+/// Returns the K data shards' ranges, in order.
+pub fn decode_blocks(code: Code, available: &[(usize, Vec<u8>)]) -> Result<Vec<Vec<u8>>> {
+    let k = code.k;
+    if available.len() < k {
+        return Err(EcError::TooFewShards {
+            have: available.len(),
+            k,
+        });
+    }
+    let n = available[0].1.len();
+    let mut have: Vec<Option<Vec<u8>>> = vec![None; k];
+    let mut dec = ReedSolomonDecoder::new(k, code.m, n).map_err(coder)?;
+    for (i, buf) in available.iter().take(k) {
+        if buf.len() != n || *i >= k + code.m {
+            return Err(EcError::Coder(format!(
+                "shard {i}: range of {} bytes, not {n}",
+                buf.len()
+            )));
+        }
+        if *i < k {
+            dec.add_original_shard(*i, buf).map_err(coder)?;
+            have[*i] = Some(buf.clone());
+        } else {
+            dec.add_recovery_shard(i - k, buf).map_err(coder)?;
+        }
+    }
+    if have.iter().all(Option::is_some) {
+        return Ok(have.into_iter().flatten().collect());
+    }
+    let res = dec.decode().map_err(coder)?;
+    let mut out = Vec::with_capacity(k);
+    for (i, got) in have.into_iter().enumerate() {
+        match got {
+            Some(d) => out.push(d),
+            None => out.push(
+                res.restored_original(i)
+                    .ok_or_else(|| EcError::Coder(format!("shard {i} not restored")))?
+                    .to_vec(),
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// Encodes the parity of equal-length data ranges (`data[i]` the range of
+/// data shard i): the parity shards' same ranges, in order.
+pub fn encode_blocks(code: Code, data: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+    let n = data.first().map_or(0, Vec::len);
+    let mut enc = ReedSolomonEncoder::new(code.k, code.m, n).map_err(coder)?;
+    for d in data {
+        enc.add_original_shard(d).map_err(coder)?;
+    }
+    let res = enc.encode().map_err(coder)?;
+    Ok(res.recovery_iter().map(<[u8]>::to_vec).collect())
+}
+
+/// The header of a shard file as bytes, for a writer that builds the file
+/// elsewhere (a rebuilt shard streamed to its new node).
+pub fn header_bytes(h: &ShardHeader) -> [u8; HEADER_LEN] {
+    h.encode()
+}
+
+/// Parses a shard file's header from its first [`HEADER_LEN`] bytes
+/// (`name` for errors).
+pub fn parse_header(bytes: &[u8], name: &str) -> Result<ShardHeader> {
+    ShardHeader::decode(bytes, Path::new(name))
+}

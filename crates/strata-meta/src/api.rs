@@ -72,6 +72,50 @@ pub struct HeartbeatRequest {
     /// Scrub totals since the node started, sent after each pass.
     #[serde(default)]
     pub scrub: Option<ScrubReport>,
+    /// The node's byte counts (for `logical_bytes` and `stored_bytes`).
+    #[serde(default)]
+    pub bytes: Option<NodeBytes>,
+}
+
+/// What a node holds, in bytes, as its heartbeat reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeBytes {
+    /// Bytes of every segment file and shard file on its devices.
+    pub stored: u64,
+    /// Bytes of the live records of the rows it leads (first live replica
+    /// of the row): every record counted once across the cluster.
+    pub logical: u64,
+}
+
+/// `POST /v1/ec/allocate`: a new stripe id and where its shards go.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StripeAllocation {
+    /// The stripe id.
+    pub id: u64,
+    /// Data shards.
+    pub k: usize,
+    /// Parity shards.
+    pub m: usize,
+    /// The disk of shard i (0..K data, K..K+M parity).
+    pub disks: Vec<DiskId>,
+}
+
+/// `GET /v1/ec`: the code and every stripe.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EcView {
+    /// The code (None: erasure coding is off).
+    pub ec: Option<crate::state::EcConfig>,
+    /// Every stripe.
+    pub stripes: Vec<crate::state::StripeRecord>,
+}
+
+/// `POST /v1/ec/stripes/{id}/shard`: shard `index` now lives on `disk`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct ShardMove {
+    /// Shard index.
+    pub index: usize,
+    /// Its new disk.
+    pub disk: DiskId,
 }
 
 /// Answer to a heartbeat.
@@ -238,6 +282,22 @@ pub struct Status {
     pub scrub: Vec<(NodeId, ScrubReport)>,
     /// Which metadata store holds the state: "file:PATH" or "etcd:URL".
     pub backend: String,
+    /// Bytes of the live records, each counted once (as the nodes last
+    /// reported them).
+    #[serde(default)]
+    pub logical_bytes: u64,
+    /// Bytes on every disk: every replica's segment files and every shard.
+    #[serde(default)]
+    pub stored_bytes: u64,
+    /// Sealed segments held as erasure-coded stripes.
+    #[serde(default)]
+    pub ec_segments: usize,
+    /// Stripes with a shard on a disk that is not live.
+    #[serde(default)]
+    pub stripes_degraded: usize,
+    /// The erasure code, "K+M" (None: off).
+    #[serde(default)]
+    pub ec: Option<String>,
 }
 
 /// `POST /v1/nodes/{id}/add` and `/remove` answer: the new version and how

@@ -210,9 +210,56 @@ pub fn router(svc: Arc<MetaService>) -> Router {
             "/v1/buckets/{name}",
             put(create_bucket).delete(delete_bucket),
         )
+        .route("/v1/ec", get(ec_view))
+        .route("/v1/ec/allocate", post(ec_allocate))
+        .route("/v1/ec/stripes", post(ec_commit))
+        .route("/v1/ec/stripes/{id}", axum::routing::delete(ec_drop))
+        .route("/v1/ec/stripes/{id}/shard", post(ec_move))
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .with_state(svc)
+}
+
+async fn ec_view(State(svc): State<Arc<MetaService>>) -> Response {
+    Json(svc.ec_view().await).into_response()
+}
+
+async fn ec_allocate(State(svc): State<Arc<MetaService>>) -> Response {
+    match svc.allocate_stripe().await {
+        Ok(r) => Json(r).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn ec_commit(
+    State(svc): State<Arc<MetaService>>,
+    Json(rec): Json<crate::state::StripeRecord>,
+) -> Response {
+    match svc.commit_stripe(rec).await {
+        Ok(()) => Json(serde_json::json!({"ok": true})).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn ec_move(
+    State(svc): State<Arc<MetaService>>,
+    axum::extract::Path(id): axum::extract::Path<u64>,
+    Json(mv): Json<crate::api::ShardMove>,
+) -> Response {
+    match svc.move_shard(id, mv).await {
+        Ok(()) => Json(serde_json::json!({"ok": true})).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn ec_drop(
+    State(svc): State<Arc<MetaService>>,
+    axum::extract::Path(id): axum::extract::Path<u64>,
+) -> Response {
+    match svc.drop_stripe(id).await {
+        Ok(d) => Json(serde_json::json!({"dropped": d})).into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn register(

@@ -51,6 +51,8 @@ struct Inner {
     backend: Backend,
     last_seen: HashMap<NodeId, Instant>,
     strikes: HashMap<NodeId, u32>,
+    /// Each node's last reported byte counts (in memory, as heartbeats).
+    bytes: HashMap<NodeId, crate::api::NodeBytes>,
 }
 
 /// The metadata service.
@@ -90,6 +92,7 @@ impl MetaService {
                 backend,
                 last_seen: HashMap::new(),
                 strikes: HashMap::new(),
+                bytes: HashMap::new(),
             }),
             health,
             started: Instant::now(),
@@ -145,6 +148,9 @@ impl MetaService {
             }
             g.last_seen.insert(req.node_id, Instant::now());
             g.strikes.remove(&req.node_id);
+            if let Some(b) = req.bytes {
+                g.bytes.insert(req.node_id, b);
+            }
         }
         if !req.completed.is_empty() || !req.failed_disks.is_empty() || req.scrub.is_some() {
             self.mutate(|s| {
@@ -185,7 +191,72 @@ impl MetaService {
                 .get(&n)
                 .map(|t| now.duration_since(*t).as_millis() as u64)
         };
-        g.state.status(now_ms(), &seen, self.backend_name.clone())
+        let mut st = g.state.status(now_ms(), &seen, self.backend_name.clone());
+        // Only members' counts: a dead node's disks hold nothing served.
+        for (n, b) in &g.bytes {
+            let up = g
+                .state
+                .nodes
+                .get(&n.0)
+                .is_some_and(|r| r.state == NodeState::Up);
+            if up {
+                st.stored_bytes += b.stored;
+                st.logical_bytes += b.logical;
+            }
+        }
+        st
+    }
+
+    /// Sets the erasure code (`strata meta --ec`, applied at every start:
+    /// turning it off or changing it leaves existing stripes readable).
+    pub async fn set_ec(&self, ec: Option<crate::state::EcConfig>) -> Result<(), MetaError> {
+        self.mutate(|s| {
+            s.config.ec = ec;
+            Ok(())
+        })
+        .await
+    }
+
+    /// `POST /v1/ec/allocate`.
+    pub async fn allocate_stripe(&self) -> Result<crate::api::StripeAllocation, MetaError> {
+        self.mutate(|s| {
+            let (id, ec, disks) = s.allocate_stripe()?;
+            Ok(crate::api::StripeAllocation {
+                id,
+                k: ec.k,
+                m: ec.m,
+                disks,
+            })
+        })
+        .await
+    }
+
+    /// `POST /v1/ec/stripes`: records a stripe whose shards are durable.
+    pub async fn commit_stripe(&self, rec: crate::state::StripeRecord) -> Result<(), MetaError> {
+        let rec = crate::state::StripeRecord {
+            created_ms: now_ms(),
+            ..rec
+        };
+        self.mutate(|s| s.commit_stripe(rec)).await
+    }
+
+    /// `POST /v1/ec/stripes/{id}/shard`.
+    pub async fn move_shard(&self, id: u64, mv: crate::api::ShardMove) -> Result<(), MetaError> {
+        self.mutate(|s| s.move_shard(id, mv.index, mv.disk)).await
+    }
+
+    /// `DELETE /v1/ec/stripes/{id}`.
+    pub async fn drop_stripe(&self, id: u64) -> Result<bool, MetaError> {
+        self.mutate(|s| Ok(s.drop_stripe(id))).await
+    }
+
+    /// `GET /v1/ec`.
+    pub async fn ec_view(&self) -> crate::api::EcView {
+        let g = self.inner.lock().await;
+        crate::api::EcView {
+            ec: g.state.config.ec,
+            stripes: g.state.stripes.values().cloned().collect(),
+        }
     }
 
     /// `cluster add-node`.

@@ -29,6 +29,53 @@ pub struct ClusterConfig {
     pub initial_nodes: usize,
     /// Seed of the table's tie-breaks.
     pub seed: u64,
+    /// The erasure code of the warm tier (None: no erasure coding).
+    #[serde(default)]
+    pub ec: Option<EcConfig>,
+}
+
+/// The warm tier's erasure code (`strata meta --ec K+M --ec-after D`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EcConfig {
+    /// Data shards per stripe.
+    pub k: usize,
+    /// Parity shards per stripe.
+    pub m: usize,
+    /// A sealed segment older than this (ms) is encoded, unless the tier
+    /// plan gives its workload another warm age.
+    pub after_ms: u64,
+}
+
+/// A stripe: one sealed segment of one row, encoded into K+M shards
+/// (docs/erasure-coding.md, "Stripe records").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeRecord {
+    /// Stripe id (also in every shard's header).
+    pub id: u64,
+    /// The placement row whose records it holds.
+    pub row: usize,
+    /// The node that encoded it.
+    pub source_node: NodeId,
+    /// The segment it encodes (id in the source node's part).
+    pub segment: u64,
+    /// The part (workload store) of the segment.
+    pub part: String,
+    /// Data shards.
+    pub k: usize,
+    /// Parity shards.
+    pub m: usize,
+    /// The disk holding shard i (0..K data, K..K+M parity).
+    pub disks: Vec<DiskId>,
+    /// Bytes of the encoded segment.
+    pub data_len: u64,
+    /// Payload bytes of each shard.
+    pub shard_len: u64,
+    /// Records in its index.
+    pub records: u64,
+    /// Bytes of those records' needle data.
+    pub record_bytes: u64,
+    /// When it was recorded (ms since the Unix epoch).
+    pub created_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -38,6 +85,7 @@ impl Default for ClusterConfig {
             tract_size: DEFAULT_TRACT_SIZE,
             initial_nodes: DEFAULT_REPLICATION,
             seed: 0x0057_4241_5441,
+            ec: None,
         }
     }
 }
@@ -136,6 +184,12 @@ pub struct ClusterState {
     /// S3 access keys other than the root key, by access key id.
     #[serde(default)]
     pub keys: BTreeMap<String, KeyRecord>,
+    /// Every erasure-coded stripe, by id.
+    #[serde(default)]
+    pub stripes: BTreeMap<u64, StripeRecord>,
+    /// Next stripe id to hand out (ids are never reused).
+    #[serde(default)]
+    pub next_stripe: u64,
 }
 
 /// What an S3 access key may do in one bucket; each includes the ones
@@ -229,7 +283,97 @@ impl ClusterState {
             scrub: BTreeMap::new(),
             buckets: BTreeMap::new(),
             keys: BTreeMap::new(),
+            stripes: BTreeMap::new(),
+            next_stripe: 1,
         }
+    }
+
+    /// Hands out a stripe id and the K+M disks of an erasure-coded row for
+    /// a stripe of `row`: the all-live EC row holding the fewest stripes
+    /// (ties by id), so shards spread over every disk.
+    pub fn allocate_stripe(&mut self) -> Result<(u64, EcConfig, Vec<DiskId>), MetaError> {
+        let ec = self.config.ec.ok_or_else(|| {
+            MetaError::BadRequest("erasure coding is off (strata meta --ec K+M)".into())
+        })?;
+        let table = self
+            .table
+            .as_ref()
+            .ok_or_else(|| MetaError::BadRequest("no placement table yet".into()))?;
+        let rows = strata_placement::ec::ec_rows(table, ec.k + ec.m)
+            .map_err(|e| MetaError::BadRequest(format!("no erasure-coded row: {e}")))?;
+        let mut held: std::collections::HashMap<DiskId, usize> = std::collections::HashMap::new();
+        for s in self.stripes.values() {
+            for d in &s.disks {
+                *held.entry(*d).or_default() += 1;
+            }
+        }
+        let id = self.next_stripe.max(1);
+        let best = rows
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, r)| {
+                (
+                    r.iter()
+                        .map(|d| held.get(d).copied().unwrap_or(0))
+                        .sum::<usize>(),
+                    (*i as u64).wrapping_sub(id) % rows.len() as u64,
+                )
+            })
+            .map(|(_, r)| r.clone())
+            .ok_or_else(|| MetaError::BadRequest("no erasure-coded row".into()))?;
+        self.next_stripe = id + 1;
+        Ok((id, ec, best))
+    }
+
+    /// Records a stripe whose every shard is durable.
+    pub fn commit_stripe(&mut self, rec: StripeRecord) -> Result<(), MetaError> {
+        if rec.id == 0 || rec.id >= self.next_stripe {
+            return Err(MetaError::BadRequest(format!(
+                "stripe {} was never allocated",
+                rec.id
+            )));
+        }
+        if rec.disks.len() != rec.k + rec.m {
+            return Err(MetaError::BadRequest(format!(
+                "stripe {} names {} disks for {}+{}",
+                rec.id,
+                rec.disks.len(),
+                rec.k,
+                rec.m
+            )));
+        }
+        self.stripes.insert(rec.id, rec);
+        Ok(())
+    }
+
+    /// Moves shard `index` of stripe `id` to `disk` (a rebuilt shard).
+    pub fn move_shard(&mut self, id: u64, index: usize, disk: DiskId) -> Result<(), MetaError> {
+        let s = self
+            .stripes
+            .get_mut(&id)
+            .ok_or_else(|| MetaError::BadRequest(format!("no stripe {id}")))?;
+        let slot = s
+            .disks
+            .get_mut(index)
+            .ok_or_else(|| MetaError::BadRequest(format!("stripe {id} has no shard {index}")))?;
+        *slot = disk;
+        Ok(())
+    }
+
+    /// Forgets stripe `id` (its records were re-encoded or dropped).
+    pub fn drop_stripe(&mut self, id: u64) -> bool {
+        self.stripes.remove(&id).is_some()
+    }
+
+    /// Stripes with a shard on a disk that is not live.
+    pub fn stripes_degraded(&self) -> usize {
+        let Some(t) = self.table.as_ref() else {
+            return 0;
+        };
+        self.stripes
+            .values()
+            .filter(|s| s.disks.iter().any(|&d| !t.is_live(d)))
+            .count()
     }
 
     /// The table's version, 0 before the first table.
@@ -685,6 +829,11 @@ impl ClusterState {
                 .map(|(&n, r)| (NodeId(n), r.clone()))
                 .collect(),
             backend,
+            logical_bytes: 0,
+            stored_bytes: 0,
+            ec_segments: self.stripes.len(),
+            stripes_degraded: self.stripes_degraded(),
+            ec: self.config.ec.map(|e| format!("{}+{}", e.k, e.m)),
         }
     }
 }

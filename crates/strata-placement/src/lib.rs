@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod change;
+pub mod ec;
 mod error;
 mod hash;
 pub mod recovery;

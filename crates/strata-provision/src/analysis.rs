@@ -508,6 +508,7 @@ impl Provision {
                     weight: w.weight,
                     predicted_flash_reads_per_s: w.predicted_flash_reads_per_s,
                     read_ops_per_s: Some(w.read_ops_per_s),
+                    ec: None,
                 })
                 .collect(),
         }

@@ -38,6 +38,6 @@ pub use collect::{collect, CollectConfig, Collected, Collector, WorkloadStats};
 pub use curve::CacheabilityCurve;
 pub use econ::Prices;
 pub use error::{ProvisionError, Result};
-pub use plan::{Eviction, TierPlan, WorkloadPlan};
+pub use plan::{Eviction, TierPlan, WarmOff, WarmTier, WorkloadPlan};
 pub use replay::{Layout, Replay};
 pub use solver::{allocate, Item, Solution};

@@ -56,6 +56,32 @@ pub struct WorkloadPlan {
     /// written before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_ops_per_s: Option<f64>,
+    /// The erasure-coded warm tier for this workload: absent, the
+    /// cluster's `--ec-after`; `{"after_seconds": S}`, its sealed segments
+    /// are encoded once older than S; `"off"`, never encoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ec: Option<WarmTier>,
+}
+
+/// A workload's erasure-coding rule in a tier plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WarmTier {
+    /// Encode sealed segments older than this many seconds.
+    After {
+        /// The warm age in seconds.
+        after_seconds: f64,
+    },
+    /// `"off"`: keep the workload replicated.
+    Off(WarmOff),
+}
+
+/// The word `"off"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WarmOff {
+    /// Erasure coding off.
+    Off,
 }
 
 impl WorkloadPlan {
@@ -129,6 +155,14 @@ impl TierPlan {
                     )));
                 }
             }
+            if let Some(WarmTier::After { after_seconds: a }) = w.ec {
+                if !(a >= 0.0 && a.is_finite()) {
+                    return Err(ProvisionError::BadPlan(format!(
+                        "workload {}: ec.after_seconds {a} is not a non-negative number",
+                        w.id
+                    )));
+                }
+            }
             if let Some(r) = w.read_ops_per_s {
                 if !(r >= 0.0 && r.is_finite()) {
                     return Err(ProvisionError::BadPlan(format!(
@@ -190,6 +224,7 @@ mod tests {
                 weight: 1.0,
                 predicted_flash_reads_per_s: 4.0,
                 read_ops_per_s: Some(10.0),
+                ec: None,
             }],
         }
     }

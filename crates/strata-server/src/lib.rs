@@ -23,6 +23,7 @@
 mod admin;
 mod dashboard;
 pub mod demo;
+pub mod ec;
 mod error;
 pub mod gateway;
 pub mod index;

@@ -257,6 +257,8 @@ pub struct ClusterNode {
     /// 1 in order of first use; every trace file names them (a plan matches
     /// workloads by name).
     workload_ids: Mutex<HashMap<String, u32>>,
+    /// The erasure-coded warm tier (stripe indexes, counters).
+    pub(crate) ec: crate::ec::EcNode,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -411,6 +413,21 @@ impl ClusterNode {
             t.name_workload(id, bucket);
         }
         id
+    }
+
+    /// The tier plan's warm-tier rule for the row part `part` (a workload
+    /// name, or the shared part): None, the plan says nothing (the
+    /// cluster's `--ec-after`); Some(None), off; Some(Some(s)), s seconds.
+    pub(crate) fn ec_after_of(&self, part: &str) -> Option<Option<f64>> {
+        if part == strata_node::tiers::SHARED {
+            return None;
+        }
+        let id = self.workload_id(part);
+        let g = read(&self.plan);
+        match g.1.entry(id, part)?.ec.as_ref()? {
+            strata_provision::WarmTier::After { after_seconds } => Some(Some(*after_seconds)),
+            strata_provision::WarmTier::Off(_) => Some(None),
+        }
     }
 
     /// Whether the plan in force lists `bucket`'s workload: its records go
@@ -802,6 +819,10 @@ impl ClusterNode {
                 completed: completed.clone(),
                 recovery_bytes: bytes,
                 scrub: scrub.clone(),
+                bytes: Some(strata_meta::api::NodeBytes {
+                    stored: self.ec.stored_bytes.load(Ordering::Relaxed),
+                    logical: self.ec.logical_bytes.load(Ordering::Relaxed),
+                }),
             };
             let url = format!("http://{}/v1/heartbeat", self.opts.meta);
             match self
@@ -1152,6 +1173,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         inline_reads: InlineReads::default(),
         draws: Mutex::new(HashMap::new()),
         workload_ids: Mutex::new(HashMap::new()),
+        ec: crate::ec::EcNode::default(),
         opts,
     });
     // Wait for the metadata service (it may start after the nodes).
@@ -1188,6 +1210,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     }
     tokio::spawn(node.clone().heartbeat_loop(Duration::from_millis(500)));
     tokio::spawn(crate::recovery::run(node.clone()));
+    tokio::spawn(crate::ec::run(node.clone()));
     if let Some(every) = node.opts.scrub_interval {
         tokio::spawn(crate::scrub::run(node.clone(), every));
     }

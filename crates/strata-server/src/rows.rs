@@ -144,6 +144,13 @@ enum Job {
         parts: Vec<Arc<Store>>,
         reply: tokio::sync::oneshot::Sender<Result<bool, String>>,
     },
+    /// Drop the records of these identities whose stamp is the given one
+    /// (they are now in an erasure-coded stripe); answers how many.
+    DropEncoded {
+        items: Vec<(u64, u32, u64)>,
+        parts: Vec<Arc<Store>>,
+        reply: tokio::sync::oneshot::Sender<Result<u64, String>>,
+    },
     /// The LRU mover's re-append of still-live needles to flash.
     Reappend {
         part: Arc<Store>,
@@ -494,6 +501,27 @@ impl RowStore {
         }
     }
 
+    /// Drops the records `(key, alt key, stamp)` whose stamp is still the
+    /// given one, through the writer (a newer write of a name is kept):
+    /// they are now held by an erasure-coded stripe. Returns how many.
+    pub async fn drop_encoded(&self, items: Vec<(u64, u32, u64)>) -> Result<u64, ClusterError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let parts = self.parts().into_iter().map(|(_, p)| p).collect();
+        self.send(Job::DropEncoded {
+            items,
+            parts,
+            reply,
+        })?;
+        match rx.await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(reason)) => Err(ClusterError::BadRecord {
+                row: self.row,
+                reason,
+            }),
+            Err(_) => Err(self.gone()),
+        }
+    }
+
     /// Re-appends the still-live ones of `needles` (read from `segment` of
     /// `part`) to flash through the writer; returns how many (blocking).
     pub fn reappend(
@@ -760,6 +788,38 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&M
                             }
                             Ok(_) => {}
                             Err(e) => res = Err(e.reason),
+                        }
+                    }
+                    writes.fetch_add(1, Ordering::Release);
+                    let _ = reply.send(res);
+                }
+                Job::DropEncoded {
+                    items,
+                    parts,
+                    reply,
+                } => {
+                    apply(std::mem::take(&mut keep), writes, metrics);
+                    newest.clear();
+                    let mut res = Ok(0u64);
+                    for part in &parts {
+                        let mut ids = Vec::new();
+                        for &(key, alt, stamp) in &items {
+                            match current_stamp(part, key, alt) {
+                                Ok(Some((s, _))) if s == stamp => ids.push((key, alt)),
+                                Ok(_) => {}
+                                Err(e) => res = Err(e),
+                            }
+                        }
+                        if ids.is_empty() {
+                            continue;
+                        }
+                        match part.delete_batch(&ids) {
+                            Ok(d) => {
+                                if let Ok(n) = res.as_mut() {
+                                    *n += d.iter().filter(|&&x| x).count() as u64;
+                                }
+                            }
+                            Err(e) => res = Err(e.to_string()),
                         }
                     }
                     writes.fetch_add(1, Ordering::Release);

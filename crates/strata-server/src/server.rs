@@ -46,6 +46,15 @@ pub(crate) fn router(node: Node) -> Router {
         .route("/cluster/v1/rows/{row}/digest", get(digest))
         .route("/cluster/v1/rows/{row}/list", get(list))
         .route("/cluster/v1/status", get(status))
+        .route("/cluster/v1/ec/status", get(crate::ec::status))
+        .route(
+            "/cluster/v1/ec/{stripe}/{file}",
+            get(crate::ec::get_file).put(crate::ec::put_file),
+        )
+        .route(
+            "/cluster/v1/ec/{stripe}",
+            axum::routing::delete(crate::ec::delete_stripe),
+        )
         // A record is at most one tract (the table's tract size, 8 MiB by
         // default) or a whole small object: bounded well above both.
         .layer(axum::extract::DefaultBodyLimit::max(RECORD_BODY_LIMIT))
@@ -486,7 +495,13 @@ pub(crate) async fn read_local(
         }
     };
     let got = match got {
-        Ok(g) => g,
+        // A newer copy of the record in an erasure-coded stripe (its
+        // replica copy was dropped once the stripe was durable).
+        Ok(g) => match stripe_copy(node, store, bucket, key, g.as_ref().map(|s| s.stamp)).await {
+            Ok(Some(s)) => Some(s),
+            Ok(None) => g,
+            Err(e) => return LocalRead::Failed(e),
+        },
         Err(e) => {
             // A damaged copy: the reader goes to another replica, and this
             // one is rewritten from a peer in the background (Haystack's
@@ -535,6 +550,32 @@ pub(crate) async fn read_local(
         Some(s) => LocalRead::Deleted { stamp: s.stamp },
         None => LocalRead::Absent,
     }
+}
+
+/// The stripe copy of `bucket/key` in `store`'s row, read, if a stripe
+/// holds one newer than `have` (the stamp of the row store's copy).
+async fn stripe_copy(
+    node: &Node,
+    store: &Arc<RowStore>,
+    bucket: &str,
+    key: &str,
+    have: Option<u64>,
+) -> Result<Option<crate::rows::Stored>, String> {
+    let (k, alt, _) = identity(bucket, key);
+    let Some(loc) = node.ec.lookup(store.row(), k, alt) else {
+        return Ok(None);
+    };
+    if have.is_some_and(|h| h >= loc.stamp) {
+        return Ok(None);
+    }
+    let record = crate::ec::read_record(node, loc, bucket, key).await?;
+    Ok(Some(crate::rows::Stored {
+        stamp: loc.stamp,
+        record,
+        tier: Tier::Disk,
+        segment: loc.stripe,
+        part: 0,
+    }))
 }
 
 #[derive(Deserialize)]

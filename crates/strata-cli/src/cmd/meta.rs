@@ -55,6 +55,18 @@ pub struct Args {
     /// Failed probes in a row before a silent node is declared dead.
     #[arg(long, value_name = "N", default_value_t = 2)]
     strikes: u32,
+    /// Erasure-code the warm tier with K data and M parity shards (4+2,
+    /// 6+3, 10+4, ...; K,M ≥ 1, K+M ≤ 32 and at most the number of nodes):
+    /// sealed segments older than --ec-after become Reed-Solomon stripes
+    /// on K+M nodes and their replicas are dropped (docs/erasure-coding.md).
+    /// Applied at every start; without it, a saved state keeps its code,
+    /// and `--ec off` turns encoding off (stripes stay readable).
+    #[arg(long, value_name = "K+M")]
+    ec: Option<String>,
+    /// The warm age: a sealed segment older than this is encoded (ms, s,
+    /// m, h, d; a tier plan may give a workload its own or turn it off).
+    #[arg(long, value_name = "DURATION", default_value = "7d")]
+    ec_after: String,
 }
 
 /// Runs `strata meta`.
@@ -69,6 +81,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if !(a.suspect_after.is_finite() && a.suspect_after > 0.0) {
         bail!("--suspect-after must be a positive number of seconds");
     }
+    let ec_after = crate::units::parse_duration(&a.ec_after).context("--ec-after")?;
+    let ec = match a.ec.as_deref() {
+        None => None,
+        Some("off") => Some(None),
+        Some(c) => {
+            let (k, m) = crate::units::parse_code(c).context("--ec")?;
+            Some(Some(strata_meta::state::EcConfig {
+                k,
+                m,
+                after_ms: ec_after.as_millis() as u64,
+            }))
+        }
+    };
     let config = ClusterConfig {
         replication: a.replication,
         tract_size,
@@ -102,6 +127,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let svc = MetaService::open(backend, config, health)
             .await
             .context("loading the cluster state")?;
+        if let Some(ec) = ec {
+            if let Some(c) = ec {
+                let st = svc.state().await;
+                let nodes = st.nodes.len().max(st.config.initial_nodes);
+                if c.k + c.m > nodes {
+                    bail!(
+                        "--ec {}+{}: a stripe needs {} distinct nodes and this cluster has {} \
+                         (--initial-nodes); use a narrower code or more nodes",
+                        c.k,
+                        c.m,
+                        c.k + c.m,
+                        nodes
+                    );
+                }
+            }
+            svc.set_ec(ec).await.context("saving the erasure code")?;
+        }
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await
             .with_context(|| format!("listening on {}", a.listen))?;

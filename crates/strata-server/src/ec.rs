@@ -1,0 +1,1365 @@
+//! The erasure-coded warm tier on a node (f4; docs/erasure-coding.md).
+//!
+//! One background task per node ([`run`]) does, each tick, in order:
+//!
+//! 1. refreshes the code and the stripe records from the metadata service;
+//! 2. **installs** every recorded stripe of a row this node replicates:
+//!    fetches the stripe's index from a shard holder, writes it durably to
+//!    `ROW/stripes/`, loads it into the RAM map the GET path consults, and
+//!    only then drops its own copies of the records the stripe holds (same
+//!    stamp only: a newer write of a name stays);
+//! 3. **rebuilds** the shards of stripes whose disk died and that the
+//!    metadata service's table now places on one of this node's disks
+//!    (every node rebuilds its share at once, FDS);
+//! 4. **encodes** one sealed segment older than its warm age, of a row
+//!    this node leads (the row's first live replica): shards and index go
+//!    to the K+M disks of an erasure-coded row, each fsynced there, then
+//!    the stripe is recorded; step 2 then drops the replicas;
+//! 5. **scrubs** its shard files (checksums), rebuilding a damaged one;
+//! 6. counts the bytes it stores and leads (for `cluster status`).
+//!
+//! Crash safety: a record is dropped from a replica only after the stripe
+//! holding it is recorded (every shard durable) and the replica's copy of
+//! the index is durable; until then the replicas serve it.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hyper::Method;
+use serde::{Deserialize, Serialize};
+use strata_ec::{Code, ShardHeader, BLOCK, HEADER_LEN};
+use strata_meta::api::{EcView, ShardMove, StripeAllocation};
+use strata_meta::state::{EcConfig, StripeRecord};
+use strata_placement::{DiskId, PlacementTable};
+
+use crate::node::ClusterNode;
+
+type Node = Arc<ClusterNode>;
+
+const INDEX_MAGIC: [u8; 4] = *b"SEIX";
+const INDEX_VERSION: u32 = 1;
+const INDEX_HEADER: usize = 32;
+const INDEX_ENTRY: usize = 32;
+/// Bytes sent per request when a shard travels between nodes.
+const SEND_CHUNK: usize = 8 << 20;
+/// Bytes of each shard decoded at a time by a rebuild.
+const REBUILD_CHUNK: u64 = 1 << 20;
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the task runs.
+const TICK: Duration = Duration::from_millis(500);
+/// A rebuild sleeps this long per MiB it writes (its throttle, ~200 MiB/s
+/// per node at most, leaving the disk to foreground reads).
+const REBUILD_PAUSE_PER_MIB: Duration = Duration::from_millis(5);
+
+/// One record of a stripe's index: where a needle lies in the encoded
+/// segment (docs/erasure-coding.md, "Stripe index").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Needle key.
+    pub key: u64,
+    /// Needle alternate key.
+    pub alt: u32,
+    /// Needle data bytes.
+    pub len: u32,
+    /// The record's stamp.
+    pub stamp: u64,
+    /// Offset of the needle (its header) in the encoded segment.
+    pub offset: u64,
+}
+
+/// The stripe index file: a 32-byte header then 32 bytes per record.
+pub fn encode_index(stripe: u64, row: usize, entries: &[IndexEntry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(INDEX_HEADER + entries.len() * INDEX_ENTRY);
+    out.extend_from_slice(&INDEX_MAGIC);
+    out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+    out.extend_from_slice(&stripe.to_le_bytes());
+    out.extend_from_slice(&(row as u64).to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    out.extend_from_slice(&[0u8; 4]);
+    for e in entries {
+        out.extend_from_slice(&e.key.to_le_bytes());
+        out.extend_from_slice(&e.alt.to_le_bytes());
+        out.extend_from_slice(&e.len.to_le_bytes());
+        out.extend_from_slice(&e.stamp.to_le_bytes());
+        out.extend_from_slice(&e.offset.to_le_bytes());
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..28]), &out[INDEX_HEADER..]);
+    out[28..32].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Parses a stripe index file: (stripe, row, entries).
+pub fn decode_index(b: &[u8]) -> Result<(u64, usize, Vec<IndexEntry>), String> {
+    if b.len() < INDEX_HEADER || b[..4] != INDEX_MAGIC {
+        return Err("not a stripe index (bad magic)".into());
+    }
+    let u32at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let u64at = |i: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(x)
+    };
+    if u32at(4) != INDEX_VERSION {
+        return Err(format!("stripe index version {} is not 1", u32at(4)));
+    }
+    let count = u32at(24) as usize;
+    if b.len() != INDEX_HEADER + count * INDEX_ENTRY {
+        return Err(format!(
+            "stripe index of {count} records is {} bytes long",
+            b.len()
+        ));
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[..28]), &b[INDEX_HEADER..]);
+    if crc != u32at(28) {
+        return Err("stripe index checksum mismatch".into());
+    }
+    let entries = (0..count)
+        .map(|i| {
+            let at = INDEX_HEADER + i * INDEX_ENTRY;
+            IndexEntry {
+                key: u64at(at),
+                alt: u32at(at + 8),
+                len: u32at(at + 12),
+                stamp: u64at(at + 16),
+                offset: u64at(at + 24),
+            }
+        })
+        .collect();
+    Ok((u64at(8), u64at(16) as usize, entries))
+}
+
+/// Where a record lives in a stripe (the RAM index's value).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Located {
+    pub(crate) stripe: u64,
+    pub(crate) stamp: u64,
+    offset: u64,
+    len: u32,
+}
+
+/// One row's stripe copies: identity (key, alternate key) → location.
+type RowIndex = HashMap<(u64, u32), Located>;
+
+/// The code and the stripe records as last fetched.
+#[derive(Default)]
+struct View {
+    ec: Option<EcConfig>,
+    stripes: HashMap<u64, StripeRecord>,
+}
+
+/// Progress counters of the task (`GET /cluster/v1/ec/status`).
+#[derive(Default, Serialize, Deserialize, Clone, Debug)]
+pub struct EcStats {
+    /// Segments this node encoded into stripes.
+    pub segments_encoded: u64,
+    /// Bytes of those segments.
+    pub bytes_encoded: u64,
+    /// Stripe indexes installed on this node's replicas.
+    pub stripes_installed: u64,
+    /// Replica records dropped because a stripe holds them.
+    pub records_dropped: u64,
+    /// GETs served from a healthy data shard.
+    pub reads_healthy: u64,
+    /// GETs decoded from K other shards.
+    pub reads_degraded: u64,
+    /// Shards rebuilt here (lost disks, failed scrubs).
+    pub shards_rebuilt: u64,
+    /// Bytes of those shards.
+    pub bytes_rebuilt: u64,
+    /// Shards found damaged by the scrub.
+    pub shards_corrupt: u64,
+    /// Steps that failed (retried on a later tick).
+    pub errors: u64,
+}
+
+/// The node's erasure-coding state.
+#[derive(Default)]
+pub(crate) struct EcNode {
+    view: RwLock<Arc<View>>,
+    /// Per row: identity → where its record lies in a stripe.
+    index: RwLock<HashMap<usize, RowIndex>>,
+    installed: Mutex<HashSet<u64>>,
+    /// Segments this node encoded and recorded (row, part, segment).
+    encoded: Mutex<HashSet<(usize, String, u64)>>,
+    loaded: AtomicBool,
+    segments_encoded: AtomicU64,
+    bytes_encoded: AtomicU64,
+    stripes_installed: AtomicU64,
+    records_dropped: AtomicU64,
+    reads_healthy: AtomicU64,
+    reads_degraded: AtomicU64,
+    shards_rebuilt: AtomicU64,
+    bytes_rebuilt: AtomicU64,
+    shards_corrupt: AtomicU64,
+    errors: AtomicU64,
+    pub(crate) stored_bytes: AtomicU64,
+    pub(crate) logical_bytes: AtomicU64,
+    last_scrub: Mutex<Option<Instant>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl EcNode {
+    fn view(&self) -> Arc<View> {
+        match self.view.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Where the stripe copy of a record of `row` lies, if a stripe holds one.
+    pub(crate) fn lookup(&self, row: usize, key: u64, alt: u32) -> Option<Located> {
+        let g = match self.index.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.get(&row)?.get(&(key, alt)).copied()
+    }
+
+    fn insert(&self, row: usize, stripe: u64, entries: &[IndexEntry]) {
+        let mut g = match self.index.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let m = g.entry(row).or_default();
+        for e in entries {
+            let l = Located {
+                stripe,
+                stamp: e.stamp,
+                offset: e.offset,
+                len: e.len,
+            };
+            match m.get(&(e.key, e.alt)) {
+                Some(old) if old.stamp >= e.stamp => {}
+                _ => {
+                    m.insert((e.key, e.alt), l);
+                }
+            }
+        }
+    }
+
+    /// The task's counters.
+    pub(crate) fn stats(&self) -> EcStats {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EcStats {
+            segments_encoded: r(&self.segments_encoded),
+            bytes_encoded: r(&self.bytes_encoded),
+            stripes_installed: r(&self.stripes_installed),
+            records_dropped: r(&self.records_dropped),
+            reads_healthy: r(&self.reads_healthy),
+            reads_degraded: r(&self.reads_degraded),
+            shards_rebuilt: r(&self.shards_rebuilt),
+            bytes_rebuilt: r(&self.bytes_rebuilt),
+            shards_corrupt: r(&self.shards_corrupt),
+            errors: r(&self.errors),
+        }
+    }
+}
+
+/// `DISK/ec/` of this node's disk `disk`, if it is a row disk here.
+fn ec_dir(node: &ClusterNode, disk: DiskId) -> Option<PathBuf> {
+    let s = node.stores_of(disk)?;
+    Some(s.dir().parent()?.join("ec"))
+}
+
+fn stripe_dir(node: &ClusterNode, disk: DiskId, stripe: u64) -> Option<PathBuf> {
+    Some(ec_dir(node, disk)?.join(format!("{stripe:016x}")))
+}
+
+fn shard_name(i: usize) -> String {
+    format!("shard-{i:02}")
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Writes `bytes` to `path` whole or not at all (tmp, fsync, rename, fsync
+/// of the directory).
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    sync_dir(dir)
+}
+
+// ---------------------------------------------------------------- routes
+
+#[derive(Deserialize)]
+pub(crate) struct FileQuery {
+    disk: u32,
+    #[serde(default)]
+    at: Option<u64>,
+    #[serde(default)]
+    len: Option<u64>,
+    /// PUT: the file is complete at this many bytes: fsync and rename.
+    #[serde(default)]
+    done: Option<u64>,
+}
+
+fn text(code: StatusCode, msg: impl Into<String>) -> Response {
+    (code, msg.into()).into_response()
+}
+
+fn valid_file(name: &str) -> bool {
+    name == "index"
+        || name
+            .strip_prefix("shard-")
+            .is_some_and(|n| n.len() == 2 && n.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// `PUT /cluster/v1/ec/{stripe}/{file}?disk=D&at=A` writes a chunk of a
+/// shard or index file being received (to `FILE.part`); `?disk=D&done=LEN`
+/// then makes it durable under its name.
+pub(crate) async fn put_file(
+    State(node): State<Node>,
+    UrlPath((stripe, file)): UrlPath<(u64, String)>,
+    Query(q): Query<FileQuery>,
+    body: Bytes,
+) -> Response {
+    if !valid_file(&file) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("no such stripe file {file:?}"),
+        );
+    }
+    let Some(dir) = stripe_dir(&node, DiskId(q.disk), stripe) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("disk {} is not a row disk here", q.disk),
+        );
+    };
+    let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        std::fs::create_dir_all(&dir)?;
+        let part = dir.join(format!("{file}.part"));
+        if let Some(len) = q.done {
+            let f = std::fs::OpenOptions::new().write(true).open(&part)?;
+            if f.metadata()?.len() != len {
+                return Err(std::io::Error::other(format!(
+                    "{}: {} bytes received, {len} announced",
+                    part.display(),
+                    f.metadata()?.len()
+                )));
+            }
+            f.sync_all()?;
+            std::fs::rename(&part, dir.join(&file))?;
+            return sync_dir(&dir);
+        }
+        let at = q.at.unwrap_or(0);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(at == 0)
+            .open(&part)?;
+        f.write_all_at(&body, at)
+    })
+    .await;
+    match res {
+        Ok(Ok(())) => text(StatusCode::OK, "ok"),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /cluster/v1/ec/{stripe}/{file}?disk=D[&at=A&len=N]`: a file or a
+/// byte range of it (one read).
+pub(crate) async fn get_file(
+    State(node): State<Node>,
+    UrlPath((stripe, file)): UrlPath<(u64, String)>,
+    Query(q): Query<FileQuery>,
+) -> Response {
+    if !valid_file(&file) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("no such stripe file {file:?}"),
+        );
+    }
+    let Some(dir) = stripe_dir(&node, DiskId(q.disk), stripe) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("disk {} is not a row disk here", q.disk),
+        );
+    };
+    let path = dir.join(&file);
+    let res = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        match (q.at, q.len) {
+            (Some(at), Some(len)) => {
+                let f = std::fs::File::open(&path)?;
+                let mut buf = vec![0u8; len as usize];
+                f.read_exact_at(&mut buf, at)?;
+                Ok(buf)
+            }
+            _ => std::fs::read(&path),
+        }
+    })
+    .await;
+    match res {
+        Ok(Ok(b)) => (StatusCode::OK, b).into_response(),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => text(
+            StatusCode::NOT_FOUND,
+            format!("stripe {stripe:016x} has no {file} here"),
+        ),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `DELETE /cluster/v1/ec/{stripe}?disk=D`: drops this disk's files of a
+/// stripe (after compaction re-encoded it).
+pub(crate) async fn delete_stripe(
+    State(node): State<Node>,
+    UrlPath(stripe): UrlPath<u64>,
+    Query(q): Query<FileQuery>,
+) -> Response {
+    let Some(dir) = stripe_dir(&node, DiskId(q.disk), stripe) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("disk {} is not a row disk here", q.disk),
+        );
+    };
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => text(StatusCode::OK, "deleted"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => text(StatusCode::NOT_FOUND, "absent"),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// `GET /cluster/v1/ec/status`: the task's counters.
+pub(crate) async fn status(State(node): State<Node>) -> Response {
+    Json(node.ec.stats()).into_response()
+}
+
+// ----------------------------------------------------------- the GET path
+
+async fn fetch(node: &ClusterNode, url: &str) -> Result<Bytes, String> {
+    let r = node
+        .http
+        .send(Method::GET, url, None, Bytes::new(), TIMEOUT)
+        .await?;
+    if r.status.is_success() {
+        Ok(r.body)
+    } else {
+        Err(format!(
+            "{url}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        ))
+    }
+}
+
+async fn send_chunk(node: &ClusterNode, url: &str, body: Bytes) -> Result<(), String> {
+    let r = node
+        .http
+        .send(Method::PUT, url, None, body, TIMEOUT)
+        .await?;
+    if r.status.is_success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{url}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        ))
+    }
+}
+
+/// The URL of a stripe file on the node of `disk` (None: unknown disk).
+fn file_url(
+    table_addr: &HashMap<DiskId, String>,
+    disk: DiskId,
+    stripe: u64,
+    file: &str,
+) -> Option<String> {
+    let addr = table_addr.get(&disk)?;
+    Some(format!(
+        "http://{addr}/cluster/v1/ec/{stripe}/{file}?disk={}",
+        disk.0
+    ))
+}
+
+/// Reads `[a, a + n)` of shard `i`'s payload from its disk.
+async fn shard_range(
+    node: &ClusterNode,
+    addrs: &HashMap<DiskId, String>,
+    s: &StripeRecord,
+    i: usize,
+    a: u64,
+    n: u64,
+) -> Result<Vec<u8>, String> {
+    let disk = *s.disks.get(i).ok_or("shard index out of the stripe")?;
+    let url = file_url(addrs, disk, s.id, &shard_name(i))
+        .ok_or_else(|| format!("disk {disk} has no address"))?;
+    let b = fetch(node, &format!("{url}&at={}&len={n}", HEADER_LEN as u64 + a)).await?;
+    if b.len() as u64 != n {
+        return Err(format!("{url}: {} bytes for {n}", b.len()));
+    }
+    Ok(b.to_vec())
+}
+
+/// Shard range `[a, b)` (block-aligned) of every data shard, from any K
+/// shards that answer other than `skip`.
+async fn decode_from_survivors(
+    node: &ClusterNode,
+    addrs: &HashMap<DiskId, String>,
+    table: &PlacementTable,
+    s: &StripeRecord,
+    skip: &[usize],
+    a: u64,
+    b: u64,
+) -> Result<Vec<Vec<u8>>, String> {
+    let code = Code::new(s.k, s.m).map_err(|e| e.to_string())?;
+    // Live disks first, data shards before parity (no decode when all the
+    // data shards answer).
+    let mut order: Vec<usize> = (0..s.k + s.m).filter(|i| !skip.contains(i)).collect();
+    order.sort_by_key(|&i| (!table.is_live(s.disks[i]), i));
+    let mut got: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut at = 0;
+    while got.len() < s.k && at < order.len() {
+        // Ask as many as are still needed at once.
+        let want = s.k - got.len();
+        let batch: Vec<usize> = order[at..(at + want).min(order.len())].to_vec();
+        at += batch.len();
+        let futs = batch
+            .iter()
+            .map(|&i| async move { (i, shard_range(node, addrs, s, i, a, b - a).await) });
+        for (i, r) in futures_util::future::join_all(futs).await {
+            if let Ok(buf) = r {
+                got.push((i, buf));
+            }
+        }
+    }
+    if got.len() < s.k {
+        return Err(format!(
+            "stripe {:016x}: only {} of the {} shards needed answered",
+            s.id,
+            got.len(),
+            s.k
+        ));
+    }
+    strata_ec::decode_blocks(code, &got).map_err(|e| e.to_string())
+}
+
+/// Reads the record of `bucket/key` from stripe `loc.stripe`: the needle's
+/// bytes from the data shard holding them (one read on that shard's
+/// disk), or decoded from K other shards when that disk does not answer.
+/// Returns the record (kind byte and payload).
+pub(crate) async fn read_record(
+    node: &ClusterNode,
+    loc: Located,
+    bucket: &str,
+    key: &str,
+) -> Result<Bytes, String> {
+    let map = node.map().ok_or("no placement table yet")?;
+    let mut view = node.ec.view();
+    // A shard on a dead disk may have been rebuilt since the view was
+    // fetched: fetch it again before decoding.
+    let stale = view
+        .stripes
+        .get(&loc.stripe)
+        .is_none_or(|s| s.disks.iter().any(|&d| !map.table.is_live(d)));
+    if stale {
+        if let Ok(v) = refresh_view(node).await {
+            view = v;
+        }
+    }
+    let s = view
+        .stripes
+        .get(&loc.stripe)
+        .ok_or_else(|| format!("stripe {:016x} is not recorded", loc.stripe))?;
+    let h = ShardHeader {
+        code: Code::new(s.k, s.m).map_err(|e| e.to_string())?,
+        index: 0,
+        stripe: s.id,
+        data_len: s.data_len,
+        shard_len: s.shard_len,
+        payload_crc: 0,
+    };
+    let total = strata_store::format::needle::needle_len(loc.len);
+    let mut needle = Vec::with_capacity(total as usize);
+    let mut degraded = false;
+    for (i, off, n) in strata_ec::locate(&h, loc.offset, total) {
+        let healthy = if map.table.is_live(s.disks[i]) {
+            shard_range(node, &map.addr_of_disk, s, i, off, n)
+                .await
+                .ok()
+        } else {
+            None
+        };
+        match healthy {
+            Some(b) => needle.extend_from_slice(&b),
+            None => {
+                degraded = true;
+                let a = off / BLOCK * BLOCK;
+                let b = ((off + n).div_ceil(BLOCK) * BLOCK).min(s.shard_len);
+                let data =
+                    decode_from_survivors(node, &map.addr_of_disk, &map.table, s, &[i], a, b)
+                        .await?;
+                needle.extend_from_slice(&data[i][(off - a) as usize..(off - a + n) as usize]);
+            }
+        }
+    }
+    let counter = if degraded {
+        &node.ec.reads_degraded
+    } else {
+        &node.ec.reads_healthy
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    let (_, data) = strata_store::format::needle::parse(&needle)
+        .map_err(|e| format!("stripe {:016x} offset {}: {e}", s.id, loc.offset))?;
+    let d = crate::rows::decode(data)
+        .ok_or_else(|| format!("stripe {:016x} offset {}: no name header", s.id, loc.offset))?;
+    if d.bucket != bucket || d.key != key || d.stamp != loc.stamp {
+        return Err(format!(
+            "stripe {:016x} offset {}: holds another record",
+            s.id, loc.offset
+        ));
+    }
+    let at = data.len() - d.record.len();
+    Ok(Bytes::copy_from_slice(&data[at..]))
+}
+
+// ------------------------------------------------------------- the task
+
+/// The node's erasure-coding task (see the module comment).
+pub(crate) async fn run(node: Node) {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = step(&node).await {
+            node.ec.errors.fetch_add(1, Ordering::Relaxed);
+            eprintln!("strata server: erasure coding: {e}");
+        }
+    }
+}
+
+async fn step(node: &Node) -> Result<(), String> {
+    if node.ids().is_none() {
+        return Ok(());
+    }
+    if !node.ec.loaded.load(Ordering::Acquire) {
+        let n = node.clone();
+        tokio::task::spawn_blocking(move || load_installed(&n))
+            .await
+            .map_err(|e| e.to_string())?;
+        node.ec.loaded.store(true, Ordering::Release);
+    }
+    let view = refresh_view(node).await?;
+    let Some(map) = node.map() else {
+        return Ok(());
+    };
+    install(node, &view, &map.table, &map.addr_of_disk).await;
+    rebuild(node, &view, &map.table, &map.addr_of_disk).await;
+    if let Some(ec) = view.ec {
+        encode_one(node, ec, &view, &map.table, &map.addr_of_disk).await?;
+    }
+    scrub(node, &view, &map.table, &map.addr_of_disk).await;
+    let n = node.clone();
+    let v2 = view.clone();
+    let _ = tokio::task::spawn_blocking(move || count_bytes(&n, &v2)).await;
+    Ok(())
+}
+
+/// Fetches the code and the stripe records from the metadata service.
+async fn refresh_view(node: &ClusterNode) -> Result<Arc<View>, String> {
+    let url = format!("http://{}/v1/ec", node.opts.meta);
+    let v: EcView = node.http.get_json(&url, TIMEOUT).await?;
+    let view = Arc::new(View {
+        ec: v.ec,
+        stripes: v.stripes.into_iter().map(|s| (s.id, s)).collect(),
+    });
+    match node.ec.view.write() {
+        Ok(mut g) => *g = view.clone(),
+        Err(p) => *p.into_inner() = view.clone(),
+    }
+    Ok(view)
+}
+
+/// On start: every index in `ROW/stripes/` into the RAM map.
+fn load_installed(node: &ClusterNode) {
+    for rows in node.stores.iter().flatten() {
+        for row in rows.rows_on_disk() {
+            let dir = rows.dir().join(format!("{row:08}")).join("stripes");
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.extension().and_then(|x| x.to_str()) != Some("idx") {
+                    continue;
+                }
+                match std::fs::read(&p)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| decode_index(&b))
+                {
+                    Ok((stripe, r, entries)) if r == row => {
+                        node.ec.insert(row, stripe, &entries);
+                        lock(&node.ec.installed).insert(stripe);
+                    }
+                    Ok(_) => eprintln!("strata server: {}: index of another row", p.display()),
+                    Err(e) => eprintln!("strata server: {}: {e}", p.display()),
+                }
+            }
+        }
+    }
+}
+
+fn my_disks(node: &ClusterNode) -> Vec<DiskId> {
+    node.disk_ids().map(|(_, d)| d).unwrap_or_default()
+}
+
+/// Installs every recorded stripe of a row this node replicates.
+async fn install(
+    node: &Node,
+    view: &View,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+) {
+    let mine = my_disks(node);
+    let mut todo: Vec<&StripeRecord> = view
+        .stripes
+        .values()
+        .filter(|s| !lock(&node.ec.installed).contains(&s.id))
+        .filter(|s| s.row < table.row_count() && table.row(s.row).iter().any(|d| mine.contains(d)))
+        .collect();
+    todo.sort_by_key(|s| s.id);
+    for s in todo {
+        if let Err(e) = install_one(node, s, table, addrs).await {
+            node.ec.errors.fetch_add(1, Ordering::Relaxed);
+            eprintln!("strata server: installing stripe {:016x}: {e}", s.id);
+        }
+    }
+}
+
+async fn install_one(
+    node: &Node,
+    s: &StripeRecord,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+) -> Result<(), String> {
+    let Some(rows) = node.row_here(s.row) else {
+        return Ok(());
+    };
+    let store = rows.row(s.row).map_err(|e| e.to_string())?;
+    // The index from any shard holder (live ones first).
+    let mut order: Vec<usize> = (0..s.disks.len()).collect();
+    order.sort_by_key(|&i| !table.is_live(s.disks[i]));
+    let mut bytes = None;
+    let mut last = String::new();
+    for i in order {
+        let Some(url) = file_url(addrs, s.disks[i], s.id, "index") else {
+            continue;
+        };
+        match fetch(node, &url).await {
+            Ok(b) => {
+                bytes = Some(b);
+                break;
+            }
+            Err(e) => last = e,
+        }
+    }
+    let bytes = bytes.ok_or_else(|| format!("no shard holder gave its index: {last}"))?;
+    let (stripe, row, entries) = decode_index(&bytes)?;
+    if stripe != s.id || row != s.row {
+        return Err(format!("index of stripe {stripe:016x} row {row}"));
+    }
+    // Durable here before any replica record is dropped.
+    let path = store
+        .path()
+        .join("stripes")
+        .join(format!("{:016x}.idx", s.id));
+    let b = bytes.clone();
+    tokio::task::spawn_blocking(move || write_atomic(&path, &b))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    node.ec.insert(s.row, s.id, &entries);
+    let items: Vec<(u64, u32, u64)> = entries.iter().map(|e| (e.key, e.alt, e.stamp)).collect();
+    let dropped = store.drop_encoded(items).await.map_err(|e| e.to_string())?;
+    lock(&node.ec.installed).insert(s.id);
+    node.ec.stripes_installed.fetch_add(1, Ordering::Relaxed);
+    node.ec
+        .records_dropped
+        .fetch_add(dropped, Ordering::Relaxed);
+    // Reclaim the space of the dropped records now.
+    let st = store.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for (_, part) in st.parts() {
+            let _ = part.compact_all(0.5, &mut |_| {});
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// The disk a lost shard of `s` is rebuilt on: a live disk on a node
+/// holding no other shard of the stripe, else (fewer live nodes than K+M)
+/// a live disk whose node holds the fewest — then one node holds two
+/// shards of the stripe, which still survives the loss of any M shards'
+/// worth of disks that do not include it; ties by a hash of (stripe,
+/// shard), so the rebuilds of one lost disk spread over every other disk.
+pub fn rebuild_target(table: &PlacementTable, s: &StripeRecord, index: usize) -> Option<DiskId> {
+    let node_of = |d: DiskId| table.disk(d).map(|x| x.node);
+    let mut count: HashMap<_, usize> = HashMap::new();
+    for (j, &d) in s.disks.iter().enumerate() {
+        if j != index && table.is_live(d) {
+            *count.entry(node_of(d)).or_default() += 1;
+        }
+    }
+    table
+        .disks()
+        .iter()
+        .filter(|d| table.is_live(d.id))
+        .min_by_key(|d| {
+            let h = strata_placement::jump_hash(
+                s.id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ index as u64 ^ u64::from(d.id.0) << 32,
+                1 << 30,
+            );
+            (count.get(&Some(d.node)).copied().unwrap_or(0), h)
+        })
+        .map(|d| d.id)
+}
+
+/// Rebuilds the lost shards this node's disks are the target of.
+async fn rebuild(
+    node: &Node,
+    view: &View,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+) {
+    let mine = my_disks(node);
+    let mut todo = Vec::new();
+    for s in view.stripes.values() {
+        for (i, &d) in s.disks.iter().enumerate() {
+            if table.is_live(d) {
+                continue;
+            }
+            if let Some(t) = rebuild_target(table, s, i).filter(|t| mine.contains(t)) {
+                todo.push((s.clone(), i, t));
+            }
+        }
+    }
+    for (s, i, target) in todo {
+        match rebuild_shard(node, &s, i, target, table, addrs).await {
+            Ok(bytes) => {
+                let url = format!("http://{}/v1/ec/stripes/{}/shard", node.opts.meta, s.id);
+                let mv = ShardMove {
+                    index: i,
+                    disk: target,
+                };
+                match node
+                    .http
+                    .post_json::<_, serde_json::Value>(&url, &mv, TIMEOUT)
+                    .await
+                {
+                    Ok(_) => {
+                        node.ec.shards_rebuilt.fetch_add(1, Ordering::Relaxed);
+                        node.ec.bytes_rebuilt.fetch_add(bytes, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        node.ec.errors.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("strata server: recording rebuilt shard: {e}");
+                    }
+                }
+            }
+            Err(e) => {
+                node.ec.errors.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "strata server: rebuilding shard {i} of stripe {:016x}: {e}",
+                    s.id
+                );
+            }
+        }
+    }
+}
+
+/// Writes shard `index` of `s` on this node's disk `target` from K other
+/// shards, a megabyte of each at a time; returns its payload bytes.
+async fn rebuild_shard(
+    node: &Node,
+    s: &StripeRecord,
+    index: usize,
+    target: DiskId,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+) -> Result<u64, String> {
+    let code = Code::new(s.k, s.m).map_err(|e| e.to_string())?;
+    let dir = stripe_dir(node, target, s.id).ok_or("target disk is not here")?;
+    let path = dir.join(shard_name(index));
+    let part = dir.join(format!("{}.part", shard_name(index)));
+    {
+        let d = dir.clone();
+        let p = part.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            std::fs::create_dir_all(&d)?;
+            std::fs::File::create(&p)?.set_len(HEADER_LEN as u64)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    }
+    let mut crc = 0u32;
+    let mut at = 0u64;
+    while at < s.shard_len {
+        let n = REBUILD_CHUNK.min(s.shard_len - at);
+        let data = decode_from_survivors(node, addrs, table, s, &[index], at, at + n).await?;
+        let piece = if index < s.k {
+            data[index].clone()
+        } else {
+            strata_ec::encode_blocks(code, &data)
+                .map_err(|e| e.to_string())?
+                .swap_remove(index - s.k)
+        };
+        crc = crc32c::crc32c_append(crc, &piece);
+        let p = part.clone();
+        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            use std::os::unix::fs::FileExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)?
+                .write_all_at(&piece, HEADER_LEN as u64 + at)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+        at += n;
+        tokio::time::sleep(REBUILD_PAUSE_PER_MIB.mul_f64(n as f64 / (1u64 << 20) as f64)).await;
+    }
+    let h = ShardHeader {
+        code,
+        index,
+        stripe: s.id,
+        data_len: s.data_len,
+        shard_len: s.shard_len,
+        payload_crc: crc,
+    };
+    let head = strata_ec::header_bytes(&h);
+    // The index file travels with every shard.
+    let index_bytes = {
+        let mut got = None;
+        for (j, &d) in s.disks.iter().enumerate() {
+            if j == index {
+                continue;
+            }
+            if let Some(url) = file_url(addrs, d, s.id, "index") {
+                if let Ok(b) = fetch(node, &url).await {
+                    got = Some(b);
+                    break;
+                }
+            }
+        }
+        got.ok_or("no shard holder gave the stripe index")?
+    };
+    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&part)?;
+        f.write_all_at(&head, 0)?;
+        f.sync_all()?;
+        std::fs::rename(&part, &path)?;
+        write_atomic(&dir.join("index"), &index_bytes)?;
+        sync_dir(&dir)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    Ok(s.shard_len)
+}
+
+/// Whether this node leads `row`: its disk is the row's first live one.
+fn leads(table: &PlacementTable, mine: &[DiskId], row: usize) -> bool {
+    table
+        .row(row)
+        .iter()
+        .find(|&&d| table.is_live(d))
+        .is_some_and(|d| mine.contains(d))
+}
+
+/// The warm age of workload `part` under the tier plan in force (None:
+/// the plan turns erasure coding off for it).
+fn warm_age(node: &ClusterNode, ec: &EcConfig, part: &str) -> Option<Duration> {
+    match node.ec_after_of(part) {
+        Some(Some(secs)) => Some(Duration::from_secs_f64(secs)),
+        Some(None) => None,
+        None => Some(Duration::from_millis(ec.after_ms)),
+    }
+}
+
+/// Encodes one sealed segment older than its warm age of a row this node
+/// leads, if there is one.
+async fn encode_one(
+    node: &Node,
+    ec: EcConfig,
+    view: &View,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+) -> Result<(), String> {
+    let mine = my_disks(node);
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let me = node.ids().map(|(n, _)| n);
+    let recorded: HashSet<(usize, String, u64)> = view
+        .stripes
+        .values()
+        .filter(|s| Some(s.source_node) == me)
+        .map(|s| (s.row, s.part.clone(), s.segment))
+        .collect();
+    let mut pick = None;
+    'outer: for rows in node.stores.iter().flatten() {
+        for row in rows.rows_on_disk() {
+            if row >= table.row_count() || !leads(table, &mine, row) {
+                continue;
+            }
+            let Ok(Some(store)) = rows.existing(row) else {
+                continue;
+            };
+            for (name, part) in store.parts() {
+                let Some(age) = warm_age(node, &ec, &name) else {
+                    continue;
+                };
+                for seg in part.segments() {
+                    let key = (row, name.clone(), seg.id);
+                    if seg.active
+                        || seg.needles == 0
+                        || now_ns.saturating_sub(seg.created_unix_ns) < age.as_nanos() as u64
+                        || recorded.contains(&key)
+                        || lock(&node.ec.encoded).contains(&key)
+                    {
+                        continue;
+                    }
+                    pick = Some((store.clone(), name.clone(), part.clone(), seg));
+                    break 'outer;
+                }
+            }
+        }
+    }
+    let Some((store, name, part, seg)) = pick else {
+        return Ok(());
+    };
+    let row = store.row();
+    let key = (row, name.clone(), seg.id);
+    // The live records of the segment, with their stamps.
+    let p2 = part.clone();
+    let segment = seg.id;
+    let entries = tokio::task::spawn_blocking(move || -> Result<Vec<IndexEntry>, String> {
+        let mut out = Vec::new();
+        for item in p2.needles(segment).map_err(|e| e.to_string())? {
+            let Ok(n) = item else { continue };
+            if !p2
+                .is_live(segment, n.offset, n.key, n.alt_key)
+                .unwrap_or(false)
+            {
+                continue;
+            }
+            let Some(d) = crate::rows::decode(&n.data) else {
+                continue;
+            };
+            out.push(IndexEntry {
+                key: n.key,
+                alt: n.alt_key,
+                len: n.data.len() as u32,
+                stamp: d.stamp,
+                offset: n.offset,
+            });
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    if entries.is_empty() {
+        // Nothing live: compaction's job, not the encoder's.
+        lock(&node.ec.encoded).insert(key);
+        return Ok(());
+    }
+    let url = format!("http://{}/v1/ec/allocate", node.opts.meta);
+    let alloc: StripeAllocation = node
+        .http
+        .post_json(&url, &serde_json::json!({}), TIMEOUT)
+        .await?;
+    let code = Code::new(alloc.k, alloc.m).map_err(|e| e.to_string())?;
+    // Encode into a staging directory on this node's disk of the row.
+    let staging = store
+        .path()
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| {
+            d.join("ec")
+                .join("staging")
+                .join(format!("{:016x}", alloc.id))
+        })
+        .ok_or("row directory has no parent")?;
+    let src = seg.path.clone();
+    let st = staging.clone();
+    let width = alloc.k + alloc.m;
+    let header = tokio::task::spawn_blocking(move || -> Result<ShardHeader, String> {
+        std::fs::create_dir_all(&st).map_err(|e| e.to_string())?;
+        let paths: Vec<PathBuf> = (0..width).map(|i| st.join(shard_name(i))).collect();
+        let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        strata_ec::encode_file(&src, &refs, code, alloc.id).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let header = match header {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            // Compacted or moved meanwhile: listed again next tick.
+            return Err(format!(
+                "encoding segment {:016x} of row {row}: {e}",
+                seg.id
+            ));
+        }
+    };
+    let index = Bytes::from(encode_index(alloc.id, row, &entries));
+    // Every shard and the index to their disks, each made durable there.
+    let sent = async {
+        for (i, &disk) in alloc.disks.iter().enumerate() {
+            let path = staging.join(shard_name(i));
+            let bytes = tokio::fs::read(&path)
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            send_file(
+                node,
+                addrs,
+                disk,
+                alloc.id,
+                &shard_name(i),
+                Bytes::from(bytes),
+            )
+            .await?;
+            send_file(node, addrs, disk, alloc.id, "index", index.clone()).await?;
+        }
+        Ok::<(), String>(())
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&staging);
+    sent?;
+    let rec = StripeRecord {
+        id: alloc.id,
+        row,
+        source_node: me.ok_or("not registered")?,
+        segment: seg.id,
+        part: name,
+        k: alloc.k,
+        m: alloc.m,
+        disks: alloc.disks.clone(),
+        data_len: header.data_len,
+        shard_len: header.shard_len,
+        records: entries.len() as u64,
+        record_bytes: entries
+            .iter()
+            .map(|e| strata_store::format::needle::needle_len(e.len))
+            .sum(),
+        created_ms: 0,
+    };
+    let url = format!("http://{}/v1/ec/stripes", node.opts.meta);
+    node.http
+        .post_json::<_, serde_json::Value>(&url, &rec, TIMEOUT)
+        .await?;
+    lock(&node.ec.encoded).insert(key);
+    node.ec.segments_encoded.fetch_add(1, Ordering::Relaxed);
+    node.ec
+        .bytes_encoded
+        .fetch_add(header.data_len, Ordering::Relaxed);
+    Ok(())
+}
+
+async fn send_file(
+    node: &ClusterNode,
+    addrs: &HashMap<DiskId, String>,
+    disk: DiskId,
+    stripe: u64,
+    file: &str,
+    bytes: Bytes,
+) -> Result<(), String> {
+    let url =
+        file_url(addrs, disk, stripe, file).ok_or_else(|| format!("disk {disk} has no address"))?;
+    let mut at = 0;
+    loop {
+        let end = (at + SEND_CHUNK).min(bytes.len());
+        send_chunk(node, &format!("{url}&at={at}"), bytes.slice(at..end)).await?;
+        at = end;
+        if at >= bytes.len() {
+            break;
+        }
+    }
+    send_chunk(node, &format!("{url}&done={}", bytes.len()), Bytes::new()).await
+}
+
+/// How often the shard scrub runs.
+const SCRUB_EVERY: Duration = Duration::from_secs(30);
+
+/// Checks every shard file on this node's disks (header and payload
+/// checksums); a damaged or missing one is rebuilt in place from the
+/// others.
+async fn scrub(node: &Node, view: &View, table: &PlacementTable, addrs: &HashMap<DiskId, String>) {
+    {
+        let mut last = lock(&node.ec.last_scrub);
+        if last.is_some_and(|t| t.elapsed() < SCRUB_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+    }
+    let mine = my_disks(node);
+    let mut checks = Vec::new();
+    for s in view.stripes.values() {
+        for (i, &d) in s.disks.iter().enumerate() {
+            if mine.contains(&d) {
+                if let Some(dir) = stripe_dir(node, d, s.id) {
+                    checks.push((s.clone(), i, d, dir.join(shard_name(i))));
+                }
+            }
+        }
+    }
+    for (s, i, d, path) in checks {
+        let p = path.clone();
+        let ok = tokio::task::spawn_blocking(move || check_shard(&p))
+            .await
+            .unwrap_or(false);
+        if ok {
+            continue;
+        }
+        node.ec.shards_corrupt.fetch_add(1, Ordering::Relaxed);
+        eprintln!(
+            "strata server: scrub: shard {i} of stripe {:016x} ({}) is damaged or missing; rebuilding it",
+            s.id,
+            path.display()
+        );
+        match rebuild_shard(node, &s, i, d, table, addrs).await {
+            Ok(b) => {
+                node.ec.shards_rebuilt.fetch_add(1, Ordering::Relaxed);
+                node.ec.bytes_rebuilt.fetch_add(b, Ordering::Relaxed);
+            }
+            Err(e) => {
+                node.ec.errors.fetch_add(1, Ordering::Relaxed);
+                eprintln!("strata server: scrub: rebuilding: {e}");
+            }
+        }
+    }
+}
+
+/// Whether a shard file's header and payload checksums hold.
+fn check_shard(path: &Path) -> bool {
+    let Ok(b) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(h) = strata_ec::parse_header(&b, &path.display().to_string()) else {
+        return false;
+    };
+    b.len() as u64 == HEADER_LEN as u64 + h.shard_len
+        && crc32c::crc32c(&b[HEADER_LEN..]) == h.payload_crc
+}
+
+/// Bytes stored on this node (every segment and shard file) and the
+/// logical bytes of the rows it leads.
+fn count_bytes(node: &ClusterNode, view: &View) {
+    let mut stored = 0;
+    for rows in node.stores.iter().flatten() {
+        if let Some(d) = rows.dir().parent() {
+            stored += tree_bytes(&d.join("ec"));
+        }
+        stored += tree_bytes(rows.dir());
+    }
+    for f in node.opts.flash_tier() {
+        stored += tree_bytes(&f.join("rows"));
+    }
+    let mut logical = 0u64;
+    let mine = my_disks(node);
+    if let Some(map) = node.map() {
+        for rows in node.stores.iter().flatten() {
+            for row in rows.rows_on_disk() {
+                if row >= map.table.row_count() || !leads(&map.table, &mine, row) {
+                    continue;
+                }
+                if let Ok(Some(store)) = rows.existing(row) {
+                    for (_, part) in store.parts() {
+                        for seg in part.segments() {
+                            let body = seg.size.saturating_sub(64) as f64;
+                            logical += (body * (1.0 - seg.garbage_ratio)) as u64;
+                        }
+                    }
+                }
+                logical += view
+                    .stripes
+                    .values()
+                    .filter(|s| s.row == row)
+                    .map(|s| s.record_bytes)
+                    .sum::<u64>();
+            }
+        }
+    }
+    node.ec.stored_bytes.store(stored, Ordering::Relaxed);
+    node.ec.logical_bytes.store(logical, Ordering::Relaxed);
+}
+
+/// Bytes of the segment (`.seg`) and shard files under `dir`.
+fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_bytes(&e.path()),
+            Ok(_) => {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.ends_with(".seg") || name.starts_with("shard-") && !name.ends_with(".part")
+                {
+                    e.metadata().map_or(0, |m| m.len())
+                } else {
+                    0
+                }
+            }
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_round_trips_and_refuses_damage() {
+        let entries: Vec<IndexEntry> = (0..5)
+            .map(|i| IndexEntry {
+                key: i * 7,
+                alt: i as u32,
+                len: 100 + i as u32,
+                stamp: 1_000 + i,
+                offset: 64 + i * 200,
+            })
+            .collect();
+        let b = encode_index(9, 3, &entries);
+        assert_eq!(b.len(), INDEX_HEADER + 5 * INDEX_ENTRY);
+        assert_eq!(decode_index(&b), Ok((9, 3, entries)));
+        for at in [0, 5, 10, 40, b.len() - 1] {
+            let mut c = b.clone();
+            c[at] ^= 1;
+            assert!(decode_index(&c).is_err(), "flip at {at} accepted");
+        }
+        assert!(decode_index(&b[..b.len() - 1]).is_err());
+    }
+}

@@ -807,7 +807,7 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&M
                             match current_stamp(part, key, alt) {
                                 Ok(Some((s, _))) if s == stamp => ids.push((key, alt)),
                                 Ok(_) => {}
-                                Err(e) => res = Err(e),
+                                Err(e) => res = Err(e.reason),
                             }
                         }
                         if ids.is_empty() {

@@ -22,7 +22,12 @@ TRACES = Path(os.environ.get("STRATA_TRACES", ROOT.parent / "shared" / "traces")
 TW1M = TRACES / "twitter_cluster52.csv"
 TW10M = TRACES / "twitter_cluster52_10m.csv.zst"
 CLOUD = TRACES / "cloudPhysicsIO.oracleGeneral.bin"
-STRATA = Path(os.environ.get("STRATA_BIN", ROOT / "target" / "release" / "strata"))
+STRATA = Path(
+    os.environ.get(
+        "STRATA_BIN",
+        Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "strata",
+    )
+)
 
 
 def setup_module(_):

@@ -604,6 +604,75 @@ print("ok")
     assert!(ls.contains("104857600 big.bin"), "{ls}");
 }
 
+/// Uploads nobody completes or aborts are reclaimed after
+/// `--s3-abandoned-uploads-after` (their parts' objects deleted, read
+/// through the native API to be sure); a repeated Complete answers the
+/// first one's ETag; DeleteBucket takes the bucket's unfinished uploads
+/// with it, so a bucket made again under its name starts bare.
+#[test]
+fn abandoned_and_completed_uploads_are_reclaimed() {
+    let c = S3Cluster::start_with(&["--s3-abandoned-uploads-after", "4s"]);
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+import time, urllib.request, urllib.error
+def native(path):
+    try:
+        with urllib.request.urlopen("http://%s%s" % (os.environ["NODE"], path)) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+s3.create_bucket(Bucket="sweep")
+part = os.urandom(100 * 1024)
+u = s3.create_multipart_upload(Bucket="sweep", Key="left")["UploadId"]
+s3.upload_part(Bucket="sweep", Key="left", UploadId=u, PartNumber=1, Body=part)
+hidden = "/sweep/%01mpu/" + u + "/00001"
+assert native(hidden) == 200, native(hidden)
+
+# Completed: a repeated Complete answers the same ETag; the upload is no longer listed.
+v = s3.create_multipart_upload(Bucket="sweep", Key="done")["UploadId"]
+e = s3.upload_part(Bucket="sweep", Key="done", UploadId=v, PartNumber=1, Body=b"whole")["ETag"]
+parts = {{"Parts": [{{"PartNumber": 1, "ETag": e}}]}}
+first = s3.complete_multipart_upload(Bucket="sweep", Key="done", UploadId=v, MultipartUpload=parts)["ETag"]
+again = s3.complete_multipart_upload(Bucket="sweep", Key="done", UploadId=v, MultipartUpload=parts)["ETag"]
+assert first == again, (first, again)
+assert code(lambda: s3.list_parts(Bucket="sweep", Key="done", UploadId=v)) == ("NoSuchUpload", 404)
+assert code(lambda: s3.upload_part(Bucket="sweep", Key="done", UploadId=v, PartNumber=2, Body=b"x")) == ("NoSuchUpload", 404)
+assert [x["UploadId"] for x in s3.list_multipart_uploads(Bucket="sweep").get("Uploads", [])] == [u]
+
+# The sweep aborts the abandoned upload and deletes its part.
+deadline = time.time() + 60
+while s3.list_multipart_uploads(Bucket="sweep").get("Uploads") and time.time() < deadline:
+    time.sleep(0.5)
+assert s3.list_multipart_uploads(Bucket="sweep").get("Uploads", []) == []
+assert code(lambda: s3.list_parts(Bucket="sweep", Key="left", UploadId=u)) == ("NoSuchUpload", 404)
+while native(hidden) != 404 and time.time() < deadline:
+    time.sleep(0.5)
+assert native(hidden) == 404, native(hidden)
+# ... and the completed object is untouched.
+assert s3.get_object(Bucket="sweep", Key="done")["Body"].read() == b"whole"
+assert code(lambda: s3.get_object(Bucket="sweep", Key="left")) == ("NoSuchKey", 404)
+
+# DeleteBucket with an unfinished upload: its parts go with it.
+s3.create_bucket(Bucket="gone")
+w = s3.create_multipart_upload(Bucket="gone", Key="k")["UploadId"]
+s3.upload_part(Bucket="gone", Key="k", UploadId=w, PartNumber=1, Body=part)
+assert native("/gone/%01mpu/" + w + "/00001") == 200
+s3.delete_bucket(Bucket="gone")
+assert native("/gone/%01mpu/" + w + "/00001") == 404
+s3.create_bucket(Bucket="gone")
+assert s3.list_multipart_uploads(Bucket="gone").get("Uploads", []) == []
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+    let logs = c.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("S3 upload sweep: 1 abandoned uploads aborted")),
+        "no sweep in the log:\n{logs}"
+    );
+}
+
 /// What S3 keeps with an object besides its bytes: Content-Type,
 /// Content-Encoding, Content-Disposition, Content-Language, Cache-Control,
 /// Expires and `x-amz-meta-*` are answered by GET and HEAD, for a small

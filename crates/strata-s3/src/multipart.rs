@@ -12,6 +12,7 @@ use futures_util::stream::{self, StreamExt};
 use md5::{Digest, Md5};
 use s3s::dto::{ETag, MultipartUpload, Part, StreamingBlob, UploadPartInput};
 use s3s::{s3_error, S3Result};
+use std::time::Duration;
 use strata_client::protocol::{IndexEntry, ListQuery, ObjectMeta};
 use strata_client::{Client, ClientError};
 
@@ -76,6 +77,34 @@ fn new_upload_id() -> String {
     format!("{:032x}", a << 96 | b << 64 | c << 32 | d)
 }
 
+/// What an upload's record says.
+enum Upload {
+    /// Parts may still be sent: the content headers and metadata the
+    /// object will have.
+    Open(ObjectMeta),
+    /// CompleteMultipartUpload wrote the object; its ETag (a repeated
+    /// Complete answers it again, as S3 does).
+    Completed(String),
+}
+
+impl Upload {
+    /// An upload record's state. An open upload's metadata has no ETag
+    /// (CreateMultipartUpload never sets one); a completed one's record
+    /// keeps the object's ETag there.
+    fn of(e: &IndexEntry) -> Upload {
+        let meta = e.meta.clone().unwrap_or_default();
+        if meta.etag.is_empty() {
+            Upload::Open(meta)
+        } else {
+            Upload::Completed(meta.etag)
+        }
+    }
+}
+
+/// How long the record of a completed upload answers a repeated
+/// CompleteMultipartUpload (or the abandoned-upload age, when shorter).
+pub const COMPLETED_KEPT: Duration = Duration::from_secs(3600);
+
 /// A stored part: number, size, MD5 (hex).
 struct Stored {
     number: i32,
@@ -94,6 +123,22 @@ impl StrataS3 {
         key: &str,
         upload: &str,
     ) -> S3Result<ObjectMeta> {
+        match self.upload_record(client, bucket, key, upload).await? {
+            Upload::Open(meta) => Ok(meta),
+            Upload::Completed(_) => Err(s3_error!(NoSuchUpload)),
+        }
+    }
+
+    /// The record of `upload` of `bucket/key`: still open (with the content
+    /// headers and metadata it was created with) or completed (with the
+    /// object's ETag); NoSuchUpload when there is none.
+    async fn upload_record(
+        &self,
+        client: &Client,
+        bucket: &str,
+        key: &str,
+        upload: &str,
+    ) -> S3Result<Upload> {
         let page = client
             .index_list(
                 &uploads(bucket),
@@ -107,9 +152,7 @@ impl StrataS3 {
             .map_err(unavailable)?;
         match page.contents.first() {
             // The upload's own entry records its key in `etag`.
-            Some((name, e)) if name == upload && e.etag == key => {
-                Ok(e.meta.clone().unwrap_or_default())
-            }
+            Some((name, e)) if name == upload && e.etag == key => Ok(Upload::of(e)),
             _ => Err(s3_error!(NoSuchUpload)),
         }
     }
@@ -340,7 +383,10 @@ impl StrataS3 {
         wanted: Vec<(i32, Option<ETag>)>,
     ) -> S3Result<ETag> {
         let client = self.bucket(bucket).await?;
-        let meta = self.upload_of(&client, bucket, key, upload).await?;
+        let meta = match self.upload_record(&client, bucket, key, upload).await? {
+            Upload::Open(meta) => meta,
+            Upload::Completed(etag) => return Ok(ETag::Strong(etag)),
+        };
         if wanted.is_empty() {
             return Err(s3_error!(MalformedXML, "no parts listed"));
         }
@@ -403,7 +449,21 @@ impl StrataS3 {
             )
             .await?;
         self.list_object(&client, bucket, key, &object).await?;
-        self.drop_upload(&client, bucket, upload, stored.iter().map(|p| p.number))
+        // The record stays, completed, to answer a repeated Complete; the
+        // sweep removes it after [`COMPLETED_KEPT`].
+        let done = IndexEntry {
+            size: total,
+            etag: key.to_string(),
+            modified_ms: crate::service::now_ms(),
+            meta: Some(ObjectMeta {
+                etag: etag.clone(),
+                ..ObjectMeta::default()
+            }),
+        };
+        let _ = client
+            .index_write(&uploads(bucket), upload, Some(&done))
+            .await;
+        self.drop_parts(&client, bucket, upload, stored.iter().map(|p| p.number))
             .await;
         Ok(ETag::Strong(etag))
     }
@@ -422,7 +482,7 @@ impl StrataS3 {
             .upload_entries(&client, bucket, "", true)
             .await?
             .into_iter()
-            .filter(|(_, e)| e.etag.starts_with(prefix))
+            .filter(|(_, e)| e.etag.starts_with(prefix) && matches!(Upload::of(e), Upload::Open(_)))
             .map(|(upload, e)| MultipartUpload {
                 key: Some(e.etag),
                 upload_id: Some(upload),
@@ -445,7 +505,8 @@ impl StrataS3 {
     }
 
     /// Removes the upload's record first (so it is gone for clients), then
-    /// its parts; a failure leaves garbage, never a wrong answer.
+    /// its parts; a failure leaves garbage the sweep finds (a part record
+    /// without its upload), never a wrong answer.
     async fn drop_upload(
         &self,
         client: &Client,
@@ -454,12 +515,141 @@ impl StrataS3 {
         parts: impl Iterator<Item = i32>,
     ) {
         let _ = client.index_write(&uploads(bucket), upload, None).await;
+        self.drop_parts(client, bucket, upload, parts).await;
+    }
+
+    /// Removes each part's object, then its record (a crash between the
+    /// two leaves a record the next sweep removes again); returns how many
+    /// went.
+    async fn drop_parts(
+        &self,
+        client: &Client,
+        bucket: &str,
+        upload: &str,
+        parts: impl Iterator<Item = i32>,
+    ) -> u64 {
+        let mut dropped = 0;
         for n in parts {
-            let _ = client.delete(bucket, &part_key(upload, n)).await;
-            let _ = client
-                .index_write(&uploads(bucket), &part_name(upload, n), None)
-                .await;
+            let gone = client.delete(bucket, &part_key(upload, n)).await.is_ok();
+            if gone
+                && client
+                    .index_write(&uploads(bucket), &part_name(upload, n), None)
+                    .await
+                    .is_ok()
+            {
+                dropped += 1;
+            }
         }
+        dropped
+    }
+
+    /// Every upload of `bucket`, open or completed, and every part, removed
+    /// (DeleteBucket: nothing of the bucket's uploads outlives it).
+    pub(crate) async fn drop_all_uploads(&self, client: &Client, bucket: &str) -> S3Result<()> {
+        let entries = self.upload_entries(client, bucket, "", false).await?;
+        for (name, _) in entries {
+            match part_of(&name) {
+                Some((upload, n)) => {
+                    self.drop_parts(client, bucket, upload, std::iter::once(n))
+                        .await;
+                }
+                None => {
+                    let _ = client.index_write(&uploads(bucket), &name, None).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass of the sweep over every bucket: uploads not completed nor
+    /// aborted within `abandoned_after` of their creation are aborted;
+    /// completed uploads' records older than [`COMPLETED_KEPT`] (or
+    /// `abandoned_after`, when shorter) are removed; parts whose upload
+    /// record is gone (an abort or a completion cut short by a crash, a
+    /// part sent while its upload was aborted) and older than
+    /// `abandoned_after` are removed.
+    pub async fn sweep_uploads(&self, abandoned_after: Duration) -> S3Result<Swept> {
+        let client = self.client().await?;
+        let now = crate::service::now_ms();
+        let age = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
+        let mut swept = Swept::default();
+        for bucket in self.buckets(&client, true).await?.into_keys() {
+            let entries = self.upload_entries(&client, &bucket, "", false).await?;
+            // Open uploads, and whether each is abandoned.
+            let open: std::collections::HashMap<&str, bool> = entries
+                .iter()
+                .filter(|(name, e)| {
+                    part_of(name).is_none() && matches!(Upload::of(e), Upload::Open(_))
+                })
+                .map(|(name, e)| (name.as_str(), age(e.modified_ms) > abandoned_after))
+                .collect();
+            for (name, e) in &entries {
+                match part_of(name) {
+                    None => match Upload::of(e) {
+                        Upload::Open(_) if age(e.modified_ms) > abandoned_after => {
+                            let _ = client.index_write(&uploads(&bucket), name, None).await;
+                            swept.uploads += 1;
+                        }
+                        Upload::Completed(_)
+                            if age(e.modified_ms) > abandoned_after.min(COMPLETED_KEPT) =>
+                        {
+                            let _ = client.index_write(&uploads(&bucket), name, None).await;
+                            swept.completed += 1;
+                        }
+                        _ => {}
+                    },
+                    Some((upload, n)) => {
+                        let gone = match open.get(upload) {
+                            Some(&abandoned) => abandoned,
+                            // Completed, aborted, or never recorded.
+                            None => age(e.modified_ms) > abandoned_after,
+                        };
+                        if gone {
+                            swept.parts += self
+                                .drop_parts(&client, &bucket, upload, std::iter::once(n))
+                                .await;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(swept)
+    }
+}
+
+/// What one sweep removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Abandoned uploads aborted.
+    pub uploads: u64,
+    /// Records of completed uploads past their keeping time.
+    pub completed: u64,
+    /// Parts removed (objects and records).
+    pub parts: u64,
+}
+
+/// `UPLOAD/PART` of a part record's name; None for an upload's own record.
+fn part_of(name: &str) -> Option<(&str, i32)> {
+    let (upload, n) = name.split_once('/')?;
+    Some((upload, n.parse().ok()?))
+}
+
+/// Runs [`StrataS3::sweep_uploads`] for ever: first after a random part of
+/// `every` (so the nodes of a cluster do not sweep in step), then every
+/// `every`; logs what each pass removed.
+pub async fn sweep_loop(s3: StrataS3, abandoned_after: Duration, every: Duration) {
+    let jitter = every.mul_f64((strata_client::protocol::new_cookie() % 1000) as f64 / 1000.0);
+    tokio::time::sleep(jitter).await;
+    loop {
+        match s3.sweep_uploads(abandoned_after).await {
+            Ok(s) if s != Swept::default() => eprintln!(
+                "strata: S3 upload sweep: {} abandoned uploads aborted, {} completed uploads' records and {} parts removed",
+                s.uploads, s.completed, s.parts
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!("strata: S3 upload sweep: {e:?}"),
+        }
+        tokio::time::sleep(every).await;
     }
 }
 

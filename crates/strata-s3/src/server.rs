@@ -35,6 +35,10 @@ pub struct S3Options {
     /// Whether PUTs write the listing index (always, but for the
     /// benchmark of the index's cost: without it nothing is listed).
     pub listing_index: bool,
+    /// Multipart uploads neither completed nor aborted this long after
+    /// their creation are aborted by the sweep, their parts reclaimed
+    /// (None: never).
+    pub abandoned_uploads_after: Option<std::time::Duration>,
 }
 
 /// Virtual-host-style addressing: a host `BUCKET.DOMAIN[:PORT]` for one of
@@ -88,8 +92,22 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     let root = opts.root.ok_or(S3Error::NoRootKey)?;
     let cluster = Arc::new(Cluster::new(&opts.meta, opts.local));
     let keys = Keys::new(root, cluster.clone(), opts.admin_token.clone());
-    let mut s3 = StrataS3::new(cluster, opts.max_object_size, opts.admin_token);
+    let mut s3 = StrataS3::new(
+        cluster.clone(),
+        opts.max_object_size,
+        opts.admin_token.clone(),
+    );
     s3.listing_index = opts.listing_index;
+    if let Some(after) = opts.abandoned_uploads_after {
+        // Every node sweeps (deletes are idempotent), a quarter of the age
+        // apart, at most hourly.
+        let every = (after / 4).clamp(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(3600),
+        );
+        let sweeper = StrataS3::new(cluster, opts.max_object_size, opts.admin_token);
+        tokio::spawn(crate::multipart::sweep_loop(sweeper, after, every));
+    }
     let mut builder = S3ServiceBuilder::new(s3);
     builder.set_auth(KeyAuth(keys.clone()));
     builder.set_access(KeyAccess(keys));

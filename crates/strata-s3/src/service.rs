@@ -110,12 +110,12 @@ impl StrataS3 {
         }
     }
 
-    async fn client(&self) -> S3Result<Arc<Client>> {
+    pub(crate) async fn client(&self) -> S3Result<Arc<Client>> {
         self.cluster.client().await
     }
 
     /// The cluster's buckets, fetched again if `fresh` or the copy is old.
-    async fn buckets(&self, client: &Client, fresh: bool) -> S3Result<Buckets> {
+    pub(crate) async fn buckets(&self, client: &Client, fresh: bool) -> S3Result<Buckets> {
         if !fresh {
             if let Ok(g) = self.buckets.lock() {
                 if let Some((at, b)) = g.as_ref() {
@@ -928,6 +928,9 @@ impl S3 for StrataS3 {
             return Err(s3_error!(BucketNotEmpty));
         }
         let client = self.client().await?;
+        // Unfinished uploads go with the bucket (their parts are hidden
+        // objects of it); a bucket made again under the name starts bare.
+        self.drop_all_uploads(&client, &name).await?;
         if !client.set_bucket(&name, false).await.map_err(unavailable)? {
             return Err(s3_error!(NoSuchBucket));
         }

@@ -180,6 +180,13 @@ pub struct Args {
     /// path style (/BUCKET/KEY). Repeat for several domains.
     #[arg(long, value_name = "DOMAIN", default_value = "localhost")]
     s3_domain: Vec<String>,
+    /// S3 multipart uploads neither completed nor aborted this long after
+    /// they were created are aborted and their parts' space reclaimed
+    /// (S3's AbortIncompleteMultipartUpload lifecycle rule, for every
+    /// bucket); `off` keeps them until aborted. Units ms, s, m, h, d.
+    /// Default 7d. Needs --s3-listen (or --dev).
+    #[arg(long, value_name = "DURATION")]
+    s3_abandoned_uploads_after: Option<String>,
     /// Benchmarks only: S3 PUTs skip the listing index (nothing written
     /// then is listed), to measure what the index costs.
     #[arg(long, hide = true)]
@@ -476,6 +483,22 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     };
     let max_object_size = opts.gateway.max_object_size;
     let http = opts.http;
+    if a.s3_abandoned_uploads_after.is_some() && a.s3_listen.is_none() {
+        bail!("--s3-abandoned-uploads-after is about S3 uploads: it needs --s3-listen (or --dev)");
+    }
+    let abandoned_uploads_after = match a.s3_abandoned_uploads_after.as_deref().unwrap_or("7d") {
+        "off" => None,
+        d => Some(
+            crate::units::parse_duration(d)
+                .context("--s3-abandoned-uploads-after")
+                .and_then(|d| {
+                    if d.is_zero() {
+                        bail!("--s3-abandoned-uploads-after: give a positive age, or `off`")
+                    }
+                    Ok(d)
+                })?,
+        ),
+    };
     let running = rt
         .block_on(strata_server::start(opts))
         .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;
@@ -493,6 +516,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                     domains: a.s3_domain.clone(),
                     local: Some((running.addr.clone(), running.local.clone())),
                     listing_index: !a.s3_bench_no_listing_index,
+                    abandoned_uploads_after,
                 }))
                 .context("--s3-listen")?;
             eprintln!(

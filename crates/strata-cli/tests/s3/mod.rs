@@ -29,11 +29,16 @@ pub struct S3Cluster {
 
 impl S3Cluster {
     pub fn start() -> S3Cluster {
+        Self::start_with(&[])
+    }
+
+    /// [`S3Cluster::start`] with more `strata server` arguments.
+    pub fn start_with(extra: &[&str]) -> S3Cluster {
         let dir = scratch();
         let meta = format!("127.0.0.1:{}", free_port());
         let s3 = format!("127.0.0.1:{}", free_port());
         let addr = format!("127.0.0.1:{}", free_port());
-        let node = Self::node(&meta, dir.path(), &s3, &addr);
+        let node = Self::node_with(&meta, dir.path(), &s3, &addr, extra);
         let c = S3Cluster {
             meta,
             node: (node, addr),
@@ -46,10 +51,16 @@ impl S3Cluster {
 
     /// Starts the node (again) on the same data directory and addresses.
     pub fn node(meta: &str, dir: &Path, s3: &str, addr: &str) -> Proc {
+        Self::node_with(meta, dir, s3, addr, &[])
+    }
+
+    /// [`S3Cluster::node`] with more `strata server` arguments.
+    pub fn node_with(meta: &str, dir: &Path, s3: &str, addr: &str, extra: &[&str]) -> Proc {
         let child = strata()
             .args(["server", "--meta-listen", meta, "--listen", addr, "--data"])
             .arg(dir.join("node"))
             .args(["--s3-listen", s3, "--max-object-size", "1GiB"])
+            .args(extra)
             .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
             .env("STRATA_ROOT_SECRET_KEY", SECRET)
             .env("STRATA_ADMIN_TOKEN", ADMIN)

@@ -427,6 +427,22 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     if a.dev && a.s3_listen.is_none() {
         a.s3_listen = Some("127.0.0.1:8490".into());
     }
+    if a.s3_abandoned_uploads_after.is_some() && a.s3_listen.is_none() {
+        bail!("--s3-abandoned-uploads-after is about S3 uploads: it needs --s3-listen (or --dev)");
+    }
+    let abandoned_uploads_after = match a.s3_abandoned_uploads_after.as_deref().unwrap_or("7d") {
+        "off" => None,
+        d => Some(
+            crate::units::parse_duration(d)
+                .context("--s3-abandoned-uploads-after")
+                .and_then(|d| {
+                    if d.is_zero() {
+                        bail!("--s3-abandoned-uploads-after: give a positive age, or `off`")
+                    }
+                    Ok(d)
+                })?,
+        ),
+    };
     let devices = device_list(&data, &a.flash, &a.disk)?;
     check_data(&a, &data, &devices)?;
     // The cluster secret, before anything sends a request.
@@ -483,22 +499,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     };
     let max_object_size = opts.gateway.max_object_size;
     let http = opts.http;
-    if a.s3_abandoned_uploads_after.is_some() && a.s3_listen.is_none() {
-        bail!("--s3-abandoned-uploads-after is about S3 uploads: it needs --s3-listen (or --dev)");
-    }
-    let abandoned_uploads_after = match a.s3_abandoned_uploads_after.as_deref().unwrap_or("7d") {
-        "off" => None,
-        d => Some(
-            crate::units::parse_duration(d)
-                .context("--s3-abandoned-uploads-after")
-                .and_then(|d| {
-                    if d.is_zero() {
-                        bail!("--s3-abandoned-uploads-after: give a positive age, or `off`")
-                    }
-                    Ok(d)
-                })?,
-        ),
-    };
     let running = rt
         .block_on(strata_server::start(opts))
         .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;

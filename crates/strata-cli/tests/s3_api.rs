@@ -565,9 +565,21 @@ u2 = s3.create_multipart_upload(Bucket="mpu", Key="other/x")["UploadId"]
 ups = s3.list_multipart_uploads(Bucket="mpu")["Uploads"]
 assert sorted((x["Key"], x["UploadId"]) for x in ups) == sorted([("small", u), ("other/x", u2)]), ups
 assert [x["UploadId"] for x in s3.list_multipart_uploads(Bucket="mpu", Prefix="oth")["Uploads"]] == [u2]
+# Paged one at a time (boto3's paginator follows NextKeyMarker / NextUploadIdMarker).
+first = s3.list_multipart_uploads(Bucket="mpu", MaxUploads=1)
+assert first["IsTruncated"] and len(first["Uploads"]) == 1, first
+pages = s3.get_paginator("list_multipart_uploads").paginate(Bucket="mpu", MaxUploads=1)
+assert [x["UploadId"] for pg in pages for x in pg.get("Uploads", [])] == [u2, u]
+d = s3.list_multipart_uploads(Bucket="mpu", Delimiter="/")
+assert [p["Prefix"] for p in d.get("CommonPrefixes", [])] == ["other/"], d
+assert [x["Key"] for x in d["Uploads"]] == ["small"], d
 s3.abort_multipart_upload(Bucket="mpu", Key="other/x", UploadId=u2)
 e1 = s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=1, Body=b"a")["ETag"]
 e2 = s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=2, Body=b"b")["ETag"]
+p1 = s3.list_parts(Bucket="mpu", Key="small", UploadId=u, MaxParts=1)
+assert p1["IsTruncated"] and [p["PartNumber"] for p in p1["Parts"]] == [1] and p1["NextPartNumberMarker"] == 1, p1
+p2 = s3.list_parts(Bucket="mpu", Key="small", UploadId=u, MaxParts=1, PartNumberMarker=1)
+assert not p2["IsTruncated"] and [p["PartNumber"] for p in p2["Parts"]] == [2], p2
 assert code(lambda: s3.complete_multipart_upload(Bucket="mpu", Key="small", UploadId=u, MultipartUpload={{"Parts": [{{"PartNumber": 1, "ETag": e1}}, {{"PartNumber": 2, "ETag": e2}}]}})) == ("EntityTooSmall", 400)
 # Abort: the upload is gone, nothing was written.
 s3.abort_multipart_upload(Bucket="mpu", Key="small", UploadId=u)

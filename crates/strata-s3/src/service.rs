@@ -7,16 +7,17 @@ use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use s3s::dto::{
     AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, BucketCannedACL, ChecksumMode,
-    CompleteMultipartUploadInput, CompleteMultipartUploadOutput, CopyObjectInput, CopyObjectOutput,
-    CopyObjectResult, CopyPartResult, CopySource, CreateBucketInput, CreateBucketOutput,
-    CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
-    DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
-    ETag, GetBucketAclInput, GetBucketAclOutput, GetBucketLocationInput, GetBucketLocationOutput,
-    GetObjectAclInput, GetObjectAclOutput, GetObjectInput, GetObjectOutput, Grant, Grantee,
-    HeadBucketInput, HeadBucketOutput, HeadObjectInput, HeadObjectOutput, ListBucketsInput,
-    ListBucketsOutput, ListMultipartUploadsInput, ListMultipartUploadsOutput,
-    ListObjectVersionsInput, ListObjectVersionsOutput, ListObjectsInput, ListObjectsOutput,
-    ListObjectsV2Input, ListObjectsV2Output, ListPartsInput, ListPartsOutput, MetadataDirective,
+    CommonPrefix, CompleteMultipartUploadInput, CompleteMultipartUploadOutput, CopyObjectInput,
+    CopyObjectOutput, CopyObjectResult, CopyPartResult, CopySource, CreateBucketInput,
+    CreateBucketOutput, CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput,
+    DeleteBucketOutput, DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput,
+    DeleteObjectsOutput, DeletedObject, ETag, GetBucketAclInput, GetBucketAclOutput,
+    GetBucketLocationInput, GetBucketLocationOutput, GetObjectAclInput, GetObjectAclOutput,
+    GetObjectInput, GetObjectOutput, Grant, Grantee, HeadBucketInput, HeadBucketOutput,
+    HeadObjectInput, HeadObjectOutput, ListBucketsInput, ListBucketsOutput,
+    ListMultipartUploadsInput, ListMultipartUploadsOutput, ListObjectVersionsInput,
+    ListObjectVersionsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
+    ListObjectsV2Output, ListPartsInput, ListPartsOutput, MetadataDirective, MultipartUpload,
     ObjectVersion, ObjectVersionStorageClass, Owner, Permission, PutBucketAclInput,
     PutBucketAclOutput, PutObjectAclInput, PutObjectAclOutput, PutObjectInput, PutObjectOutput,
     StreamingBlob, Timestamp, TimestampFormat, Type, UploadPartCopyInput, UploadPartCopyOutput,
@@ -505,6 +506,19 @@ fn checksum(meta: Option<&ObjectMeta>, mode: Option<&ChecksumMode>, algo: &str) 
 /// Buckets are not versioned: the only version of an object is `null`;
 /// any other version id is InvalidArgument, as S3 answers for an
 /// unversioned bucket.
+/// A page size parameter (`max-parts`, `max-uploads`): 1,000 when absent
+/// or larger (S3's cap), InvalidArgument when negative.
+fn page_size(v: Option<i32>, name: &str) -> S3Result<usize> {
+    match v {
+        None => Ok(1000),
+        Some(n) if n < 0 => Err(s3_error!(
+            InvalidArgument,
+            "{name} must be a non-negative integer"
+        )),
+        Some(n) => Ok((n as usize).min(1000)),
+    }
+}
+
 fn null_version(v: Option<&str>) -> S3Result<()> {
     match v {
         None | Some("null") => Ok(()),
@@ -1322,15 +1336,21 @@ impl S3 for StrataS3 {
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
         let input = req.input;
-        let parts = self
-            .list_parts(&input.bucket, &input.key, &input.upload_id)
+        let max = page_size(input.max_parts, "max-parts")?;
+        let after = input.part_number_marker.unwrap_or(0);
+        let (parts, truncated) = self
+            .list_parts(&input.bucket, &input.key, &input.upload_id, after, max)
             .await?;
+        let next = parts.last().and_then(|p| p.part_number);
         Ok(S3Response::new(ListPartsOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(input.upload_id),
             parts: Some(parts),
-            is_truncated: Some(false),
+            is_truncated: Some(truncated),
+            max_parts: Some(max as i32),
+            part_number_marker: input.part_number_marker,
+            next_part_number_marker: if truncated { next } else { None },
             ..Default::default()
         }))
     }
@@ -1380,13 +1400,42 @@ impl S3 for StrataS3 {
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         let input = req.input;
-        let prefix = input.prefix.clone().unwrap_or_default();
-        let uploads = self.list_uploads(&input.bucket, &prefix).await?;
+        let q = crate::multipart::UploadQuery {
+            prefix: input.prefix.clone().unwrap_or_default(),
+            delimiter: input.delimiter.clone(),
+            key_marker: input.key_marker.clone(),
+            upload_id_marker: input.upload_id_marker.clone(),
+            max: page_size(input.max_uploads, "max-uploads")?,
+        };
+        let page = self.list_uploads(&input.bucket, &q).await?;
+        let (next_key, next_id) = page.next.unzip();
         Ok(S3Response::new(ListMultipartUploadsOutput {
             bucket: Some(input.bucket),
             prefix: input.prefix,
-            uploads: Some(uploads),
-            is_truncated: Some(false),
+            delimiter: input.delimiter,
+            key_marker: input.key_marker,
+            upload_id_marker: input.upload_id_marker,
+            max_uploads: Some(q.max as i32),
+            uploads: Some(
+                page.uploads
+                    .into_iter()
+                    .map(|u| MultipartUpload {
+                        key: Some(u.key),
+                        upload_id: Some(u.id),
+                        initiated: Some(timestamp(u.initiated_ms)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            common_prefixes: (!page.prefixes.is_empty()).then(|| {
+                page.prefixes
+                    .into_iter()
+                    .map(|p| CommonPrefix { prefix: Some(p) })
+                    .collect()
+            }),
+            is_truncated: Some(page.truncated),
+            next_key_marker: next_key,
+            next_upload_id_marker: next_id.filter(|id| !id.is_empty()),
             ..Default::default()
         }))
     }

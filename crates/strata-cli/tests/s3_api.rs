@@ -494,6 +494,9 @@ assert code(lambda: k.get_object(Bucket="other", Key="k")) == ("AccessDenied", 4
 assert code(lambda: k.list_objects_v2(Bucket="other")) == ("AccessDenied", 403)
 assert code(lambda: k.delete_bucket(Bucket="rdwr")) == ("AccessDenied", 403)
 assert code(lambda: k.create_bucket(Bucket="newone")) == ("AccessDenied", 403)
+# ListBuckets shows a key only its own buckets; the root key every one.
+assert sorted(b["Name"] for b in k.list_buckets()["Buckets"]) == ["rdonly", "rdwr"]
+assert sorted(b["Name"] for b in s3.list_buckets()["Buckets"]) == ["other", "rdonly", "rdwr"]
 wrong = client(os.environ["KEY"], "wrong-secret")
 assert code(lambda: wrong.get_object(Bucket="rdonly", Key="k")) == ("SignatureDoesNotMatch", 403)
 print("ok")

@@ -218,6 +218,20 @@ impl S3Access for KeyAccess {
 }
 
 impl Keys {
+    /// The buckets key `access` may see in ListBuckets: None for the root
+    /// key (every bucket), else those it holds any permission on.
+    pub(crate) async fn visible_buckets(&self, access: &str) -> S3Result<Option<BTreeSet<String>>> {
+        if access == self.root.access_key {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.lookup(access)
+                .await?
+                .map(|k| k.buckets.into_keys().collect())
+                .unwrap_or_default(),
+        ))
+    }
+
     /// Ok if the signer may read a copy's source.
     async fn source_readable(
         &self,

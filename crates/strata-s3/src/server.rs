@@ -98,6 +98,7 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
         opts.admin_token.clone(),
     );
     s3.listing_index = opts.listing_index;
+    s3.keys = Some(keys.clone());
     if let Some(after) = opts.abandoned_uploads_after {
         // Every node sweeps (deletes are idempotent), a quarter of the age
         // apart, at most hourly.

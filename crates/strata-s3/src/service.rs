@@ -48,6 +48,9 @@ pub struct StrataS3 {
     /// Whether a PUT writes the listing index (off only to measure what
     /// the index costs: `strata server --s3-bench-no-listing-index`).
     pub listing_index: bool,
+    /// The access keys: ListBuckets shows a key only the buckets it has a
+    /// permission on (None: every bucket to every signer).
+    pub keys: Option<Arc<crate::auth::Keys>>,
 }
 
 type Buckets = BTreeMap<String, strata_client::BucketRecord>;
@@ -108,6 +111,7 @@ impl StrataS3 {
             admin_token,
             buckets: Mutex::new(None),
             listing_index: true,
+            keys: None,
         }
     }
 
@@ -1076,12 +1080,18 @@ impl S3 for StrataS3 {
             None => String::new(),
         };
         let prefix = input.prefix.clone().unwrap_or_default();
+        // A key sees the buckets it has a permission on; the root key all.
+        let visible = match (&self.keys, &req.credentials) {
+            (Some(keys), Some(c)) => keys.visible_buckets(&c.access_key).await?,
+            _ => None,
+        };
         let client = self.client().await?;
         let mut buckets: Vec<Bucket> = self
             .buckets(&client, true)
             .await?
             .into_iter()
             .filter(|(name, _)| name.starts_with(&prefix) && *name > after)
+            .filter(|(name, _)| visible.as_ref().is_none_or(|v| v.contains(name)))
             .take(max.saturating_add(1))
             .map(|(name, b)| Bucket {
                 name: Some(name),

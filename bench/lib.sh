@@ -7,6 +7,21 @@
 PIDS=()
 declare -p GEN >/dev/null 2>&1 || GEN=()
 
+# pin_cores: SRV and GEN, the command prefixes that put the servers on
+# core 1 and the load generator on core 0 (PIN=0, or a one-core machine:
+# no pinning).
+pin_cores() {
+  if [ "$(nproc)" -ge 2 ]; then PIN=${PIN:-1}; else PIN=0; fi
+  if [ "$PIN" = 1 ]; then
+    command -v taskset >/dev/null || { echo "PIN=1 needs taskset (util-linux)" >&2; exit 2; }
+    SRV=(taskset -c 1)
+    GEN=(taskset -c 0)
+  else
+    SRV=()
+    GEN=()
+  fi
+}
+
 stop_servers() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done

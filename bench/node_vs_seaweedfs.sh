@@ -47,17 +47,9 @@ PREFILL_64KiB=${PREFILL_64KiB:-4000}
 SPORT=${SPORT:-18490}
 MPORT=${MPORT:-19334}
 VPORT=${VPORT:-18084}
-if [ "$(nproc)" -ge 2 ]; then PIN=${PIN:-1}; else PIN=0; fi
-if [ "$PIN" = 1 ]; then
-  command -v taskset >/dev/null || { echo "PIN=1 needs taskset (util-linux)" >&2; exit 2; }
-  SRV=(taskset -c 1)
-  GEN=(taskset -c 0)
-else
-  SRV=()
-  GEN=()
-fi
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
+pin_cores
 setup_work strata-vs-weed
 
 

@@ -50,18 +50,10 @@ SPORT=${SPORT:-18490}
 WPORT=${WPORT:-19333}
 ACCESS=warpbench
 SECRET=warpbench-secret-0123456789
-if [ "$(nproc)" -ge 2 ]; then PIN=${PIN:-1}; else PIN=0; fi
-if [ "$PIN" = 1 ]; then
-  command -v taskset >/dev/null || { echo "PIN=1 needs taskset (util-linux)" >&2; exit 2; }
-  SRV=(taskset -c 1)
-  GEN=(taskset -c 0)
-else
-  SRV=()
-  GEN=()
-fi
 [ -x "$WARP" ] || { echo "not an executable: $WARP" >&2; exit 2; }
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
+pin_cores
 setup_work strata-s3-vs-weed
 
 cat >"$WORK/weed-s3.json" <<EOF

@@ -102,6 +102,15 @@ impl RecentTable {
         RecentTable::with_layout(MIN_LOG2, 8, 16)
     }
 
+    /// An empty table with buckets for `n` entries at most 7/8 full.
+    pub fn with_capacity(n: usize) -> RecentTable {
+        let mut log2 = MIN_LOG2;
+        while n * 8 > (1usize << log2) * 7 {
+            log2 += 1;
+        }
+        RecentTable::with_layout(log2, 8, 16)
+    }
+
     fn with_layout(log2: u32, slot_bits: u32, ord_bits: u32) -> RecentTable {
         RecentTable {
             buckets: vec![0; 1 << log2],

@@ -14,7 +14,7 @@ use crate::index::{ActiveIndex, Run, SealedSegment};
 use crate::recent::{hash_of, RecentLoc, RecentTable};
 use crate::segment::{
     self, index_file_name, parse_file_name, pread_exact, segment_file_name, sync_dir,
-    write_file_atomic, ScanItem, Scanner,
+    write_file_atomic, write_file_atomic_with, ScanItem, Scanner,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -2253,7 +2253,7 @@ impl Inner {
                 if covered > a.ids_base {
                     a.ids_base = covered;
                     a.ids.retain(|e| e.2 as usize >= covered);
-                    if a.ids.capacity() > 4 * a.ids.len().max(1024) {
+                    if a.ids.capacity() > 2 * a.ids.len() + 256 {
                         a.ids.shrink_to_fit();
                     }
                 }
@@ -2561,13 +2561,37 @@ impl Inner {
                 entries.push((k, a, l.slot, l.ord));
             }
         }
-        let old_keys = old_run.as_ref().and_then(|run| {
-            let keys = std::fs::read(&run_path)
-                .ok()
-                .and_then(|b| run_file::keys(&b).ok())?;
-            (keys.len() == run.slot_count()).then_some(keys)
-        });
-        if let (Some(_), None) = (&old_run, &old_keys) {
+        // The old run's identities, streamed from its file's keys section
+        // (65,536 at a time: the section is never held in RAM), less those
+        // the recent part now answers for.
+        let taken_len = entries.len();
+        let mut from_file = false;
+        if let Some(run) = &old_run {
+            let read_keys = std::fs::File::open(&run_path).ok().map(|f| {
+                run_file::for_each_key(&f, run, |first, keys| {
+                    let ix = read(&self.idx);
+                    for (j, &(k, a)) in keys.iter().enumerate() {
+                        let Some((i, ord)) = run.slot(first + j) else {
+                            continue;
+                        };
+                        if ix.recent_has(k, a, &self.counters) {
+                            continue; // a newer answer, taken above or kept
+                        }
+                        let Some(slot) = old_slots.get(i).copied().flatten() else {
+                            continue;
+                        };
+                        if seg_of(slot).is_some_and(|s| !s.is_deleted(ord)) {
+                            entries.push((k, a, slot, ord));
+                        }
+                    }
+                })
+            });
+            match read_keys {
+                Some(Ok(())) => from_file = true,
+                _ => entries.truncate(taken_len),
+            }
+        }
+        if old_run.is_some() && !from_file {
             // The run file's keys are unreadable: find the run's identities
             // in its segments' checkpoints (or headers) instead.
             for &slot in old_slots.iter().flatten() {
@@ -2585,27 +2609,6 @@ impl Inner {
                 }
             }
         }
-        if let (Some(run), Some(keys)) = (&old_run, old_keys) {
-            for chunk in keys.chunks(1 << 16).enumerate() {
-                let (c, keys) = chunk;
-                let ix = read(&self.idx);
-                for (j, &(k, a)) in keys.iter().enumerate() {
-                    let s = c * (1 << 16) + j;
-                    let Some((i, ord)) = run.slot(s) else {
-                        continue;
-                    };
-                    if ix.recent_has(k, a, &self.counters) {
-                        continue; // a newer answer, taken above or kept
-                    }
-                    let Some(slot) = old_slots.get(i).copied().flatten() else {
-                        continue;
-                    };
-                    if seg_of(slot).is_some_and(|s| !s.is_deleted(ord)) {
-                        entries.push((k, a, slot, ord));
-                    }
-                }
-            }
-        }
         entries.sort_unstable_by_key(|e| (e.0, e.1));
         entries.dedup_by_key(|e| (e.0, e.1));
         let mut slots: Vec<u32> = entries.iter().map(|e| e.2).collect();
@@ -2620,18 +2623,30 @@ impl Inner {
             .enumerate()
             .map(|(i, &s)| (s, i as u32))
             .collect();
-        let numbered: Vec<(u64, u32, u32, u32)> = entries
-            .iter()
-            .map(|&(k, a, s, o)| (k, a, pos[&s], o))
-            .collect();
-        let generation = old_run.as_ref().map_or(1, |r| r.generation() + 1);
-        let run = Run::build(generation, segments, &numbered, self.cfg.fingerprint_bits)
-            .map_err(|_| StoreError::Config("could not build the node index".into()))?;
-        let mut keys = vec![(0u64, 0u32); run.slot_count()];
-        for &(k, a, _, _) in &entries {
-            keys[run.slot_of(k, a)] = (k, a);
+        // Renumbered in place: the run numbers its segments 0..k.
+        for e in entries.iter_mut() {
+            e.2 = pos.get(&e.2).copied().unwrap_or(u32::MAX);
         }
-        write_file_atomic(&run_path, &run_file::encode(&run, &keys))?;
+        let generation = old_run.as_ref().map_or(1, |r| r.generation() + 1);
+        let run = Run::build(generation, segments, &entries, self.cfg.fingerprint_bits)
+            .map_err(|_| StoreError::Config("could not build the node index".into()))?;
+        // The keys section in slot order, streamed to the file: each
+        // record's slot replaces its (segment, ordinal), which the run now
+        // holds.
+        for e in entries.iter_mut() {
+            let s = run.slot_of(e.0, e.1) as u64;
+            e.2 = s as u32;
+            e.3 = (s >> 32) as u32;
+        }
+        entries.sort_unstable_by_key(|e| (e.3, e.2));
+        let slot_of = |e: &(u64, u32, u32, u32)| (u64::from(e.3) << 32 | u64::from(e.2)) as usize;
+        let mut it = entries.iter().peekable();
+        let keys = (0..run.slot_count()).map(|s| match it.next_if(|e| slot_of(e) == s) {
+            Some(e) => (e.0, e.1),
+            None => (0, 0),
+        });
+        write_file_atomic_with(&run_path, |f| run_file::write(f, &run, keys))?;
+        drop(entries);
         let held = run.entry_count();
         {
             let mut ix = write(&self.idx);

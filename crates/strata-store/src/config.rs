@@ -48,6 +48,11 @@ pub struct StoreConfig {
     /// sealed ones are opened on use and the least recently used closed
     /// beyond this). 0 (default): half the process's file-descriptor limit.
     pub max_open_files: usize,
+    /// Bits of an identity's hash that the node index's recent table keys
+    /// by: 64 (default) in production. Fewer make identities share
+    /// candidates on purpose, which the store tells apart by reading their
+    /// needles' headers; tests set it low to exercise that path (1..=64).
+    pub recent_hash_bits: u32,
 }
 
 impl StoreConfig {
@@ -68,6 +73,7 @@ impl StoreConfig {
             fingerprint_bits: crate::index::DEFAULT_FINGERPRINT_BITS,
             random_access_advice: true,
             max_open_files: 0,
+            recent_hash_bits: 64,
         }
     }
 

@@ -15,6 +15,9 @@ pub enum StoreError {
     /// Another process has the store directory open.
     #[error("store directory {0} is in use by another process (its strata.lock is held)")]
     InUse(PathBuf),
+    /// The node index's recent table could not take an entry.
+    #[error("node index: {0}")]
+    Index(#[from] crate::recent::RecentError),
     /// The configuration is unusable.
     #[error("invalid store configuration: {0}")]
     Config(String),

@@ -148,8 +148,11 @@ impl Run {
             total += n;
         }
         starts.push(total);
-        let ids: Vec<(u64, u32)> = entries.iter().map(|&(k, a, _, _)| (k, a)).collect();
-        let mph = Mphf::build(&ids, generation ^ 0x5275_6e5f_7365_6564)?;
+        let mph = Mphf::build_with(
+            entries.len(),
+            |i| (entries[i].0, entries[i].1),
+            generation ^ 0x5275_6e5f_7365_6564,
+        )?;
         let ref_bits = bits_for(total).max(1);
         let fp_bits = fp_bits.clamp(1, 64 - ref_bits);
         let mut slots = PackedArray::new(ref_bits + fp_bits, mph.slots() as usize);

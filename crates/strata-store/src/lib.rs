@@ -71,6 +71,7 @@ pub mod format;
 pub mod hash;
 pub mod index;
 pub mod mphf;
+pub mod recent;
 pub mod segment;
 mod store;
 pub mod verify;

@@ -90,12 +90,21 @@ impl Mphf {
     /// Builds a function for the given distinct identities, trying seeds
     /// derived from `base_seed`.
     pub fn build(ids: &[(u64, u32)], base_seed: u64) -> Result<Mphf, BuildFailed> {
-        let n = ids.len();
+        Self::build_with(ids.len(), |i| ids[i], base_seed)
+    }
+
+    /// [`Mphf::build`] over `n` identities given by `id(i)` (so that a
+    /// caller need not copy its records into a vector of identities).
+    pub fn build_with(
+        n: usize,
+        id: impl Fn(usize) -> (u64, u32),
+        base_seed: u64,
+    ) -> Result<Mphf, BuildFailed> {
         let slots = Self::slots_for(n);
         let buckets = (n as u64).div_ceil(KEYS_PER_BUCKET).max(1);
         for attempt in 0..16u64 {
             let seed = mix64(base_seed ^ attempt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            if let Some(pilots) = Self::try_build(ids, seed, slots, buckets) {
+            if let Some(pilots) = Self::try_build(n, &id, seed, slots, buckets) {
                 return Ok(Mphf {
                     seed,
                     slots,
@@ -106,11 +115,17 @@ impl Mphf {
         Err(BuildFailed)
     }
 
-    fn try_build(ids: &[(u64, u32)], seed: u64, slots: u64, buckets: u64) -> Option<Vec<u16>> {
+    fn try_build(
+        n: usize,
+        id: &impl Fn(usize) -> (u64, u32),
+        seed: u64,
+        slots: u64,
+        buckets: u64,
+    ) -> Option<Vec<u16>> {
         // Hashes grouped by bucket.
-        let mut hb: Vec<(u64, u64)> = ids
-            .iter()
-            .map(|&(k, a)| {
+        let mut hb: Vec<(u64, u64)> = (0..n)
+            .map(|i| {
+                let (k, a) = id(i);
                 let h = key_hash(k, a, seed);
                 (Self::bucket_of(h, buckets), h)
             })

@@ -50,11 +50,21 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// Writes `bytes` to `path` crash-safely: a temporary file, fdatasync,
 /// rename over `path`, fsync of the directory.
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_file_atomic_with(path, |f| f.write_all_at(bytes, 0))
+}
+
+/// [`write_file_atomic`] for a file written by `fill` (e.g. streamed in
+/// pieces rather than held whole in RAM): temporary file, `fill`,
+/// fdatasync, rename, directory fsync.
+pub fn write_file_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&File) -> std::io::Result<()>,
+) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let f = File::create(&tmp).map_err(StoreError::io("creating", &tmp))?;
-    if let Err(e) = f.write_all_at(bytes, 0).and_then(|_| f.sync_data()) {
+    if let Err(e) = fill(&f).and_then(|_| f.sync_data()) {
         // A partial temporary file would hold space a full device needs
         // (the open removes it anyway).
         let _ = std::fs::remove_file(&tmp);

@@ -11,11 +11,12 @@ use crate::format::run as run_file;
 use crate::format::superblock::{Superblock, Tier, SUPERBLOCK_LEN};
 use crate::hash::IdHasherBuilder;
 use crate::index::{ActiveIndex, Run, SealedSegment};
+use crate::recent::{hash_of, RecentLoc, RecentTable};
 use crate::segment::{
     self, index_file_name, parse_file_name, pread_exact, segment_file_name, sync_dir,
-    write_file_atomic, ScanItem, Scanner,
+    write_file_atomic, write_file_atomic_with, ScanItem, Scanner,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -104,6 +105,12 @@ pub struct Counters {
     pub index_lookups: u64,
     /// Merges of the recent map into the run.
     pub merges: u64,
+    /// Needle headers read (each one `pread`, counted in `preads`) to tell
+    /// apart identities whose fingerprints the recent table holds alike: a
+    /// put or delete of an object written since the last merge reads its
+    /// previous needle's header, and a remainder shared by two identities
+    /// costs one more.
+    pub header_checks: u64,
 }
 
 /// RAM used by the index.
@@ -258,18 +265,41 @@ fn quarantine(path: &std::path::Path, also: Option<PathBuf>, reason: String) -> 
 
 /// Where the node-wide index says an identity lives: a place in the segment
 /// table and a needle ordinal in that segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Loc {
-    slot: u32,
-    ord: u32,
-}
+type Loc = RecentLoc;
 
-/// A recent-map entry that hides whatever the run holds for an identity
-/// (deleted since the run was built).
+/// A tombstone in the exact map the open settles identities in: hides
+/// whatever the run holds for an identity (deleted since the run was
+/// built). In the node index, tombstones are the `tombs` set.
 const TOMB: Loc = Loc {
     slot: u32::MAX,
     ord: u32::MAX,
 };
+
+/// What [`Inner::live_entries_of`] needs of an active segment, copied so
+/// that its lock is not held meanwhile.
+struct IdsSnapshot {
+    ids_base: usize,
+    /// Byte offset of needle `ids_base`.
+    base_offset: u64,
+    below: usize,
+    ids: Vec<Entry>,
+}
+
+impl IdsSnapshot {
+    fn of(a: &ActiveSeg, below: usize) -> IdsSnapshot {
+        IdsSnapshot {
+            ids_base: a.ids_base,
+            base_offset: a.needle(a.ids_base as u32).map_or(a.end(), |x| x.0),
+            below,
+            ids: a
+                .ids
+                .iter()
+                .filter(|e| (e.2 as usize) < below)
+                .copied()
+                .collect(),
+        }
+    }
+}
 
 /// The background compaction seals an active segment for compaction once
 /// it holds at least this much garbage (and its garbage ratio passes
@@ -284,16 +314,23 @@ const MERGE_MIN_ENTRIES: usize = 1 << 16;
 const SUPERSEDED_RETRIES: u32 = 10_000;
 
 /// An active segment's needles: offsets (8-byte units, then the end). The
-/// identities are not kept here: the recent map holds every live needle of
-/// an active segment with its exact key, so its checkpoint (and the sealed
-/// checkpoint at seal) takes them from there, which spares 16 bytes per
-/// needle.
+/// identities are not kept for good: RAM holds only those of the needles
+/// written since the segment's last checkpoint (`ids`); a checkpoint (and
+/// the sealed checkpoint at seal) reads the older ones back from the
+/// previous checkpoint file and keeps those the recent table still places
+/// in this segment.
 #[derive(Debug, Default)]
 struct ActiveSeg {
     offsets: Vec<u32>,
     /// Needles whose index update is done: a checkpoint covers only these
     /// (the others are found as orphans by a scan after a crash).
     installed: usize,
+    /// The checkpoint on disk lists the identities of needles below this
+    /// ordinal (0: RAM has them all, in `ids`).
+    ids_base: usize,
+    /// (key, alt, ordinal) of the needles at `ids_base` and above, in
+    /// ordinal order.
+    ids: Vec<Entry>,
 }
 
 impl ActiveSeg {
@@ -305,14 +342,21 @@ impl ActiveSeg {
     fn end(&self) -> u64 {
         u64::from(self.offsets.last().copied().unwrap_or(0)) * 8
     }
-    fn push(&mut self, len: u64) -> u32 {
+    fn push(&mut self, key: u64, alt: u32, len: u64) -> u32 {
         let ord = (self.offsets.len() - 1) as u32;
         let end = (self.end() + len) / 8;
+        if self.offsets.len() == self.offsets.capacity() {
+            // Grow by a quarter rather than double: the offsets are most
+            // of an active segment's RAM after the recent table.
+            let more = (self.offsets.len() / 4).max(1024);
+            self.offsets.reserve_exact(more);
+        }
         self.offsets.push(end as u32);
+        self.ids.push((key, alt, ord));
         ord
     }
     fn heap_bytes(&self) -> usize {
-        self.offsets.capacity() * 4
+        self.offsets.capacity() * 4 + self.ids.capacity() * std::mem::size_of::<Entry>()
     }
 }
 
@@ -516,7 +560,15 @@ struct NodeIndex {
     /// Segment table: `Loc::slot` → segment (None once a compaction
     /// replaced it by a renumbered generation).
     table: Vec<Option<Arc<Segment>>>,
-    recent: HashMap<(u64, u32), Loc, IdHasherBuilder>,
+    /// Fingerprint → location of every needle written since the last
+    /// merge (8 bytes per entry; a match is confirmed by the needle's
+    /// header).
+    recent: RecentTable,
+    /// Identities deleted since the run was built (exact).
+    tombs: HashSet<(u64, u32), IdHasherBuilder>,
+    /// Bits of the identity hash the recent table is keyed by (all but
+    /// in tests, see `StoreConfig::recent_hash_bits`).
+    hash_mask: u64,
     run: Option<Arc<Run>>,
     /// Table slot of each segment of the run (None: no longer valid).
     run_slots: Vec<Option<u32>>,
@@ -560,72 +612,169 @@ impl NodeIndex {
         Some(Loc { slot, ord })
     }
 
+    /// The recent table's key for an identity.
+    fn hid(&self, key: u64, alt: u32) -> u64 {
+        hash_of(key, alt) & self.hash_mask
+    }
+
+    /// The run's answer alone; also returns the number of probes.
+    fn find_in_run(&self, key: u64, alt: u32) -> (Answer, u64) {
+        match self.run_hit(key, alt) {
+            Some(l) => (Answer::Run(l), 2),
+            None => (Answer::Absent, if self.run.is_some() { 2 } else { 1 }),
+        }
+    }
+
     /// Looks an identity up; also returns the number of probes (1 or 2).
-    fn find(&self, key: u64, alt: u32) -> (Answer, u64) {
-        match self.recent.get(&(key, alt)) {
-            Some(&TOMB) => (Answer::Tomb, 1),
-            Some(&l) => (Answer::Recent(l), 1),
-            None => match self.run_hit(key, alt) {
-                Some(l) => (Answer::Run(l), 2),
-                None => (Answer::Absent, if self.run.is_some() { 2 } else { 1 }),
+    /// A single recent candidate is returned unconfirmed (the GET confirms
+    /// it by the header it reads, and asks the run if it is a stranger);
+    /// several are told apart by their headers now.
+    fn find(&self, key: u64, alt: u32, c: &CounterCells) -> (Answer, u64) {
+        if self.tombs.contains(&(key, alt)) {
+            return (Answer::Tomb, 1);
+        }
+        let mut it = self.recent.candidates(self.hid(key, alt));
+        match (it.next(), it.next()) {
+            (None, _) => self.find_in_run(key, alt),
+            (Some(l), None) => (Answer::Recent(l), 1),
+            _ => match self.recent_exact(key, alt, c, true) {
+                Some(l) => (Answer::Recent(l), 1),
+                None => self.find_in_run(key, alt),
             },
         }
     }
 
-    fn current(&self, key: u64, alt: u32) -> Option<Loc> {
-        self.find(key, alt).0.loc()
+    /// The identity of the needle at `loc`, from its header (one `pread`).
+    fn ident_at(&self, loc: Loc, c: &CounterCells) -> Option<(u64, u32)> {
+        ident_in(&self.table, loc, c)
+    }
+
+    /// The recent table's entry for exactly (key, alt), confirmed by the
+    /// candidates' headers. `lenient`: a candidate whose header cannot be
+    /// read counts as a match (a reader then gets the read's error rather
+    /// than a silent miss); otherwise as a stranger.
+    fn recent_exact(&self, key: u64, alt: u32, c: &CounterCells, lenient: bool) -> Option<Loc> {
+        let mut unreadable = None;
+        for l in self.recent.candidates(self.hid(key, alt)) {
+            match self.ident_at(l, c) {
+                Some(id) if id == (key, alt) => return Some(l),
+                Some(_) => {}
+                None => unreadable = Some(l),
+            }
+        }
+        if lenient {
+            unreadable
+        } else {
+            None
+        }
+    }
+
+    /// Whether the recent part answers for (key, alt) (an entry or a
+    /// tombstone), confirmed by headers.
+    fn recent_has(&self, key: u64, alt: u32, c: &CounterCells) -> bool {
+        self.tombs.contains(&(key, alt)) || self.recent_exact(key, alt, c, false).is_some()
+    }
+
+    fn current(&self, key: u64, alt: u32, c: &CounterCells) -> Option<Loc> {
+        if self.tombs.contains(&(key, alt)) {
+            return None;
+        }
+        if let Some(l) = self.recent_exact(key, alt, c, true) {
+            return Some(l);
+        }
+        self.run_hit(key, alt)
+    }
+
+    /// Enters (key, alt) → loc, replacing the identity's previous recent
+    /// entry (`hint`: where the caller found it, which spares the header
+    /// reads) and any tombstone.
+    fn set(
+        &mut self,
+        key: u64,
+        alt: u32,
+        loc: Loc,
+        hint: Option<Loc>,
+        c: &CounterCells,
+    ) -> Result<()> {
+        self.tombs.remove(&(key, alt));
+        let h = self.hid(key, alt);
+        let old = match hint {
+            Some(o) if self.recent.contains(h, o) => Some(o),
+            _ => self.recent_exact(key, alt, c, false),
+        };
+        if let Some(o) = old {
+            self.recent.remove(h, o);
+        }
+        let (table, mask) = (&self.table, self.hash_mask);
+        self.recent.insert(h, loc, &mut |l| {
+            ident_in(table, l, c).map(|(k, a)| hash_of(k, a) & mask)
+        })?;
+        Ok(())
     }
 
     /// The needle at `loc` is no longer the live version of (key, alt) (it
     /// was deleted, or found dead): drop it from the index, hiding whatever
     /// the run holds for the identity.
-    fn forget(&mut self, key: u64, alt: u32, loc: Loc) {
-        if self.recent.get(&(key, alt)) == Some(&loc) {
+    fn forget(&mut self, key: u64, alt: u32, loc: Loc, c: &CounterCells) {
+        if self.recent.remove(self.hid(key, alt), loc) {
             if self.run_hit(key, alt).is_some() {
-                self.recent.insert((key, alt), TOMB);
-            } else {
-                self.recent.remove(&(key, alt));
+                self.tombs.insert((key, alt));
             }
-        } else if !self.recent.contains_key(&(key, alt)) && self.run_hit(key, alt) == Some(loc) {
-            self.recent.insert((key, alt), TOMB);
+        } else if !self.recent_has(key, alt, c) && self.run_hit(key, alt) == Some(loc) {
+            self.tombs.insert((key, alt));
         }
     }
 
-    /// The identities the recent map places in segment `slot` at needles
-    /// below `below`, as (key, alt, ordinal) in ordinal order: the live
-    /// needles of an active segment (whose own identities RAM does not keep).
-    fn recent_entries_of(&self, slot: u32, below: usize) -> Vec<(u64, u32, u32)> {
-        let mut v: Vec<(u64, u32, u32)> = self
-            .recent
-            .iter()
-            .filter(|&(_, l)| l.slot == slot && (l.ord as usize) < below)
-            .map(|(&(k, a), l)| (k, a, l.ord))
-            .collect();
-        v.sort_unstable_by_key(|e| e.2);
-        v
+    /// Gives the recent part's memory back after a merge emptied it.
+    fn shrink_recent(&mut self, c: &CounterCells) {
+        let (table, mask) = (&self.table, self.hash_mask);
+        self.recent
+            .shrink_if_sparse(&mut |l| ident_in(table, l, c).map(|(k, a)| hash_of(k, a) & mask));
+        if self.tombs.capacity() > 4 * self.tombs.len().max(1024) {
+            self.tombs.shrink_to_fit();
+        }
+    }
+
+    /// Entries and tombstones of the recent part.
+    fn recent_len(&self) -> usize {
+        self.recent.len() + self.tombs.len()
     }
 
     fn recent_heap_bytes(&self) -> u64 {
         // hashbrown allocates a power of two of buckets, at most 7/8 of
         // them usable (`capacity`), each an entry and a control byte, plus
         // one group (16) of trailing control bytes.
-        let cap = self.recent.capacity();
-        if cap == 0 {
-            return 0;
-        }
-        let buckets = if cap < 8 {
-            cap + 1
+        let cap = self.tombs.capacity();
+        let tombs = if cap == 0 {
+            0
         } else {
-            (cap * 8 / 7).next_power_of_two()
+            let buckets = if cap < 8 {
+                cap + 1
+            } else {
+                (cap * 8 / 7).next_power_of_two()
+            };
+            buckets * (std::mem::size_of::<(u64, u32)>() + 1) + 16
         };
-        let entry = std::mem::size_of::<((u64, u32), Loc)>() + 1;
-        (buckets * entry + 16) as u64
+        (self.recent.heap_bytes() + tombs) as u64
     }
+}
+
+/// The identity of the needle at `loc` of the segment table, from its
+/// header (one `pread`); None if it cannot be read.
+fn ident_in(table: &[Option<Arc<Segment>>], loc: Loc, c: &CounterCells) -> Option<(u64, u32)> {
+    let seg = table.get(loc.slot as usize)?.as_ref()?;
+    let (offset, _) = seg.needle(loc.ord)?;
+    let buf = seg.pread(offset, HEADER_LEN as u64, c).ok()?;
+    let h = needle::parse_header(&buf).ok()?;
+    c.header_checks.fetch_add(1, Ordering::Relaxed);
+    Some((h.key, h.alt_key))
 }
 
 #[derive(Default)]
 struct CounterCells {
     preads: AtomicU64,
+    /// Needle headers read to tell recent-table candidates apart.
+    header_checks: AtomicU64,
     bytes_read: AtomicU64,
     written: [AtomicU64; 2],
     fdatasyncs: AtomicU64,
@@ -657,6 +806,8 @@ struct Inner {
     update: Mutex<()>,
     /// One compaction, move or merge at a time.
     maintenance: Mutex<()>,
+    /// One writer of active segments' checkpoints at a time.
+    checkpointing: Mutex<()>,
     stop: AtomicBool,
     /// Exclusive advisory locks on each directory's lock file, held while
     /// the store is open (released by the kernel if the process dies).
@@ -815,12 +966,17 @@ impl Store {
                 writer: Mutex::new(active),
             });
         }
+        let hash_mask = !(u64::MAX
+            .checked_shr(cfg.recent_hash_bits.clamp(1, 64))
+            .unwrap_or(0));
         let inner = Arc::new(Inner {
             cfg,
             devices,
             idx: RwLock::new(NodeIndex {
                 table,
-                recent: HashMap::with_hasher(IdHasherBuilder),
+                recent: RecentTable::new(),
+                tombs: HashSet::with_hasher(IdHasherBuilder),
+                hash_mask,
                 run: run.map(Arc::new),
                 run_slots,
                 recent_floor: 0,
@@ -831,6 +987,7 @@ impl Store {
             counters: CounterCells::default(),
             update: Mutex::new(()),
             maintenance: Mutex::new(()),
+            checkpointing: Mutex::new(()),
             stop: AtomicBool::new(false),
             _locks: locks,
         });
@@ -855,7 +1012,7 @@ impl Store {
         inner.settle(cands)?;
         {
             let mut ix = write(&inner.idx);
-            ix.recent_floor = ix.recent.len();
+            ix.recent_floor = ix.recent_len();
         }
         // Scanned or re-sealed segments get their checkpoints now, so that
         // the next open is fast even if this process is killed soon; on a
@@ -1078,7 +1235,7 @@ impl Store {
     /// identity (not deleted, not overwritten).
     pub fn is_live(&self, segment: u64, offset: u64, key: u64, alt_key: u32) -> Result<bool> {
         let seg = self.inner.find(segment)?;
-        let loc = read(&self.inner.idx).current(key, alt_key);
+        let loc = read(&self.inner.idx).current(key, alt_key, &self.inner.counters);
         Ok(match loc {
             Some(l) if l.slot == seg.slot && !seg.is_deleted(l.ord) => {
                 seg.needle(l.ord).map(|x| x.0) == Some(offset)
@@ -1101,6 +1258,7 @@ impl Store {
             index_probes: c.probes.load(Ordering::Relaxed),
             index_lookups: c.gets.load(Ordering::Relaxed),
             merges: c.merges.load(Ordering::Relaxed),
+            header_checks: c.header_checks.load(Ordering::Relaxed),
         }
     }
 
@@ -1129,7 +1287,7 @@ impl Store {
         }
         m.sealed_bytes += ix.table.capacity() as u64 * 8;
         m.active_bytes += ix.recent_heap_bytes();
-        m.active_objects = ix.recent.len() as u64;
+        m.active_objects = ix.recent_len() as u64;
         m
     }
 
@@ -1437,9 +1595,14 @@ fn load_segment(
     };
     let body = if is_active {
         let installed = offsets.len().saturating_sub(1);
+        // The identities stay in RAM until the segment's next checkpoint
+        // (written before the open returns), which lists them on disk.
+        dirty = true;
         Body::Active(RwLock::new(ActiveSeg {
             offsets: offsets.clone(),
             installed,
+            ids_base: 0,
+            ids: entries.clone(),
         }))
     } else {
         Body::Sealed(SealedSegment::new(&offsets, &deleted).ok_or_else(|| {
@@ -1517,6 +1680,8 @@ fn new_active(
         body: Body::Active(RwLock::new(ActiveSeg {
             offsets: vec![(SUPERBLOCK_LEN / 8) as u32],
             installed: 0,
+            ids_base: 0,
+            ids: Vec::new(),
         })),
         len: AtomicU64::new(SUPERBLOCK_LEN as u64),
         garbage: AtomicU64::new(0),
@@ -1649,23 +1814,44 @@ impl Inner {
     fn get(&self, key: u64, alt: u32, cookie: Option<u32>) -> Result<Option<Object>> {
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let mut waits = 0u32;
+        // Set once the recent table's one candidate proved a stranger: the
+        // identity can then only be in the run (its second probe).
+        let mut run_only = false;
         loop {
-            let (seg, loc) = {
+            let (seg, loc, unconfirmed) = {
                 let ix = read(&self.idx);
-                let (found, probes) = ix.find(key, alt);
+                let (found, probes) = if run_only {
+                    (ix.find_in_run(key, alt).0, u64::from(ix.run.is_some()))
+                } else {
+                    ix.find(key, alt, &self.counters)
+                };
                 self.counters.probes.fetch_add(probes, Ordering::Relaxed);
                 let Some(loc) = found.loc() else {
                     return Ok(None);
                 };
+                let unconfirmed = matches!(found, Answer::Recent(_));
                 match ix.seg(loc.slot) {
-                    Some(s) => (s.clone(), loc),
+                    Some(s) => (s.clone(), loc, unconfirmed),
+                    None if unconfirmed => {
+                        run_only = true;
+                        continue;
+                    }
                     None => return Ok(None),
                 }
             };
             if seg.is_deleted(loc.ord) {
+                if unconfirmed && read(&self.idx).ident_at(loc, &self.counters) != Some((key, alt))
+                {
+                    run_only = true;
+                    continue;
+                }
                 return Ok(None);
             }
             let Some((offset, len)) = seg.needle(loc.ord) else {
+                if unconfirmed {
+                    run_only = true;
+                    continue;
+                }
                 return Ok(None);
             };
             let mut buf = seg.pread(offset, len, &self.counters)?;
@@ -1675,14 +1861,21 @@ impl Inner {
                 Err(e) => return Err(seg.corrupt(offset, e)),
             };
             if (h.key, h.alt_key) != (key, alt) {
+                if unconfirmed {
+                    // The recent table's remainder matched a stranger's.
+                    self.counters.header_checks.fetch_add(1, Ordering::Relaxed);
+                    run_only = true;
+                    continue;
+                }
                 return Ok(None); // a fingerprint false positive: another needle
             }
             if let Err(e) = needle::parse(&buf) {
                 return Err(seg.corrupt(offset, e));
             }
             if h.is_deleted() || h.is_superseded() {
-                let still = read(&self.idx).current(key, alt) == Some(loc);
+                let still = read(&self.idx).current(key, alt, &self.counters) == Some(loc);
                 if !still {
+                    run_only = false;
                     continue; // the index moved on meanwhile: look again
                 }
                 if h.is_superseded() && waits < SUPERSEDED_RETRIES {
@@ -1719,7 +1912,7 @@ impl Inner {
                 seg.dirty.store(true, Ordering::Relaxed);
             }
         }
-        write(&self.idx).forget(key, alt, loc);
+        write(&self.idx).forget(key, alt, loc, &self.counters);
     }
 
     /// Sets `flag` in the needles named (each checked against its header:
@@ -1811,7 +2004,7 @@ impl Inner {
                 if !seen.insert((key, alt)) {
                     continue;
                 }
-                if let Some(loc) = ix.current(key, alt) {
+                if let Some(loc) = ix.current(key, alt, &self.counters) {
                     targets.push(ix.target(loc, key, alt));
                     which.push(i);
                 }
@@ -1822,7 +2015,7 @@ impl Inner {
         let mut ix = write(&self.idx);
         for ((t, &i), ok) in targets.iter().zip(&which).zip(res) {
             out[i] = ok;
-            ix.forget(t.key, t.alt, t.loc);
+            ix.forget(t.key, t.alt, t.loc, &self.counters);
         }
         Ok(out)
     }
@@ -1888,9 +2081,10 @@ impl Inner {
         let locs: Vec<Loc> = {
             let mut a = write(a);
             lens.iter()
-                .map(|&len| Loc {
+                .zip(items)
+                .map(|(&len, it)| Loc {
                     slot: seg.slot,
-                    ord: a.push(len),
+                    ord: a.push(it.key, it.alt_key, len),
                 })
                 .collect()
         };
@@ -1904,6 +2098,9 @@ impl Inner {
             // across segments (what recovery relies on, whatever the
             // segments' ids or devices).
             let mut targets = Vec::new();
+            // Per item: None if a later item of the batch overwrites it,
+            // else Some(where the recent table held the identity before).
+            let mut hints: Vec<Option<Option<Loc>>> = vec![None; items.len()];
             {
                 let ix = read(&self.idx);
                 let mut seen = std::collections::HashSet::new();
@@ -1913,7 +2110,9 @@ impl Inner {
                         seg.garbage.fetch_add(lens[i], Ordering::Relaxed);
                         continue;
                     }
-                    if let Some(loc) = ix.current(it.key, it.alt_key) {
+                    let found = ix.current(it.key, it.alt_key, &self.counters);
+                    hints[i] = Some(found);
+                    if let Some(loc) = found {
                         if loc.slot == seg.slot {
                             if let Some((_, l)) = seg.needle(loc.ord) {
                                 seg.garbage.fetch_add(l, Ordering::Relaxed);
@@ -1926,8 +2125,10 @@ impl Inner {
             }
             self.flag_many(&targets, FLAG_SUPERSEDED)?;
             let mut ix = write(&self.idx);
-            for (it, &loc) in items.iter().zip(&locs) {
-                ix.recent.insert((it.key, it.alt_key), loc);
+            for ((it, &loc), hint) in items.iter().zip(&locs).zip(hints) {
+                if let Some(hint) = hint {
+                    ix.set(it.key, it.alt_key, loc, hint, &self.counters)?;
+                }
             }
         }
         if let Some(last) = locs.last() {
@@ -1975,7 +2176,7 @@ impl Inner {
         let a = read(a);
         let body = SealedSegment::new(&a.offsets, &[])
             .ok_or_else(|| StoreError::Config("could not build a segment index".into()))?;
-        let entries = read(&self.idx).recent_entries_of(old.slot, a.offsets.len() - 1);
+        let entries = self.live_entries_of(&old, IdsSnapshot::of(&a, a.offsets.len() - 1))?;
         let sealed = Arc::new(Segment {
             id: old.id,
             generation: old.generation,
@@ -2022,19 +2223,41 @@ impl Inner {
     fn write_checkpoint(&self, s: &Segment) -> Result<()> {
         match &s.body {
             Body::Active(a) => {
-                let bytes = {
-                    let a = read(a);
-                    let ix = read(&self.idx);
+                // One writer at a time: the identities RAM drops below rely
+                // on the newest checkpoint being the one on disk.
+                let _c = lock(&self.checkpointing);
+                let (bytes, covered) = {
+                    // A snapshot: the segment's lock is not held while the
+                    // index is read (a put holding the index may read a
+                    // header of this segment).
+                    let (offsets, snap, covered) = {
+                        let a = read(a);
+                        (
+                            a.offsets[..=a.installed].to_vec(),
+                            IdsSnapshot::of(&a, a.installed),
+                            a.installed,
+                        )
+                    };
                     let mut idx = ActiveIndex::new(0);
-                    idx.offsets = a.offsets[..=a.installed].to_vec();
-                    let entries = ix.recent_entries_of(s.slot, a.installed);
+                    idx.offsets = offsets;
+                    let entries = self.live_entries_of(s, snap)?;
                     idx.map.reserve(entries.len());
                     for (k, alt, o) in entries {
                         idx.map.insert((k, alt), o);
                     }
-                    checkpoint::encode_active(s.id, s.generation, &idx)
+                    (checkpoint::encode_active(s.id, s.generation, &idx), covered)
                 };
-                write_file_atomic(&s.index_path(), &bytes)
+                write_file_atomic(&s.index_path(), &bytes)?;
+                // The identities below `covered` are on disk now.
+                let mut a = write(a);
+                if covered > a.ids_base {
+                    a.ids_base = covered;
+                    a.ids.retain(|e| e.2 as usize >= covered);
+                    if a.ids.capacity() > 2 * a.ids.len() + 256 {
+                        a.ids.shrink_to_fit();
+                    }
+                }
+                Ok(())
             }
             Body::Sealed(sealed) => {
                 let mut pending = lock(&s.pending);
@@ -2070,12 +2293,69 @@ impl Inner {
         }
     }
 
+    /// (key, alt, ordinal) of the needles of active segment `seg` below
+    /// `below` that the recent table places there (its live needles), in
+    /// ordinal order: those below `a.ids_base` from the checkpoint on disk
+    /// (or, if it cannot be read, the needles' headers), the others from
+    /// RAM. An entry is kept if the table holds exactly (its hash, its
+    /// location): a location holds one needle, so no header is read.
+    fn live_entries_of(&self, seg: &Segment, a: IdsSnapshot) -> Result<Vec<Entry>> {
+        let below = a.below;
+        let mut src: Vec<Entry> = Vec::new();
+        if a.ids_base > 0 {
+            let from_ck = std::fs::read(seg.index_path()).ok().and_then(|b| {
+                let (h, body) = checkpoint::parse(&b).ok()?;
+                (h.segment == seg.id
+                    && h.generation == seg.generation
+                    && h.needles >= a.ids_base as u64)
+                    .then_some(())?;
+                checkpoint::decode_parts_of_any_kind(&h, body, true)
+                    .ok()
+                    .map(|p| p.entries)
+            });
+            src = match from_ck {
+                Some(e) => e,
+                None => self.scan_identities(seg, a.base_offset)?,
+            };
+            src.retain(|e| (e.2 as usize) < a.ids_base);
+        }
+        src.extend(a.ids);
+        let ix = read(&self.idx);
+        src.retain(|&(k, al, o)| {
+            (o as usize) < below
+                && ix.recent.contains(
+                    ix.hid(k, al),
+                    Loc {
+                        slot: seg.slot,
+                        ord: o,
+                    },
+                )
+        });
+        src.sort_unstable_by_key(|e| e.2);
+        Ok(src)
+    }
+
+    /// (key, alt, ordinal) of every needle of `seg` below byte `end`, from
+    /// the needle headers.
+    fn scan_identities(&self, seg: &Segment, end: u64) -> Result<Vec<Entry>> {
+        let mut sc = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, false);
+        let mut out = Vec::new();
+        let mut ord = 0u32;
+        while let Some(item) = sc.next() {
+            if let ScanItem::Needle { header, .. } = item? {
+                out.push((header.key, header.alt_key, ord));
+            }
+            ord += 1;
+        }
+        Ok(out)
+    }
+
     /// Whether needle `ord` of `seg` (with header `h`) is the live version of
     /// its identity.
     fn needle_is_live(&self, seg: &Segment, ord: u32, h: &NeedleHeader) -> bool {
         h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0
             && !seg.is_deleted(ord)
-            && read(&self.idx).current(h.key, h.alt_key)
+            && read(&self.idx).current(h.key, h.alt_key, &self.counters)
                 == Some(Loc {
                     slot: seg.slot,
                     ord,
@@ -2175,7 +2455,22 @@ impl Inner {
                 }
             }
         }
-        write(&self.idx).recent = recent;
+        let mut guard = write(&self.idx);
+        let ix = &mut *guard;
+        let mut table = RecentTable::with_capacity(recent.len());
+        let mut tombs = HashSet::with_hasher(IdHasherBuilder);
+        for ((k, a), loc) in recent {
+            if loc == TOMB {
+                tombs.insert((k, a));
+            } else {
+                let mask = ix.hash_mask;
+                table.insert(hash_of(k, a) & mask, loc, &mut |l| {
+                    ident_in(&ix.table, l, &self.counters).map(|(k, a)| hash_of(k, a) & mask)
+                })?;
+            }
+        }
+        ix.recent = table;
+        ix.tombs = tombs;
         Ok(())
     }
 
@@ -2209,7 +2504,7 @@ impl Inner {
     fn merge_due(&self) -> bool {
         let ix = read(&self.idx);
         let run = ix.run.as_ref().map_or(0, |r| r.entry_count() as usize);
-        ix.recent.len() >= ix.recent_floor + MERGE_MIN_ENTRIES.max(run / 8)
+        ix.recent_len() >= ix.recent_floor + MERGE_MIN_ENTRIES.max(run / 8)
     }
 
     /// Builds a new run from the current run and the recent map's entries
@@ -2218,21 +2513,45 @@ impl Inner {
     /// meanwhile).
     fn merge(&self) -> Result<u64> {
         let _m = lock(&self.maintenance);
-        let (old_run, old_slots, taken, table) = {
+        let (old_run, old_slots, mut taken, sealed, table) = {
             let ix = read(&self.idx);
-            let taken: Vec<((u64, u32), Loc)> = ix
+            let taken: Vec<((u64, u32), Loc)> = ix.tombs.iter().map(|&k| (k, TOMB)).collect();
+            let mut sealed: Vec<u32> = ix
                 .recent
-                .iter()
-                .filter(|(_, l)| **l == TOMB || ix.seg(l.slot).is_some_and(|s| !s.is_active()))
-                .map(|(&k, &l)| (k, l))
+                .locs()
+                .map(|l| l.slot)
+                .filter(|&s| ix.seg(s).is_some_and(|s| !s.is_active()))
                 .collect();
+            sealed.sort_unstable();
+            sealed.dedup();
             (
                 ix.run.clone(),
                 ix.run_slots.clone(),
                 taken,
+                sealed,
                 ix.table.clone(),
             )
         };
+        // The recent entries of sealed segments, with their identities
+        // (which the table does not keep): each segment's identities that
+        // the table holds exactly where that segment has them.
+        for &slot in &sealed {
+            let Some(seg) = table.get(slot as usize).and_then(|s| s.as_ref()) else {
+                continue;
+            };
+            let pending = lock(&seg.pending).clone();
+            let ids = match pending {
+                Some(e) => e,
+                None => self.segment_identities(seg)?,
+            };
+            let ix = read(&self.idx);
+            for (k, a, ord) in ids {
+                let l = Loc { slot, ord };
+                if ix.recent.contains(ix.hid(k, a), l) {
+                    taken.push(((k, a), l));
+                }
+            }
+        }
         let run_path = self.devices[0].path.join(run_file::FILE_NAME);
         let seg_of = |slot: u32| table.get(slot as usize).and_then(|s| s.as_ref());
         // (key, alt, table slot, ordinal) of every identity of the new run.
@@ -2242,13 +2561,37 @@ impl Inner {
                 entries.push((k, a, l.slot, l.ord));
             }
         }
-        let old_keys = old_run.as_ref().and_then(|run| {
-            let keys = std::fs::read(&run_path)
-                .ok()
-                .and_then(|b| run_file::keys(&b).ok())?;
-            (keys.len() == run.slot_count()).then_some(keys)
-        });
-        if let (Some(_), None) = (&old_run, &old_keys) {
+        // The old run's identities, streamed from its file's keys section
+        // (65,536 at a time: the section is never held in RAM), less those
+        // the recent part now answers for.
+        let taken_len = entries.len();
+        let mut from_file = false;
+        if let Some(run) = &old_run {
+            let read_keys = std::fs::File::open(&run_path).ok().map(|f| {
+                run_file::for_each_key(&f, run, |first, keys| {
+                    let ix = read(&self.idx);
+                    for (j, &(k, a)) in keys.iter().enumerate() {
+                        let Some((i, ord)) = run.slot(first + j) else {
+                            continue;
+                        };
+                        if ix.recent_has(k, a, &self.counters) {
+                            continue; // a newer answer, taken above or kept
+                        }
+                        let Some(slot) = old_slots.get(i).copied().flatten() else {
+                            continue;
+                        };
+                        if seg_of(slot).is_some_and(|s| !s.is_deleted(ord)) {
+                            entries.push((k, a, slot, ord));
+                        }
+                    }
+                })
+            });
+            match read_keys {
+                Some(Ok(())) => from_file = true,
+                _ => entries.truncate(taken_len),
+            }
+        }
+        if old_run.is_some() && !from_file {
             // The run file's keys are unreadable: find the run's identities
             // in its segments' checkpoints (or headers) instead.
             for &slot in old_slots.iter().flatten() {
@@ -2256,34 +2599,13 @@ impl Inner {
                 let ids = self.segment_identities(seg)?;
                 let ix = read(&self.idx);
                 for (k, a, ord) in ids {
-                    if ix.recent.contains_key(&(k, a))
+                    if ix.recent_has(k, a, &self.counters)
                         || ix.run_hit(k, a) != Some(Loc { slot, ord })
                         || seg.is_deleted(ord)
                     {
                         continue;
                     }
                     entries.push((k, a, slot, ord));
-                }
-            }
-        }
-        if let (Some(run), Some(keys)) = (&old_run, old_keys) {
-            for chunk in keys.chunks(1 << 16).enumerate() {
-                let (c, keys) = chunk;
-                let ix = read(&self.idx);
-                for (j, &(k, a)) in keys.iter().enumerate() {
-                    let s = c * (1 << 16) + j;
-                    let Some((i, ord)) = run.slot(s) else {
-                        continue;
-                    };
-                    if ix.recent.contains_key(&(k, a)) {
-                        continue; // a newer answer, taken above or kept
-                    }
-                    let Some(slot) = old_slots.get(i).copied().flatten() else {
-                        continue;
-                    };
-                    if seg_of(slot).is_some_and(|s| !s.is_deleted(ord)) {
-                        entries.push((k, a, slot, ord));
-                    }
                 }
             }
         }
@@ -2301,18 +2623,30 @@ impl Inner {
             .enumerate()
             .map(|(i, &s)| (s, i as u32))
             .collect();
-        let numbered: Vec<(u64, u32, u32, u32)> = entries
-            .iter()
-            .map(|&(k, a, s, o)| (k, a, pos[&s], o))
-            .collect();
-        let generation = old_run.as_ref().map_or(1, |r| r.generation() + 1);
-        let run = Run::build(generation, segments, &numbered, self.cfg.fingerprint_bits)
-            .map_err(|_| StoreError::Config("could not build the node index".into()))?;
-        let mut keys = vec![(0u64, 0u32); run.slot_count()];
-        for &(k, a, _, _) in &entries {
-            keys[run.slot_of(k, a)] = (k, a);
+        // Renumbered in place: the run numbers its segments 0..k.
+        for e in entries.iter_mut() {
+            e.2 = pos.get(&e.2).copied().unwrap_or(u32::MAX);
         }
-        write_file_atomic(&run_path, &run_file::encode(&run, &keys))?;
+        let generation = old_run.as_ref().map_or(1, |r| r.generation() + 1);
+        let run = Run::build(generation, segments, &entries, self.cfg.fingerprint_bits)
+            .map_err(|_| StoreError::Config("could not build the node index".into()))?;
+        // The keys section in slot order, streamed to the file: each
+        // record's slot replaces its (segment, ordinal), which the run now
+        // holds.
+        for e in entries.iter_mut() {
+            let s = run.slot_of(e.0, e.1) as u64;
+            e.2 = s as u32;
+            e.3 = (s >> 32) as u32;
+        }
+        entries.sort_unstable_by_key(|e| (e.3, e.2));
+        let slot_of = |e: &(u64, u32, u32, u32)| (u64::from(e.3) << 32 | u64::from(e.2)) as usize;
+        let mut it = entries.iter().peekable();
+        let keys = (0..run.slot_count()).map(|s| match it.next_if(|e| slot_of(e) == s) {
+            Some(e) => (e.0, e.1),
+            None => (0, 0),
+        });
+        write_file_atomic_with(&run_path, |f| run_file::write(f, &run, keys))?;
+        drop(entries);
         let held = run.entry_count();
         {
             let mut ix = write(&self.idx);
@@ -2321,18 +2655,18 @@ impl Inner {
             // so the slots are still the segments numbered.
             ix.run_slots = slots.into_iter().map(Some).collect();
             for ((k, a), l) in taken {
-                if ix.recent.get(&(k, a)) == Some(&l) {
-                    ix.recent.remove(&(k, a));
+                if l == TOMB {
+                    ix.tombs.remove(&(k, a));
+                } else {
+                    let h = ix.hid(k, a);
+                    ix.recent.remove(h, l);
                 }
             }
-            // A hash map keeps its buckets when emptied: give back what the
-            // merge emptied when the map is mostly empty now (a rehash of
-            // what is left, the active segments' entries), so that RAM at
-            // rest holds the run and the active segments, not the peak.
-            if ix.recent.capacity() > 4 * ix.recent.len().max(1024) {
-                ix.recent.shrink_to_fit();
-            }
-            ix.recent_floor = ix.recent.len();
+            // Give back what the merge emptied when the table is mostly
+            // empty now, so that RAM at rest holds the run and the active
+            // segments, not the peak.
+            ix.shrink_recent(&self.counters);
+            ix.recent_floor = ix.recent_len();
         }
         self.counters.merges.fetch_add(1, Ordering::Relaxed);
         Ok(held)
@@ -2509,7 +2843,7 @@ impl Inner {
                     map[src_ord as usize] = new_ord;
                     if src_index.is_deleted(src_ord) {
                         deleted[new_ord as usize / 64] |= 1 << (new_ord % 64);
-                    } else if ix.current(k, a)
+                    } else if ix.current(k, a, &self.counters)
                         == Some(Loc {
                             slot: src.slot,
                             ord: src_ord,
@@ -2568,14 +2902,20 @@ impl Inner {
                             slot: src.slot,
                             ord: src_ord,
                         };
-                        if !src_index.is_deleted(src_ord) && ix.current(k, a) == Some(here) {
-                            ix.recent.insert(
-                                (k, a),
-                                Loc {
-                                    slot: new_slot,
-                                    ord: new_ord,
-                                },
-                            );
+                        if src_index.is_deleted(src_ord) {
+                            continue;
+                        }
+                        // Live here: the recent table's entry (exact, by
+                        // location), or the run's answer if nothing newer.
+                        let live = ix.recent.contains(ix.hid(k, a), here)
+                            || (!ix.recent_has(k, a, &self.counters)
+                                && ix.run_hit(k, a) == Some(here));
+                        if live {
+                            let to = Loc {
+                                slot: new_slot,
+                                ord: new_ord,
+                            };
+                            ix.set(k, a, to, Some(here), &self.counters)?;
                         }
                     }
                     ix.table[src.slot as usize] = None;

@@ -15,7 +15,20 @@ use strata_store::{PutItem, Store, StoreConfig, Tier};
 const KEYS: u64 = 400;
 
 fn config(dir: &std::path::Path) -> StoreConfig {
+    // A child learns the parent's `hash_bits` from the environment.
+    let bits = std::env::var("STRATA_CRASH_HASH_BITS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    config_bits(dir, bits)
+}
+
+/// `hash_bits` < 64: the node index's recent table keys by that many bits
+/// of an identity's hash, so identities share its entries' fingerprints
+/// and every path must tell them apart by needle headers.
+fn config_bits(dir: &std::path::Path, hash_bits: u32) -> StoreConfig {
     let mut c = StoreConfig::new(dir, Tier::Flash);
+    c.recent_hash_bits = hash_bits;
     c.segment_size = 48 << 10;
     c.checkpoint_interval = Duration::from_millis(15);
     c.compaction_garbage_ratio = 0.3;
@@ -190,7 +203,14 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
     let dir = tempfile::tempdir().unwrap();
-    let total_acked = kill_and_check(dir.path(), "crash_child_writer", KEYS, iterations, 40..240);
+    let total_acked = kill_and_check(
+        dir.path(),
+        "crash_child_writer",
+        KEYS,
+        iterations,
+        40..240,
+        64,
+    );
     let compacted = std::fs::read_dir(dir.path())
         .unwrap()
         .filter(|e| {
@@ -231,6 +251,7 @@ fn sigkill_during_index_merges_loses_nothing_acknowledged() {
         MERGE_KEYS,
         iterations,
         50..400,
+        64,
     );
     assert!(
         acked > iterations * 3,
@@ -240,6 +261,29 @@ fn sigkill_during_index_merges_loses_nothing_acknowledged() {
     let store = Store::open(config(dir.path())).unwrap();
     assert!(dir.path().join("strata.run").exists());
     assert!(store.memory().sealed_objects > 0, "{:?}", store.memory());
+}
+
+#[test]
+fn sigkill_with_colliding_recent_fingerprints_loses_nothing_acknowledged() {
+    // The recent table keyed by 3 bits of hash: every put, delete, merge,
+    // compaction and recovery tells candidates apart by needle headers.
+    let iterations: u64 = std::env::var("STRATA_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let dir = tempfile::tempdir().unwrap();
+    let acked = kill_and_check(
+        dir.path(),
+        "crash_child_merger",
+        MERGE_KEYS,
+        iterations,
+        50..400,
+        3,
+    );
+    assert!(
+        acked > iterations * 3,
+        "the child acknowledged only {acked} operations"
+    );
 }
 
 /// Runs `child` (a test of this binary) `iterations` times against `dir`,
@@ -252,6 +296,7 @@ fn kill_and_check(
     keys: u64,
     iterations: u64,
     kill_after_ms: std::ops::Range<u64>,
+    hash_bits: u32,
 ) -> u64 {
     let exe = std::env::current_exe().unwrap();
     // key -> Some(version) live, None deleted/absent
@@ -263,6 +308,7 @@ fn kill_and_check(
             .args([child, "--exact", "--nocapture", "--test-threads=1"])
             .env("STRATA_CRASH_DIR", dir)
             .env("STRATA_CRASH_SEED", (it + 1).to_string())
+            .env("STRATA_CRASH_HASH_BITS", hash_bits.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -317,7 +363,7 @@ fn kill_and_check(
             }
         }
         // Recover and check.
-        let store = Store::open(config(dir)).unwrap();
+        let store = Store::open(config_bits(dir, hash_bits)).unwrap();
         // The operation in flight may or may not have happened: accept both
         // outcomes, all or nothing for a put batch, and learn which one it
         // was.

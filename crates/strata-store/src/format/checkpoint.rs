@@ -217,6 +217,17 @@ pub fn decode_sealed_parts_opt(
     if h.kind != KIND_SEALED {
         return Err(CheckpointError::Malformed("not a sealed checkpoint"));
     }
+    decode_parts_of_any_kind(h, body, keep_entries)
+}
+
+/// Decodes a checkpoint body of either kind without building a map (the
+/// store reads an active segment's entries back this way when it writes
+/// the segment's next checkpoint: RAM keeps no identities).
+pub fn decode_parts_of_any_kind(
+    h: &CheckpointHeader,
+    body: &[u8],
+    keep_entries: bool,
+) -> Result<SealedParts, CheckpointError> {
     let bad = CheckpointError::Malformed("segment checkpoint body");
     let n = usize::try_from(h.needles).map_err(|_| bad)?;
     let (offsets, mut r) = decode_offsets(h, body)?;

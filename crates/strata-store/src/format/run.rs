@@ -81,6 +81,126 @@ pub fn encode(run: &Run, keys: &[(u64, u32)]) -> Vec<u8> {
     out
 }
 
+/// Writes a run file to `f` (from offset 0) as [`encode`] lays it out,
+/// taking the identity of each slot, in slot order, from `keys` (exactly
+/// `run.slot_count()` of them), so that a merge never holds the keys
+/// section, or the file, in RAM.
+pub fn write(
+    f: &std::fs::File,
+    run: &Run,
+    keys: impl Iterator<Item = (u64, u32)>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut idx = Vec::with_capacity(run.slots.words().len() * 8 + run.segments.len() * 16 + 64);
+    let put64 = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+    for &(id, n) in &run.segments {
+        put64(&mut idx, id);
+        put64(&mut idx, n);
+    }
+    put64(&mut idx, run.mph.seed());
+    put64(&mut idx, run.mph.slots());
+    put64(&mut idx, run.mph.pilots().len() as u64);
+    for p in run.mph.pilots() {
+        idx.extend_from_slice(&p.to_le_bytes());
+    }
+    idx.resize(idx.len().next_multiple_of(8), 0);
+    for &w in run.slots.words() {
+        put64(&mut idx, w);
+    }
+    f.write_all_at(&idx, HEADER_LEN as u64)?;
+    let idx_len = idx.len() as u64;
+    let idx_crc = crc32c::crc32c(&idx);
+    drop(idx);
+    let mut at = (HEADER_LEN as u64) + idx_len;
+    let mut kcrc = 0u32;
+    let mut buf: Vec<u8> = Vec::with_capacity(12 << 16);
+    let mut n = 0usize;
+    for (k, a) in keys {
+        buf.extend_from_slice(&k.to_le_bytes());
+        buf.extend_from_slice(&a.to_le_bytes());
+        n += 1;
+        if buf.len() >= 12 << 16 {
+            kcrc = crc32c::crc32c_append(kcrc, &buf);
+            f.write_all_at(&buf, at)?;
+            at += buf.len() as u64;
+            buf.clear();
+        }
+    }
+    kcrc = crc32c::crc32c_append(kcrc, &buf);
+    f.write_all_at(&buf, at)?;
+    if n != run.slot_count() {
+        return Err(std::io::Error::other("run file: wrong number of keys"));
+    }
+    let mut h = [0u8; HEADER_LEN];
+    h[0..8].copy_from_slice(&MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&run.fp_bits.to_le_bytes());
+    h[16..20].copy_from_slice(&run.ref_bits.to_le_bytes());
+    h[20..24].copy_from_slice(&kcrc.to_le_bytes());
+    h[24..32].copy_from_slice(&run.generation.to_le_bytes());
+    h[32..40].copy_from_slice(&(run.segments.len() as u64).to_le_bytes());
+    h[40..48].copy_from_slice(&run.entries.to_le_bytes());
+    h[48..56].copy_from_slice(&idx_len.to_le_bytes());
+    h[56..60].copy_from_slice(&idx_crc.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..60]);
+    h[60..64].copy_from_slice(&crc.to_le_bytes());
+    f.write_all_at(&h, 0)
+}
+
+/// Reads the keys section of the run file `f`, whose index section is
+/// `run` (as loaded), in pieces of 65,536 slots, calling `each(first slot,
+/// identities)` for each piece, and checks the section's length and CRC at
+/// the end: on `Err` the caller discards what `each` was given.
+pub fn for_each_key(
+    f: &std::fs::File,
+    run: &Run,
+    mut each: impl FnMut(usize, &[(u64, u32)]),
+) -> Result<(), RunFileError> {
+    use std::os::unix::fs::FileExt;
+    let e = RunFileError;
+    let mut h = [0u8; HEADER_LEN];
+    f.read_exact_at(&mut h, 0)
+        .map_err(|_| e("truncated header"))?;
+    if h[0..8] != MAGIC || le_u32(&h, 60) != crc32c::crc32c(&h[0..60]) {
+        return Err(e("header"));
+    }
+    if le_u32(&h, 8) != VERSION || le_u64(&h, 24) != run.generation {
+        return Err(e("not the run loaded"));
+    }
+    let start = (HEADER_LEN as u64)
+        .checked_add(le_u64(&h, 48))
+        .ok_or(e("index length"))?;
+    let total = run.slot_count() as u64 * 12;
+    let len = f.metadata().map_err(|_| e("metadata"))?.len();
+    if len.checked_sub(start) != Some(total) {
+        return Err(e("keys section length"));
+    }
+    let mut crc = 0u32;
+    let mut buf = vec![0u8; 12 << 16];
+    let mut done = 0u64;
+    let mut slot = 0usize;
+    let mut ids: Vec<(u64, u32)> = Vec::with_capacity(1 << 16);
+    while done < total {
+        let n = (total - done).min(buf.len() as u64) as usize;
+        f.read_exact_at(&mut buf[..n], start + done)
+            .map_err(|_| e("reading keys"))?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        ids.clear();
+        for c in buf[..n].chunks_exact(12) {
+            let k = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            let a = u32::from_le_bytes([c[8], c[9], c[10], c[11]]);
+            ids.push((k, a));
+        }
+        each(slot, &ids);
+        slot += ids.len();
+        done += n as u64;
+    }
+    if crc != le_u32(&h, 20) {
+        return Err(e("keys checksum mismatch"));
+    }
+    Ok(())
+}
+
 /// Parses and checks a run file (both checksums, every size); returns the
 /// run. A run whose slots name a needle past the run is refused.
 pub fn decode(bytes: &[u8]) -> Result<Run, RunFileError> {
@@ -249,5 +369,42 @@ mod tests {
             assert!(decode(&c).is_err(), "flip at byte {i} undetected");
         }
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn streamed_file_is_the_encoded_bytes_and_keys_stream_back() {
+        let entries: Vec<(u64, u32, u32, u32)> = (0..150_000u32)
+            .map(|i| (u64::from(i) * 7 + 1, i % 3, i % 2, i / 2))
+            .collect();
+        let run = Run::build(3, vec![(2, 75_000), (9, 75_000)], &entries, 14).unwrap();
+        let mut keys = vec![(0u64, 0u32); run.slot_count()];
+        for &(k, a, _, _) in &entries {
+            keys[run.slot_of(k, a)] = (k, a);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let f = std::fs::File::create(&path).unwrap();
+        write(&f, &run, keys.iter().copied()).unwrap();
+        drop(f);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes, encode(&run, &keys));
+        let f = std::fs::File::open(&path).unwrap();
+        let mut back = Vec::new();
+        for_each_key(&f, &run, |first, ks| {
+            assert_eq!(first, back.len());
+            back.extend_from_slice(ks);
+        })
+        .unwrap();
+        assert_eq!(back, keys);
+        // A flipped key byte fails the section's CRC at the end.
+        let mut c = bytes.clone();
+        let at = c.len() - 100;
+        c[at] ^= 1;
+        std::fs::write(&path, &c).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        assert!(for_each_key(&f, &run, |_, _| {}).is_err());
+        // Too few keys is an error, not a short file.
+        let f = std::fs::File::create(&path).unwrap();
+        assert!(write(&f, &run, keys.iter().copied().take(10)).is_err());
     }
 }

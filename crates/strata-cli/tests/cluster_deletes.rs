@@ -340,3 +340,82 @@ fn a_delete_racing_a_row_copy_stays_deleted_and_old_rows_go_only_after_the_copy(
     drop(restarted);
     drop(nodes);
 }
+
+/// An unfinished delete (its coordinator gone) left its tombstone on two
+/// replicas of the row and the object on the third. A delete through a
+/// node holding the tombstone finds no replica serving the object, and
+/// answers so; it must still leave the object absent on every replica:
+/// before, it wrote nothing, and the third replica served the object to
+/// every later read that asked it (Porcupine's stale reads after an
+/// acknowledged delete in the linearizability campaign: finding 5 of
+/// docs/reliability.md).
+#[test]
+fn a_delete_that_finds_the_object_hidden_still_deletes_it_everywhere() {
+    let dir = scratch();
+    let (_meta_proc, meta) = start_meta(
+        None,
+        3,
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let data = dir.path().join(format!("n{i}"));
+        nodes.push(start_node_with(
+            &meta,
+            &["--data", &data.display().to_string(), "--scrub-every", "0"],
+            &dir.path().join(format!("n{i}.log")),
+        ));
+    }
+    wait_until(Duration::from_secs(30), "a table", || {
+        status(&meta)["table_version"] == 1
+    });
+    let f = dir.path().join("obj");
+    std::fs::write(&f, b"hidden, not deleted").expect("write");
+    ok(strata().args(["put", "--meta", &meta, "b/victim"]).arg(&f));
+    let (t, map) = map_of(&meta);
+    let row = t.row_of(object_hash("b", "victim"));
+    let reps: Vec<String> = t.row(row).iter().map(|&d| addr_of(&map, &t, d)).collect();
+    assert_eq!(reps.len(), 3);
+    // The unfinished delete: a tombstone newer than the object on two
+    // replicas only.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_micros() as u64;
+    let path = format!("/cluster/v1/rows/{row}/objects/b/victim");
+    for a in &reps[..2] {
+        let (code, _, body) = http_full(
+            a,
+            "DELETE",
+            &path,
+            Some(t.version()),
+            &format!("x-strata-stamp: {stamp}\r\n"),
+            b"",
+        );
+        assert!(
+            code == 200 || code == 404,
+            "{code} {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let (code, _, _) = http_full(&reps[2], "GET", &path, Some(t.version()), "", b"");
+    assert_eq!(code, 200, "the third replica holds the object");
+    // The delete, through a node holding the tombstone (its own replica is
+    // read first): every replica says absent or older than the tombstone.
+    let (code, _, body) = http_full(&reps[0], "DELETE", "/b/victim", None, "", b"");
+    assert!(
+        code == 200 || code == 404,
+        "the delete answered {code} {}",
+        String::from_utf8_lossy(&body)
+    );
+    // Once it has answered, no replica serves the object.
+    for a in &reps {
+        let (code, _, _) = http_full(a, "GET", &path, Some(t.version()), "", b"");
+        assert_eq!(
+            code, 404,
+            "{a} still serves the object the delete answered for"
+        );
+    }
+    drop(nodes);
+}

@@ -1181,13 +1181,20 @@ impl Client {
     pub async fn delete(&self, bucket: &str, key: &str) -> Result<bool, ClientError> {
         check(bucket, key)?;
         let h = object_hash(bucket, key);
-        let Some(rec) = self.get_record(bucket, key, h, -1).await? else {
-            return Ok(false);
-        };
+        let rec = self.get_record(bucket, key, h, -1).await?;
         // The head first: once it is a tombstone on every replica the
         // object is gone whole; a delete cut short before then leaves it
         // whole (never a manifest whose tracts are gone).
+        //
+        // The tombstone is written even when no replica served the object:
+        // "absent" may be an unfinished delete's newer tombstone on one
+        // replica hiding the object the others still hold, and once this
+        // delete has answered, no read may find that object again
+        // (docs/reliability.md, finding 5).
         self.delete_record(bucket, key, h, -1).await?;
+        let Some(rec) = rec else {
+            return Ok(false);
+        };
         if let Ok(Head::Manifest(m)) = parse_head(&rec) {
             self.delete_tracts(bucket, key, h, &m).await;
         }
@@ -1226,6 +1233,19 @@ impl Client {
                 {
                     Ok(r) if r.status.is_success() || r.status == StatusCode::NOT_FOUND => {}
                     Ok(r) if r.status == StatusCode::CONFLICT => stale = true,
+                    // A replica whose device is full even for a tombstone
+                    // (its reserve for deletes used up): the client's to
+                    // know at once, not a fault to retry until the deadline.
+                    Ok(r) if r.status == StatusCode::INSUFFICIENT_STORAGE => {
+                        let key = name.split('\0').next().unwrap_or(name);
+                        return Err(ClientError::Full {
+                            name: format!("{bucket}/{key}"),
+                            reason: format!(
+                                "{addr}: {}",
+                                String::from_utf8_lossy(&r.body).trim_end()
+                            ),
+                        });
+                    }
                     Ok(r) => failed = Some(format!("{url}: {}", r.status)),
                     Err(e) => failed = Some(e),
                 }

@@ -244,7 +244,14 @@ fn client_error(e: ClientError) -> Response {
             reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
         ClientError::NoTable => reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        ClientError::Full { .. } => reason(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
+        // The replica's own words name its files: for the log only.
+        ClientError::Full { name, reason: why } => {
+            eprintln!("strata server: {name}: {why}");
+            reason(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!("{name}: a replica's volume is full (deleting objects frees space)"),
+            )
+        }
         ClientError::Manifest { .. } => reason(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

@@ -29,6 +29,7 @@ pub mod gateway;
 pub mod index;
 mod node;
 pub mod recovery;
+pub mod reserve;
 pub mod rows;
 pub mod scrub;
 mod server;

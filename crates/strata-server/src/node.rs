@@ -62,6 +62,10 @@ pub struct NodeOptions {
     pub flash_capacity: Option<u64>,
     /// Segment size of the row stores (the tier mover moves whole segments).
     pub segment_size: u64,
+    /// Bytes kept back on each disk device for deletes and compaction on a
+    /// full volume ([`crate::reserve`]; None: two segments, at most 1/32
+    /// of the volume, at least 256 KiB; 0: none).
+    pub space_reserve: Option<u64>,
     /// Bound on bytes per second the tier mover copies from flash to disk.
     pub mover_bytes_per_sec: u64,
     /// Under a tier plan, how far above its flash bytes a workload may go
@@ -133,6 +137,7 @@ impl NodeOptions {
             capacity: None,
             flash_capacity: None,
             segment_size: 64 << 20,
+            space_reserve: None,
             mover_bytes_per_sec: 256 << 20,
             flash_burst: 0.25,
             ram_cache_bytes: 0,
@@ -954,6 +959,32 @@ fn free_space(dirs: &[PathBuf]) -> u64 {
     strata_node::tiers::free_space(dirs)
 }
 
+/// Gives each disk device whose reserve was used back its reserve once
+/// compaction has freed room for it (every second).
+async fn refill_reserves(node: Arc<ClusterNode>) {
+    let reserves: Vec<_> = node
+        .stores
+        .iter()
+        .flatten()
+        .filter_map(|s| s.reserve().cloned())
+        .collect();
+    if reserves.is_empty() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for r in &reserves {
+            if r.is_depleted() {
+                let r = r.clone();
+                let whole = tokio::task::spawn_blocking(move || r.refill()).await;
+                if matches!(whole, Ok(true)) {
+                    eprintln!("strata server: the space kept back for deletes is whole again; writes are taken again");
+                }
+            }
+        }
+    }
+}
+
 /// Runs a node until the process ends: binds `listen`, registers with the
 /// metadata service, and serves.
 pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
@@ -1098,10 +1129,21 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     let stores = (0..opts.devices.len())
         .map(|i| {
             opts.in_rows(i).then(|| {
-                Arc::new(
-                    RowStores::new(&opts.devices[i].path, &flash, opts.segment_size)
-                        .with_metrics(metrics.clone()),
-                )
+                let dir = &opts.devices[i].path;
+                let fs = fs_size(dir);
+                let size = opts
+                    .space_reserve
+                    .unwrap_or_else(|| crate::reserve::default_size(fs, opts.segment_size));
+                let mut rs =
+                    RowStores::new(dir, &flash, opts.segment_size).with_metrics(metrics.clone());
+                if size > 0 {
+                    rs = rs.with_reserve(Arc::new(crate::reserve::Reserve::open(
+                        dir,
+                        size,
+                        crate::reserve::default_slack(fs, opts.segment_size),
+                    )));
+                }
+                Arc::new(rs)
             })
         })
         .collect();
@@ -1209,6 +1251,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         );
     }
     tokio::spawn(node.clone().heartbeat_loop(Duration::from_millis(500)));
+    tokio::spawn(refill_reserves(node.clone()));
     tokio::spawn(crate::recovery::run(node.clone()));
     tokio::spawn(crate::ec::run(node.clone()));
     if let Some(every) = node.opts.scrub_interval {

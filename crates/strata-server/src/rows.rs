@@ -35,6 +35,7 @@ use strata_node::metrics::Metrics;
 use strata_node::tiers::SHARED;
 use strata_store::{PutItem, Store, StoreConfig, StoreError, StoredNeedle, Tier};
 
+use crate::reserve::Reserve;
 use crate::ClusterError;
 
 /// Most records one group commit writes with one fsync.
@@ -171,6 +172,9 @@ struct WriteReq {
     target: Arc<Store>,
     /// The other part that may hold an older record of the name.
     other: Option<Arc<Store>>,
+    /// A tombstone's: the disk's reserve it may be written in when the
+    /// device is full.
+    reserve: Option<Arc<Reserve>>,
     reply: tokio::sync::oneshot::Sender<Result<bool, WriteFail>>,
 }
 
@@ -213,6 +217,8 @@ pub struct RowStore {
     /// same value before and after its read knows no write raced it (the
     /// RAM cache admits only such reads).
     writes: Arc<AtomicU64>,
+    /// The disk device's space kept back for deletes ([`crate::reserve`]).
+    reserve: Option<Arc<Reserve>>,
 }
 
 /// A live record read back while iterating a row (tombstones included).
@@ -285,6 +291,7 @@ impl RowStore {
         flash_path: Option<PathBuf>,
         segment_size: u64,
         metrics: Option<Arc<Metrics>>,
+        reserve: Option<Arc<Reserve>>,
     ) -> Result<RowStore, ClusterError> {
         let shared = Arc::new(open_store(row, &path, flash_path.as_deref(), segment_size)?);
         let mut parts = HashMap::new();
@@ -327,6 +334,7 @@ impl RowStore {
             parts: RwLock::new(parts),
             tx: Mutex::new(tx),
             writes,
+            reserve,
         })
     }
 
@@ -437,6 +445,23 @@ impl RowStore {
         own: bool,
     ) -> Result<bool, ClusterError> {
         let (k, alt, cookie) = identity(bucket, key);
+        let tombstone =
+            decode(&data).is_some_and(|d| strata_client::protocol::is_tombstone(d.record));
+        // A disk that met a full volume keeps its freed reserve for
+        // tombstones and compaction until it is whole again.
+        let reserve = match &self.reserve {
+            Some(r) if tombstone => Some(r.clone()),
+            Some(r) if r.is_depleted() => {
+                return Err(ClusterError::Full {
+                    row: self.row,
+                    reason: format!(
+                        "the disk's volume is full: its space kept back for deletes ({}) is in use until compaction frees room",
+                        r.path().display()
+                    ),
+                })
+            }
+            _ => None,
+        };
         let (reply, rx) = tokio::sync::oneshot::channel();
         let tier = if self.flash_path.is_some() {
             tier
@@ -463,6 +488,7 @@ impl RowStore {
             data,
             target,
             other,
+            reserve,
             reply,
         }))?;
         match rx.await {
@@ -879,9 +905,8 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
                     data: &batch[j].0.data,
                 })
                 .collect();
-            let res = batch[i]
-                .0
-                .target
+            let target = &batch[i].0.target;
+            let res = target
                 .put_batch(tier, &items)
                 .map_err(|e| WriteFail::of(&e));
             if let Some(m) = metrics {
@@ -892,6 +917,33 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
             for &j in &idx {
                 results[j] = res.clone().map(|()| true);
                 done[j] = true;
+            }
+            // A full device: the tombstones of the batch go again, in the
+            // space the disk's reserve gives back (the rest stays refused).
+            if matches!(res, Err(WriteFail { full: true, .. })) {
+                let graves: Vec<usize> = idx
+                    .iter()
+                    .copied()
+                    .filter(|&j| batch[j].0.reserve.is_some())
+                    .collect();
+                if let Some(r) = graves.first().and_then(|&j| batch[j].0.reserve.as_ref()) {
+                    r.release();
+                    let items: Vec<PutItem<'_>> = graves
+                        .iter()
+                        .map(|&j| PutItem {
+                            key: batch[j].0.key,
+                            alt_key: batch[j].0.alt,
+                            cookie: batch[j].0.cookie,
+                            data: &batch[j].0.data,
+                        })
+                        .collect();
+                    let res = target
+                        .put_batch(tier, &items)
+                        .map_err(|e| WriteFail::of(&e));
+                    for &j in &graves {
+                        results[j] = res.clone().map(|()| true);
+                    }
+                }
             }
         }
     }
@@ -916,6 +968,7 @@ pub struct RowStores {
     segment_size: u64,
     open: Mutex<HashMap<usize, Arc<RowStore>>>,
     metrics: Option<Arc<Metrics>>,
+    reserve: Option<Arc<Reserve>>,
 }
 
 /// Prefix of a row directory being removed (a crash leaves it for the next
@@ -933,6 +986,7 @@ impl RowStores {
             segment_size,
             open: Mutex::new(HashMap::new()),
             metrics: None,
+            reserve: None,
         };
         for d in std::iter::once(&s.dir).chain(s.flash.iter()) {
             if let Ok(rd) = std::fs::read_dir(d) {
@@ -950,6 +1004,18 @@ impl RowStores {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> RowStores {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Keeps `reserve` (on this disk device) for tombstones and
+    /// compaction when the volume is full ([`crate::reserve`]).
+    pub fn with_reserve(mut self, reserve: Arc<Reserve>) -> RowStores {
+        self.reserve = Some(reserve);
+        self
+    }
+
+    /// The disk device's reserve, if it keeps one.
+    pub fn reserve(&self) -> Option<&Arc<Reserve>> {
+        self.reserve.as_ref()
     }
 
     fn row_dir(&self, row: usize) -> PathBuf {
@@ -979,6 +1045,7 @@ impl RowStores {
             self.flash_dir(row),
             self.segment_size,
             self.metrics.clone(),
+            self.reserve.clone(),
         )?);
         open.insert(row, s.clone());
         Ok(s)

@@ -636,6 +636,7 @@ async fn delete_object(
                 text(StatusCode::NOT_FOUND, "not found")
             }
         }
+        Err(e @ ClusterError::Full { .. }) => text(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     r

@@ -889,10 +889,17 @@ impl Store {
         let found = discover(&cfg, &mut report)?;
         let max_id = found.keys().next_back().copied();
         let next_id = AtomicU64::new(max_id.map_or(1, |m| m + 1));
-        // The highest id of each device is its active segment candidate.
+        // The highest id of each device among first generations is its
+        // active segment candidate: a rewritten segment (a compaction's or
+        // a move's, generation 1 and up) was sealed before it was
+        // rewritten, even when a move gave the device a higher id than its
+        // active segment's. Taking such a one would mean creating a new
+        // active segment, which a full volume has no room for.
         let mut last_of_device: Vec<Option<u64>> = vec![None; cfg.devices.len()];
         for (&id, f) in &found {
-            last_of_device[f.device] = Some(id);
+            if f.generation == 0 {
+                last_of_device[f.device] = Some(id);
+            }
         }
         let fds = Arc::new(FdBudget::new(&cfg));
         // The run, valid for the segments that still have the needles it
@@ -1715,11 +1722,18 @@ fn background(weak: Weak<Inner>) {
             last_compact = Instant::now();
             let ratio = inner.cfg.compaction_garbage_ratio;
             let all = inner.all_segments();
+            // The segment with the fewest live bytes first: the cheapest
+            // to rewrite, and on a nearly full volume the one whose new
+            // generation fits in the space left.
             let candidate = all
                 .iter()
                 .filter(|s| !s.is_active() && s.garbage_ratio() >= ratio)
-                .map(|s| s.id)
-                .next();
+                .min_by_key(|s| {
+                    s.len
+                        .load(Ordering::Relaxed)
+                        .saturating_sub(s.garbage.load(Ordering::Relaxed))
+                })
+                .map(|s| s.id);
             if let Some(id) = candidate {
                 let _ = inner.rewrite(id, None, &mut |_| {});
             } else if let Some(s) = all.iter().find(|s| {

@@ -124,6 +124,75 @@ fn a_full_volume_reopens_and_serves() {
     }
 }
 
+/// A flash segment moved to the disk device gets a higher id there than
+/// the disk's active segment. Reopened on a full volume, the store must
+/// take its existing active segment, not seal it and create a new one
+/// (there is no room for one): the open used to fail so, and a node on a
+/// full volume never served its row again (docs/reliability.md, finding
+/// 2b).
+#[test]
+fn a_full_volume_with_a_moved_segment_reopens() {
+    let vol = SmallVolume::new(4 << 20);
+    let flash = vol.path().join("flash");
+    let disk = vol.path().join("disk");
+    let mut c = cfg(&flash).with_device(&disk, Tier::Disk);
+    c.create_dirs = true;
+    c.segment_size = 1 << 30;
+    let s = Store::open(c.clone()).unwrap();
+    let mut acked = Vec::new();
+    for k in 0..40u64 {
+        let d = data(k, 5000);
+        s.put(Tier::Flash, k, 0, 7, &d).unwrap();
+        acked.push((k, d));
+        if k == 9 || k == 19 {
+            s.seal_active(0).unwrap();
+        }
+    }
+    // The newest sealed flash segment goes to disk (device 1), above the
+    // disk's own active segment.
+    let disk_active = s
+        .segments()
+        .into_iter()
+        .find(|x| x.device == 1 && x.active)
+        .unwrap()
+        .id;
+    let newest_sealed = s
+        .segments()
+        .into_iter()
+        .filter(|x| x.device == 0 && !x.active)
+        .map(|x| x.id)
+        .max()
+        .unwrap();
+    assert!(newest_sealed > disk_active);
+    s.move_segment(newest_sealed, 1, &mut |_| {}).unwrap();
+    // Fill the volume.
+    let full = loop {
+        let k = acked.len() as u64;
+        let d = data(k, 5000);
+        match s.put(Tier::Flash, k, 0, 7, &d) {
+            Ok(()) => acked.push((k, d)),
+            Err(e) => break e,
+        }
+        assert!(k < 100_000, "a 4 MiB volume never filled");
+    };
+    assert!(full.is_out_of_space(), "the fill ended with {full}");
+    drop(s);
+    let mut n = 0;
+    while std::fs::write(vol.path().join(format!("filler{n}")), vec![1u8; 4096]).is_ok() {
+        n += 1;
+    }
+    let _ = std::fs::write(vol.path().join("filler-last"), [1u8; 1]);
+    for round in 0..2 {
+        let s = Store::open(c.clone())
+            .unwrap_or_else(|e| panic!("round {round}: a full volume did not open: {e}"));
+        for (k, d) in &acked {
+            let got = s.get(*k, 0, 7).unwrap().map(|o| o.data);
+            assert_eq!(got.as_ref(), Some(d), "object {k} lost");
+        }
+        drop(s);
+    }
+}
+
 fn segs(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

@@ -92,6 +92,13 @@ pub struct Args {
     /// Segment size (the tier mover moves whole segments).
     #[arg(long, value_name = "SIZE", default_value = "64MiB")]
     segment_size: String,
+    /// Space kept back on each disk device so that a full volume can still
+    /// take deletes and compact (a file `space.reserve` in the device's
+    /// directory). When the volume fills, deletes use it and other writes
+    /// answer 507 until compaction has freed room for it again. Default:
+    /// two segments, at most 1/32 of the volume, at least 256KiB; 0: none.
+    #[arg(long, value_name = "SIZE")]
+    space_reserve: Option<String>,
     /// Bound on bytes per second the tier mover copies from flash to disk.
     #[arg(long, value_name = "SIZE", default_value = "256MiB")]
     mover_rate: String,
@@ -316,6 +323,12 @@ fn options(
     if opts.segment_size < 64 << 10 {
         bail!("--segment-size must be at least 64KiB");
     }
+    opts.space_reserve = a
+        .space_reserve
+        .as_deref()
+        .map(parse_bytes)
+        .transpose()
+        .context("--space-reserve")?;
     opts.mover_bytes_per_sec = parse_bytes(&a.mover_rate).context("--mover-rate")?;
     if opts.mover_bytes_per_sec == 0 {
         bail!("--mover-rate must be positive");

@@ -119,7 +119,7 @@ impl Server {
     pub fn wait_answering(addr: &str, limit: Duration, full_ok: bool) -> anyhow::Result<()> {
         let start = Instant::now();
         loop {
-            if let Ok(r) = super::http::request(
+            let last = match super::http::request(
                 addr,
                 "PUT",
                 "/torture-ready/probe",
@@ -127,12 +127,16 @@ impl Server {
                 b"ready",
                 Duration::from_secs(5),
             ) {
-                if r.status == 201 || r.status == 200 || (full_ok && r.status == 507) {
-                    return Ok(());
+                Ok(r) => {
+                    if r.status == 201 || r.status == 200 || (full_ok && r.status == 507) {
+                        return Ok(());
+                    }
+                    format!("{} {}", r.status, String::from_utf8_lossy(&r.body).trim())
                 }
-            }
+                Err(e) => format!("no answer: {e}"),
+            };
             if start.elapsed() > limit {
-                bail!("{addr} takes no write after {limit:?}");
+                bail!("{addr} takes no write after {limit:?} (the last probe PUT: {last})");
             }
             std::thread::sleep(Duration::from_millis(100));
         }

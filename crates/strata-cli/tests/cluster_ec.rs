@@ -3,7 +3,9 @@
 //! and their replicas are dropped; with two nodes killed (kill -9) every
 //! object still reads back (degraded reads decode from four shards); the
 //! lost shards are rebuilt by the survivors and everything reads again;
-//! a node killed while segments are being encoded loses nothing.
+//! a node killed while segments are being encoded loses nothing; deletes
+//! in stripes are reclaimed by stripe compaction, and a node killed while
+//! stripes are compacted loses nothing and resurrects nothing.
 
 mod cluster_common;
 
@@ -21,7 +23,28 @@ struct Cluster {
     nodes: Vec<(Option<Proc>, String, PathBuf)>,
 }
 
+/// The node flags of these tests (with `extra`).
+fn node_args(data: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--data",
+        data,
+        "--segment-size",
+        "64KiB",
+        "--scrub-every",
+        "0",
+    ]
+    .iter()
+    .map(|x| x.to_string())
+    .collect();
+    v.extend(extra.iter().map(|x| x.to_string()));
+    v
+}
+
 fn start_cluster(ec_after: &str) -> Cluster {
+    start_cluster_with(ec_after, &[])
+}
+
+fn start_cluster_with(ec_after: &str, extra: &[&str]) -> Cluster {
     let dir = scratch();
     let (meta_proc, meta) = start_meta_with(
         &[
@@ -39,18 +62,9 @@ fn start_cluster(ec_after: &str) -> Cluster {
     for i in 0..NODES {
         let data = dir.path().join(format!("n{i}"));
         let d = data.display().to_string();
-        let (p, addr) = start_node_with(
-            &meta,
-            &[
-                "--data",
-                &d,
-                "--segment-size",
-                "64KiB",
-                "--scrub-every",
-                "0",
-            ],
-            &dir.path().join(format!("n{i}.log")),
-        );
+        let args = node_args(&d, extra);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (p, addr) = start_node_with(&meta, &refs, &dir.path().join(format!("n{i}.log")));
         nodes.push((Some(p), addr, data));
     }
     wait_until(Duration::from_secs(60), "a table over 6 nodes", || {
@@ -255,4 +269,154 @@ fn a_node_killed_while_encoding_loses_nothing() {
         || http_full(&c.nodes[2].1, "GET", "/healthz", None, "", b"").0 == 200,
     );
     read_all(&c, n, len);
+}
+
+/// Waits until the encoder has nothing left to encode (the number of
+/// stripes stable over two seconds) and every stripe is installed.
+fn settle(c: &Cluster) {
+    let mut last = 0;
+    wait_until(Duration::from_secs(120), "encoding to settle", || {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = status(&c.meta)["ec_segments"].as_u64().unwrap_or(0);
+        let settled = now > 0 && now == last && installed_everywhere(c);
+        last = now;
+        settled
+    });
+}
+
+/// Deletes every object `i < n` with `i % 5 != 0` through the public API
+/// (204: each existed, in a stripe or a replica).
+fn delete_most(c: &Cluster, n: usize) {
+    for i in (0..n).filter(|i| i % 5 != 0) {
+        let addr = &c.nodes[i % NODES].1;
+        let (code, _, b) = http_full(addr, "DELETE", &format!("/warm/o{i}"), None, "", b"");
+        assert_eq!(code, 204, "DELETE o{i}: {}", String::from_utf8_lossy(&b));
+    }
+}
+
+/// Every kept object (`i % 5 == 0`) reads back whole from the live nodes;
+/// every deleted one answers 404.
+fn read_after_deletes(c: &Cluster, n: usize, len: usize) {
+    let live: Vec<&String> = c
+        .nodes
+        .iter()
+        .filter(|x| x.0.is_some())
+        .map(|x| &x.1)
+        .collect();
+    for i in 0..n {
+        let addr = live[i % live.len()];
+        let (code, _, b) = http_full(addr, "GET", &format!("/warm/o{i}"), None, "", b"");
+        if i % 5 == 0 {
+            if code != 200 {
+                eprintln!("{}", logs(c._dir.path()));
+            }
+            assert_eq!(
+                code,
+                200,
+                "GET o{i} from {addr}: {}",
+                String::from_utf8_lossy(&b)
+            );
+            assert!(b == body(i, len), "o{i} read back wrong from {addr}");
+        } else {
+            if code != 404 {
+                eprintln!("{}", logs(c._dir.path()));
+            }
+            assert_eq!(code, 404, "deleted o{i} answered {code} from {addr}");
+        }
+    }
+}
+
+fn stored(c: &Cluster) -> u64 {
+    status(&c.meta)["stored_bytes"].as_u64().unwrap_or(0)
+}
+
+/// Restarts node `i` on its directory with the flags it had.
+fn restart(c: &mut Cluster, i: usize, extra: &[&str]) {
+    let d = c.nodes[i].2.display().to_string();
+    let log = c.nodes[i].2.with_extension("restart.log");
+    let args = node_args(&d, extra);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (p, addr) = start_node_with(&c.meta, &refs, &log);
+    c.nodes[i] = (Some(p), addr, c.nodes[i].2.clone());
+    wait_until(
+        Duration::from_secs(60),
+        "the restarted node to serve",
+        || {
+            std::net::TcpStream::connect(&c.nodes[i].1).is_ok()
+                && http_full(&c.nodes[i].1, "GET", "/healthz", None, "", b"").0 == 200
+        },
+    );
+}
+
+const COMPACTING: &[&str] = &["--ec-sweep-grace", "2s", "--ec-compact-garbage", "0.5"];
+
+#[test]
+fn deletes_in_stripes_are_reclaimed_by_compaction() {
+    let c = start_cluster_with("1s", COMPACTING);
+    let (n, len) = (600, 4000);
+    put_all(&c, n, len);
+    settle(&c);
+    let before = stored(&c);
+    let logical = status(&c.meta)["logical_bytes"].as_u64().unwrap_or(0);
+    assert!(before > 0 && logical >= (n * len) as u64);
+    // Four objects in five are deleted: their stripes pass the threshold,
+    // are re-encoded with the live fifth, and the old shards go.
+    delete_most(&c, n);
+    read_after_deletes(&c, n, len);
+    wait_until(
+        Duration::from_secs(180),
+        "stripes compacted and their old shard files swept",
+        || {
+            std::thread::sleep(Duration::from_secs(1));
+            ec_sum(&c, "stripes_compacted") > 0
+                && ec_sum(&c, "dirs_swept") > 0
+                && stored(&c) * 2 < before
+        },
+    );
+    assert!(
+        ec_sum(&c, "stripes_retired") > 0,
+        "no replica retired a stripe"
+    );
+    assert!(ec_sum(&c, "bytes_reclaimed") > 0);
+    read_after_deletes(&c, n, len);
+    // The kept objects are still served by stripes, not by replicas.
+    let healthy = ec_sum(&c, "reads_healthy");
+    read_after_deletes(&c, n, len);
+    assert!(
+        ec_sum(&c, "reads_healthy") > healthy,
+        "the kept objects are no longer read from stripes"
+    );
+}
+
+#[test]
+fn a_node_killed_while_compacting_loses_nothing() {
+    let mut c = start_cluster_with("1s", COMPACTING);
+    let (n, len) = (600, 4000);
+    put_all(&c, n, len);
+    settle(&c);
+    let before = stored(&c);
+    delete_most(&c, n);
+    // kill -9 of two nodes (one after the other) while stripes are being
+    // compacted: nothing acknowledged is lost, nothing deleted comes back.
+    wait_until(Duration::from_secs(120), "compaction to start", || {
+        ec_sum(&c, "stripes_compacted") >= 1
+    });
+    // Each comes back at once (before the metadata service declares it
+    // dead, which would leave fewer nodes than K+M and stop compaction).
+    for i in [2, 3] {
+        if let Some(mut p) = c.nodes[i].0.take() {
+            p.kill();
+        }
+        restart(&mut c, i, COMPACTING);
+        read_after_deletes(&c, n, len);
+    }
+    wait_until(
+        Duration::from_secs(180),
+        "the space of the deletes reclaimed",
+        || {
+            std::thread::sleep(Duration::from_secs(1));
+            stored(&c) * 2 < before
+        },
+    );
+    read_after_deletes(&c, n, len);
 }

@@ -107,6 +107,11 @@ pub struct EcView {
     pub ec: Option<crate::state::EcConfig>,
     /// Every stripe.
     pub stripes: Vec<crate::state::StripeRecord>,
+    /// The next stripe id to be handed out: every id below it was
+    /// allocated, so a stripe directory of such an id that no record names
+    /// is a leftover (0: an older service that does not say).
+    #[serde(default)]
+    pub next_stripe: u64,
 }
 
 /// `POST /v1/ec/stripes/{id}/shard`: shard `index` now lives on `disk`.

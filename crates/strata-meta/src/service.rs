@@ -256,6 +256,7 @@ impl MetaService {
         crate::api::EcView {
             ec: g.state.config.ec,
             stripes: g.state.stripes.values().cloned().collect(),
+            next_stripe: g.state.next_stripe,
         }
     }
 

@@ -76,6 +76,10 @@ pub struct StripeRecord {
     pub record_bytes: u64,
     /// When it was recorded (ms since the Unix epoch).
     pub created_ms: u64,
+    /// Stripes of the same row this one re-encodes the live records of
+    /// (stripe compaction): recording it forgets them in the same step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<u64>,
 }
 
 impl Default for ClusterConfig {
@@ -341,6 +345,29 @@ impl ClusterState {
                 rec.k,
                 rec.m
             )));
+        }
+        for old in &rec.replaces {
+            match self.stripes.get(old) {
+                Some(o) if o.row != rec.row => {
+                    return Err(MetaError::BadRequest(format!(
+                        "stripe {} of row {} cannot replace stripe {old} of row {}",
+                        rec.id, rec.row, o.row
+                    )))
+                }
+                _ => {}
+            }
+            if *old >= rec.id {
+                return Err(MetaError::BadRequest(format!(
+                    "stripe {} cannot replace the later stripe {old}",
+                    rec.id
+                )));
+            }
+        }
+        // One state change: the replaced stripes are forgotten as the new
+        // one is recorded (an already forgotten one is no error: the
+        // compaction that replaces it is being retried).
+        for old in &rec.replaces {
+            self.stripes.remove(old);
         }
         self.stripes.insert(rec.id, rec);
         Ok(())
@@ -868,6 +895,52 @@ mod tests {
             reg(&mut s, &format!("127.0.0.1:{}", 9000 + i));
         }
         s
+    }
+
+    #[test]
+    fn a_compacted_stripe_replaces_its_sources_in_one_step() {
+        let mut s = cluster(6);
+        s.config.ec = Some(EcConfig {
+            k: 4,
+            m: 2,
+            after_ms: 0,
+        });
+        let rec = |id: u64, row: usize, disks: Vec<DiskId>, replaces: Vec<u64>| StripeRecord {
+            id,
+            row,
+            source_node: NodeId(0),
+            segment: id,
+            part: "_".into(),
+            k: 4,
+            m: 2,
+            disks,
+            data_len: 100,
+            shard_len: 64,
+            records: 1,
+            record_bytes: 64,
+            created_ms: 0,
+            replaces,
+        };
+        let (a, _, da) = s.allocate_stripe().unwrap();
+        let (b, _, db) = s.allocate_stripe().unwrap();
+        s.commit_stripe(rec(a, 3, da.clone(), vec![])).unwrap();
+        s.commit_stripe(rec(b, 4, db.clone(), vec![])).unwrap();
+        let (c, _, dc) = s.allocate_stripe().unwrap();
+        // Another row's stripe cannot be replaced; nothing changes.
+        assert!(s.commit_stripe(rec(c, 3, dc.clone(), vec![b])).is_err());
+        assert_eq!(s.stripes.len(), 2);
+        // A stripe cannot replace a later one.
+        assert!(s.commit_stripe(rec(a, 3, da, vec![c])).is_err());
+        s.commit_stripe(rec(c, 3, dc, vec![a])).unwrap();
+        assert!(!s.stripes.contains_key(&a));
+        assert!(s.stripes.contains_key(&b) && s.stripes.contains_key(&c));
+        // The record survives a save and load (the field is kept).
+        let json = serde_json::to_string(&s.stripes[&c]).unwrap();
+        assert!(json.contains("\"replaces\":["));
+        let back: StripeRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.replaces, vec![a]);
+        let plain = serde_json::to_string(&s.stripes[&b]).unwrap();
+        assert!(!plain.contains("replaces"));
     }
 
     #[test]

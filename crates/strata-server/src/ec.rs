@@ -141,8 +141,8 @@ pub fn decode_index(b: &[u8]) -> Result<(u64, usize, Vec<IndexEntry>), String> {
 pub(crate) struct Located {
     pub(crate) stripe: u64,
     pub(crate) stamp: u64,
-    offset: u64,
-    len: u32,
+    pub(crate) offset: u64,
+    pub(crate) len: u32,
 }
 
 /// One row's stripe copies: identity (key, alternate key) → location.
@@ -153,6 +153,10 @@ type RowIndex = HashMap<(u64, u32), Located>;
 struct View {
     ec: Option<EcConfig>,
     stripes: HashMap<u64, StripeRecord>,
+    /// Every id below it was allocated (0: unknown).
+    next_stripe: u64,
+    /// Fetched from the metadata service (false: the empty start value).
+    fetched: bool,
 }
 
 /// Progress counters of the task (`GET /cluster/v1/ec/status`).
@@ -178,6 +182,21 @@ pub struct EcStats {
     pub shards_corrupt: u64,
     /// Steps that failed (retried on a later tick).
     pub errors: u64,
+    /// Stripes this node compacted (live records re-encoded, or a stripe
+    /// with none left forgotten).
+    #[serde(default)]
+    pub stripes_compacted: u64,
+    /// Encoded bytes those compactions gave back (old stripes' segment
+    /// bytes less the new ones').
+    #[serde(default)]
+    pub bytes_reclaimed: u64,
+    /// Stripe indexes this node's replicas let go of (replaced or
+    /// forgotten stripes).
+    #[serde(default)]
+    pub stripes_retired: u64,
+    /// Stripe directories no record names, deleted after the grace time.
+    #[serde(default)]
+    pub dirs_swept: u64,
 }
 
 /// The node's erasure-coding state.
@@ -186,7 +205,8 @@ pub(crate) struct EcNode {
     view: RwLock<Arc<View>>,
     /// Per row: identity → where its record lies in a stripe.
     index: RwLock<HashMap<usize, RowIndex>>,
-    installed: Mutex<HashSet<u64>>,
+    /// Installed stripes: id → row.
+    installed: Mutex<HashMap<u64, usize>>,
     /// Segments this node encoded and recorded (row, part, segment).
     encoded: Mutex<HashSet<(usize, String, u64)>>,
     loaded: AtomicBool,
@@ -200,6 +220,17 @@ pub(crate) struct EcNode {
     bytes_rebuilt: AtomicU64,
     shards_corrupt: AtomicU64,
     errors: AtomicU64,
+    stripes_compacted: AtomicU64,
+    bytes_reclaimed: AtomicU64,
+    stripes_retired: AtomicU64,
+    dirs_swept: AtomicU64,
+    /// Unrecorded stripe directories: when this node first saw each.
+    unrecorded: Mutex<HashMap<PathBuf, Instant>>,
+    last_compact: Mutex<Option<Instant>>,
+    /// Installed stripes whose record the metadata service no longer holds
+    /// (replaced by a compaction), kept until this node retires them.
+    gone: Mutex<HashMap<u64, StripeRecord>>,
+    last_sweep: Mutex<Option<Instant>>,
     pub(crate) stored_bytes: AtomicU64,
     pub(crate) logical_bytes: AtomicU64,
     last_scrub: Mutex<Option<Instant>>,
@@ -242,13 +273,66 @@ impl EcNode {
                 offset: e.offset,
                 len: e.len,
             };
+            // The newest record wins; among copies of one record (a
+            // compaction re-encoded it) the later stripe.
             match m.get(&(e.key, e.alt)) {
-                Some(old) if old.stamp >= e.stamp => {}
+                Some(old) if (old.stamp, old.stripe) >= (e.stamp, stripe) => {}
                 _ => {
                     m.insert((e.key, e.alt), l);
                 }
             }
         }
+    }
+
+    /// Replaces the RAM map of `row` with the one built from `stripes`
+    /// (the indexes still installed, after some were retired).
+    fn reload_row(&self, row: usize, stripes: &[(u64, Vec<IndexEntry>)]) {
+        let mut fresh = RowIndex::new();
+        for (stripe, entries) in stripes {
+            for e in entries {
+                let l = Located {
+                    stripe: *stripe,
+                    stamp: e.stamp,
+                    offset: e.offset,
+                    len: e.len,
+                };
+                match fresh.get(&(e.key, e.alt)) {
+                    Some(old) if (old.stamp, old.stripe) >= (e.stamp, *stripe) => {}
+                    _ => {
+                        fresh.insert((e.key, e.alt), l);
+                    }
+                }
+            }
+        }
+        let mut g = match self.index.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if fresh.is_empty() {
+            g.remove(&row);
+        } else {
+            g.insert(row, fresh);
+        }
+    }
+
+    /// Whether the tombstone of stamp `stamp` of an identity of `row` may
+    /// be dropped here: no stripe this node knows of holds an older record
+    /// of it (the tombstone is what hides that copy; it goes once stripe
+    /// compaction drops the copy), and every recorded stripe of the row is
+    /// installed here (one not yet installed may hold such a copy).
+    pub(crate) fn may_purge(&self, row: usize, key: u64, alt: u32, stamp: u64) -> bool {
+        let view = self.view();
+        if !self.loaded.load(Ordering::Acquire) || !view.fetched {
+            return false;
+        }
+        if self.lookup(row, key, alt).is_some_and(|l| l.stamp < stamp) {
+            return false;
+        }
+        let inst = lock(&self.installed);
+        !view
+            .stripes
+            .values()
+            .any(|s| s.row == row && !inst.contains_key(&s.id))
     }
 
     /// The task's counters.
@@ -265,6 +349,10 @@ impl EcNode {
             bytes_rebuilt: r(&self.bytes_rebuilt),
             shards_corrupt: r(&self.shards_corrupt),
             errors: r(&self.errors),
+            stripes_compacted: r(&self.stripes_compacted),
+            bytes_reclaimed: r(&self.bytes_reclaimed),
+            stripes_retired: r(&self.stripes_retired),
+            dirs_swept: r(&self.dirs_swept),
         }
     }
 }
@@ -561,6 +649,58 @@ async fn decode_from_survivors(
     strata_ec::decode_blocks(code, &got).map_err(|e| e.to_string())
 }
 
+/// Bytes `[offset, offset + total)` of the segment stripe `s` encodes:
+/// from the data shards holding them (one read on each), or decoded from
+/// K other shards where a shard's disk is dead or does not answer, or
+/// everywhere when `degraded` is asked for (a healthy shard's bytes failed
+/// their checksum). Returns the bytes and whether any were decoded.
+async fn read_span(
+    node: &ClusterNode,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+    s: &StripeRecord,
+    offset: u64,
+    total: u64,
+    degraded: bool,
+) -> Result<(Vec<u8>, bool), String> {
+    let h = ShardHeader {
+        code: Code::new(s.k, s.m).map_err(|e| e.to_string())?,
+        index: 0,
+        stripe: s.id,
+        data_len: s.data_len,
+        shard_len: s.shard_len,
+        payload_crc: 0,
+    };
+    if offset + total > s.data_len {
+        return Err(format!(
+            "stripe {:016x}: bytes {offset}..{} beyond its {} bytes",
+            s.id,
+            offset + total,
+            s.data_len
+        ));
+    }
+    let mut out = Vec::with_capacity(total as usize);
+    let mut decoded = false;
+    for (i, off, n) in strata_ec::locate(&h, offset, total) {
+        let healthy = if !degraded && table.is_live(s.disks[i]) {
+            shard_range(node, addrs, s, i, off, n).await.ok()
+        } else {
+            None
+        };
+        match healthy {
+            Some(b) => out.extend_from_slice(&b),
+            None => {
+                decoded = true;
+                let a = off / BLOCK * BLOCK;
+                let b = ((off + n).div_ceil(BLOCK) * BLOCK).min(s.shard_len);
+                let data = decode_from_survivors(node, addrs, table, s, &[i], a, b).await?;
+                out.extend_from_slice(&data[i][(off - a) as usize..(off - a + n) as usize]);
+            }
+        }
+    }
+    Ok((out, decoded))
+}
+
 /// Reads the record of `bucket/key` from stripe `loc.stripe`: the needle's
 /// bytes from the data shard holding them (one read on that shard's
 /// disk), or decoded from K other shards when that disk does not answer.
@@ -584,41 +724,55 @@ pub(crate) async fn read_record(
             view = v;
         }
     }
+    // A stripe a compaction replaced stays readable here until this
+    // replica installs the new one (its files stay for the sweep's grace).
+    let gone = lock(&node.ec.gone).get(&loc.stripe).cloned();
     let s = view
         .stripes
         .get(&loc.stripe)
+        .or(gone.as_ref())
         .ok_or_else(|| format!("stripe {:016x} is not recorded", loc.stripe))?;
-    let h = ShardHeader {
-        code: Code::new(s.k, s.m).map_err(|e| e.to_string())?,
-        index: 0,
-        stripe: s.id,
-        data_len: s.data_len,
-        shard_len: s.shard_len,
-        payload_crc: 0,
-    };
     let total = strata_store::format::needle::needle_len(loc.len);
-    let mut needle = Vec::with_capacity(total as usize);
-    let mut degraded = false;
-    for (i, off, n) in strata_ec::locate(&h, loc.offset, total) {
-        let healthy = if map.table.is_live(s.disks[i]) {
-            shard_range(node, &map.addr_of_disk, s, i, off, n)
-                .await
-                .ok()
-        } else {
-            None
-        };
-        match healthy {
-            Some(b) => needle.extend_from_slice(&b),
-            None => {
-                degraded = true;
-                let a = off / BLOCK * BLOCK;
-                let b = ((off + n).div_ceil(BLOCK) * BLOCK).min(s.shard_len);
-                let data =
-                    decode_from_survivors(node, &map.addr_of_disk, &map.table, s, &[i], a, b)
-                        .await?;
-                needle.extend_from_slice(&data[i][(off - a) as usize..(off - a + n) as usize]);
-            }
+    let check = |needle: &[u8]| -> Result<Bytes, String> {
+        let (_, data) = strata_store::format::needle::parse(needle)
+            .map_err(|e| format!("stripe {:016x} offset {}: {e}", s.id, loc.offset))?;
+        let d = crate::rows::decode(data)
+            .ok_or_else(|| format!("stripe {:016x} offset {}: no name header", s.id, loc.offset))?;
+        if d.bucket != bucket || d.key != key || d.stamp != loc.stamp {
+            return Err(format!(
+                "stripe {:016x} offset {}: holds another record",
+                s.id, loc.offset
+            ));
         }
+        let at = data.len() - d.record.len();
+        Ok(Bytes::copy_from_slice(&data[at..]))
+    };
+    let (needle, mut degraded) = read_span(
+        node,
+        &map.table,
+        &map.addr_of_disk,
+        s,
+        loc.offset,
+        total,
+        false,
+    )
+    .await?;
+    let mut got = check(&needle);
+    if got.is_err() && !degraded {
+        // A damaged data shard (the scrub will rebuild it): decode the
+        // needle from the others.
+        let (needle, _) = read_span(
+            node,
+            &map.table,
+            &map.addr_of_disk,
+            s,
+            loc.offset,
+            total,
+            true,
+        )
+        .await?;
+        degraded = true;
+        got = check(&needle);
     }
     let counter = if degraded {
         &node.ec.reads_degraded
@@ -626,18 +780,7 @@ pub(crate) async fn read_record(
         &node.ec.reads_healthy
     };
     counter.fetch_add(1, Ordering::Relaxed);
-    let (_, data) = strata_store::format::needle::parse(&needle)
-        .map_err(|e| format!("stripe {:016x} offset {}: {e}", s.id, loc.offset))?;
-    let d = crate::rows::decode(data)
-        .ok_or_else(|| format!("stripe {:016x} offset {}: no name header", s.id, loc.offset))?;
-    if d.bucket != bucket || d.key != key || d.stamp != loc.stamp {
-        return Err(format!(
-            "stripe {:016x} offset {}: holds another record",
-            s.id, loc.offset
-        ));
-    }
-    let at = data.len() - d.record.len();
-    Ok(Bytes::copy_from_slice(&data[at..]))
+    got
 }
 
 // ------------------------------------------------------------- the task
@@ -671,11 +814,20 @@ async fn step(node: &Node) -> Result<(), String> {
         return Ok(());
     };
     install(node, &view, &map.table, &map.addr_of_disk).await;
+    retire(node, &view).await;
     rebuild(node, &view, &map.table, &map.addr_of_disk).await;
     if let Some(ec) = view.ec {
         encode_one(node, ec, &view, &map.table, &map.addr_of_disk).await?;
     }
+    if let Err(e) = compact_one(node, &view, &map.table, &map.addr_of_disk).await {
+        node.ec.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("strata server: stripe compaction: {e}");
+    }
     scrub(node, &view, &map.table, &map.addr_of_disk).await;
+    if let Err(e) = sweep(node).await {
+        node.ec.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("strata server: erasure coding sweep: {e}");
+    }
     let n = node.clone();
     let v2 = view.clone();
     let _ = tokio::task::spawn_blocking(move || count_bytes(&n, &v2)).await;
@@ -686,9 +838,22 @@ async fn step(node: &Node) -> Result<(), String> {
 async fn refresh_view(node: &ClusterNode) -> Result<Arc<View>, String> {
     let url = format!("http://{}/v1/ec", node.opts.meta);
     let v: EcView = node.http.get_json(&url, TIMEOUT).await?;
+    {
+        // Installed stripes that were just forgotten: kept readable here.
+        let old = node.ec.view();
+        let inst = lock(&node.ec.installed);
+        let mut gone = lock(&node.ec.gone);
+        for s in old.stripes.values() {
+            if inst.contains_key(&s.id) && !v.stripes.iter().any(|x| x.id == s.id) {
+                gone.insert(s.id, s.clone());
+            }
+        }
+    }
     let view = Arc::new(View {
         ec: v.ec,
         stripes: v.stripes.into_iter().map(|s| (s.id, s)).collect(),
+        next_stripe: v.next_stripe,
+        fetched: true,
     });
     match node.ec.view.write() {
         Ok(mut g) => *g = view.clone(),
@@ -697,9 +862,23 @@ async fn refresh_view(node: &ClusterNode) -> Result<Arc<View>, String> {
     Ok(view)
 }
 
-/// On start: every index in `ROW/stripes/` into the RAM map.
+/// On start: every index in `ROW/stripes/` into the RAM map; the staging
+/// directories of encodings and compactions a crash interrupted (nothing
+/// is being encoded yet) and half-written index files are deleted.
 fn load_installed(node: &ClusterNode) {
     for rows in node.stores.iter().flatten() {
+        if let Some(d) = rows.dir().parent() {
+            let staging = d.join("ec").join("staging");
+            if staging.exists() {
+                match std::fs::remove_dir_all(&staging) {
+                    Ok(()) => eprintln!(
+                        "strata server: erasure coding: deleted {} (an interrupted encoding)",
+                        staging.display()
+                    ),
+                    Err(e) => eprintln!("strata server: {}: {e}", staging.display()),
+                }
+            }
+        }
         for row in rows.rows_on_disk() {
             let dir = rows.dir().join(format!("{row:08}")).join("stripes");
             let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -707,6 +886,10 @@ fn load_installed(node: &ClusterNode) {
             };
             for e in rd.flatten() {
                 let p = e.path();
+                if p.extension().and_then(|x| x.to_str()) == Some("tmp") {
+                    let _ = std::fs::remove_file(&p);
+                    continue;
+                }
                 if p.extension().and_then(|x| x.to_str()) != Some("idx") {
                     continue;
                 }
@@ -716,7 +899,7 @@ fn load_installed(node: &ClusterNode) {
                 {
                     Ok((stripe, r, entries)) if r == row => {
                         node.ec.insert(row, stripe, &entries);
-                        lock(&node.ec.installed).insert(stripe);
+                        lock(&node.ec.installed).insert(stripe, row);
                     }
                     Ok(_) => eprintln!("strata server: {}: index of another row", p.display()),
                     Err(e) => eprintln!("strata server: {}: {e}", p.display()),
@@ -741,7 +924,7 @@ async fn install(
     let mut todo: Vec<&StripeRecord> = view
         .stripes
         .values()
-        .filter(|s| !lock(&node.ec.installed).contains(&s.id))
+        .filter(|s| !lock(&node.ec.installed).contains_key(&s.id))
         .filter(|s| s.row < table.row_count() && table.row(s.row).iter().any(|d| mine.contains(d)))
         .collect();
     todo.sort_by_key(|s| s.id);
@@ -798,7 +981,7 @@ async fn install_one(
     node.ec.insert(s.row, s.id, &entries);
     let items: Vec<(u64, u32, u64)> = entries.iter().map(|e| (e.key, e.alt, e.stamp)).collect();
     let dropped = store.drop_encoded(items).await.map_err(|e| e.to_string())?;
-    lock(&node.ec.installed).insert(s.id);
+    lock(&node.ec.installed).insert(s.id, s.row);
     node.ec.stripes_installed.fetch_add(1, Ordering::Relaxed);
     node.ec
         .records_dropped
@@ -1093,31 +1276,75 @@ async fn encode_one(
         lock(&node.ec.encoded).insert(key);
         return Ok(());
     }
+    let staging = store
+        .path()
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("ec").join("staging"))
+        .ok_or("row directory has no parent")?;
+    let data_len = store_stripe(
+        node,
+        addrs,
+        Source {
+            row,
+            part: name,
+            segment: seg.id,
+            file: seg.path.clone(),
+            replaces: Vec::new(),
+        },
+        &staging,
+        &entries,
+    )
+    .await?;
+    lock(&node.ec.encoded).insert(key);
+    node.ec.segments_encoded.fetch_add(1, Ordering::Relaxed);
+    node.ec.bytes_encoded.fetch_add(data_len, Ordering::Relaxed);
+    Ok(())
+}
+
+/// What a new stripe encodes.
+struct Source {
+    row: usize,
+    /// The workload part of the records.
+    part: String,
+    /// The row segment first encoded (kept through compactions).
+    segment: u64,
+    /// The file to encode: a sealed segment, or a compaction's file of
+    /// live needles.
+    file: PathBuf,
+    /// Stripes of the row it re-encodes the live records of.
+    replaces: Vec<u64>,
+}
+
+/// Allocates a stripe, encodes `src.file` into its K+M shards under
+/// `staging/ID/`, sends every shard and the index to its disk (each made
+/// durable there) and records the stripe; returns the encoded bytes. A
+/// stripe that could not be recorded within half the sweep's grace is
+/// given up (its files are swept), so a sweep never deletes the files of
+/// a stripe being recorded.
+async fn store_stripe(
+    node: &Node,
+    addrs: &HashMap<DiskId, String>,
+    src: Source,
+    staging: &Path,
+    entries: &[IndexEntry],
+) -> Result<u64, String> {
+    let started = Instant::now();
     let url = format!("http://{}/v1/ec/allocate", node.opts.meta);
     let alloc: StripeAllocation = node
         .http
         .post_json(&url, &serde_json::json!({}), TIMEOUT)
         .await?;
     let code = Code::new(alloc.k, alloc.m).map_err(|e| e.to_string())?;
-    // Encode into a staging directory on this node's disk of the row.
-    let staging = store
-        .path()
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| {
-            d.join("ec")
-                .join("staging")
-                .join(format!("{:016x}", alloc.id))
-        })
-        .ok_or("row directory has no parent")?;
-    let src = seg.path.clone();
+    let staging = staging.join(format!("{:016x}", alloc.id));
+    let file = src.file.clone();
     let st = staging.clone();
     let width = alloc.k + alloc.m;
     let header = tokio::task::spawn_blocking(move || -> Result<ShardHeader, String> {
         std::fs::create_dir_all(&st).map_err(|e| e.to_string())?;
         let paths: Vec<PathBuf> = (0..width).map(|i| st.join(shard_name(i))).collect();
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        strata_ec::encode_file(&src, &refs, code, alloc.id).map_err(|e| e.to_string())
+        strata_ec::encode_file(&file, &refs, code, alloc.id).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())?;
@@ -1127,12 +1354,13 @@ async fn encode_one(
             let _ = std::fs::remove_dir_all(&staging);
             // Compacted or moved meanwhile: listed again next tick.
             return Err(format!(
-                "encoding segment {:016x} of row {row}: {e}",
-                seg.id
+                "encoding {} (row {}): {e}",
+                src.file.display(),
+                src.row
             ));
         }
     };
-    let index = Bytes::from(encode_index(alloc.id, row, &entries));
+    let index = Bytes::from(encode_index(alloc.id, src.row, entries));
     // Every shard and the index to their disks, each made durable there.
     let sent = async {
         for (i, &disk) in alloc.disks.iter().enumerate() {
@@ -1156,12 +1384,21 @@ async fn encode_one(
     .await;
     let _ = std::fs::remove_dir_all(&staging);
     sent?;
+    if started.elapsed() > node.opts.ec_sweep_grace / 2 {
+        return Err(format!(
+            "stripe {:016x} took {:.1} s to store, more than half the sweep's grace: \
+             not recorded (its files will be swept)",
+            alloc.id,
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let me = node.ids().map(|(n, _)| n).ok_or("not registered")?;
     let rec = StripeRecord {
         id: alloc.id,
-        row,
-        source_node: me.ok_or("not registered")?,
-        segment: seg.id,
-        part: name,
+        row: src.row,
+        source_node: me,
+        segment: src.segment,
+        part: src.part,
         k: alloc.k,
         m: alloc.m,
         disks: alloc.disks.clone(),
@@ -1173,17 +1410,467 @@ async fn encode_one(
             .map(|e| strata_store::format::needle::needle_len(e.len))
             .sum(),
         created_ms: 0,
+        replaces: src.replaces,
     };
     let url = format!("http://{}/v1/ec/stripes", node.opts.meta);
     node.http
         .post_json::<_, serde_json::Value>(&url, &rec, TIMEOUT)
         .await?;
-    lock(&node.ec.encoded).insert(key);
-    node.ec.segments_encoded.fetch_add(1, Ordering::Relaxed);
+    Ok(header.data_len)
+}
+
+// ------------------------------------------------------ stripe compaction
+
+/// How often a node looks for a stripe to compact.
+const COMPACT_EVERY: Duration = Duration::from_secs(2);
+/// Most bytes of a stripe read in one request by a compaction.
+const COMPACT_SPAN: u64 = 4 << 20;
+
+/// The stripe index of `id` installed in `row`'s directory (blocking).
+fn read_installed(store: &crate::rows::RowStore, id: u64) -> Result<Vec<IndexEntry>, String> {
+    let path = store.path().join("stripes").join(format!("{id:016x}.idx"));
+    let b = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (stripe, row, entries) =
+        decode_index(&b).map_err(|e| format!("{}: {e}", path.display()))?;
+    if stripe != id || row != store.row() {
+        return Err(format!(
+            "{}: index of stripe {stripe:016x} row {row}",
+            path.display()
+        ));
+    }
+    Ok(entries)
+}
+
+/// A stripe worth compacting: its record, its live entries and the bytes
+/// of its dead ones.
+struct Candidate {
+    stripe: StripeRecord,
+    store: Arc<crate::rows::RowStore>,
+    live: Vec<IndexEntry>,
+    dead_bytes: u64,
+}
+
+/// Splits a stripe's entries into live and dead ones (blocking). A record
+/// is dead when a newer record of its name exists — in the row store (a
+/// delete's tombstone, a rewrite) or in a later stripe — or when a later
+/// stripe holds the same record (a compaction re-encoded it). Everything
+/// else is live, tombstones included (a tombstone in a stripe may be what
+/// hides an older copy in another stripe).
+fn split_live(
+    node: &ClusterNode,
+    store: &crate::rows::RowStore,
+    s: &StripeRecord,
+) -> Result<(Vec<IndexEntry>, u64), String> {
+    let entries = read_installed(store, s.id)?;
+    let mut live = Vec::new();
+    let mut dead = 0u64;
+    for e in entries {
+        let superseded = match node.ec.lookup(s.row, e.key, e.alt) {
+            Some(l) => l.stamp > e.stamp || (l.stamp == e.stamp && l.stripe > s.id),
+            None => false,
+        };
+        let rewritten = !superseded
+            && store
+                .newest_stamp(e.key, e.alt)
+                .map_err(|x| x.to_string())?
+                .is_some_and(|t| t > e.stamp);
+        if superseded || rewritten {
+            dead += strata_store::format::needle::needle_len(e.len);
+        } else {
+            live.push(e);
+        }
+    }
+    Ok((live, dead))
+}
+
+/// Finds, among the installed stripes of the rows this node leads, the
+/// first whose dead records reach the garbage threshold (blocking).
+fn pick_compaction(
+    node: &ClusterNode,
+    view: &View,
+    table: &PlacementTable,
+) -> Result<Option<Candidate>, String> {
+    let mine = my_disks(node);
+    let installed = lock(&node.ec.installed).clone();
+    let mut ids: Vec<&StripeRecord> = view
+        .stripes
+        .values()
+        .filter(|s| installed.contains_key(&s.id))
+        .filter(|s| s.row < table.row_count() && leads(table, &mine, s.row))
+        .collect();
+    ids.sort_by_key(|s| s.id);
+    for s in ids {
+        let Some(store) = node
+            .row_here(s.row)
+            .and_then(|r| r.existing(s.row).ok().flatten())
+        else {
+            continue;
+        };
+        let (live, dead_bytes) = split_live(node, &store, s)?;
+        if live.is_empty()
+            || dead_bytes as f64 >= node.opts.ec_compact_garbage * s.data_len.max(1) as f64
+        {
+            return Ok(Some(Candidate {
+                stripe: s.clone(),
+                store,
+                live,
+                dead_bytes,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `needle` is the record `e` names (checksums, identity, stamp).
+fn needle_is(needle: &[u8], e: &IndexEntry) -> bool {
+    match strata_store::format::needle::parse(needle) {
+        Ok((h, data)) => {
+            h.key == e.key
+                && h.alt_key == e.alt
+                && data.len() == e.len as usize
+                && crate::rows::decode(data).is_some_and(|d| d.stamp == e.stamp)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Compacts one stripe of a row this node leads whose dead records passed
+/// the threshold (`--ec-compact-garbage`): its live needles are read from
+/// the data shards (a span at a time; decoded from the others where a
+/// shard is lost or damaged — never the whole stripe), written one after
+/// the other into a staging file, encoded into a new stripe whose shards
+/// are made durable on their disks, and the new stripe is recorded with
+/// `replaces: [old]`, which forgets the old one in the same step. The
+/// replicas then install the new index and retire the old one; the old
+/// shard files are swept after the grace time. A stripe with no live
+/// record left is simply forgotten.
+async fn compact_one(
+    node: &Node,
+    view: &Arc<View>,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+) -> Result<(), String> {
+    {
+        let mut last = lock(&node.ec.last_compact);
+        if last.is_some_and(|t| t.elapsed() < COMPACT_EVERY) {
+            return Ok(());
+        }
+        *last = Some(Instant::now());
+    }
+    let (n, v, t) = (node.clone(), view.clone(), table.clone());
+    let Some(c) = tokio::task::spawn_blocking(move || pick_compaction(&n, &v, &t))
+        .await
+        .map_err(|e| e.to_string())??
+    else {
+        return Ok(());
+    };
+    let s = &c.stripe;
+    if c.live.is_empty() {
+        let url = format!("http://{}/v1/ec/stripes/{}", node.opts.meta, s.id);
+        let r = node
+            .http
+            .send(Method::DELETE, &url, None, Bytes::new(), TIMEOUT)
+            .await?;
+        if !r.status.is_success() {
+            return Err(format!(
+                "{url}: {} {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        node.ec.stripes_compacted.fetch_add(1, Ordering::Relaxed);
+        node.ec
+            .bytes_reclaimed
+            .fetch_add(s.data_len, Ordering::Relaxed);
+        return Ok(());
+    }
+    if view.ec.is_none() {
+        // Re-encoding needs a code; the stripe stays as it is.
+        return Ok(());
+    }
+    let staging = c
+        .store
+        .path()
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("ec").join("staging"))
+        .ok_or("row directory has no parent")?;
+    let file = staging.join(format!("compact-{:016x}", s.id));
+    let result = async {
+        let f = file.clone();
+        let d = staging.clone();
+        let out = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            std::fs::create_dir_all(&d)?;
+            std::fs::File::create(&f)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+        let out = Arc::new(out);
+        let mut entries = c.live.clone();
+        entries.sort_by_key(|e| e.offset);
+        let mut fresh = Vec::with_capacity(entries.len());
+        let mut pos = 0u64;
+        let mut i = 0;
+        while i < entries.len() {
+            // A span of neighbouring live needles read at once.
+            let start = entries[i].offset;
+            let mut end = start + strata_store::format::needle::needle_len(entries[i].len);
+            let mut j = i + 1;
+            while j < entries.len() {
+                let e_end =
+                    entries[j].offset + strata_store::format::needle::needle_len(entries[j].len);
+                if entries[j].offset > end + 4096 || e_end - start > COMPACT_SPAN {
+                    break;
+                }
+                end = end.max(e_end);
+                j += 1;
+            }
+            let (span, _) = read_span(node, table, addrs, s, start, end - start, false).await?;
+            let mut chunk = Vec::with_capacity(span.len());
+            for e in &entries[i..j] {
+                let len = strata_store::format::needle::needle_len(e.len);
+                let at = (e.offset - start) as usize;
+                let mut needle = span[at..at + len as usize].to_vec();
+                if !needle_is(&needle, e) {
+                    // A damaged data shard: decode this needle from the others.
+                    needle = read_span(node, table, addrs, s, e.offset, len, true)
+                        .await?
+                        .0;
+                    if !needle_is(&needle, e) {
+                        return Err(format!(
+                            "stripe {:016x}: the record at offset {} does not read back",
+                            s.id, e.offset
+                        ));
+                    }
+                }
+                fresh.push(IndexEntry {
+                    offset: pos + chunk.len() as u64,
+                    ..*e
+                });
+                chunk.extend_from_slice(&needle);
+            }
+            let o = out.clone();
+            let at = pos;
+            let n = chunk.len() as u64;
+            tokio::task::spawn_blocking(move || {
+                use std::os::unix::fs::FileExt;
+                o.write_all_at(&chunk, at)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+            pos += n;
+            i = j;
+        }
+        let data_len = store_stripe(
+            node,
+            addrs,
+            Source {
+                row: s.row,
+                part: s.part.clone(),
+                segment: s.segment,
+                file: file.clone(),
+                replaces: vec![s.id],
+            },
+            &staging,
+            &fresh,
+        )
+        .await?;
+        Ok::<u64, String>(data_len)
+    }
+    .await;
+    let _ = std::fs::remove_file(&file);
+    let data_len = result?;
+    node.ec.stripes_compacted.fetch_add(1, Ordering::Relaxed);
     node.ec
-        .bytes_encoded
-        .fetch_add(header.data_len, Ordering::Relaxed);
+        .bytes_reclaimed
+        .fetch_add(s.data_len.saturating_sub(data_len), Ordering::Relaxed);
+    eprintln!(
+        "strata server: stripe {:016x} (row {}) compacted: {} live records re-encoded, {} dead bytes reclaimed",
+        s.id,
+        s.row,
+        c.live.len(),
+        c.dead_bytes
+    );
     Ok(())
+}
+
+/// Lets go of the installed stripes the metadata service forgot (a
+/// compaction replaced them): once every recorded stripe of the row is
+/// installed here (the replacement holds their live records), the index
+/// file is deleted and the row's RAM map rebuilt from the indexes left.
+async fn retire(node: &Node, view: &View) {
+    if !view.fetched || view.next_stripe == 0 {
+        return;
+    }
+    let installed = lock(&node.ec.installed).clone();
+    let mut rows: HashMap<usize, Vec<u64>> = HashMap::new();
+    for (&id, &row) in &installed {
+        if id < view.next_stripe && !view.stripes.contains_key(&id) {
+            rows.entry(row).or_default().push(id);
+        }
+    }
+    for (row, ids) in rows {
+        let pending = view
+            .stripes
+            .values()
+            .any(|s| s.row == row && !installed.contains_key(&s.id));
+        if pending {
+            continue;
+        }
+        let Some(store) = node
+            .row_here(row)
+            .and_then(|r| r.existing(row).ok().flatten())
+        else {
+            // The row left this node: nothing to read any more.
+            let mut inst = lock(&node.ec.installed);
+            for id in &ids {
+                inst.remove(id);
+            }
+            continue;
+        };
+        let keep: Vec<u64> = installed
+            .iter()
+            .filter(|(id, r)| **r == row && !ids.contains(id))
+            .map(|(id, _)| *id)
+            .collect();
+        let n = node.clone();
+        let gone = ids.clone();
+        let res = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let dir = store.path().join("stripes");
+            for id in &gone {
+                let p = dir.join(format!("{id:016x}.idx"));
+                match std::fs::remove_file(&p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("{}: {e}", p.display())),
+                }
+            }
+            sync_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut left = Vec::new();
+            for id in keep {
+                left.push((id, read_installed(&store, id)?));
+            }
+            n.ec.reload_row(row, &left);
+            Ok(())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+        match res {
+            Ok(()) => {
+                let mut inst = lock(&node.ec.installed);
+                let mut g = lock(&node.ec.gone);
+                for id in &ids {
+                    inst.remove(id);
+                    g.remove(id);
+                }
+                node.ec
+                    .stripes_retired
+                    .fetch_add(ids.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                node.ec.errors.fetch_add(1, Ordering::Relaxed);
+                eprintln!("strata server: retiring stripes of row {row}: {e}");
+            }
+        }
+    }
+}
+
+/// Deletes, on this node's disks, the stripe directories no stripe record
+/// names (left by a crash before the stripe was recorded, or replaced by a
+/// compaction) once this node has seen them unrecorded for the grace time,
+/// and the `.part` files of rebuilds a crash interrupted. Only ids below
+/// the service's next id are touched (a service that lost its state
+/// deletes nothing).
+async fn sweep(node: &Node) -> Result<(), String> {
+    let grace = node.opts.ec_sweep_grace;
+    {
+        let every = (grace / 4).clamp(TICK, Duration::from_secs(60));
+        let mut last = lock(&node.ec.last_sweep);
+        if last.is_some_and(|t| t.elapsed() < every) {
+            return Ok(());
+        }
+        *last = Some(Instant::now());
+    }
+    // Fresh: a stripe recorded a moment ago must not look unrecorded.
+    let view = refresh_view(node).await?;
+    if view.next_stripe == 0 {
+        return Ok(());
+    }
+    let n = node.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut seen_now = HashSet::new();
+        for disk in my_disks(&n) {
+            let Some(dir) = ec_dir(&n, disk) else {
+                continue;
+            };
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let name = e.file_name();
+                let Some(id) = name
+                    .to_str()
+                    .filter(|x| x.len() == 16)
+                    .and_then(|x| u64::from_str_radix(x, 16).ok())
+                else {
+                    continue;
+                };
+                let path = e.path();
+                if view.stripes.contains_key(&id) {
+                    sweep_parts(&path, grace);
+                    continue;
+                }
+                if id >= view.next_stripe {
+                    continue;
+                }
+                seen_now.insert(path.clone());
+                let first = *lock(&n.ec.unrecorded)
+                    .entry(path.clone())
+                    .or_insert_with(Instant::now);
+                if first.elapsed() < grace {
+                    continue;
+                }
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => {
+                        let _ = sync_dir(&dir);
+                        n.ec.dirs_swept.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => eprintln!("strata server: sweeping {}: {e}", path.display()),
+                }
+            }
+        }
+        lock(&n.ec.unrecorded).retain(|p, _| seen_now.contains(p) && p.exists());
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// Deletes the `.part` and `.tmp` files in a recorded stripe's directory
+/// that nothing wrote to for the grace time (a rebuild or a transfer a
+/// crash interrupted).
+fn sweep_parts(dir: &Path, grace: Duration) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let ext = p.extension().and_then(|x| x.to_str());
+        if !matches!(ext, Some("part") | Some("tmp")) {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= grace);
+        if old {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
 }
 
 async fn send_file(

@@ -120,6 +120,14 @@ pub struct NodeOptions {
     pub cluster_of_one: bool,
     /// Time between the tier mover's passes.
     pub mover_interval: Duration,
+    /// A stripe is compacted (its live records re-encoded into a new
+    /// stripe) once this fraction of its bytes is dead records.
+    pub ec_compact_garbage: f64,
+    /// How long a stripe directory no stripe record names (a crash's
+    /// leftover, or a stripe compaction replaced) is kept before it is
+    /// deleted; the encoder gives up on a stripe it could not record
+    /// within half of it.
+    pub ec_sweep_grace: Duration,
 }
 
 impl NodeOptions {
@@ -161,6 +169,8 @@ impl NodeOptions {
             recent_window: Duration::from_secs(600),
             cluster_of_one: false,
             mover_interval: Duration::from_millis(100),
+            ec_compact_garbage: 0.5,
+            ec_sweep_grace: Duration::from_secs(600),
         }
     }
 

@@ -548,6 +548,26 @@ impl RowStore {
         }
     }
 
+    /// The newest stamp the row store holds for an identity, in any part
+    /// (tombstones included; None: no record; blocking). Stripe compaction
+    /// uses it: a stripe's record is dead once the row holds a newer one.
+    pub fn newest_stamp(&self, key: u64, alt: u32) -> Result<Option<u64>, ClusterError> {
+        let mut best = None;
+        for (_, part) in self.parts() {
+            match current_stamp(&part, key, alt) {
+                Ok(Some((s, _))) => best = best.max(Some(s)),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(ClusterError::BadRecord {
+                        row: self.row,
+                        reason: e.reason,
+                    })
+                }
+            }
+        }
+        Ok(best)
+    }
+
     /// Re-appends the still-live ones of `needles` (read from `segment` of
     /// `part`) to flash through the writer; returns how many (blocking).
     pub fn reappend(

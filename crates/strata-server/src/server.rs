@@ -600,6 +600,14 @@ async fn delete_object(
         Err(r) => return r,
     };
     if let Some(stamp) = q.purge {
+        let (k, alt, _) = identity(&bucket, &key);
+        if !node.ec.may_purge(store.row(), k, alt, stamp) {
+            return text(
+                StatusCode::CONFLICT,
+                "an erasure-coded stripe may still hold an older record of this name: \
+                 the tombstone stays until stripe compaction drops that record",
+            );
+        }
         return match store.purge(&bucket, &key, stamp).await {
             Ok(true) => text(StatusCode::OK, "purged"),
             Ok(false) => text(StatusCode::NOT_FOUND, "no tombstone of that stamp"),
@@ -610,7 +618,20 @@ async fn delete_object(
     let st = store.clone();
     let (b, k) = (bucket.clone(), key.clone());
     let existed = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
-        Ok(Ok(g)) => g.is_some_and(|s| !is_tombstone(&s.record) && s.stamp < stamp),
+        Ok(Ok(g)) => {
+            // The newest copy, the row store's or an erasure-coded
+            // stripe's (whose index tells a tombstone by its length).
+            let (k, alt, _) = identity(&bucket, &key);
+            let tomb_len = crate::rows::encode(&bucket, &key, 0, &tombstone_record()).len() as u32;
+            let row_copy = g.map(|s| (s.stamp, !is_tombstone(&s.record)));
+            let stripe_copy = node
+                .ec
+                .lookup(store.row(), k, alt)
+                .map(|l| (l.stamp, l.len != tomb_len));
+            row_copy
+                .max(stripe_copy)
+                .is_some_and(|(s, live)| live && s < stamp)
+        }
         Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };

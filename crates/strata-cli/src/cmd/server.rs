@@ -176,6 +176,18 @@ pub struct Args {
     /// holds it (then the scrub drops it).
     #[arg(long, value_name = "SECS", default_value_t = 86_400)]
     tombstone_grace: u64,
+    /// Erasure coding: a stripe whose dead records (deleted or rewritten
+    /// names) reach this fraction of its bytes is compacted: its live
+    /// records are re-encoded into a new stripe and the old one's shard
+    /// files are deleted (docs/erasure-coding.md).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
+    ec_compact_garbage: f64,
+    /// Erasure coding: how long a stripe directory that no stripe record
+    /// names (left by a crash, or replaced by a compaction) is kept before
+    /// it is deleted (`ms`, `s`, `m`, `h`, `d`). Replicas that have not yet
+    /// switched to the new stripe read the old one meanwhile.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    ec_sweep_grace: String,
     /// Serve the S3 API at ADDR too (docs/s3-compatibility.md); requests
     /// are signed with the root key STRATA_ROOT_ACCESS_KEY /
     /// STRATA_ROOT_SECRET_KEY (with --dev and no such key, one is generated
@@ -355,6 +367,18 @@ fn options(
         .transpose()
         .context("--recovery-rate")?;
     opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
+    if !(a.ec_compact_garbage > 0.0 && a.ec_compact_garbage <= 1.0) {
+        bail!(
+            "--ec-compact-garbage must be above 0 and at most 1 (a fraction of a stripe's bytes), not {}",
+            a.ec_compact_garbage
+        );
+    }
+    opts.ec_compact_garbage = a.ec_compact_garbage;
+    opts.ec_sweep_grace =
+        crate::units::parse_duration(&a.ec_sweep_grace).context("--ec-sweep-grace")?;
+    if opts.ec_sweep_grace < Duration::from_secs(1) {
+        bail!("--ec-sweep-grace must be at least 1s");
+    }
     opts.plan_path = a.plan.clone();
     let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
     if fc_bytes > 0 {

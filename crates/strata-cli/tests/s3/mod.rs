@@ -33,20 +33,54 @@ impl S3Cluster {
     }
 
     /// [`S3Cluster::start`] with more `strata server` arguments.
+    /// A port picked by [`free_port`] may be taken by another test's
+    /// server before this one binds it: a node that exits while starting
+    /// is started again on fresh ports (three tries).
     pub fn start_with(extra: &[&str]) -> S3Cluster {
-        let dir = scratch();
-        let meta = format!("127.0.0.1:{}", free_port());
-        let s3 = format!("127.0.0.1:{}", free_port());
-        let addr = format!("127.0.0.1:{}", free_port());
-        let node = Self::node_with(&meta, dir.path(), &s3, &addr, extra);
-        let c = S3Cluster {
-            meta,
-            node: (node, addr),
-            s3,
-            dir,
-        };
-        c.wait_ready();
-        c
+        for attempt in 1.. {
+            let dir = scratch();
+            let meta = format!("127.0.0.1:{}", free_port());
+            let s3 = format!("127.0.0.1:{}", free_port());
+            let addr = format!("127.0.0.1:{}", free_port());
+            let node = Self::node_with(&meta, dir.path(), &s3, &addr, extra);
+            let mut c = S3Cluster {
+                meta,
+                node: (node, addr),
+                s3,
+                dir,
+            };
+            if c.wait_ready_or_exit() || attempt == 3 {
+                return c;
+            }
+        }
+        unreachable!()
+    }
+
+    /// [`S3Cluster::wait_ready`], but false as soon as the node process
+    /// has exited (with its log on standard error).
+    fn wait_ready_or_exit(&mut self) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.node.0.child.try_wait() {
+                eprintln!(
+                    "the node exited while starting ({status}):\n{}",
+                    self.logs()
+                );
+                return false;
+            }
+            if std::net::TcpStream::connect(&self.node.1).is_ok()
+                && std::net::TcpStream::connect(&self.s3).is_ok()
+                && http_full(&self.node.1, "PUT", "/ready/probe", None, "", b"x").0 == 201
+            {
+                return true;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "timed out waiting for the cluster to take writes:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Starts the node (again) on the same data directory and addresses.

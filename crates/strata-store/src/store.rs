@@ -1526,6 +1526,11 @@ fn load_segment(
     let mut dirty = false;
     let mut fresh_entries = false;
     let mut live_from_checkpoint = None;
+    // Needles whose identities the active checkpoint on disk lists.
+    let ck_needles = match (&sealed, &active) {
+        (None, Some(a)) => a.offsets.len().saturating_sub(1),
+        _ => 0,
+    };
     let (offsets, entries, deleted, is_active) = match sealed {
         Some(p) => {
             live_from_checkpoint = Some(p.live_bytes);
@@ -1595,14 +1600,18 @@ fn load_segment(
     };
     let body = if is_active {
         let installed = offsets.len().saturating_sub(1);
-        // The identities stay in RAM until the segment's next checkpoint
-        // (written before the open returns), which lists them on disk.
-        dirty = true;
+        // RAM keeps the identities the checkpoint on disk does not list
+        // (the orphans a scan found) until the next checkpoint does.
+        let ids_base = ck_needles.min(installed);
         Body::Active(RwLock::new(ActiveSeg {
             offsets: offsets.clone(),
             installed,
-            ids_base: 0,
-            ids: entries.clone(),
+            ids_base,
+            ids: entries
+                .iter()
+                .filter(|e| e.2 as usize >= ids_base)
+                .copied()
+                .collect(),
         }))
     } else {
         Body::Sealed(SealedSegment::new(&offsets, &deleted).ok_or_else(|| {

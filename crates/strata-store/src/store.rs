@@ -913,10 +913,23 @@ impl Store {
             .unwrap_or_default();
         let mut table: Vec<Option<Arc<Segment>>> = Vec::new();
         let mut entries_of: Vec<Vec<Entry>> = Vec::new();
+        // One buffer for every checkpoint read: a fresh one per file would
+        // fault its pages in again (a restart reads ~20 bytes per needle).
+        let mut ck_buf: Vec<u8> = Vec::new();
         for (&id, f) in &found {
             let is_last = last_of_device[f.device] == Some(id);
             let slot = table.len() as u32;
-            match load_segment(&cfg, f, is_last, slot, &fds, &run_counts, &mut report) {
+            let loaded = load_segment(
+                &cfg,
+                f,
+                is_last,
+                slot,
+                &fds,
+                &run_counts,
+                &mut report,
+                &mut ck_buf,
+            );
+            match loaded {
                 Ok((seg, entries)) => {
                     table.push(Some(Arc::new(seg)));
                     entries_of.push(entries);
@@ -1482,6 +1495,8 @@ fn read_run_index(path: &std::path::Path) -> Option<Run> {
 /// Loads one segment: its checkpoint if valid, then the needles past it.
 /// Returns the segment and its identity → ordinal entries (the latest
 /// needle of each identity in the segment, unless found flagged).
+// The open's state it needs, passed apart rather than bundled for one call.
+#[allow(clippy::too_many_arguments)]
 fn load_segment(
     cfg: &StoreConfig,
     f: &Found,
@@ -1490,6 +1505,7 @@ fn load_segment(
     budget: &Arc<FdBudget>,
     run_counts: &HashMap<u64, u64>,
     report: &mut OpenReport,
+    ck_buf: &mut Vec<u8>,
 ) -> Result<(Segment, Vec<Entry>)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
     let sb = segment::read_superblock(&file, &f.path)?;
@@ -1507,10 +1523,17 @@ fn load_segment(
         .map_err(StoreError::io("reading metadata of", &f.path))?
         .len();
     let idx_path = f.path.with_file_name(index_file_name(sb.id, sb.generation));
-    let ck = std::fs::read(&idx_path).ok();
+    let ck = {
+        use std::io::Read;
+        ck_buf.clear();
+        File::open(&idx_path)
+            .and_then(|mut f| f.read_to_end(ck_buf))
+            .ok()
+            .map(|_| &ck_buf[..])
+    };
     let mut sealed: Option<checkpoint::SealedParts> = None;
     let mut active: Option<ActiveIndex> = None;
-    if let Some(bytes) = ck.as_deref() {
+    if let Some(bytes) = ck {
         if let Ok((h, body)) = checkpoint::parse(bytes) {
             if h.segment == sb.id && h.generation == sb.generation && h.covered_len <= file_len {
                 let first_ok =
@@ -1533,6 +1556,11 @@ fn load_segment(
     let mut dirty = false;
     let mut fresh_entries = false;
     let mut live_from_checkpoint = None;
+    // Needles whose identities the active checkpoint on disk lists.
+    let ck_needles = match (&sealed, &active) {
+        (None, Some(a)) => a.offsets.len().saturating_sub(1),
+        _ => 0,
+    };
     let (offsets, entries, deleted, is_active) = match sealed {
         Some(p) => {
             live_from_checkpoint = Some(p.live_bytes);
@@ -1602,14 +1630,18 @@ fn load_segment(
     };
     let body = if is_active {
         let installed = offsets.len().saturating_sub(1);
-        // The identities stay in RAM until the segment's next checkpoint
-        // (written before the open returns), which lists them on disk.
-        dirty = true;
+        // RAM keeps the identities the checkpoint on disk does not list
+        // (the orphans a scan found) until the next checkpoint does.
+        let ids_base = ck_needles.min(installed);
         Body::Active(RwLock::new(ActiveSeg {
             offsets: offsets.clone(),
             installed,
-            ids_base: 0,
-            ids: entries.clone(),
+            ids_base,
+            ids: entries
+                .iter()
+                .filter(|e| e.2 as usize >= ids_base)
+                .copied()
+                .collect(),
         }))
     } else {
         Body::Sealed(SealedSegment::new(&offsets, &deleted).ok_or_else(|| {

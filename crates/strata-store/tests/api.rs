@@ -436,3 +436,50 @@ fn identities_sharing_recent_fingerprints_are_told_apart() {
     let store = Store::open(c).unwrap();
     check(&store, &deleted, &over2);
 }
+
+/// An active segment's RAM drops the identities its checkpoint lists and
+/// reads them back from the file for the next checkpoint; if the file is
+/// gone, from the needle headers. Either way nothing is lost.
+#[test]
+fn active_identities_come_back_from_the_checkpoint_or_the_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path());
+    c.segment_size = 1 << 30;
+    let store = Store::open(c.clone()).unwrap();
+    for i in 0..100u64 {
+        store.put(Tier::Flash, i, 0, 5, &data(i, 100)).unwrap();
+    }
+    store.checkpoint().unwrap();
+    for i in 100..200u64 {
+        store.put(Tier::Flash, i, 0, 5, &data(i, 100)).unwrap();
+    }
+    // Overwrite one listed in the file, delete another.
+    store.put(Tier::Flash, 3, 0, 6, b"three").unwrap();
+    assert!(store.delete(4, 0).unwrap());
+    store.checkpoint().unwrap();
+    let idx: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+        .collect();
+    assert_eq!(idx.len(), 1);
+    std::fs::remove_file(&idx[0]).unwrap();
+    for i in 200..250u64 {
+        store.put(Tier::Flash, i, 0, 5, &data(i, 100)).unwrap();
+    }
+    store.checkpoint().unwrap(); // the file is gone: identities from headers
+    drop(store);
+    for _ in 0..2 {
+        let store = Store::open(c.clone()).unwrap();
+        assert_eq!(store.open_report().scanned_segments, 0);
+        for i in 0..250u64 {
+            let got = store.get(i, 0, if i == 3 { 6 } else { 5 }).unwrap();
+            match i {
+                3 => assert_eq!(got.unwrap().data, b"three"),
+                4 => assert_eq!(got, None),
+                _ => assert_eq!(got.unwrap().data, data(i, 100), "{i}"),
+            }
+        }
+        store.put(Tier::Flash, 1000, 0, 5, b"more").unwrap();
+    }
+}

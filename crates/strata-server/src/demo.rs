@@ -598,6 +598,7 @@ pub fn run_demo(
         segments_moved: running.node.metrics().mover_segments.load(Relaxed),
     };
     running.served.abort();
+    running.node.stop();
     node_rt.shutdown_timeout(Duration::from_secs(2));
     Ok(report)
 }

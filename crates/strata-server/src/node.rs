@@ -219,6 +219,11 @@ pub(crate) struct NodeMap {
 
 /// A running cluster node.
 pub struct ClusterNode {
+    /// Set by [`ClusterNode::stop`]: the tier mover ends its pass early
+    /// and its thread exits.
+    stopping: std::sync::atomic::AtomicBool,
+    /// The tier mover's thread, joined by [`ClusterNode::stop`].
+    mover: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) opts: NodeOptions,
     pub(crate) addr: String,
     pub(crate) http: Http,
@@ -954,7 +959,7 @@ impl strata_node::mover::Tiered for ClusterNode {
     }
 
     fn stopped(&self) -> bool {
-        false
+        self.stopping.load(Ordering::Acquire)
     }
 }
 
@@ -1026,6 +1031,19 @@ impl ClusterNode {
     /// Its counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// Stops the tier mover (the pass under way ends at its next segment;
+    /// a move is never left half done) and waits for its thread: for a
+    /// caller that runs the node in its own process and then removes its
+    /// directories (`strata demo`). The HTTP loop and the runtime's tasks
+    /// are the caller's to stop.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        let handle = self.mover.lock().ok().and_then(|mut g| g.take());
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
     }
 
     /// Whether it is a cluster of one.
@@ -1195,6 +1213,8 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         None => None,
     };
     let node = Arc::new(ClusterNode {
+        stopping: std::sync::atomic::AtomicBool::new(false),
+        mover: Mutex::new(None),
         fcache,
         recent: Mutex::new(HashMap::new()),
         addr: opts.advertise.clone().unwrap_or(bound),
@@ -1269,10 +1289,13 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     }
     // Without a flash tier the mover only keeps the gauges and the
     // recently-written sets (RAM cache admission).
-    strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
+    let mover = strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
         path: "tier mover thread".into(),
         source,
     })?;
+    if let Ok(mut g) = node.mover.lock() {
+        *g = Some(mover);
+    }
     // The listing index routes are node protocol routes: the gateway and
     // the S3 coordinator reach them in-process on their own node too.
     let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;

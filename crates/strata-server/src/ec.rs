@@ -335,6 +335,18 @@ impl EcNode {
             .any(|s| s.row == row && !inst.contains_key(&s.id))
     }
 
+    /// The installed stripes of `row` here (the replica scrub compares
+    /// them between replicas before it copies records).
+    pub(crate) fn installed_of(&self, row: usize) -> Vec<u64> {
+        let mut v: Vec<u64> = lock(&self.installed)
+            .iter()
+            .filter(|(_, r)| **r == row)
+            .map(|(id, _)| *id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// The task's counters.
     pub(crate) fn stats(&self) -> EcStats {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);

@@ -295,3 +295,65 @@ fn solver_benchmark_runs() {
     }
     assert!(out.contains("load average"), "{out}");
 }
+
+/// `--ec K+M`: on a trace whose workload 1 reads each object until it is
+/// 300 s old and never after, and whose workload 2 reads objects of every
+/// age, the plan encodes workload 1 past about 300 s and keeps workload 2
+/// replicated; `strata cost --ec` prices the same trace.
+#[test]
+fn the_warm_age_is_where_a_workloads_reads_stop() {
+    use std::fmt::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("cooling.csv");
+    let mut csv = String::from("time,op,object,size,workload\n");
+    for t in 0..4000u64 {
+        let _ = writeln!(csv, "{t},put,a{t},4096,1");
+        let _ = writeln!(csv, "{t},put,b{t},4096,2");
+        // Workload 1: reads at ages 10, 20, ..., 290 s.
+        for age in (10..300).step_by(10) {
+            if age <= t {
+                let _ = writeln!(csv, "{t},get,a{},4096,1", t - age);
+            }
+        }
+        // Workload 2: two reads at ages spread over everything written.
+        for j in 0..2u64 {
+            let back = t.wrapping_mul(2_654_435_761).wrapping_add(j * 977) % (t + 1);
+            let _ = writeln!(csv, "{t},get,b{},4096,2", t - back);
+        }
+    }
+    std::fs::write(&trace, csv).unwrap();
+    let plan_path = dir.path().join("plan.json");
+    let out = ok(&provision(
+        &trace,
+        "5%",
+        &["--ec", "4+2", "--ec-reads", "1%", "--plan", s(&plan_path)],
+    ));
+    assert!(out.contains("erasure-coded warm tier"), "{out}");
+    let plan: TierPlan =
+        serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    let ec_of = |id: u32| {
+        plan.workloads
+            .iter()
+            .find(|w| w.id == id)
+            .and_then(|w| w.ec.clone())
+    };
+    match ec_of(1) {
+        Some(strata_provision::WarmTier::After { after_seconds }) => assert!(
+            (290.0..=420.0).contains(&after_seconds),
+            "warm age {after_seconds} s for reads that stop at 300 s"
+        ),
+        other => panic!("workload 1: {other:?}\n{out}"),
+    }
+    assert!(
+        matches!(ec_of(2), Some(strata_provision::WarmTier::Off(_))),
+        "workload 2 is read at every age: {:?}",
+        ec_of(2)
+    );
+    // Bad codes are refused with the reason.
+    let err = fails(&provision(&trace, "5%", &["--ec", "0+2"]));
+    assert!(err.contains("K and M"), "{err}");
+    // The cost model prices the code on the same trace.
+    let cost = ok(&["cost", s(&trace), "--ec", "4+2", "--ec-after", "300s"]);
+    assert!(cost.contains("1.500 encoded"), "{cost}");
+    assert!(cost.contains("3.000 replicated"), "{cost}");
+}

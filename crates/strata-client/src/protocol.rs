@@ -479,6 +479,12 @@ pub struct RowDigest {
     /// range that holds any, to collect the ones every replica has.
     #[serde(default)]
     pub tombstones: Vec<u64>,
+    /// The erasure-coded stripes of the row installed on this replica
+    /// (sorted ids): the scrub copies no record between replicas whose
+    /// stripes differ (one has dropped what a stripe now holds, the other
+    /// not yet).
+    #[serde(default)]
+    pub stripes: Vec<u64>,
 }
 
 /// Number of ranges in a [`RowDigest`].

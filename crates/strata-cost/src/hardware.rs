@@ -16,6 +16,9 @@ pub struct DiskModel {
     pub seek_ms: f64,
     /// Transfer rate, MB/s (Table 3: 100).
     pub bandwidth_mb_s: f64,
+    /// Usable capacity, GB (for the erasure-coding figures: how many disks
+    /// the stored bytes fill; default 4000).
+    pub capacity_gb: f64,
 }
 
 impl Default for DiskModel {
@@ -25,6 +28,7 @@ impl Default for DiskModel {
             afr: 0.04,
             seek_ms: 10.0,
             bandwidth_mb_s: 100.0,
+            capacity_gb: 4000.0,
         }
     }
 }
@@ -177,6 +181,9 @@ impl CostModel {
         }
         if !(self.disk.bandwidth_mb_s.is_finite() && self.disk.bandwidth_mb_s > 0.0) {
             return bad("disk bandwidth_mb_s must be positive");
+        }
+        if !(self.disk.capacity_gb.is_finite() && self.disk.capacity_gb > 0.0) {
+            return bad("disk capacity_gb must be positive");
         }
         if !nonneg(self.disk.seek_ms) || !nonneg(self.flash.latency_ms) {
             return bad("seek and latency times must be zero or positive");

@@ -10,9 +10,11 @@
 
 #![warn(missing_docs)]
 
+pub mod ec;
 mod explore;
 mod hardware;
 
+pub use ec::{price_ec, EcInputs, EcPrice};
 pub use explore::{explore, mark_pareto, working_set, CostReport, SystemResult};
 pub use hardware::{CostModel, DiskModel, FlashModel, Grid, RamModel, Simulation};
 

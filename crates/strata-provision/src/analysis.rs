@@ -46,6 +46,9 @@ pub struct Config {
     pub weights: HashMap<u32, f64>,
     /// Prices for the economics.
     pub prices: Prices,
+    /// Recommend each workload's erasure-coded warm age with this code and
+    /// rule (None: the plan leaves the warm tier to the cluster).
+    pub warm: Option<crate::warm::WarmConfig>,
 }
 
 /// One allocation method's result for a workload.
@@ -117,6 +120,9 @@ pub struct WorkloadReport {
     pub prop_size: Share,
     /// The cost-optimal flash for this workload alone (§5).
     pub cost: CostOptimum,
+    /// The recommended erasure-coded warm age (with [`Config::warm`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm: Option<crate::warm::WarmAge>,
 }
 
 /// A baseline's cell-wide result.
@@ -376,6 +382,10 @@ pub fn provision(
             prop_reads: s_reads[i].clone(),
             prop_size: s_size[i].clone(),
             cost,
+            warm: cfg
+                .warm
+                .as_ref()
+                .map(|wc| crate::warm::warm_age(&w.fifo, buckets, wc)),
         });
     }
     let predicted = sol.flash_reads.iter().sum::<f64>() / total_reads;
@@ -508,7 +518,10 @@ impl Provision {
                     weight: w.weight,
                     predicted_flash_reads_per_s: w.predicted_flash_reads_per_s,
                     read_ops_per_s: Some(w.read_ops_per_s),
-                    ec: None,
+                    ec: w.warm.as_ref().map(|a| match a.after_seconds {
+                        Some(s) => crate::plan::WarmTier::After { after_seconds: s },
+                        None => crate::plan::WarmTier::Off(crate::plan::WarmOff::Off),
+                    }),
                 })
                 .collect(),
         }

@@ -30,6 +30,7 @@ pub mod plan;
 pub mod replay;
 pub mod solver;
 pub mod svg;
+pub mod warm;
 pub mod weights;
 
 pub use age::{AgeBuckets, AgeHistogram};
@@ -41,3 +42,4 @@ pub use error::{ProvisionError, Result};
 pub use plan::{Eviction, TierPlan, WarmOff, WarmTier, WorkloadPlan};
 pub use replay::{Layout, Replay};
 pub use solver::{allocate, Item, Solution};
+pub use warm::{warm_age, WarmAge, WarmConfig};

@@ -53,6 +53,7 @@ fn write_probability_two_thirds_beats_writing_everything() {
             write_bound: None,
             weights: Default::default(),
             prices: Prices::default(),
+            warm: None,
         },
     )
     .unwrap();

@@ -497,6 +497,7 @@ pub fn run_demo(
         write_bound: None,
         weights: HashMap::new(),
         prices: Prices::default(),
+        warm: None,
     };
     let prov = provision(&collected, &buckets, &config)
         .map_err(|e| DemoError::Provision(e.to_string()))?;

@@ -55,9 +55,6 @@ const REBUILD_CHUNK: u64 = 1 << 20;
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the task runs.
 const TICK: Duration = Duration::from_millis(500);
-/// A rebuild sleeps this long per MiB it writes (its throttle, ~200 MiB/s
-/// per node at most, leaving the disk to foreground reads).
-const REBUILD_PAUSE_PER_MIB: Duration = Duration::from_millis(5);
 
 /// One record of a stripe's index: where a needle lies in the encoded
 /// segment (docs/erasure-coding.md, "Stripe index").
@@ -333,6 +330,18 @@ impl EcNode {
             .stripes
             .values()
             .any(|s| s.row == row && !inst.contains_key(&s.id))
+    }
+
+    /// The installed stripes of `row` here (the replica scrub compares
+    /// them between replicas before it copies records).
+    pub(crate) fn installed_of(&self, row: usize) -> Vec<u64> {
+        let mut v: Vec<u64> = lock(&self.installed)
+            .iter()
+            .filter(|(_, r)| **r == row)
+            .map(|(id, _)| *id)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// The task's counters.
@@ -1128,7 +1137,10 @@ async fn rebuild_shard(
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
         at += n;
-        tokio::time::sleep(REBUILD_PAUSE_PER_MIB.mul_f64(n as f64 / (1u64 << 20) as f64)).await;
+        // The throttle (`--ec-rebuild-rate`): the disk stays free for
+        // foreground reads.
+        let rate = node.opts.ec_rebuild_bytes_per_sec.max(1) as f64;
+        tokio::time::sleep(Duration::from_secs_f64(n as f64 / rate)).await;
     }
     let h = ShardHeader {
         code,

@@ -128,6 +128,9 @@ pub struct NodeOptions {
     /// deleted; the encoder gives up on a stripe it could not record
     /// within half of it.
     pub ec_sweep_grace: Duration,
+    /// Bound on the bytes per second of shards this node rebuilds (lost
+    /// disks, damaged shards).
+    pub ec_rebuild_bytes_per_sec: u64,
 }
 
 impl NodeOptions {
@@ -171,6 +174,7 @@ impl NodeOptions {
             mover_interval: Duration::from_millis(100),
             ec_compact_garbage: 0.5,
             ec_sweep_grace: Duration::from_secs(600),
+            ec_rebuild_bytes_per_sec: 200 << 20,
         }
     }
 

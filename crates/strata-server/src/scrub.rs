@@ -80,6 +80,14 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
                     })?;
             digests.push(d);
         }
+        // A replica that has installed a stripe of the row has dropped
+        // the records it holds; one that has not yet (or not yet retired a
+        // replaced one) still lists them. Copying between them would bring
+        // records back next to their stripe copy: the row waits for the
+        // next pass (installs take a tick).
+        if digests.windows(2).any(|w| w[0].stripes != w[1].stripes) {
+            continue;
+        }
         report.rows_checked += 1;
         report.corrupt += digests.iter().map(|d| d.corrupt).sum::<u64>();
         if let Some(d) = digests.first() {
@@ -193,6 +201,17 @@ async fn repair_range(
             continue;
         };
         let path = object_path(row, &bucket, &key);
+        // An erasure-coded stripe of the row holds this record or a newer
+        // one: every replica reads it from there, none lacks it.
+        let (k, alt, _) = crate::rows::identity(&bucket, &key);
+        if holders.len() < addrs.len()
+            && node
+                .ec
+                .lookup(row, k, alt)
+                .is_some_and(|l| l.stamp >= stamp)
+        {
+            continue;
+        }
         if holders.len() == addrs.len() {
             if tombstone && full && now.saturating_sub(stamp) >= grace {
                 // Every replica has the delete: drop it everywhere.

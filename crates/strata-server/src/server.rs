@@ -856,6 +856,7 @@ pub(crate) fn compute_digest(store: &RowStore) -> Result<(RowDigest, Vec<Vec<Lis
         sums: vec![0; DIGEST_RANGES],
         corrupt: 0,
         tombstones: vec![0; DIGEST_RANGES],
+        stripes: Vec::new(),
     };
     let mut lists: Vec<Vec<ListEntry>> = vec![Vec::new(); DIGEST_RANGES];
     store
@@ -899,12 +900,16 @@ async fn digest(State(node): State<Node>, Path(row): Path<usize>) -> Response {
             None => None,
         };
         match here {
-            Some(s) => compute_digest(&s).map(|(d, _)| d),
+            Some(s) => compute_digest(&s).map(|(d, _)| RowDigest {
+                stripes: n.ec.installed_of(row),
+                ..d
+            }),
             None => Ok(RowDigest {
                 counts: vec![0; DIGEST_RANGES],
                 sums: vec![0; DIGEST_RANGES],
                 corrupt: 0,
                 tombstones: vec![0; DIGEST_RANGES],
+                stripes: n.ec.installed_of(row),
             }),
         }
     })

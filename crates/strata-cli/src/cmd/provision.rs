@@ -36,12 +36,23 @@ out by each allocation (insert on write, FIFO or LRU eviction within each
 workload's flash), and the measured flash hit ratios are printed beside
 the predicted ones.
 
+With --ec K+M, each workload also gets an erasure-coded warm age (f4):
+the youngest age past which at most --ec-reads of its reads go and its
+reads per byte are at most --ec-reads of its average (reads by age since
+creation, the FIFO histogram above). Data older than that is
+encoded (stored 1 + M/K times instead of R = --replicas times); a
+workload still read at every age stays replicated (\"ec\": \"off\" in the
+plan). The plan carries each workload's age (\"ec\": {\"after_seconds\": S});
+a server loading the plan encodes that workload's sealed segments once
+older than it (docs/tier-plan.md, docs/erasure-coding.md).
+
 Times are trace seconds, with an optional unit (s, m, h, d).
 
 Examples:
   strata provision trace.csv --flash 5%
   strata provision trace.csv --flash 2GiB --write-bound 50% --train 12h..30h --eval 30h..48h
   strata provision trace.bin --flash 1% --policy lru --weights weights.txt --plan plan.json --plot plots/
+  strata provision trace.csv --flash 5% --ec 10+4 --ec-reads 1% --plan plan.json
   strata provision --bench-solver 10000x100";
 
 /// Janus flash provisioning: how much flash each workload should get.
@@ -104,6 +115,18 @@ pub struct Args {
     /// Seed of the sampling and write-probability draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Recommend each workload's erasure-coded warm age for this code
+    /// (K+M, for instance 10+4) and put it in the plan.
+    #[arg(long, value_name = "K+M")]
+    pub ec: Option<String>,
+    /// With --ec: the most of a workload's reads that may go to encoded
+    /// data (a fraction, or a percentage such as 1%).
+    #[arg(long, value_name = "FRACTION", default_value = "1%", requires = "ec")]
+    pub ec_reads: String,
+    /// With --ec: replicas of data that is not encoded (for the storage
+    /// figures).
+    #[arg(long, value_name = "R", default_value_t = 3, requires = "ec")]
+    pub replicas: u32,
     /// Benchmark the solver on random curves, WORKLOADSxBREAKPOINTS
     /// (e.g. 10000x100), instead of provisioning a trace: the fast solver
     /// and the straightforward reference, alternating, three rounds.
@@ -276,6 +299,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }),
         weights,
         prices,
+        warm: warm_config(&args)?,
     };
     let mut result = provision(&collected, &buckets, &config)?;
     for w in &mut result.workloads {
@@ -436,6 +460,29 @@ fn table(trace: &Path, r: &Provision, c: &strata_provision::Collected) -> String
         "hit%",
         "size%"
     );
+    if r.workloads.iter().any(|w| w.warm.is_some()) {
+        let _ = writeln!(s, "erasure-coded warm tier (reads by age since creation):");
+        let _ = writeln!(
+            s,
+            "{:<18} {:>10} {:>8} {:>8} {:>12} {:>12}",
+            "workload", "warm age", "bytes%", "reads%", "stored (R)", "stored (ec)"
+        );
+        for w in &r.workloads {
+            if let Some(a) = &w.warm {
+                let _ = writeln!(
+                    s,
+                    "{:<18} {:>10} {:>8.1} {:>8.2} {:>12} {:>12}",
+                    name(w),
+                    a.after_seconds.map_or("off".into(), |x| dur(Some(x))),
+                    100.0 * a.bytes_fraction,
+                    100.0 * a.reads_fraction,
+                    format_bytes(a.stored_replicated as u64),
+                    format_bytes(a.stored_with_ec as u64),
+                );
+            }
+        }
+        let _ = writeln!(s);
+    }
     for w in &r.workloads {
         let _ = writeln!(
             s,
@@ -703,4 +750,31 @@ fn cpu_seconds() -> f64 {
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // utime and stime are fields 14 and 15, i.e. indices 11 and 12 after ')'.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The warm-tier rule of `--ec K+M --ec-reads F --replicas R`.
+fn warm_config(args: &Args) -> anyhow::Result<Option<strata_provision::WarmConfig>> {
+    let Some(code) = args.ec.as_deref() else {
+        return Ok(None);
+    };
+    let (k, m) = code
+        .split_once('+')
+        .and_then(|(k, m)| Some((k.trim().parse().ok()?, m.trim().parse().ok()?)))
+        .ok_or_else(|| anyhow::anyhow!("--ec {code:?}: expected K+M, for instance 10+4"))?;
+    let f = args.ec_reads.trim();
+    let max_read_fraction = match f.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+        None => f.parse::<f64>(),
+    }
+    .map_err(|_| {
+        anyhow::anyhow!("--ec-reads {f:?}: expected a fraction (0.01) or a percentage (1%)")
+    })?;
+    let cfg = strata_provision::WarmConfig {
+        k,
+        m,
+        replicas: args.replicas,
+        max_read_fraction,
+    };
+    cfg.validate().context("--ec / --ec-reads / --replicas")?;
+    Ok(Some(cfg))
 }

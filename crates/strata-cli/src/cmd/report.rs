@@ -202,6 +202,7 @@ fn provision_section(c: Collector, buckets: &AgeBuckets, flash: Amount) -> anyho
         write_bound: None,
         weights: Default::default(),
         prices: Prices::default(),
+        warm: None,
     };
     let p = match provision(&collected, buckets, &cfg) {
         Ok(p) => p,

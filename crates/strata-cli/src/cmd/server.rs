@@ -188,6 +188,11 @@ pub struct Args {
     /// switched to the new stripe read the old one meanwhile.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     ec_sweep_grace: String,
+    /// Erasure coding: bound on the bytes per second of lost shards this
+    /// node rebuilds (every node rebuilds its share of a lost disk at once,
+    /// so a cluster rebuilds at up to nodes x this rate).
+    #[arg(long, value_name = "SIZE", default_value = "200MiB")]
+    ec_rebuild_rate: String,
     /// Serve the S3 API at ADDR too (docs/s3-compatibility.md); requests
     /// are signed with the root key STRATA_ROOT_ACCESS_KEY /
     /// STRATA_ROOT_SECRET_KEY (with --dev and no such key, one is generated
@@ -378,6 +383,10 @@ fn options(
         crate::units::parse_duration(&a.ec_sweep_grace).context("--ec-sweep-grace")?;
     if opts.ec_sweep_grace < Duration::from_secs(1) {
         bail!("--ec-sweep-grace must be at least 1s");
+    }
+    opts.ec_rebuild_bytes_per_sec = parse_bytes(&a.ec_rebuild_rate).context("--ec-rebuild-rate")?;
+    if opts.ec_rebuild_bytes_per_sec == 0 {
+        bail!("--ec-rebuild-rate must be above 0 (a rebuild that never runs loses stripes)");
     }
     opts.plan_path = a.plan.clone();
     let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;

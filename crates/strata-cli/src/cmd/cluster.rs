@@ -114,9 +114,14 @@ struct SimArgs {
     /// Bytes per second one disk moves, read and write together.
     #[arg(long, value_name = "SIZE", default_value = "80MB")]
     disk_rate: String,
-    /// Replicas per row.
-    #[arg(long, value_name = "R", default_value_t = 3)]
-    replication: usize,
+    /// Replicas per row (default 3).
+    #[arg(long, value_name = "R")]
+    replication: Option<usize>,
+    /// Simulate the rebuild of erasure-coded stripes K+M wide instead of
+    /// replicas (docs/erasure-coding.md): each lost shard is read from K
+    /// survivors and written to a new disk.
+    #[arg(long, value_name = "K+M", conflicts_with = "replication")]
+    ec: Option<String>,
     /// One JSON object per size instead of a table.
     #[arg(long)]
     json: bool,
@@ -371,12 +376,23 @@ fn simulate_cmd(a: SimArgs) -> anyhow::Result<()> {
     if a.failed == 0 || a.failed > a.disks_per_node {
         bail!("--failed must be between 1 and --disks-per-node");
     }
+    let ec = match &a.ec {
+        Some(c) => Some(crate::units::parse_code(c).context("--ec")?),
+        None => None,
+    };
+    let replication = a.replication.unwrap_or(3);
+    // Nodes a row needs: the replicas, or the K+M shards of a stripe.
+    let width = ec.map_or(replication, |(k, m)| k + m);
     if !a.json {
         println!(
-            "lost {} on {} disk(s) of one node; each disk moves {}/s (reads + writes)",
+            "lost {} on {} disk(s) of one node; each disk moves {}/s (reads + writes); {}",
             format_bytes(lost),
             a.failed,
-            format_bytes(rate as u64)
+            format_bytes(rate as u64),
+            match ec {
+                Some((k, m)) => format!("stripes {k}+{m} (a lost shard read from {k} survivors)"),
+                None => format!("{replication} replicas"),
+            }
         );
         println!(
             "{:>6} {:>9} {:>8} {:>8} {:>12} {:>9} {:>10}",
@@ -384,18 +400,26 @@ fn simulate_cmd(a: SimArgs) -> anyhow::Result<()> {
         );
     }
     for &n in &sizes {
-        if n < a.replication.max(2) * a.disks_per_node {
-            bail!("{n} disks make fewer nodes than replicas");
+        // A rebuilt copy goes to a node outside the row and off the failed
+        // node: one more node than the row's width.
+        if n < (width.max(2) + ec.map_or(0, |_| 1)) * a.disks_per_node {
+            bail!(
+                "{n} disks make too few nodes for rows {width} wide (a stripe also needs a node outside it to rebuild onto)"
+            );
         }
         let t = Instant::now();
-        let r = simulate(&SimParams {
+        let params = SimParams {
             disks: n,
             disks_per_node: a.disks_per_node,
             failed_disks: a.failed,
             bytes_lost: lost,
             disk_bytes_per_sec: rate,
-            replication: a.replication,
-        })
+            replication,
+        };
+        let r = match ec {
+            Some((k, m)) => strata_placement::ec::simulate_ec(&params, k, m),
+            None => simulate(&params),
+        }
         .with_context(|| format!("simulating {n} disks"))?;
         let balance = r.busiest_disk_bytes as f64 / r.mean_disk_bytes.max(1.0);
         if a.json {

@@ -80,18 +80,6 @@ pub struct Args {
     pub ec_after: String,
 }
 
-/// Parses `K+M` (K, M ≥ 1, K+M ≤ 32).
-fn parse_code(code: &str) -> anyhow::Result<(usize, usize)> {
-    let (k, m): (usize, usize) = code
-        .split_once('+')
-        .and_then(|(k, m)| Some((k.trim().parse().ok()?, m.trim().parse().ok()?)))
-        .ok_or_else(|| anyhow::anyhow!("--ec {code:?}: expected K+M, for instance 10+4"))?;
-    if k == 0 || m == 0 || k + m > 32 {
-        bail!("--ec {code:?}: K and M must be at least 1 and K+M at most 32");
-    }
-    Ok((k, m))
-}
-
 /// One pass over the trace: the inputs of the erasure-coding price.
 fn ec_inputs(
     path: &Path,
@@ -329,7 +317,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let ec = match &args.ec {
         Some(code) => {
-            let (k, m) = parse_code(code)?;
+            let (k, m) = crate::units::parse_code(code).context("--ec")?;
             let after =
                 crate::cmd::analyze::parse_duration(&args.ec_after).context("--ec-after")?;
             let inputs = ec_inputs(trace, k, m, model.simulation.replicas, after)?;

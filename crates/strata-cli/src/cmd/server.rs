@@ -176,6 +176,12 @@ pub struct Args {
     /// holds it (then the scrub drops it).
     #[arg(long, value_name = "SECS", default_value_t = 86_400)]
     tombstone_grace: u64,
+    /// Seconds after which the scrub deletes a data tract of a striped
+    /// object that no manifest refers to (left by an upload or overwrite
+    /// whose coordinator died, or by a delete cut short). An upload must
+    /// finish within this time.
+    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
+    orphan_grace: u64,
     /// Serve the S3 API at ADDR too (docs/s3-compatibility.md); requests
     /// are signed with the root key STRATA_ROOT_ACCESS_KEY /
     /// STRATA_ROOT_SECRET_KEY (with --dev and no such key, one is generated
@@ -348,6 +354,7 @@ fn options(
         .transpose()
         .context("--recovery-rate")?;
     opts.tombstone_grace = Duration::from_secs(a.tombstone_grace);
+    opts.orphan_grace = Duration::from_secs(a.orphan_grace);
     opts.plan_path = a.plan.clone();
     let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
     if fc_bytes > 0 {

@@ -63,7 +63,7 @@ pub struct NodeOptions {
     /// Segment size of the row stores (the tier mover moves whole segments).
     pub segment_size: u64,
     /// Bytes kept back on each disk device for deletes and compaction on a
-    /// full volume ([`crate::reserve`]; None: one segment, at most 1/32
+    /// full volume ([`crate::reserve`]; None: two segments, at most 1/32
     /// of the volume, at least 256 KiB; 0: none).
     pub space_reserve: Option<u64>,
     /// Bound on bytes per second the tier mover copies from flash to disk.

@@ -46,12 +46,10 @@ pub struct Reserve {
 }
 
 /// The default reserve of a device of `fs_bytes` whose stores use
-/// `segment_size` segments: one segment (room for the tombstones and for
-/// the new generation of a segment compaction rewrites, at most 60% of
-/// one at the default garbage ratio), at most 1/32 of the filesystem, at
-/// least 256 KiB.
+/// `segment_size` segments: two segments, at most 1/32 of the filesystem,
+/// at least 256 KiB.
 pub fn default_size(fs_bytes: u64, segment_size: u64) -> u64 {
-    segment_size.min(fs_bytes / 32).max(256 << 10)
+    (2 * segment_size).min(fs_bytes / 32).max(256 << 10)
 }
 
 /// Free bytes a refill leaves: room for one compaction's new generation
@@ -248,9 +246,9 @@ mod tests {
 
     #[test]
     fn default_sizes_follow_segments_and_volume() {
-        assert_eq!(default_size(64 << 20, 1 << 20), 1 << 20);
+        assert_eq!(default_size(64 << 20, 1 << 20), 2 << 20);
         assert_eq!(default_size(64 << 20, 64 << 20), 2 << 20);
-        assert_eq!(default_size(4 << 40, 64 << 20), 64 << 20);
+        assert_eq!(default_size(4 << 40, 64 << 20), 128 << 20);
         assert_eq!(default_size(1 << 20, 64 << 20), 256 << 10);
         assert_eq!(default_slack(64 << 20, 1 << 20), 1 << 20);
         assert_eq!(default_slack(64 << 20, 64 << 20), 4 << 20);

@@ -96,7 +96,7 @@ pub struct Args {
     /// take deletes and compact (a file `space.reserve` in the device's
     /// directory). When the volume fills, deletes use it and other writes
     /// answer 507 until compaction has freed room for it again. Default:
-    /// one segment, at most 1/32 of the volume, at least 256KiB; 0: none.
+    /// two segments, at most 1/32 of the volume, at least 256KiB; 0: none.
     #[arg(long, value_name = "SIZE")]
     space_reserve: Option<String>,
     /// Bound on bytes per second the tier mover copies from flash to disk.

@@ -232,7 +232,11 @@ fn a_full_volume_whose_active_segment_is_over_size_reopens() {
     let leave = pages * 4096;
     let free = free_bytes(vol.path());
     assert!(free > leave);
-    std::fs::write(vol.path().join("filler"), vec![1u8; (free - leave) as usize]).unwrap();
+    std::fs::write(
+        vol.path().join("filler"),
+        vec![1u8; (free - leave) as usize],
+    )
+    .unwrap();
     assert_eq!(free_bytes(vol.path()), leave);
     s.put(Tier::Flash, 2, 0, 7, &big)
         .unwrap_or_else(|e| panic!("the last pages did not take the write: {e}"));

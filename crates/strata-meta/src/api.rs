@@ -263,6 +263,11 @@ pub struct ScrubReport {
     /// time.
     #[serde(default)]
     pub tombstones_purged: u64,
+    /// Data tracts of striped objects that no manifest refers to (an
+    /// upload or an overwrite whose coordinator died, a delete cut short)
+    /// deleted once older than the orphan grace time.
+    #[serde(default)]
+    pub orphan_tracts_reclaimed: u64,
     /// When the pass ended (ms since the Unix epoch).
     pub finished_ms: u64,
 }

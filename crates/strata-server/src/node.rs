@@ -94,6 +94,10 @@ pub struct NodeOptions {
     /// A tombstone held by every replica of its row is dropped by the scrub
     /// once it is this old.
     pub tombstone_grace: Duration,
+    /// A data tract of a striped object that no manifest refers to (its
+    /// upload or overwrite was cut short, or its delete) is deleted by the
+    /// scrub once it is this old; an upload must finish within it.
+    pub orphan_grace: Duration,
     /// Limits of the public object API this node serves for the cluster.
     pub gateway: crate::gateway::GatewayLimits,
     /// Connection limits (request head timeout, most connections): the
@@ -162,6 +166,7 @@ impl NodeOptions {
             scrub_interval: Some(Duration::from_secs(3600)),
             scrub_bytes_per_sec: 32 << 20,
             tombstone_grace: Duration::from_secs(24 * 3600),
+            orphan_grace: Duration::from_secs(24 * 3600),
             gateway: crate::gateway::GatewayLimits::default(),
             http: strata_node::HttpLimits::default(),
             plan_path: None,

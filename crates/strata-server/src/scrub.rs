@@ -6,7 +6,9 @@
 //! a tombstone counts as a record), or holds a corrupt or divergent copy,
 //! gets it from a replica that has it. Tombstones that every replica holds
 //! and that are older than the grace time are then dropped everywhere
-//! (docs/recovery.md, "Scrubbing" and "Tombstones").
+//! (docs/recovery.md, "Scrubbing" and "Tombstones"). Data tracts of
+//! striped objects that no manifest refers to any more are deleted once
+//! older than the orphan grace time ([`reclaim_orphans`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -122,6 +124,7 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
             report.deletes_propagated += fix.deletes_propagated;
             report.tombstones_purged += fix.tombstones_purged;
         }
+        report.orphan_tracts_reclaimed += reclaim_orphans(node, &map, version, row, &addrs).await?;
         // Throttle: the digests re-read the row on every replica.
         let here = node
             .row_here(row)
@@ -140,6 +143,165 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     Ok(())
+}
+
+/// A data tract record's name, `KEY` NUL `TRACT` NUL `VERSION` (16 hex
+/// digits; [`strata_client::protocol::versioned_tract_key`]): the object's
+/// key, the tract number and the version. Tracts without a version (of
+/// objects built by appends) are not orphans this pass can tell.
+fn parse_tract_name(name: &str) -> Option<(&str, u64, u64)> {
+    let mut it = name.split('\0');
+    let key = it.next()?;
+    let tract = it.next()?.parse().ok()?;
+    let version = u64::from_str_radix(it.next()?, 16).ok()?;
+    if it.next().is_some() || version == 0 {
+        return None;
+    }
+    Some((key, tract, version))
+}
+
+/// Deletes the data tracts of `row` (which this node leads; `addrs` its
+/// live replicas) that no manifest refers to and that are older than the
+/// orphan grace time: what an upload or an overwrite whose coordinator
+/// died before its manifest (or before it freed the version it replaced)
+/// left, and a delete cut short before its tracts. Every replica of the
+/// object's head row is asked for its manifest: a tract is kept if any of
+/// them refers to its version or does not answer. The tract gets a
+/// tombstone on every replica of its row (dropped later like any other).
+/// Returns how many tracts it deleted.
+async fn reclaim_orphans(
+    node: &Arc<ClusterNode>,
+    map: &crate::node::NodeMap,
+    version: u64,
+    row: usize,
+    addrs: &[String],
+) -> Result<u64, ClusterError> {
+    let Some(store) = node
+        .row_here(row)
+        .and_then(|s| s.existing(row).ok().flatten())
+    else {
+        return Ok(0);
+    };
+    let grace = node.opts.orphan_grace.as_micros() as u64;
+    let now = strata_client::protocol::now_stamp();
+    let scan = tokio::task::spawn_blocking(move || {
+        let mut found: TractsByObject = HashMap::new();
+        let res = store.scan(|s| {
+            if let crate::rows::Scanned::Record {
+                bucket,
+                key,
+                stamp,
+                data,
+            } = s
+            {
+                if now.saturating_sub(stamp) >= grace
+                    && !strata_client::protocol::is_tombstone(&data)
+                {
+                    if let Some((k, t, v)) = parse_tract_name(&key) {
+                        found.entry((bucket, k.to_string())).or_default().push((
+                            key.clone(),
+                            t,
+                            v,
+                            stamp,
+                        ));
+                    }
+                }
+            }
+            true
+        });
+        res.map(|()| found)
+    })
+    .await
+    .map_err(|e| ClusterError::BadRecord {
+        row,
+        reason: format!("orphan scan: {e}"),
+    })??;
+    let mut reclaimed = 0;
+    for ((bucket, key), tracts) in found_sorted(scan) {
+        // The versions the object's manifests refer to, on every replica
+        // of its head row.
+        let head_row = map
+            .table
+            .tract_row(strata_placement::object_hash(&bucket, &key), -1);
+        let path = object_path(head_row, &bucket, &key);
+        let mut live = Vec::new();
+        let mut unsure = false;
+        for d in &map.table.live_replicas(head_row) {
+            let Some(addr) = map.addr_of_disk.get(d) else {
+                unsure = true;
+                continue;
+            };
+            match node
+                .http
+                .send(
+                    Method::GET,
+                    &format!("http://{addr}{path}"),
+                    Some(version),
+                    Bytes::new(),
+                    TIMEOUT,
+                )
+                .await
+            {
+                Ok(r) if r.status.is_success() => {
+                    match strata_client::protocol::parse_head(&r.body) {
+                        Ok(strata_client::protocol::Head::Manifest(m)) => live.push(m.version),
+                        Ok(_) => {}
+                        Err(_) => unsure = true,
+                    }
+                }
+                Ok(r) if r.status == hyper::StatusCode::NOT_FOUND => {}
+                _ => unsure = true,
+            }
+        }
+        if unsure {
+            continue;
+        }
+        for (name, _tract, v, stamp) in tracts {
+            if live.contains(&v) {
+                continue;
+            }
+            let tpath = object_path(row, &bucket, &name);
+            let tomb = strata_client::protocol::now_stamp().max(stamp + 1);
+            let mut all = true;
+            for addr in addrs {
+                let r = node
+                    .http
+                    .send_stamped(
+                        Method::DELETE,
+                        &format!("http://{addr}{tpath}"),
+                        Some(version),
+                        Some(tomb),
+                        Bytes::new(),
+                        TIMEOUT,
+                    )
+                    .await;
+                all &= matches!(r, Ok(ref r) if r.status.is_success() || r.status == hyper::StatusCode::NOT_FOUND);
+            }
+            if all {
+                reclaimed += 1;
+            }
+        }
+    }
+    if reclaimed > 0 {
+        eprintln!(
+            "strata server: scrub: row {row}: deleted {reclaimed} data tracts no manifest refers to"
+        );
+    }
+    Ok(reclaimed)
+}
+
+/// A row's data tracts by object: (bucket, key) -> [(tract record name,
+/// tract, version, stamp)].
+type TractsByObject = HashMap<(String, String), Vec<TractRecord>>;
+
+/// (tract record name, tract, version, stamp).
+type TractRecord = (String, u64, u64, u64);
+
+/// In name order (deterministic passes).
+fn found_sorted(m: TractsByObject) -> Vec<((String, String), Vec<TractRecord>)> {
+    let mut v: Vec<_> = m.into_iter().collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
 }
 
 fn dir_size(p: &std::path::Path) -> u64 {
@@ -373,4 +535,20 @@ async fn repair_from_peers(
             reason,
         })?;
     Ok(put.status.is_success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_tract_name;
+    use strata_client::protocol::{tract_key, versioned_tract_key};
+
+    #[test]
+    fn tract_names_are_parsed_and_unversioned_ones_left_alone() {
+        let n = versioned_tract_key("a/b.jpg", 0xdead_beef, 7);
+        assert_eq!(parse_tract_name(&n), Some(("a/b.jpg", 7, 0xdead_beef)));
+        assert_eq!(parse_tract_name(&tract_key("a", 3)), None);
+        assert_eq!(parse_tract_name("plain"), None);
+        assert_eq!(parse_tract_name("k\u{0}1\u{0}zz"), None);
+        assert_eq!(parse_tract_name("k\u{0}1\u{0}0000000000000001\u{0}x"), None);
+    }
 }

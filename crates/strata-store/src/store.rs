@@ -1613,7 +1613,12 @@ fn load_segment(
                 file_len = at;
                 dirty = true;
             }
-            let stays_active = is_last && file_len < cfg.segment_size;
+            // The last segment stays active even when it has reached the
+            // segment size (its seal failed: a full volume had no room for
+            // the next segment): the next write's batch seals it. Sealing
+            // it here would mean creating a new active segment at open,
+            // which a full volume has no room for either.
+            let stays_active = is_last;
             if !stays_active {
                 dirty = true;
                 fresh_entries = true;

@@ -193,6 +193,71 @@ fn a_full_volume_with_a_moved_segment_reopens() {
     }
 }
 
+/// Free bytes of the file system holding `p`.
+fn free_bytes(p: &Path) -> u64 {
+    let out = Command::new("stat")
+        .args(["-f", "-c", "%a %S"])
+        .arg(p)
+        .output()
+        .expect("stat -f");
+    let t = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<u64> = t.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    v[0] * v[1]
+}
+
+/// The write that takes the volume's last page also takes the active
+/// segment past the segment size: its seal fails (no room for the next
+/// segment file) and it stays the active segment, over size. Reopened on
+/// the full volume, the store must keep it active, not seal it and need a
+/// new segment (the open used to fail so: finding 2b of
+/// docs/reliability.md, a node restarted on a full volume that never
+/// opened its row again).
+#[test]
+fn a_full_volume_whose_active_segment_is_over_size_reopens() {
+    let vol = SmallVolume::new(4 << 20);
+    let dir = vol.path().join("store");
+    let mut c = cfg(&dir);
+    c.create_dirs = true;
+    c.segment_size = 256 << 10;
+    let s = Store::open(c.clone()).unwrap();
+    let small = data(1, 1000);
+    s.put(Tier::Flash, 1, 0, 7, &small).unwrap();
+    s.checkpoint().unwrap();
+    // Leave exactly the pages a 300,000-byte needle needs beyond the
+    // active segment's current length.
+    let active_len = std::fs::metadata(&segs(&dir)[0]).unwrap().len();
+    let big = data(2, 300_000);
+    let need_end = active_len + strata_store::format::needle::needle_len(300_000);
+    let pages = need_end.div_ceil(4096) - active_len.div_ceil(4096);
+    let leave = pages * 4096;
+    let free = free_bytes(vol.path());
+    assert!(free > leave);
+    std::fs::write(
+        vol.path().join("filler"),
+        vec![1u8; (free - leave) as usize],
+    )
+    .unwrap();
+    assert_eq!(free_bytes(vol.path()), leave);
+    s.put(Tier::Flash, 2, 0, 7, &big)
+        .unwrap_or_else(|e| panic!("the last pages did not take the write: {e}"));
+    assert!(free_bytes(vol.path()) < 4096, "the volume is not full");
+    let over: Vec<_> = segs(&dir)
+        .into_iter()
+        .filter(|p| std::fs::metadata(p).unwrap().len() >= 256 << 10)
+        .collect();
+    assert_eq!(over.len(), 1, "one segment past the segment size");
+    assert_eq!(segs(&dir).len(), 1, "no room was left for a next segment");
+    drop(s);
+    let _ = std::fs::write(vol.path().join("filler-last"), [1u8; 1]);
+    for round in 0..2 {
+        let s = Store::open(c.clone())
+            .unwrap_or_else(|e| panic!("round {round}: a full volume did not open: {e}"));
+        assert_eq!(s.get(1, 0, 7).unwrap().map(|o| o.data), Some(small.clone()));
+        assert_eq!(s.get(2, 0, 7).unwrap().map(|o| o.data), Some(big.clone()));
+        drop(s);
+    }
+}
+
 fn segs(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()

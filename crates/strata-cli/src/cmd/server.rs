@@ -193,6 +193,12 @@ pub struct Args {
     /// so a cluster rebuilds at up to nodes x this rate).
     #[arg(long, value_name = "SIZE", default_value = "200MiB")]
     ec_rebuild_rate: String,
+    /// Seconds after which the scrub deletes a data tract of a striped
+    /// object that no manifest refers to (left by an upload or overwrite
+    /// whose coordinator died, or by a delete cut short). An upload must
+    /// finish within this time.
+    #[arg(long, value_name = "SECS", default_value_t = 86_400)]
+    orphan_grace: u64,
     /// Serve the S3 API at ADDR too (docs/s3-compatibility.md); requests
     /// are signed with the root key STRATA_ROOT_ACCESS_KEY /
     /// STRATA_ROOT_SECRET_KEY (with --dev and no such key, one is generated
@@ -388,6 +394,7 @@ fn options(
     if opts.ec_rebuild_bytes_per_sec == 0 {
         bail!("--ec-rebuild-rate must be above 0 (a rebuild that never runs loses stripes)");
     }
+    opts.orphan_grace = Duration::from_secs(a.orphan_grace);
     opts.plan_path = a.plan.clone();
     let fc_bytes = parse_bytes(&a.flash_cache).context("--flash-cache")?;
     if fc_bytes > 0 {

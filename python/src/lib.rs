@@ -344,6 +344,8 @@ fn provision_json(
             write_bound: write_bound_bytes_per_s.map(Amount::Absolute),
             weights: HashMap::new(),
             prices: Prices::default(),
+            // The warm-age recommendation is `strata provision --ec`'s.
+            warm: None,
         };
         let mut result = strata_provision::provision(&collected, &buckets, &config).map_err(bad)?;
         for w in &mut result.workloads {

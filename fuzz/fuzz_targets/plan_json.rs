@@ -3,14 +3,7 @@
 //! validates survives the node's own checks.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
+#[path = "../props.rs"]
+mod props;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    if let Ok(plan) = strata_provision::TierPlan::from_json(text) {
-        let _ = plan.validate();
-        let _ = strata_node::plan::check(&plan, 1024);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| props::plan_json(data));

@@ -1,11 +1,7 @@
 //! Superblock parser: never panics, and accepts only what it would write.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use strata_store::format::superblock::{Superblock, SUPERBLOCK_LEN};
+#[path = "../props.rs"]
+mod props;
 
-fuzz_target!(|data: &[u8]| {
-    if let Ok(sb) = Superblock::parse(data) {
-        assert_eq!(&sb.encode()[..], &data[..SUPERBLOCK_LEN]);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| props::superblock(data));

@@ -52,6 +52,29 @@ fn bad_input_is_a_clear_error() {
             vec!["cluster", "simulate-recovery", "--disks", "10"],
             "fewer nodes than replicas",
         ),
+        (
+            vec![
+                "cluster",
+                "simulate-recovery",
+                "--disks",
+                "100",
+                "--ec",
+                "10+4",
+            ],
+            "too few nodes for stripes 14 wide",
+        ),
+        (
+            vec![
+                "cluster",
+                "simulate-recovery",
+                "--ec",
+                "4+2",
+                "--replication",
+                "3",
+            ],
+            "cannot be used with",
+        ),
+        (vec!["cluster", "simulate-recovery", "--ec", "4+0"], "--ec"),
         (vec!["meta", "--replication", "0"], "--replication"),
         (vec!["meta", "--tract-size", "12 parsecs"], "--tract-size"),
         (

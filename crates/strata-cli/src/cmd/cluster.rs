@@ -402,10 +402,14 @@ fn simulate_cmd(a: SimArgs) -> anyhow::Result<()> {
     for &n in &sizes {
         // A rebuilt copy goes to a node outside the row and off the failed
         // node: one more node than the row's width.
-        if n < (width.max(2) + ec.map_or(0, |_| 1)) * a.disks_per_node {
-            bail!(
-                "{n} disks make too few nodes for rows {width} wide (a stripe also needs a node outside it to rebuild onto)"
-            );
+        match ec {
+            None if n < replication.max(2) * a.disks_per_node => {
+                bail!("{n} disks make fewer nodes than replicas")
+            }
+            Some(_) if n < (width + 1) * a.disks_per_node => bail!(
+                "{n} disks make too few nodes for stripes {width} wide (a stripe also needs a node outside it to rebuild onto)"
+            ),
+            _ => {}
         }
         let t = Instant::now();
         let params = SimParams {

@@ -1,0 +1,237 @@
+//! The properties the fuzz targets check, one function per target, each
+//! taking arbitrary bytes. Shared by the coverage-guided targets
+//! (`fuzz_targets/*.rs`, built by `run.sh`) and by the workspace's test
+//! `crates/strata-cli/tests/parsers_total.rs`, which runs every one over
+//! proptest's arbitrary bytes in CI (the fuzzer needs its own build).
+#![allow(dead_code)]
+
+use std::io::Write;
+use strata_meta::cluster_auth::{ClusterSecret, Signed};
+use strata_store::format::checkpoint;
+use strata_store::format::needle;
+use strata_store::format::superblock::{Superblock, SUPERBLOCK_LEN};
+
+fn needle_roundtrip(data: &[u8]) {
+    let _ = needle::parse_header(data);
+    if let Ok((h, body)) = needle::parse(data) {
+        let mut out = Vec::new();
+        needle::encode(&mut out, h.cookie, h.key, h.alt_key, h.flags, body);
+        // Padding bytes are not checked by the parser; everything else must
+        // match byte for byte.
+        let used = needle::HEADER_LEN + body.len() + needle::FOOTER_LEN;
+        assert_eq!(&out[..used], &data[..used]);
+        assert_eq!(out.len() as u64, h.needle_len());
+    }
+}
+
+/// Needle parser: never panics on any bytes, and whatever it accepts
+/// re-encodes to the same bytes. A second pass fixes up the input's
+/// checksums, so that the fuzzer also reaches the footer and data checks.
+pub fn needle(data: &[u8]) {
+    needle_roundtrip(data);
+    if data.len() < needle::HEADER_LEN + needle::FOOTER_LEN {
+        return;
+    }
+    let mut b = data.to_vec();
+    b[0..4].copy_from_slice(&needle::HEADER_MAGIC.to_le_bytes());
+    let room = (b.len() - needle::HEADER_LEN - needle::FOOTER_LEN) as u32;
+    let size = u32::from_le_bytes([b[24], b[25], b[26], b[27]]) % (room + 1);
+    b[24..28].copy_from_slice(&size.to_le_bytes());
+    let hcrc = crc32c::crc32c_append(crc32c::crc32c(&b[0..20]), &b[24..28]);
+    b[28..32].copy_from_slice(&hcrc.to_le_bytes());
+    let n = size as usize;
+    if b[32 + n] & 1 == 0 {
+        // half the time also a valid footer and data checksum
+        let dcrc = crc32c::crc32c(&b[32..32 + n]);
+        b[32 + n..36 + n].copy_from_slice(&needle::FOOTER_MAGIC.to_le_bytes());
+        b[36 + n..40 + n].copy_from_slice(&dcrc.to_le_bytes());
+    }
+    needle_roundtrip(&b);
+}
+
+/// Superblock parser: never panics, and accepts only what it would write.
+pub fn superblock(data: &[u8]) {
+    if let Ok(sb) = Superblock::parse(data) {
+        assert_eq!(&sb.encode()[..], &data[..SUPERBLOCK_LEN]);
+    }
+}
+
+/// Checkpoint parser and decoders: never panic or allocate wildly on any
+/// bytes; a decoded index answers lookups without panicking. The input's
+/// checksums are fixed up first, so that the fuzzer reaches the decoders.
+pub fn checkpoint(data: &[u8]) {
+    let _ = checkpoint::parse(data);
+    if data.len() < checkpoint::HEADER_LEN {
+        return;
+    }
+    let mut b = data.to_vec();
+    b[0..8].copy_from_slice(&checkpoint::MAGIC);
+    b[8..12].copy_from_slice(&checkpoint::VERSION.to_le_bytes());
+    let body_len = (b.len() - checkpoint::HEADER_LEN) as u64;
+    b[48..56].copy_from_slice(&body_len.to_le_bytes());
+    let body_crc = crc32c::crc32c(&b[checkpoint::HEADER_LEN..]);
+    b[56..60].copy_from_slice(&body_crc.to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..60]);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    let (h, body) = checkpoint::parse(&b).expect("fixed-up checkpoint parses");
+    if let Ok(a) = checkpoint::decode_active(&h, body) {
+        for &o in a.map.values() {
+            let _ = a.needle(o);
+        }
+    }
+    if let Ok((s, _deleted)) = checkpoint::decode_sealed(&h, body) {
+        for &o in s.map.values() {
+            let _ = s.needle(o);
+        }
+    }
+    let _ = strata_store::format::run::decode(data);
+}
+
+/// Every trace reader (the format is detected from the bytes, as `strata
+/// trace` does): never panics, never allocates wildly, always ends on
+/// arbitrary bytes; a record it accepts has sane fields.
+pub fn trace_reader(data: &[u8]) {
+    // The readers open files (detection reads the magic and the name).
+    let dir = std::env::temp_dir();
+    for ext in ["strace", "csv", "bin"] {
+        let p = dir.join(format!("strata-fuzz-{}.{ext}", std::process::id()));
+        {
+            let mut f = std::fs::File::create(&p).expect("temp file");
+            f.write_all(data).expect("write");
+        }
+        if let Ok(mut r) = strata_trace::open(&p) {
+            let mut out = Vec::new();
+            let mut rounds = 0;
+            loop {
+                out.clear();
+                match r.read_batch(&mut out) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => assert!(n <= out.len()),
+                }
+                rounds += 1;
+                assert!(rounds < 1_000_000, "reader does not end");
+            }
+        }
+        let _ = std::fs::remove_file(&p);
+    }
+}
+
+/// The batch PUT framing (docs/node.md): never panics; what it accepts
+/// re-frames to exactly the input.
+pub fn batch(data: &[u8]) {
+    let body = bytes::Bytes::copy_from_slice(data);
+    if let Ok(items) = strata_node::http::parse_batch(&body) {
+        let mut out = Vec::new();
+        for (n, d) in &items {
+            out.extend_from_slice(&(n.len() as u16).to_le_bytes());
+            out.extend_from_slice(&(d.len() as u32).to_le_bytes());
+            out.extend_from_slice(n.as_bytes());
+            out.extend_from_slice(d);
+        }
+        assert_eq!(out, data);
+    }
+}
+
+/// Tier plan JSON (docs/tier-plan.md), as every server reads it from a
+/// file, `/_admin/plan` or the metadata service: never panics; a plan that
+/// validates survives the node's own checks.
+pub fn plan_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(plan) = strata_provision::TierPlan::from_json(text) {
+        let _ = plan.validate();
+        let _ = strata_node::plan::check(&plan, 1024);
+    }
+}
+
+/// Row records (docs/recovery.md: the needle data of a cluster row) and
+/// the head-record parser of the client: never panic on any bytes.
+pub fn row_record(data: &[u8]) {
+    if let Some(d) = strata_server::rows::decode(data) {
+        let _ = strata_client::protocol::parse_head(&bytes::Bytes::copy_from_slice(d.record));
+    }
+    let _ = strata_client::protocol::parse_head(&bytes::Bytes::copy_from_slice(data));
+    let _ = strata_node::object::ObjectHeader::decode(&bytes::Bytes::copy_from_slice(data));
+}
+
+/// The `Range` header of GET: never panics, and an accepted range (the
+/// half-open interval `[start, end)`) is non-empty and lies within the
+/// object.
+pub fn range(data: &[u8]) {
+    if data.len() < 8 {
+        return;
+    }
+    let size = u64::from_le_bytes(data[..8].try_into().unwrap()) % (1 << 40);
+    let Ok(v) = std::str::from_utf8(&data[8..]) else {
+        return;
+    };
+    if let Ok((a, b)) = strata_node::range::parse_range(v, size) {
+        assert!(a < b && b <= size, "{v:?} of {size} gave [{a}, {b})");
+    }
+}
+
+/// The cluster's request signatures (`x-strata-auth`, docs/security.md):
+/// never panic on any header value, and never accept a forged one.
+pub fn cluster_auth(data: &[u8]) {
+    let secret = ClusterSecret::new("strata-fuzz-cluster-secret").expect("secret");
+    let text = String::from_utf8_lossy(data);
+    let s = Signed {
+        method: "PUT",
+        path: "/cluster/v1/rows/1/objects/b/k",
+        version: Some(3),
+        stamp: Some(5),
+        len: 10,
+    };
+    assert!(
+        secret.verify(Some(&text), &s).is_err(),
+        "a fuzzed header was accepted: {text:?}"
+    );
+    // Headers as a request would carry them, one `name: value` per line.
+    let mut h = http::HeaderMap::new();
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once(':') {
+            if let (Ok(k), Ok(v)) = (
+                http::HeaderName::from_bytes(k.trim().as_bytes()),
+                http::HeaderValue::from_str(v.trim()),
+            ) {
+                h.append(k, v);
+            }
+        }
+    }
+    assert!(secret
+        .verify_request("GET", "/cluster/v1/status", &h)
+        .is_err());
+}
+
+/// The S3 API's own parsers of request parts (the SigV4 signature itself
+/// is checked by the s3s crate): listing continuation tokens, copy source
+/// ranges, content headers and user metadata. Never panic.
+pub fn s3_request(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(name) = strata_s3::list::decode_token(&text) {
+        assert_eq!(
+            strata_s3::list::encode_token(&name),
+            text.trim_end_matches('=')
+        );
+    }
+    let size = data.len() as u64 * 977;
+    if let Ok((a, b)) = strata_s3::multipart::copy_range(&text, size) {
+        assert!(a <= b && b <= size);
+    }
+    let mut h = http::HeaderMap::new();
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once(':') {
+            if let (Ok(k), Ok(v)) = (
+                http::HeaderName::from_bytes(k.trim().as_bytes()),
+                http::HeaderValue::from_bytes(v.trim().as_bytes()),
+            ) {
+                h.append(k, v);
+            }
+        }
+    }
+    let _ = strata_s3::meta::from_headers(&h);
+    let _ = strata_s3::meta::refuse_unsupported_write(&h);
+    let _ = strata_s3::meta::refuse_unsupported_read(&h);
+    let _ = strata_s3::meta::Checks::from_request(&h, None);
+}

@@ -484,14 +484,10 @@ fn the_replica_scrub_resurrects_no_encoded_record() {
     // purge a tombstone a pass before another, and the scrub copies it
     // back; that is not an encoded record, and the reads above show no
     // deleted object returned.)
-    let st = status(&c.meta);
-    let (logical, stored) = (
-        st["logical_bytes"].as_u64().unwrap_or(0),
-        st["stored_bytes"].as_u64().unwrap_or(0),
-    );
+    let after = status(&c.meta)["stored_bytes"].as_u64().unwrap_or(0);
     assert!(
-        (stored as f64) < 2.6 * logical.max(1) as f64,
-        "stored {stored} for logical {logical} after compaction: encoded records were copied back"
+        after <= stored,
+        "stored bytes grew from {stored} to {after} over deletes and compaction: encoded records were copied back"
     );
 }
 

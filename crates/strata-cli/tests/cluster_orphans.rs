@@ -17,23 +17,6 @@ use strata_client::protocol::{ListEntry, DIGEST_RANGES};
 
 const TRACT: usize = 64 << 10;
 
-fn body(seed: u8, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
-}
-
-/// Successful protocol PUTs a node has answered (its `/metrics`).
-fn puts_answered(addr: &str) -> f64 {
-    let (code, _, text) = http_full(addr, "GET", "/metrics", None, "", b"");
-    assert_eq!(code, 200, "GET /metrics of {addr}");
-    metric(
-        &String::from_utf8_lossy(&text),
-        "strata_http_requests_total{method=\"PUT\",code=\"200\"}",
-    )
-    .unwrap_or(0.0)
-}
-
 /// The data tract records (name `KEY` NUL ...) `addr` holds, tombstones
 /// left out, over every row of the table.
 fn live_tracts(meta: &str, addr: &str) -> Vec<String> {
@@ -114,7 +97,7 @@ fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
     let (a, b, c) = (nodes[0].1.clone(), nodes[1].1.clone(), nodes[2].1.clone());
 
     // Version 1: five tracts, acknowledged.
-    let v1 = body(1, 300_000);
+    let v1 = seeded_body(1, 300_000);
     let (code, _, answer) = http_full(&a, "PUT", "/photos/big", None, "", &v1);
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
     let kept = live_tracts(&meta, &b);
@@ -124,8 +107,8 @@ fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
     // upload of another object (two tracts sent); A is killed once B has
     // stored those five tracts.
     let before = puts_answered(&b);
-    let v2 = body(2, 320_000);
-    let fresh = body(3, 200_000);
+    let v2 = seeded_body(2, 320_000);
+    let fresh = seeded_body(3, 200_000);
     let u1 = cut_upload(&a, "/photos/big", &v2, 3 * TRACT + 100);
     let u2 = cut_upload(&a, "/photos/fresh", &fresh, 2 * TRACT + 100);
     wait_until(Duration::from_secs(60), "B to store five tracts", || {

@@ -19,23 +19,6 @@ use std::time::Duration;
 
 const TRACT: usize = 64 << 10;
 
-fn body(seed: u8, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
-}
-
-/// Successful protocol PUTs a node has answered (its `/metrics`).
-fn puts_answered(addr: &str) -> f64 {
-    let (code, _, text) = http_full(addr, "GET", "/metrics", None, "", b"");
-    assert_eq!(code, 200, "GET /metrics of {addr}");
-    metric(
-        &String::from_utf8_lossy(&text),
-        "strata_http_requests_total{method=\"PUT\",code=\"200\"}",
-    )
-    .unwrap_or(0.0)
-}
-
 fn get_body(addr: &str, path: &str) -> (u16, Vec<u8>) {
     let (code, _, b) = http_full(addr, "GET", path, None, "", b"");
     (code, b)
@@ -66,14 +49,14 @@ fn an_overwrite_cut_short_by_a_kill_keeps_the_acknowledged_version_whole() {
     }
 
     // Version 1: five tracts (300,000 bytes), acknowledged.
-    let v1 = body(1, 300_000);
+    let v1 = seeded_body(1, 300_000);
     let (code, _, answer) = http_full(&a, "PUT", "/photos/big", None, "", &v1);
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
     assert_eq!(get_body(&b, "/photos/big"), (200, v1.clone()));
 
     // Version 2 through A: its head and three full tracts' worth of body,
     // then nothing more.
-    let v2 = body(2, 320_000);
+    let v2 = seeded_body(2, 320_000);
     let before = puts_answered(&b);
     let mut upload = std::net::TcpStream::connect(&a).expect("connect to A");
     write!(
@@ -118,7 +101,7 @@ fn an_overwrite_cut_short_by_a_kill_keeps_the_acknowledged_version_whole() {
 
     // A completed overwrite replaces it whole (and fewer tracts than
     // before: nothing of version 1 shows through).
-    let v3 = body(3, 150_000);
+    let v3 = seeded_body(3, 150_000);
     let (code, _, answer) = http_full(&b, "PUT", "/photos/big", None, "", &v3);
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
     for addr in [&a2, &b, &c] {

@@ -347,3 +347,22 @@ pub fn dir_of_node(map: &serde_json::Value, nodes: &[(Proc, String, PathBuf)], i
         .map(|n| n.2.clone())
         .expect("node process")
 }
+
+/// A deterministic body of `len` bytes that differs with `seed` (striped
+/// objects whose tracts must not be mixed up between versions).
+pub fn seeded_body(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+/// Successful protocol PUTs a node has answered (its `/metrics`).
+pub fn puts_answered(addr: &str) -> f64 {
+    let (code, _, text) = http_full(addr, "GET", "/metrics", None, "", b"");
+    assert_eq!(code, 200, "GET /metrics of {addr}");
+    metric(
+        &String::from_utf8_lossy(&text),
+        "strata_http_requests_total{method=\"PUT\",code=\"200\"}",
+    )
+    .unwrap_or(0.0)
+}

@@ -24,12 +24,23 @@ pub fn strata() -> Command {
     c
 }
 
+/// A loopback port for a server child to listen on, taken below the
+/// kernel's ephemeral range (32768-60999 by default). A port from
+/// `bind(0)` is in that range and free only until some process's next
+/// outgoing connection takes it as its source port: under load a node then
+/// failed to bind and the cluster never formed (seen in CI).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Test binaries run one at a time; the process id spreads reruns.
+    let start = std::process::id().wrapping_mul(7919) % 12_000;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((start + n) % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A temporary directory on tmpfs when there is one (the tests measure the

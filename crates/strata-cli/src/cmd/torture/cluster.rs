@@ -32,9 +32,7 @@ pub struct Cluster {
 
 /// Starts node `i` of a cluster behind its two proxies.
 fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Node> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = super::procs::listen_port()?;
     let listen = format!("127.0.0.1:{port}");
     let peer = Proxy::start(&listen)?;
     let client = Proxy::start(&listen)?;

@@ -36,6 +36,25 @@ pub struct Server {
     env: Env,
 }
 
+/// A loopback port for a child server to listen on, taken below the
+/// kernel's ephemeral range (32768-60999 by default): a port from
+/// `bind(0)` is in that range and free only until some process's next
+/// outgoing connection takes it as its source port, and then the child
+/// fails to bind.
+pub fn listen_port() -> anyhow::Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7919) % 12_000;
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((start + n) % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free loopback port in 20000-31999")
+}
+
 fn tail(log: &Path) -> String {
     let s = std::fs::read_to_string(log).unwrap_or_default();
     let mut lines: Vec<&str> = s.lines().collect();
@@ -171,9 +190,7 @@ pub struct Meta {
 
 impl Meta {
     pub fn start(env: &Env, args: &[&str], dir: &Path, log: &Path) -> anyhow::Result<Meta> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = listen_port()?;
         let addr = format!("127.0.0.1:{port}");
         let child = env
             .command()

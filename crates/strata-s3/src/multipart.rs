@@ -68,6 +68,33 @@ fn part_name(upload: &str, part: i32) -> String {
     format!("{upload}/{part:05}")
 }
 
+/// The record written before a part's object is stored (and removed once
+/// the part's own record is written): a crash in between leaves this name,
+/// by which the sweep finds the part's bytes.
+fn pending_name(upload: &str, part: i32) -> String {
+    format!("{upload}/{part:05}{PENDING}")
+}
+
+/// The suffix of a pending part's record (sorts right after the part's own
+/// record, and is no part number, so ListParts never shows it).
+const PENDING: &str = ".pending";
+
+/// Fault injection: a process started with `STRATA_CRASH_AT=NAME` aborts
+/// (SIGABRT: no destructor runs, nothing is flushed, as after kill -9) when
+/// it reaches the point `NAME`, so that a test can crash it in a window too
+/// narrow to hit with a signal (docs/reliability.md, "Crash points").
+fn crash_point(name: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT
+        .get_or_init(|| std::env::var("STRATA_CRASH_AT").ok())
+        .as_deref()
+        == Some(name)
+    {
+        eprintln!("strata: crash point {name} reached (STRATA_CRASH_AT): aborting");
+        std::process::abort();
+    }
+}
+
 /// A new upload id: 128 random bits.
 fn new_upload_id() -> String {
     let a = strata_client::protocol::new_cookie() as u128;
@@ -278,6 +305,22 @@ impl StrataS3 {
         len: Option<i64>,
         checks: Checks,
     ) -> S3Result<ETag> {
+        // Recorded before the bytes are stored, so that a crash before the
+        // part's own record leaves a name the sweep finds.
+        let pending = IndexEntry {
+            size: 0,
+            etag: String::new(),
+            modified_ms: crate::service::now_ms(),
+            meta: None,
+        };
+        client
+            .index_write(
+                &uploads(bucket),
+                &pending_name(upload, part),
+                Some(&pending),
+            )
+            .await
+            .map_err(unavailable)?;
         let stored = self
             .store(
                 client,
@@ -296,10 +339,16 @@ impl StrataS3 {
             modified_ms: crate::service::now_ms(),
             meta: None,
         };
+        crash_point("s3-part-stored");
         client
             .index_write(&uploads(bucket), &part_name(upload, part), Some(&entry))
             .await
             .map_err(unavailable)?;
+        // A failure here leaves a pending record beside the part's own;
+        // the sweep removes it with the upload's parts.
+        let _ = client
+            .index_write(&uploads(bucket), &pending_name(upload, part), None)
+            .await;
         Ok(ETag::Strong(entry.etag))
     }
 
@@ -524,9 +573,9 @@ impl StrataS3 {
         self.drop_parts(client, bucket, upload, parts).await;
     }
 
-    /// Removes each part's object, then its record (a crash between the
-    /// two leaves a record the next sweep removes again); returns how many
-    /// went.
+    /// Removes each part's object, then its record and any pending record
+    /// of it (a crash between the two leaves a record the next sweep
+    /// removes again); returns how many went.
     async fn drop_parts(
         &self,
         client: &Client,
@@ -542,6 +591,10 @@ impl StrataS3 {
                     .index_write(&uploads(bucket), &part_name(upload, n), None)
                     .await
                     .is_ok()
+                && client
+                    .index_write(&uploads(bucket), &pending_name(upload, n), None)
+                    .await
+                    .is_ok()
             {
                 dropped += 1;
             }
@@ -554,7 +607,7 @@ impl StrataS3 {
     pub(crate) async fn drop_all_uploads(&self, client: &Client, bucket: &str) -> S3Result<()> {
         let entries = self.upload_entries(client, bucket, "", false).await?;
         for (name, _) in entries {
-            match part_of(&name) {
+            match part_of(&name).or_else(|| pending_of(&name)) {
                 Some((upload, n)) => {
                     self.drop_parts(client, bucket, upload, std::iter::once(n))
                         .await;
@@ -573,7 +626,10 @@ impl StrataS3 {
     /// `abandoned_after`, when shorter) are removed; parts whose upload
     /// record is gone (an abort or a completion cut short by a crash, a
     /// part sent while its upload was aborted) and older than
-    /// `abandoned_after` are removed.
+    /// `abandoned_after` are removed. So are the bytes of a part whose
+    /// node crashed after storing it and before recording it, found by its
+    /// pending record once that is older than `abandoned_after` and its
+    /// upload is no longer open (or abandoned).
     pub async fn sweep_uploads(&self, abandoned_after: Duration) -> S3Result<Swept> {
         let client = self.client().await?;
         let now = crate::service::now_ms();
@@ -584,13 +640,12 @@ impl StrataS3 {
             // Open uploads, and whether each is abandoned.
             let open: std::collections::HashMap<&str, bool> = entries
                 .iter()
-                .filter(|(name, e)| {
-                    part_of(name).is_none() && matches!(Upload::of(e), Upload::Open(_))
-                })
+                .filter(|(name, e)| is_upload(name) && matches!(Upload::of(e), Upload::Open(_)))
                 .map(|(name, e)| (name.as_str(), age(e.modified_ms) > abandoned_after))
                 .collect();
             for (name, e) in &entries {
-                match part_of(name) {
+                match part_of(name).or_else(|| pending_of(name)) {
+                    None if !is_upload(name) => {}
                     None => match Upload::of(e) {
                         Upload::Open(_) if age(e.modified_ms) > abandoned_after => {
                             let _ = client.index_write(&uploads(&bucket), name, None).await;
@@ -634,10 +689,22 @@ pub struct Swept {
     pub parts: u64,
 }
 
-/// `UPLOAD/PART` of a part record's name; None for an upload's own record.
+/// `UPLOAD/PART` of a part record's name; None for an upload's own record
+/// and a pending record.
 fn part_of(name: &str) -> Option<(&str, i32)> {
     let (upload, n) = name.split_once('/')?;
     Some((upload, n.parse().ok()?))
+}
+
+/// `UPLOAD/PART` of a pending part record's name ([`pending_name`]).
+fn pending_of(name: &str) -> Option<(&str, i32)> {
+    let (upload, n) = name.split_once('/')?;
+    Some((upload, n.strip_suffix(PENDING)?.parse().ok()?))
+}
+
+/// Whether `name` is an upload's own record (no `/`).
+fn is_upload(name: &str) -> bool {
+    !name.contains('/')
 }
 
 /// Runs [`StrataS3::sweep_uploads`] for ever: first after a random part of

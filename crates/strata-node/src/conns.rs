@@ -206,6 +206,26 @@ pub async fn serve<S, B>(
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    serve_tls(listener, limits, svc, None, shutdown).await
+}
+
+/// [`serve`], speaking TLS on every connection when `tls` is given (the S3
+/// listener with `--s3-tls-cert`): the handshake has the request head's
+/// deadline, so a client that connects and says nothing holds no slot for
+/// longer than one that sends half a head.
+pub async fn serve_tls<S, B>(
+    listener: TcpListener,
+    limits: HttpLimits,
+    svc: S,
+    tls: Option<Tls>,
+    shutdown: impl Future<Output = ()>,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let reg = Arc::new(Registry::default());
     let epoch = Instant::now();
     let max = limits.max_connections.max(1);
@@ -281,18 +301,36 @@ pub async fn serve<S, B>(
             epoch,
         };
         let reg = reg.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let served = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(!health_only)
-                .serve_connection(TokioIo::new(stream), tracked);
-            tokio::pin!(served);
-            tokio::select! {
-                _ = served.as_mut() => {}
-                _ = conn.close.notified() => {
-                    served.as_mut().graceful_shutdown();
-                    let _ = served.await;
+            // One HTTP/1 connection over `io` until it ends or is told to
+            // close.
+            macro_rules! drive {
+                ($io:expr) => {{
+                    let served = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(limits.header_timeout)
+                        .keep_alive(!health_only)
+                        .serve_connection(TokioIo::new($io), tracked);
+                    tokio::pin!(served);
+                    tokio::select! {
+                        _ = served.as_mut() => {}
+                        _ = conn.close.notified() => {
+                            served.as_mut().graceful_shutdown();
+                            let _ = served.await;
+                        }
+                    }
+                }};
+            }
+            match tls {
+                None => drive!(stream),
+                Some(acceptor) => {
+                    let hello =
+                        tokio::time::timeout(limits.header_timeout, acceptor.accept(stream));
+                    // A failed or late handshake closes the connection.
+                    if let Ok(Ok(stream)) = hello.await {
+                        drive!(stream);
+                    }
                 }
             }
             if health_only {
@@ -311,6 +349,58 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// A listener's TLS: the server side of rustls with the ring provider.
+pub type Tls = tokio_rustls::TlsAcceptor;
+
+/// What stops a TLS configuration from loading.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or parsed.
+    #[error("{path}: {reason}")]
+    Pem {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{0}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)")]
+    NoCertificate(String),
+    /// rustls refused the pair (a key that does not match the certificate,
+    /// an unsupported key type).
+    #[error("the certificate and key do not make a TLS configuration: {0}")]
+    Config(String),
+}
+
+/// A TLS acceptor from a PEM certificate chain (the server's certificate
+/// first, then any intermediates) and its PEM private key (PKCS#8, PKCS#1
+/// or SEC1). TLS 1.2 and 1.3, ALPN `http/1.1`; no client certificates.
+pub fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> Result<Tls, TlsError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let pem = |path: &std::path::Path, e: rustls::pki_types::pem::Error| TlsError::Pem {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| pem(cert, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem(cert, e))?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate(cert.display().to_string()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| pem(key, e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// An axum router as a per-connection service for [`serve`].

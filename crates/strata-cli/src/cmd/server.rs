@@ -217,6 +217,15 @@ pub struct Args {
     /// Default 7d. Needs --s3-listen (or --dev).
     #[arg(long, value_name = "DURATION")]
     s3_abandoned_uploads_after: Option<String>,
+    /// Serve the S3 API over TLS (HTTPS only, TLS 1.2 and 1.3) with this
+    /// PEM certificate chain, the server's certificate first. Needs
+    /// --s3-tls-key and --s3-listen (or --dev). Without it the S3 API is
+    /// plain HTTP (docs/security.md).
+    #[arg(long, value_name = "PEM", requires = "s3_tls_key")]
+    s3_tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --s3-tls-cert.
+    #[arg(long, value_name = "PEM", requires = "s3_tls_cert")]
+    s3_tls_key: Option<PathBuf>,
     /// Benchmarks only: S3 PUTs skip the listing index (nothing written
     /// then is listed), to measure what the index costs.
     #[arg(long, hide = true)]
@@ -483,6 +492,18 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     if a.s3_abandoned_uploads_after.is_some() && a.s3_listen.is_none() {
         bail!("--s3-abandoned-uploads-after is about S3 uploads: it needs --s3-listen (or --dev)");
     }
+    let tls = match (&a.s3_tls_cert, &a.s3_tls_key) {
+        (Some(cert), Some(key)) => {
+            if a.s3_listen.is_none() {
+                bail!("--s3-tls-cert is the S3 listener's certificate: it needs --s3-listen (or --dev)");
+            }
+            Some(
+                strata_node::conns::tls_acceptor(cert, key)
+                    .context("--s3-tls-cert / --s3-tls-key")?,
+            )
+        }
+        _ => None,
+    };
     let abandoned_uploads_after = match a.s3_abandoned_uploads_after.as_deref().unwrap_or("7d") {
         "off" => None,
         d => Some(
@@ -573,14 +594,16 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 }))
                 .context("--s3-listen")?;
             eprintln!(
-                "strata: S3 API on http://{}",
+                "strata: S3 API on {}://{}",
+                if tls.is_some() { "https" } else { "http" },
                 s3.local_addr().context("--s3-listen")?
             );
             let (listener, service) = s3.into_parts();
-            Some(rt.spawn(strata_node::conns::serve(
+            Some(rt.spawn(strata_node::conns::serve_tls(
                 listener,
                 http,
                 service,
+                tls,
                 std::future::pending(),
             )))
         }

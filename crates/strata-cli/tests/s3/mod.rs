@@ -25,6 +25,9 @@ pub struct S3Cluster {
     pub node: (Proc, String),
     pub s3: String,
     pub dir: tempfile::TempDir,
+    /// With TLS: the self-signed certificate the S3 listener serves (the
+    /// clients' CA bundle).
+    pub tls: Option<PathBuf>,
 }
 
 impl S3Cluster {
@@ -37,17 +40,40 @@ impl S3Cluster {
     /// server before this one binds it: a node that exits while starting
     /// is started again on fresh ports (three tries).
     pub fn start_with(extra: &[&str]) -> S3Cluster {
+        Self::start_full(extra, false)
+    }
+
+    /// [`S3Cluster::start_with`], the S3 API over TLS when `tls`: a
+    /// self-signed certificate for 127.0.0.1 and localhost (rcgen) given
+    /// to `--s3-tls-cert`, and to the clients as their CA bundle.
+    pub fn start_full(extra: &[&str], tls: bool) -> S3Cluster {
         for attempt in 1.. {
             let dir = scratch();
             let meta = format!("127.0.0.1:{}", free_port());
             let s3 = format!("127.0.0.1:{}", free_port());
             let addr = format!("127.0.0.1:{}", free_port());
-            let node = Self::node_with(&meta, dir.path(), &s3, &addr, extra);
+            let mut args: Vec<String> = extra.iter().map(|x| x.to_string()).collect();
+            let cert = tls.then(|| {
+                let ck = rcgen::generate_simple_self_signed(vec![
+                    "127.0.0.1".to_string(),
+                    "localhost".to_string(),
+                ])
+                .expect("self-signed certificate");
+                let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+                std::fs::write(&cert, ck.cert.pem()).expect("cert.pem");
+                std::fs::write(&key, ck.key_pair.serialize_pem()).expect("key.pem");
+                args.extend(["--s3-tls-cert".into(), cert.display().to_string()]);
+                args.extend(["--s3-tls-key".into(), key.display().to_string()]);
+                cert
+            });
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let node = Self::node_with(&meta, dir.path(), &s3, &addr, &refs);
             let mut c = S3Cluster {
                 meta,
                 node: (node, addr),
                 s3,
                 dir,
+                tls: cert,
             };
             if c.wait_ready_or_exit() || attempt == 3 {
                 return c;
@@ -90,7 +116,20 @@ impl S3Cluster {
 
     /// [`S3Cluster::node`] with more `strata server` arguments.
     pub fn node_with(meta: &str, dir: &Path, s3: &str, addr: &str, extra: &[&str]) -> Proc {
+        Self::node_with_env(meta, dir, s3, addr, extra, &[])
+    }
+
+    /// [`S3Cluster::node_with`] with more environment variables.
+    pub fn node_with_env(
+        meta: &str,
+        dir: &Path,
+        s3: &str,
+        addr: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let child = strata()
+            .envs(env.iter().copied())
             .args(["server", "--meta-listen", meta, "--listen", addr, "--data"])
             .arg(dir.join("node"))
             .args(["--s3-listen", s3, "--max-object-size", "1GiB"])
@@ -129,7 +168,17 @@ impl S3Cluster {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.s3)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.s3)
+    }
+
+    /// The CA bundle the clients trust: the listener's certificate with
+    /// TLS, else none (a bundle set for other HTTPS use is removed).
+    fn ca(&self, cmd: &mut Command) {
+        match &self.tls {
+            Some(cert) => cmd.env("AWS_CA_BUNDLE", cert),
+            None => cmd.env_remove("AWS_CA_BUNDLE"),
+        };
     }
 
     pub fn logs(&self) -> String {
@@ -145,7 +194,9 @@ impl S3Cluster {
 
     /// [`S3Cluster::python`] with more environment variables.
     pub fn python_env(&self, script: &str, env: &[(&str, &str)]) -> String {
-        let out = Command::new("python3")
+        let mut cmd = Command::new("python3");
+        self.ca(&mut cmd);
+        let out = cmd
             .envs(env.iter().copied())
             .arg("-c")
             .arg(script)
@@ -167,8 +218,9 @@ impl S3Cluster {
             "[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n",
         )
         .expect("aws config");
-        Command::new("aws")
-            .args(["--endpoint-url", &self.endpoint()])
+        let mut cmd = Command::new("aws");
+        self.ca(&mut cmd);
+        cmd.args(["--endpoint-url", &self.endpoint()])
             .args(args)
             .env("AWS_CONFIG_FILE", &cfg)
             .env("AWS_SHARED_CREDENTIALS_FILE", self.dir.path().join("none"))
@@ -201,6 +253,18 @@ pub fn assert_ok(out: &Output, what: &str, logs: &str) {
 /// The boto3 prelude of every script: a client `s3` with the root key and
 /// helpers `client(access, secret)` and `code(fn)` (the S3 error code and
 /// HTTP status a call fails with).
+/// Python: `native(path)`, the status of a GET of `path` from the node's
+/// native API (`NODE` in the environment), and `time`.
+pub const NATIVE: &str = r#"
+import time, urllib.request, urllib.error
+def native(path):
+    try:
+        with urllib.request.urlopen("http://%s%s" % (os.environ["NODE"], path)) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+"#;
+
 pub const PRELUDE: &str = r#"
 import os, hashlib, boto3, botocore
 from botocore.config import Config

@@ -168,6 +168,27 @@ fn four_plus_two_survives_two_killed_nodes_and_rebuilds() {
         ec_sum(&c, "records_dropped") > 0,
         "no replica dropped an encoded record"
     );
+    // /metrics carries the task's counters too (read between two reads
+    // of the status: a late segment may be encoded meanwhile).
+    let before = ec_sum(&c, "bytes_encoded");
+    let encoded: u64 = c
+        .nodes
+        .iter()
+        .map(|x| {
+            let (_, _, b) = http_full(&x.1, "GET", "/metrics", None, "", b"");
+            String::from_utf8_lossy(&b)
+                .lines()
+                .find_map(|l| l.strip_prefix("strata_server_ec_bytes_encoded_total "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    let after = ec_sum(&c, "bytes_encoded");
+    assert!(
+        (before..=after).contains(&encoded),
+        "/metrics shows {encoded} bytes encoded, /cluster/v1/ec/status {before} then {after}"
+    );
+    assert!(encoded > 0, "/metrics shows no byte encoded");
     let st = status(&c.meta);
     let (logical, stored) = (
         st["logical_bytes"].as_u64().unwrap_or(0),
@@ -510,7 +531,11 @@ fn the_replica_scrub_resurrects_no_encoded_record() {
     let names = scrub_repaired_names(&c);
     // Each node names its last 64: with fewer in all, every one is named.
     if objects <= 64 {
-        assert_eq!(names.len() as u64, objects, "every object record repaired is named");
+        assert_eq!(
+            names.len() as u64,
+            objects,
+            "every object record repaired is named"
+        );
     }
     let deleted: Vec<&String> = names
         .iter()

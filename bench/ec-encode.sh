@@ -15,7 +15,10 @@
 # encode, fsync and send the shards; the others receive and fsync them and
 # install the stripe indexes, dropping their replicas) and per encoding
 # node (its own bytes over its own CPU time, which also includes what it
-# received). An idle baseline (CPU-seconds per second of the nodes doing
+# received). Segments must seal to be encoded: SEG (default 1MiB) small
+# enough that the data fills many segments per row (the coder then gets
+# SEG/K bytes per shard; 1 MiB with the default 64 MiB segments). An
+# idle baseline (CPU-seconds per second of the nodes doing
 # nothing but heartbeats and their ticks, before the pass) is printed too.
 #
 # Usage: bench/ec-encode.sh [K+M ...]
@@ -28,12 +31,13 @@ cd "$(dirname "$0")/.."
 STRATA=${STRATA:-target/release/strata}
 OBJECTS=${OBJECTS:-25000}
 SIZE=${SIZE:-16KiB}
-SEG=${SEG:-8MiB}
+SEG=${SEG:-1MiB}
 BASE=${BASE:-23000}
 CODES=("$@")
 [ ${#CODES[@]} -gt 0 ] || CODES=(4+2 6+3 10+4)
 [ -x "$STRATA" ] || { echo "build first: cargo build --release -p strata-cli" >&2; exit 1; }
 TCK=$(getconf CLK_TCK)
+trap 'echo "bench/ec-encode.sh: failed at line $LINENO" >&2' ERR
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 st() { "$STRATA" cluster status --meta "$META" --json; }
 # CPU seconds of each node process, space-separated.
@@ -42,10 +46,19 @@ cpu() {
     awk -v t="$TCK" '{ sub(/^.*\) /, ""); print ($12 + $13) / t }' "/proc/$p/stat"
   done | paste -sd' '
 }
-# strata_server_ec_bytes_encoded_total of each node, space-separated.
+# strata_server_ec_bytes_encoded_total of each node, space-separated; a
+# node that does not answer stops the run with its log.
 enc() {
-  for a in "${ADDRS[@]}"; do
-    curl -sf -H "Authorization: Bearer $STRATA_ADMIN_TOKEN" "http://$a/metrics" | awk '$1 == "strata_server_ec_bytes_encoded_total" { print $2 }'
+  local i v
+  for i in "${!ADDRS[@]}"; do
+    v=$(curl -sf -m 30 -H "Authorization: Bearer $STRATA_ADMIN_TOKEN" "http://${ADDRS[$i]}/metrics" \
+      | awk '$1 == "strata_server_ec_bytes_encoded_total" { print $2 }') || true
+    if [ -z "$v" ]; then
+      echo "node $i (${ADDRS[$i]}) did not answer /metrics; its log:" >&2
+      tail -5 "$WORK/n$i.log" >&2
+      return 1
+    fi
+    echo "$v"
   done | paste -sd' '
 }
 
@@ -55,7 +68,7 @@ run() { # K+M
   WORK=$(mktemp -d /dev/shm/strata-ec-enc.XXXXXX 2>/dev/null || mktemp -d)
   PIDS=(); NODE_PIDS=(); ADDRS=()
   cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-  trap cleanup EXIT
+  trap cleanup EXIT INT TERM
   META=127.0.0.1:$BASE
   start_meta() {
     "$STRATA" meta --listen "$META" --data "$WORK/meta" --initial-nodes "$N" \

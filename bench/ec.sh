@@ -87,7 +87,11 @@ run() { # N EC(0/1)
   local SEGB SHB
   SEGB=$(find "$WORK" -name '*.seg' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
   SHB=$(find "$WORK" -name 'shard-*' ! -name '*.part' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
-  echo "# N=$N ec=$EC seg_files=$SEGB shard_files=$SHB stored=$STORED logical=$L" >&2
+  # Every other file of the nodes (row and stripe indexes, logs of the
+  # rows, the nodes' state), which stored_bytes does not count.
+  local ALLB
+  ALLB=$(find "$WORK" -path "$WORK/meta" -prune -o -type f ! -name '*.log' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  echo "# N=$N ec=$EC seg_files=$SEGB shard_files=$SHB other_files=$((ALLB - SEGB - SHB)) stored=$STORED logical=$L" >&2
   if [ "$EC" = 0 ] || [ "$RATIO_ONLY" = 1 ]; then
     local LAYOUT=replicated
     [ "$EC" = 1 ] && LAYOUT="ec $CODE"

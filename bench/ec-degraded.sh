@@ -19,7 +19,9 @@
 #     degraded (every read tries the dead node's shard, is refused, and
 #     decodes the range from K survivors).
 # The nodes' reads_degraded counters are printed for each run (healthy:
-# 0 decoded; degraded: one per object).
+# 0 decoded; degraded: one per object). The nodes run without a RAM or
+# flash read cache (--ram-cache 0 --flash-cache 0): with one, the healthy
+# runs would warm it and the degraded ones be served from it.
 #
 # Usage: bench/ec-degraded.sh
 #   (env: N, CODE, PER_NODE, SIZE, SEG, RUNS, CONC, VICTIM, BASE, STRATA)
@@ -44,14 +46,15 @@ st() { "$STRATA" cluster status --meta "$META" --json; }
 WORK=$(mktemp -d /dev/shm/strata-ec-deg.XXXXXX 2>/dev/null || mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
+trap cleanup EXIT INT TERM
+trap 'echo "bench/ec-degraded.sh: failed at line $LINENO" >&2' ERR
 META=127.0.0.1:$BASE
 "$STRATA" meta --listen "$META" --data "$WORK/meta" --initial-nodes "$N" \
   --suspect-after 3600 --ec "$CODE" --ec-after 1s 2>"$WORK/meta.log" & PIDS+=($!)
 NODE_PIDS=(); ADDRS=()
 start_node() {
   "$STRATA" server --meta "$META" --listen "${ADDRS[$1]}" --data "$WORK/n$1" \
-    --segment-size "$SEG" --scrub-every 0 2>>"$WORK/n$1.log" & PIDS+=($!); NODE_PIDS[$1]=$!
+    --segment-size "$SEG" --scrub-every 0 --ram-cache 0 --flash-cache 0 2>>"$WORK/n$1.log" & PIDS+=($!); NODE_PIDS[$1]=$!
 }
 for i in $(seq 0 $((N-1))); do ADDRS+=("127.0.0.1:$((BASE+1+i))"); start_node "$i"; done
 until st 2>/dev/null | json 'd["table_version"]' | grep -q 1; do sleep 0.2; done

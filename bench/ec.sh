@@ -87,11 +87,13 @@ run() { # N EC(0/1)
   local SEGB SHB
   SEGB=$(find "$WORK" -name '*.seg' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
   SHB=$(find "$WORK" -name 'shard-*' ! -name '*.part' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
-  # Every other file of the nodes (row and stripe indexes, logs of the
-  # rows, the nodes' state), which stored_bytes does not count.
-  local ALLB
+  # Every other file of the nodes, which stored_bytes does not count:
+  # the space reserve files (docs/store-format.md), and the rest (row
+  # and stripe indexes, the nodes' state).
+  local ALLB RESB
   ALLB=$(find "$WORK" -path "$WORK/meta" -prune -o -type f ! -name '*.log' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
-  echo "# N=$N ec=$EC seg_files=$SEGB shard_files=$SHB other_files=$((ALLB - SEGB - SHB)) stored=$STORED logical=$L" >&2
+  RESB=$(find "$WORK" -type f -name 'space.reserve' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  echo "# N=$N ec=$EC seg_files=$SEGB shard_files=$SHB reserve_files=$RESB other_files=$((ALLB - SEGB - SHB - RESB)) stored=$STORED logical=$L" >&2
   if [ "$EC" = 0 ] || [ "$RATIO_ONLY" = 1 ]; then
     local LAYOUT=replicated
     [ "$EC" = 1 ] && LAYOUT="ec $CODE"

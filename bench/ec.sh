@@ -19,7 +19,13 @@
 # With REPL=1 a cluster without --ec is measured too (3 replicas), for the
 # stored-per-logical baseline.
 #
-# Usage: bench/ec.sh [N ...]   (env: PER_NODE, SIZE, RATE, BASE, STRATA, REPL)
+# With RATIO_ONLY=1 only the stored-per-logical figure is taken (no GET
+# latency, no kill, no rebuild), with a breakdown of the stored bytes:
+# replicated segment files vs shard files. SEG sets --segment-size
+# (default 1MiB), CODE the code (default 4+2).
+#
+# Usage: bench/ec.sh [N ...]
+#   (env: PER_NODE, SIZE, RATE, BASE, STRATA, REPL, SEG, CODE, RATIO_ONLY)
 set -euo pipefail
 export STRATA_CLUSTER_SECRET=${STRATA_CLUSTER_SECRET:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 cd "$(dirname "$0")/.."
@@ -29,6 +35,9 @@ SIZE=${SIZE:-16KiB}
 RATE=${RATE:-2MiB}
 BASE=${BASE:-23000}
 REPL=${REPL:-1}
+SEG=${SEG:-1MiB}
+CODE=${CODE:-4+2}
+RATIO_ONLY=${RATIO_ONLY:-0}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(6 9 12)
 [ -x "$STRATA" ] || { echo "build first: cargo build --release -p strata-cli" >&2; exit 1; }
@@ -43,13 +52,13 @@ run() { # N EC(0/1)
   trap cleanup EXIT
   META=127.0.0.1:$BASE
   local ECARGS=()
-  [ "$EC" = 1 ] && ECARGS=(--ec 4+2 --ec-after 1s)
+  [ "$EC" = 1 ] && ECARGS=(--ec "$CODE" --ec-after 1s)
   "$STRATA" meta --listen "$META" --data "$WORK/meta" --initial-nodes "$N" \
     --suspect-after 1 --strikes 2 "${ECARGS[@]}" 2>"$WORK/meta.log" & PIDS+=($!)
   NODE_PIDS=()
   for i in $(seq 0 $((N-1))); do
     "$STRATA" server --meta "$META" --listen "127.0.0.1:$((BASE+1+i))" --data "$WORK/n$i" \
-      --segment-size 1MiB --scrub-every 0 --ec-rebuild-rate "$RATE" \
+      --segment-size "$SEG" --scrub-every 0 --ec-rebuild-rate "$RATE" \
       2>"$WORK/n$i.log" & PIDS+=($!); NODE_PIDS+=($!)
   done
   until st 2>/dev/null | json 'd["table_version"]' | grep -q 1; do sleep 0.2; done
@@ -73,8 +82,22 @@ run() { # N EC(0/1)
   STORED=$(echo "$S" | json 'd["stored_bytes"]')
   local RATIO
   RATIO=$(python3 -c "print(round($STORED / max($L, 1), 3))")
-  if [ "$EC" = 0 ]; then
-    echo "$N,replicated,$OBJ,$L,$STORED,$RATIO,,,,,,"
+  # Where the stored bytes are: segment files (replicated rows, before
+  # encoding) vs shard files (stripes).
+  local SEGB SHB
+  SEGB=$(find "$WORK" -name '*.seg' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  SHB=$(find "$WORK" -name 'shard-*' ! -name '*.part' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  # Every other file of the nodes, which stored_bytes does not count:
+  # the space reserve files (docs/store-format.md), and the rest (row
+  # and stripe indexes, the nodes' state).
+  local ALLB RESB
+  ALLB=$(find "$WORK" -path "$WORK/meta" -prune -o -type f ! -name '*.log' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  RESB=$(find "$WORK" -type f -name 'space.reserve' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  echo "# N=$N ec=$EC seg_files=$SEGB shard_files=$SHB reserve_files=$RESB other_files=$((ALLB - SEGB - SHB - RESB)) stored=$STORED logical=$L" >&2
+  if [ "$EC" = 0 ] || [ "$RATIO_ONLY" = 1 ]; then
+    local LAYOUT=replicated
+    [ "$EC" = 1 ] && LAYOUT="ec $CODE"
+    echo "$N,$LAYOUT,$OBJ,$L,$STORED,$RATIO,,,,,,"
     cleanup; trap - EXIT; return
   fi
   local H
@@ -91,7 +114,7 @@ run() { # N EC(0/1)
   until st | json 'd["stripes_degraded"]' | grep -q '^0$'; do sleep 0.2; done
   local T2; T2=$(date +%s.%N)
   BAD=$("$STRATA" load --meta "$META" --objects "$OBJ" --size "$SIZE" --verify --json | json 'd["bad"] + d["errors"]')
-  echo "$N,ec 4+2,$OBJ,$L,$STORED,$RATIO,$H50,$H99,$D50,$D99,$(python3 -c "print(round($T2 - $T1, 1))"),$BAD"
+  echo "$N,ec $CODE,$OBJ,$L,$STORED,$RATIO,$H50,$H99,$D50,$D99,$(python3 -c "print(round($T2 - $T1, 1))"),$BAD"
   cleanup; trap - EXIT
 }
 

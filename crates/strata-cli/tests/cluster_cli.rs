@@ -293,6 +293,56 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
         "--size",
         "2KiB",
     ]));
+    // `--indices FILE` checks just the objects it lists, in its order.
+    let some = dir.path().join("some");
+    std::fs::write(&some, "# two of them\n7\n\n123\n").expect("write the indices");
+    let v: serde_json::Value = serde_json::from_str(&ok(strata()
+        .args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            "400",
+            "--size",
+            "2KiB",
+        ])
+        .args(["--verify", "--json", "--indices"])
+        .arg(&some)))
+    .expect("load --json");
+    assert_eq!(
+        (&v["ok"], &v["bad"], &v["objects"]),
+        (&2.into(), &0.into(), &2.into())
+    );
+    // An object never written is reported, not skipped.
+    std::fs::write(&some, "7\n400\n").expect("write the indices");
+    let listed = run(strata()
+        .args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            "400",
+            "--size",
+            "2KiB",
+        ])
+        .args(["--verify", "--indices"])
+        .arg(&some));
+    assert!(!listed.status.success(), "an unwritten object verified");
+    assert!(String::from_utf8_lossy(&listed.stderr).contains("obj-00000400: missing"));
+    std::fs::write(&some, "7\nseven\n").expect("write the indices");
+    let listed = run(strata()
+        .args([
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            "400",
+            "--size",
+            "2KiB",
+        ])
+        .args(["--verify", "--indices"])
+        .arg(&some));
+    assert!(String::from_utf8_lossy(&listed.stderr).contains("line 2"));
 
     // A stale table version is refused with the current one.
     let row = t.row_of(object_hash("load", "obj-00000001"));

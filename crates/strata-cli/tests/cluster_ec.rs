@@ -168,6 +168,27 @@ fn four_plus_two_survives_two_killed_nodes_and_rebuilds() {
         ec_sum(&c, "records_dropped") > 0,
         "no replica dropped an encoded record"
     );
+    // /metrics carries the task's counters too (read between two reads
+    // of the status: a late segment may be encoded meanwhile).
+    let before = ec_sum(&c, "bytes_encoded");
+    let encoded: u64 = c
+        .nodes
+        .iter()
+        .map(|x| {
+            let (_, _, b) = http_full(&x.1, "GET", "/metrics", None, "", b"");
+            String::from_utf8_lossy(&b)
+                .lines()
+                .find_map(|l| l.strip_prefix("strata_server_ec_bytes_encoded_total "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    let after = ec_sum(&c, "bytes_encoded");
+    assert!(
+        (before..=after).contains(&encoded),
+        "/metrics shows {encoded} bytes encoded, /cluster/v1/ec/status {before} then {after}"
+    );
+    assert!(encoded > 0, "/metrics shows no byte encoded");
     let st = status(&c.meta);
     let (logical, stored) = (
         st["logical_bytes"].as_u64().unwrap_or(0),
@@ -424,6 +445,21 @@ fn scrub_sum(c: &Cluster, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `BUCKET/KEY` names of the object records (not tombstones) the
+/// scrub repaired, over every node's report.
+fn scrub_repaired_names(c: &Cluster) -> Vec<String> {
+    status(&c.meta)["scrub"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x[1]["objects_repaired_names"].as_array())
+                .flatten()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The replica scrub runs every second while segments are encoded and
 /// replicas install their stripes one after the other: it copies no
 /// encoded record back into a replica (nothing is missing, nothing
@@ -479,11 +515,41 @@ fn the_replica_scrub_resurrects_no_encoded_record() {
         scrub_sum(&c, "tombstones_purged") > purged
     });
     read_after_deletes(&c, n, len);
-    // Encoded records were not copied back into the replicas. (The scrub
-    // may repair a few records here: with a zero grace one replica can
-    // purge a tombstone a pass before another, and the scrub copies it
-    // back; that is not an encoded record, and the reads above show no
-    // deleted object returned.)
+    // The scrub may repair a few tombstones here (with a zero grace one
+    // replica can purge a tombstone a pass before another, and the scrub
+    // copies it back), but never the object record of a deleted name.
+    let (repaired, objects, tombstones) = (
+        scrub_sum(&c, "repaired"),
+        scrub_sum(&c, "objects_repaired"),
+        scrub_sum(&c, "deletes_propagated"),
+    );
+    assert_eq!(
+        repaired,
+        objects + tombstones,
+        "the scrub's repairs are object records or tombstones"
+    );
+    let names = scrub_repaired_names(&c);
+    // Each node names its last 64: with fewer in all, every one is named.
+    if objects <= 64 {
+        assert_eq!(
+            names.len() as u64,
+            objects,
+            "every object record repaired is named"
+        );
+    }
+    let deleted: Vec<&String> = names
+        .iter()
+        .filter(|name| {
+            name.strip_prefix("warm/o")
+                .and_then(|i| i.parse::<usize>().ok())
+                .is_some_and(|i| i < n && i % 5 != 0)
+        })
+        .collect();
+    assert!(
+        deleted.is_empty(),
+        "the scrub copied back the object records of deleted names {deleted:?} ({objects} object records and {tombstones} tombstones repaired in all)"
+    );
+    // Encoded records were not copied back into the replicas.
     let after = status(&c.meta)["stored_bytes"].as_u64().unwrap_or(0);
     assert!(
         after <= stored,

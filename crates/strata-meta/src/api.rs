@@ -243,6 +243,9 @@ pub struct RecoveryStatus {
     pub seconds: f64,
 }
 
+/// How many names of repaired object records a [`ScrubReport`] keeps.
+pub const SCRUB_NAMES_KEPT: usize = 64;
+
 /// A scrub pass's findings on one node.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScrubReport {
@@ -254,11 +257,22 @@ pub struct ScrubReport {
     pub corrupt: u64,
     /// Objects a replica lacked.
     pub missing: u64,
-    /// Objects repaired from a good copy.
+    /// Records copied from a good copy to a replica that lacked them or
+    /// held a corrupt or older one: object records (`objects_repaired`)
+    /// plus tombstones (`deletes_propagated`).
     pub repaired: u64,
     /// Deletes (tombstones) some replica lacked and got from the others.
     #[serde(default)]
     pub deletes_propagated: u64,
+    /// Object records (not tombstones) copied to a replica that lacked
+    /// them or held a corrupt or older copy.
+    #[serde(default)]
+    pub objects_repaired: u64,
+    /// The names (`BUCKET/KEY`) of the last [`SCRUB_NAMES_KEPT`] object
+    /// records counted in `objects_repaired`, oldest first: which objects
+    /// a replica had lost (or had back after a delete, if one ever did).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects_repaired_names: Vec<String>,
     /// Tombstones dropped because every replica held them past the grace
     /// time.
     #[serde(default)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use hyper::Method;
 use strata_client::protocol::{object_path, ListEntry, RowDigest, DIGEST_RANGES};
-use strata_meta::api::ScrubReport;
+use strata_meta::api::{ScrubReport, SCRUB_NAMES_KEPT};
 
 use crate::node::ClusterNode;
 use crate::ClusterError;
@@ -122,6 +122,13 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
             report.missing += fix.missing;
             report.repaired += fix.repaired;
             report.deletes_propagated += fix.deletes_propagated;
+            report.objects_repaired += fix.objects_repaired;
+            for name in fix.objects_repaired_names {
+                if report.objects_repaired_names.len() >= SCRUB_NAMES_KEPT {
+                    report.objects_repaired_names.remove(0);
+                }
+                report.objects_repaired_names.push(name);
+            }
             report.tombstones_purged += fix.tombstones_purged;
         }
         report.orphan_tracts_reclaimed += reclaim_orphans(node, &map, version, row, &addrs).await?;
@@ -320,6 +327,9 @@ struct Fix {
     missing: u64,
     repaired: u64,
     deletes_propagated: u64,
+    objects_repaired: u64,
+    /// `BUCKET/KEY` of each object record (not tombstone) repaired.
+    objects_repaired_names: Vec<String>,
     tombstones_purged: u64,
 }
 
@@ -439,6 +449,9 @@ async fn repair_range(
                 fix.repaired += 1;
                 if tombstone {
                     fix.deletes_propagated += 1;
+                } else {
+                    fix.objects_repaired += 1;
+                    fix.objects_repaired_names.push(format!("{bucket}/{key}"));
                 }
             }
         }

@@ -1023,6 +1023,60 @@ pub(crate) async fn metrics(State(node): State<Node>) -> Response {
             "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}\n"
         ));
     }
+    // The erasure-coding task's progress (as `GET /cluster/v1/ec/status`).
+    let ec = node.ec.stats();
+    let counters = [
+        (
+            "strata_server_ec_segments_encoded_total",
+            "Sealed segments this node encoded into stripes.",
+            ec.segments_encoded,
+        ),
+        (
+            "strata_server_ec_bytes_encoded_total",
+            "Bytes of the segments this node encoded.",
+            ec.bytes_encoded,
+        ),
+        (
+            "strata_server_ec_stripes_installed_total",
+            "Stripe indexes installed on this node's replicas.",
+            ec.stripes_installed,
+        ),
+        (
+            "strata_server_ec_reads_healthy_total",
+            "GETs served from a healthy data shard.",
+            ec.reads_healthy,
+        ),
+        (
+            "strata_server_ec_reads_degraded_total",
+            "GETs decoded from K other shards.",
+            ec.reads_degraded,
+        ),
+        (
+            "strata_server_ec_shards_rebuilt_total",
+            "Shards rebuilt here (lost disks, failed scrubs).",
+            ec.shards_rebuilt,
+        ),
+        (
+            "strata_server_ec_bytes_rebuilt_total",
+            "Bytes of the shards rebuilt here.",
+            ec.bytes_rebuilt,
+        ),
+        (
+            "strata_server_ec_stripes_compacted_total",
+            "Stripes this node compacted.",
+            ec.stripes_compacted,
+        ),
+        (
+            "strata_server_ec_errors_total",
+            "Erasure-coding steps that failed (retried on a later tick).",
+            ec.errors,
+        ),
+    ];
+    for (name, help, v) in counters {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n"
+        ));
+    }
     (
         StatusCode::OK,
         [("content-type", "text/plain; version=0.0.4")],

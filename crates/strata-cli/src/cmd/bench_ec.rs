@@ -1,5 +1,6 @@
 //! `strata bench ec`: the erasure-coding engine on real files — encode
-//! throughput per core, healthy and degraded range reads, rebuild.
+//! throughput per core, healthy and degraded range reads, rebuild — and
+//! the Reed-Solomon coder alone at the shard sizes the server hands it.
 
 use crate::units::{format_bytes, parse_bytes};
 use anyhow::Context;
@@ -9,7 +10,11 @@ use strata_ec::Code;
 
 /// Encode a segment-sized file into K+M shards, read needle-sized ranges
 /// healthy and degraded (the data shards of M lost), rebuild the lost
-/// shards, and print the rates (one thread: figures are per core).
+/// shards, and print the rates (one thread: figures are per core). Then
+/// (unless `--chunks ""`) the Reed-Solomon coder alone, in memory: the
+/// parity of K shards of each `--chunks` size, over and over, per
+/// CPU-second of the thread (the server's encoder hands the coder
+/// min(1 MiB, segment size / K) per shard at a time).
 #[derive(clap::Args)]
 pub struct Args {
     /// Codes to measure, K+M each.
@@ -27,6 +32,14 @@ pub struct Args {
     /// Scratch directory (default: a temporary one).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Shard sizes for the coder alone ("" skips it): 1MiB is what the
+    /// server uses for segments of K MiB or more (64 MiB by default),
+    /// 256KiB and 16KiB those of 1 MiB and 64 KiB segments with K = 4.
+    #[arg(long, value_delimiter = ',', default_value = "16KiB,256KiB,1MiB")]
+    chunks: Vec<String>,
+    /// Data bytes the coder alone encodes for each code and shard size.
+    #[arg(long, default_value = "1GiB")]
+    kernel_bytes: String,
 }
 
 fn code_of(s: &str) -> anyhow::Result<Code> {
@@ -50,7 +63,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         std::env::temp_dir().join(format!("strata-bench-ec-{}", std::process::id()))
     });
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let res = measure(&a, &dir, size, read);
+    let res = measure(&a, &dir, size, read).and_then(|()| kernel(&a));
     if scratch {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
@@ -151,5 +164,79 @@ fn measure(a: &Args, dir: &Path, size: u64, read: u64) -> anyhow::Result<()> {
         a.reads,
         format_bytes(read)
     );
+    Ok(())
+}
+
+/// CPU time of the calling thread, in seconds (`/proc/thread-self/schedstat`:
+/// nanoseconds on a CPU), so the figure holds on a loaded machine.
+fn thread_cpu_secs() -> anyhow::Result<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .context("reading /proc/thread-self/schedstat")?;
+    let ns: u64 = s
+        .split_whitespace()
+        .next()
+        .context("empty /proc/thread-self/schedstat")?
+        .parse()
+        .context("parsing /proc/thread-self/schedstat")?;
+    Ok(ns as f64 / 1e9)
+}
+
+/// The Reed-Solomon coder alone (`strata_ec::encode_blocks`, the call the
+/// server's encoder makes per chunk), in memory: data MB per CPU-second
+/// and per wall second.
+fn kernel(a: &Args) -> anyhow::Result<()> {
+    let chunks: Vec<u64> = a
+        .chunks
+        .iter()
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| parse_bytes(c).with_context(|| format!("--chunks {c:?}")))
+        .collect::<anyhow::Result<_>>()?;
+    if chunks.is_empty() {
+        return Ok(());
+    }
+    let total = parse_bytes(&a.kernel_bytes).context("--kernel-bytes")?;
+    if let Some(bad) = chunks.iter().find(|&&c| c == 0 || c % 64 != 0) {
+        anyhow::bail!("--chunks: {bad} is not a positive multiple of 64 bytes (the coder's unit)");
+    }
+    println!();
+    println!("| code | shard size | data encoded | MB/s per CPU-second (1 core) | MB/s wall |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for c in &a.codes {
+        let code = code_of(c)?;
+        for &chunk in &chunks {
+            let mut x: u64 = 0x2545_F491_4F6C_DD1D ^ chunk;
+            let data: Vec<Vec<u8>> = (0..code.k)
+                .map(|_| {
+                    (0..chunk)
+                        .map(|_| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x as u8
+                        })
+                        .collect()
+                })
+                .collect();
+            let per = chunk * code.k as u64;
+            let rounds = total.div_ceil(per).max(1);
+            let (cpu0, t) = (thread_cpu_secs()?, Instant::now());
+            let mut check = 0u64;
+            for _ in 0..rounds {
+                let parity = strata_ec::encode_blocks(code, &data)?;
+                check = check.wrapping_add(parity.iter().map(|p| p[0] as u64).sum::<u64>());
+            }
+            let (cpu, wall) = (thread_cpu_secs()? - cpu0, t.elapsed().as_secs_f64());
+            let bytes = (rounds * per) as f64;
+            println!(
+                "| {c} | {} | {} | {:.0} | {:.0} |",
+                format_bytes(chunk),
+                format_bytes(rounds * per),
+                bytes / cpu.max(1e-9) / 1e6,
+                bytes / wall.max(1e-9) / 1e6,
+            );
+            // Keeps the parity from being optimised away.
+            std::hint::black_box(check);
+        }
+    }
     Ok(())
 }

@@ -253,9 +253,39 @@ pub struct LoadArgs {
     /// Seconds each operation keeps retrying while replicas are down.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     deadline: u64,
+    /// Only the object indices listed in FILE (one per line, in that
+    /// order; blank lines and lines starting with # skipped) instead of
+    /// --start.. --start+--objects: for instance the objects whose data
+    /// shard is on one node (bench/ec-degraded.sh).
+    #[arg(long, value_name = "FILE")]
+    indices: Option<std::path::PathBuf>,
     /// Print one JSON object with the results.
     #[arg(long)]
     json: bool,
+}
+
+/// The object indices `strata load --indices FILE` lists.
+fn read_indices(path: &std::path::Path) -> anyhow::Result<Vec<u64>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --indices {}", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        out.push(line.parse().with_context(|| {
+            format!(
+                "{} line {}: {line:?} is not an object index",
+                path.display(),
+                n + 1
+            )
+        })?);
+    }
+    if out.is_empty() {
+        bail!("--indices {} lists no object", path.display());
+    }
+    Ok(out)
 }
 
 /// The bytes of load object `i`.
@@ -278,14 +308,26 @@ pub fn load(a: LoadArgs) -> anyhow::Result<()> {
     if a.concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
+    let which: Vec<u64> = match &a.indices {
+        Some(p) => read_indices(p)?,
+        None => (a.start..a.start + a.objects).collect(),
+    };
+    // Keys are zero-padded to the width of the set written.
+    let top = which.iter().map(|i| i + 1).max().unwrap_or(0);
+    let width = (a.start + a.objects)
+        .max(top)
+        .max(1)
+        .to_string()
+        .len()
+        .max(8);
+    let count = which.len() as u64;
     runtime()?.block_on(async {
         let c = Arc::new(connect(&a.meta, a.deadline).await?);
-        let pb = crate::progress::bar(a.objects, if a.verify { "verify" } else { "write" });
+        let pb = crate::progress::bar(count, if a.verify { "verify" } else { "write" });
         let bad = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
-        let width = (a.start + a.objects).max(1).to_string().len().max(8);
         let results: Vec<anyhow::Result<Duration>> =
-            stream::iter(a.start..a.start + a.objects)
+            stream::iter(which)
                 .map(|i| {
                     let c = c.clone();
                     let key = format!("{}{:0width$}", a.prefix, i);
@@ -345,7 +387,7 @@ pub fn load(a: LoadArgs) -> anyhow::Result<()> {
         let bad = bad.load(Ordering::Relaxed);
         let summary = serde_json::json!({
             "op": if a.verify { "verify" } else { "write" },
-            "objects": a.objects, "size": size, "concurrency": a.concurrency,
+            "objects": count, "size": size, "concurrency": a.concurrency,
             "ok": ok, "errors": errors, "bad": bad,
             "seconds": secs, "ops_per_sec": ok as f64 / secs,
             "mb_per_sec": ok as f64 * size as f64 / secs / 1e6,

@@ -215,12 +215,13 @@ async fn status(a: StatusArgs) -> anyhow::Result<()> {
     }
     for (node, s) in &st.scrub {
         println!(
-            "scrub {node}: {} rows, {} objects checked, {} corrupt, {} missing, {} repaired ({} deletes propagated), {} tombstones purged",
+            "scrub {node}: {} rows, {} objects checked, {} corrupt, {} missing, {} repaired ({} object records, {} deletes propagated), {} tombstones purged",
             s.rows_checked,
             s.objects_checked,
             s.corrupt,
             s.missing,
             s.repaired,
+            s.objects_repaired,
             s.deletes_propagated,
             s.tombstones_purged
         );

@@ -27,11 +27,12 @@ pub struct Cluster {
     pub meta: Meta,
     pub nodes: Vec<Node>,
     pub targets: Targets,
-    env: super::procs::Env,
+    pub env: super::procs::Env,
 }
 
-/// Starts node `i` of a cluster behind its two proxies.
-fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Node> {
+/// Starts node `i` of a cluster behind its two proxies, with the server
+/// flags `extra` (a `--segment-size` there replaces the default 256 KiB).
+fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str, extra: &[&str]) -> anyhow::Result<Node> {
     let port = super::procs::listen_port()?;
     let listen = format!("127.0.0.1:{port}");
     let peer = Proxy::start(&listen)?;
@@ -52,9 +53,12 @@ fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Nod
         "2".into(),
         "--ram-cache".into(),
         "0".into(),
-        "--segment-size".into(),
-        "256KiB".into(),
     ];
+    let mut args = args;
+    if !extra.contains(&"--segment-size") {
+        args.extend(["--segment-size".into(), "256KiB".into()]);
+    }
+    args.extend(extra.iter().map(OsString::from));
     let server = Server::start(&ctx.env, args, &dir.join(format!("node{i}.log")))?;
     Ok(Node {
         server,
@@ -66,21 +70,33 @@ fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Nod
 
 impl Cluster {
     pub fn start(ctx: &Ctx, dir: &Path, tract_size: &str) -> anyhow::Result<Cluster> {
-        let n = ctx.nodes;
+        Self::start_with(ctx, dir, ctx.nodes, &["--tract-size", tract_size], &[])
+    }
+
+    /// A cluster of `n` nodes; `meta_extra`: more `strata meta` flags,
+    /// `node_extra`: more `strata server` flags.
+    pub fn start_with(
+        ctx: &Ctx,
+        dir: &Path,
+        n: usize,
+        meta_extra: &[&str],
+        node_extra: &[&str],
+    ) -> anyhow::Result<Cluster> {
+        let initial = n.to_string();
+        let mut meta_args = vec![
+            "--initial-nodes",
+            &initial,
+            "--replication",
+            "3",
+            "--suspect-after",
+            "1",
+            "--strikes",
+            "2",
+        ];
+        meta_args.extend_from_slice(meta_extra);
         let meta = Meta::start(
             &ctx.env,
-            &[
-                "--initial-nodes",
-                &n.to_string(),
-                "--replication",
-                "3",
-                "--suspect-after",
-                "1",
-                "--strikes",
-                "2",
-                "--tract-size",
-                tract_size,
-            ],
+            &meta_args,
             &dir.join("meta"),
             &dir.join("meta.log"),
         )?;
@@ -95,7 +111,7 @@ impl Cluster {
                         // it: try another.
                         let mut last = None;
                         for _ in 0..3 {
-                            match start_node(ctx, dir, i, &meta) {
+                            match start_node(ctx, dir, i, &meta, node_extra) {
                                 Ok(n) => return Ok(n),
                                 Err(e) if format!("{e:#}").contains("Address already in use") => {
                                     last = Some(e)

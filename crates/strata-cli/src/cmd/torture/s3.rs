@@ -727,7 +727,7 @@ fn check_listing(
     }
     if !disagree.is_empty() {
         t.note(format!(
-            "the listing disagrees with GetObject on {} key(s) of unknown effect: {}",
+            "the listing disagrees with GetObject on {} key(s): {}",
             disagree.len(),
             disagree
                 .iter()

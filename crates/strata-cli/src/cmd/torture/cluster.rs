@@ -21,7 +21,12 @@ pub struct Node {
     pub peer: Proxy,
     pub client: Proxy,
     pub up: bool,
+    /// Its S3 listener, when started with [`S3_LISTEN`].
+    pub s3: Option<String>,
 }
+
+/// A node flag of [`Cluster::start_with`]: `--s3-listen` on a free port.
+pub const S3_LISTEN: &str = "--s3-listen=auto";
 
 pub struct Cluster {
     pub meta: Meta,
@@ -58,13 +63,23 @@ fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str, extra: &[&str]) -> an
     if !extra.contains(&"--segment-size") {
         args.extend(["--segment-size".into(), "256KiB".into()]);
     }
-    args.extend(extra.iter().map(OsString::from));
+    let mut s3 = None;
+    for a in extra {
+        if *a == S3_LISTEN {
+            let addr = format!("127.0.0.1:{}", super::procs::listen_port()?);
+            args.extend(["--s3-listen".into(), addr.clone().into()]);
+            s3 = Some(addr);
+        } else {
+            args.push(a.into());
+        }
+    }
     let server = Server::start(&ctx.env, args, &dir.join(format!("node{i}.log")))?;
     Ok(Node {
         server,
         peer,
         client,
         up: true,
+        s3,
     })
 }
 

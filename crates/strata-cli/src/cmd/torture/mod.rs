@@ -49,6 +49,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("s3-multipart", "S3: kill -9 during multipart uploads (UploadPart, CompleteMultipartUpload of 5-11 MiB objects)"),
     ("s3-delete", "S3: kill -9 during DeleteObjects (2-12 keys each)"),
     ("s3-flip-listing", "S3: a bit flipped in the listing index (listing.redb) of a stopped node"),
+    ("s3-cluster", "S3 on a 4-node cluster (every node an S3 endpoint): kill -9 of a random node under load, restarted"),
 ];
 
 /// The kinds of a group name of --kinds.
@@ -87,7 +88,7 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
 ///   cluster: cluster-kill, multipart, node-loss, partition-nodes,
 ///     partition-client, linearizable
 ///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip
-///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing
+///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster
 ///
 /// Linearizability: `linearizable` trials write their histories to
 /// --history DIR; check them with tools/linearizability (Porcupine):
@@ -297,6 +298,7 @@ fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         "s3-multipart" => s3::trial(ctx, t, dir, s3::Fault::Multipart),
         "s3-delete" => s3::trial(ctx, t, dir, s3::Fault::Delete),
         "s3-flip-listing" => s3::trial(ctx, t, dir, s3::Fault::FlipListing),
+        "s3-cluster" => s3::cluster_trial(ctx, t, dir),
         k => cluster::trial(ctx, t, dir, k),
     }
 }

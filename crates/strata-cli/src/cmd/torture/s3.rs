@@ -258,13 +258,18 @@ type ReadState = Option<usize>;
 
 struct Worker<'a> {
     model: &'a Model,
-    addr: &'a RwLock<String>,
+    /// The S3 endpoints to send requests to (one at random each time).
+    addrs: &'a RwLock<Vec<String>>,
     signer: &'a Signer,
 }
 
 impl Worker<'_> {
     fn addr(&self) -> String {
-        self.addr.read().unwrap_or_else(|e| e.into_inner()).clone()
+        let a = self.addrs.read().unwrap_or_else(|e| e.into_inner());
+        if a.is_empty() {
+            return String::from("127.0.0.1:1");
+        }
+        a[rand::rng().random_range(0..a.len())].clone()
     }
 
     fn req(
@@ -527,6 +532,53 @@ fn restart(t: &mut Trial, ctx: &Ctx, n: &mut Node) -> bool {
     }
 }
 
+/// An S3 load running in the background.
+struct S3Load {
+    stop: Arc<AtomicBool>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl S3Load {
+    /// Starts `ctx.workers` threads of `mix` against `addrs` (worker w
+    /// owns keys `PREFIXw{w}-N`).
+    fn start(
+        ctx: &Ctx,
+        model: &Arc<Model>,
+        addrs: &Arc<RwLock<Vec<String>>>,
+        mix: Mix,
+        seed: u64,
+        prefix: &str,
+    ) -> S3Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut signer = ctx.s3_signer();
+        signer.timeout = Duration::from_secs(15);
+        let handles = (0..ctx.workers)
+            .map(|w| {
+                let (model, addrs, signer, stop) =
+                    (model.clone(), addrs.clone(), signer.clone(), stop.clone());
+                let prefix = format!("{prefix}w{w}-");
+                std::thread::spawn(move || {
+                    let wk = Worker {
+                        model: &model,
+                        addrs: &addrs,
+                        signer: &signer,
+                    };
+                    wk.run(mix, &stop, seed ^ ((w as u64 + 1) * 7919), &prefix)
+                })
+            })
+            .collect();
+        S3Load { stop, handles }
+    }
+
+    /// Stops the workers once their requests in flight end.
+    fn finish(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for h in self.handles {
+            let _ = h.join();
+        }
+    }
+}
+
 /// When a load ends.
 enum End {
     /// kill -9 of the node after this many milliseconds, requests in flight.
@@ -535,8 +587,7 @@ enum End {
     Quiet(u64),
 }
 
-/// Runs an S3 load of `mix` (worker w owns keys `PREFIXw{w}-N`), then
-/// kills the node as `end` says.
+/// Runs an S3 load of `mix` on the node, then kills it as `end` says.
 fn load_then_kill(
     ctx: &Ctx,
     model: &Arc<Model>,
@@ -546,42 +597,19 @@ fn load_then_kill(
     seed: u64,
     prefix: &str,
 ) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let addr = Arc::new(RwLock::new(node.s3.clone()));
-    let mut signer = ctx.s3_signer();
-    signer.timeout = Duration::from_secs(15);
-    let handles: Vec<_> = (0..ctx.workers)
-        .map(|w| {
-            let (model, addr, signer, stop) =
-                (model.clone(), addr.clone(), signer.clone(), stop.clone());
-            let prefix = format!("{prefix}w{w}-");
-            std::thread::spawn(move || {
-                let wk = Worker {
-                    model: &model,
-                    addr: &addr,
-                    signer: &signer,
-                };
-                wk.run(mix, &stop, seed ^ ((w as u64 + 1) * 7919), &prefix)
-            })
-        })
-        .collect();
+    let addrs = Arc::new(RwLock::new(vec![node.s3.clone()]));
+    let l = S3Load::start(ctx, model, &addrs, mix, seed, prefix);
     let (ms, quiet) = match end {
         End::Kill(ms) => (ms, false),
         End::Quiet(ms) => (ms, true),
     };
     std::thread::sleep(Duration::from_millis(ms));
     if quiet {
-        stop.store(true, Ordering::SeqCst);
-        for h in handles {
-            let _ = h.join();
-        }
+        l.finish();
         node.server.kill9();
     } else {
         node.server.kill9();
-        stop.store(true, Ordering::SeqCst);
-        for h in handles {
-            let _ = h.join();
-        }
+        l.finish();
     }
 }
 
@@ -737,6 +765,86 @@ fn check_listing(
                 .join("; ")
         ));
     }
+}
+
+/// S3 on a loopback cluster (`ctx.nodes` members, replication 3, each
+/// with `--s3-listen`): requests spread over every node's S3 endpoint
+/// (each a coordinator; the bucket's listing index lives on the replicas
+/// of its index row), kill -9 of a random member under load, restarted
+/// 0-1.5 s later; after every row is replicated again, GetObject and
+/// ListObjectsV2 through a random live node are checked as on one node.
+pub fn cluster_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(t.seed);
+    let signer = ctx.s3_signer();
+    let mut c = super::cluster::Cluster::start_with(
+        ctx,
+        dir,
+        ctx.nodes,
+        &["--tract-size", "8MiB"],
+        &[super::cluster::S3_LISTEN],
+    )?;
+    let s3_of = |c: &super::cluster::Cluster| -> Vec<String> {
+        c.nodes
+            .iter()
+            .filter(|n| n.up)
+            .filter_map(|n| n.s3.clone())
+            .collect()
+    };
+    let addrs = Arc::new(RwLock::new(s3_of(&c)));
+    let first = s3_of(&c).into_iter().next().context("no S3 endpoint")?;
+    wait_s3(&signer, &first)?;
+    let r = signer
+        .request(&first, "PUT", &format!("/{BUCKET}"), &[], &[], &[])
+        .context("CreateBucket")?;
+    if r.status != 200 {
+        bail!(
+            "CreateBucket answered {}: {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    for a in s3_of(&c) {
+        wait_s3(&signer, &a)?;
+    }
+    let model = Arc::new(Model::default());
+    let mix = Mix {
+        put: 4,
+        overwrite: 2,
+        delete: 1,
+        delete_objects: 1,
+        multipart: 0,
+        get: 2,
+    };
+    let l = S3Load::start(ctx, &model, &addrs, mix, rng.random(), "a");
+    std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+    let victim = rng.random_range(0..c.nodes.len());
+    c.kill(victim);
+    *addrs.write().unwrap_or_else(|e| e.into_inner()) = s3_of(&c);
+    std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
+    let back = c.restart(t, victim);
+    if back {
+        if let Some(a) = &c.nodes[victim].s3 {
+            if let Err(e) = wait_s3(&signer, a) {
+                t.fail(format!("node {victim}'s S3 API did not come back: {e:#}"));
+            }
+        }
+        *addrs.write().unwrap_or_else(|e| e.into_inner()) = s3_of(&c);
+    }
+    std::thread::sleep(Duration::from_millis(rng.random_range(300..1000)));
+    l.finish();
+    if !back {
+        return t.absorb(&model, vec![]);
+    }
+    t.note(format!("node {victim} killed and restarted"));
+    c.settle(t, Duration::from_secs(90));
+    let live = s3_of(&c);
+    let at = live[rng.random_range(0..live.len())].clone();
+    let (states, unreadable) = verify(&model, &signer, &at, Duration::from_secs(20));
+    match list_all(&signer, &at, rng.random_range(50..=1000)) {
+        Ok(listed) => check_listing(t, &model, &states, &listed),
+        Err(e) => t.fail(format!("LISTING: {e:#}")),
+    }
+    t.absorb(&model, unreadable)
 }
 
 /// One S3 trial.

@@ -30,6 +30,7 @@ const LEFT_OUT_FOR_TIME: &[&str] = &[
     "ec-flip",
     "s3-multipart",
     "s3-delete",
+    "s3-cluster",
 ];
 
 /// Kinds this campaign runs, three trials each.

@@ -31,6 +31,10 @@ const BUCKET: &str = "torture-s3";
 const MIN_PART: usize = 5 << 20;
 const REGION: &str = "us-east-1";
 
+/// Multipart uploads acknowledged (CompleteMultipartUpload answered 200)
+/// in the trial running (trials run one after the other).
+static MULTIPART_ACKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The S3 faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -396,6 +400,9 @@ impl Worker<'_> {
             }
             _ => Outcome::Unknown,
         };
+        if o == Outcome::Acked {
+            MULTIPART_ACKED.fetch_add(1, Ordering::Relaxed);
+        }
         self.model.record(key, Op::Put(ver), o);
     }
 
@@ -850,6 +857,7 @@ pub fn cluster_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()>
 /// One S3 trial.
 pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(t.seed);
+    MULTIPART_ACKED.store(0, Ordering::Relaxed);
     let signer = ctx.s3_signer();
     let mut node = start_node(ctx, dir)?;
     wait_s3(&signer, &node.s3)?;
@@ -895,6 +903,12 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
                 }
             }
             t.note(format!("{kills} kill(s)"));
+            if fault == Fault::Multipart {
+                t.note(format!(
+                    "{} multipart upload(s) completed (acknowledged)",
+                    MULTIPART_ACKED.load(Ordering::Relaxed)
+                ));
+            }
         }
         Fault::FlipListing => {
             load_then_kill(

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # The full fault campaign (issue 15, docs/reliability.md): over 1,000 trials
-# of `strata torture` over every kind, single node and cluster, run as three
+# of `strata torture` over every kind, single node and cluster, run as five
 # campaigns side by side (single-node kinds, cluster kinds, disk-full, which
-# is slow: each trial fills a 64 MiB tmpfs), then every linearizability
-# history checked with Porcupine (tools/linearizability). Needs root for
-# the disk-full trials (mount -t tmpfs) and Go for the checker.
+# is slow: each trial fills a 64 MiB tmpfs, the erasure-coding kinds on a
+# 6-node --ec 4+2 cluster, slow too, and the S3 kinds), then every
+# linearizability history checked with Porcupine (tools/linearizability).
+# Needs root for the disk-full trials (mount -t tmpfs) and Go for the
+# checker.
 #
-#   bench/torture.sh [SINGLE_TRIALS] [CLUSTER_TRIALS] [DISK_FULL_TRIALS] [SEED]
-#   (defaults 726, 270, 20, 2026: 1,016 trials)
+#   bench/torture.sh [SINGLE_TRIALS] [CLUSTER_TRIALS] [DISK_FULL_TRIALS] [SEED] [EC_TRIALS] [S3_TRIALS]
+#   (defaults 726, 270, 20, 2026, 100, 200: 1,316 trials)
 #   TORTURE_TIME_LIMIT=SECS: each campaign stops starting trials after SECS
 #   (so the campaign ends on time; fewer trials may run than asked).
 #
-# Output in target/torture/: single.json, cluster.json, disk-full.json (every
-# trial), report.txt (the table), histories/*.json, lincheck.txt.
+# Output in target/torture/: single.json, cluster.json, disk-full.json,
+# ec.json, s3.json (every trial), report.txt (the table), histories/*.json, lincheck.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SINGLE=${1:-726}
 CLUSTER=${2:-270}
 FULL=${3:-20}
 SEED=${4:-2026}
+EC=${5:-100}
+S3=${6:-200}
 OUT=target/torture
 mkdir -p "$OUT"
 rm -rf "$OUT/histories" "$OUT/anomalies"
@@ -34,8 +38,12 @@ nice -n 10 "$STRATA" torture "${TL[@]}" --trials "$CLUSTER" --seed "$((SEED + 10
     --history "$OUT/histories" --json > "$OUT/cluster.json" 2> "$OUT/cluster.log" &
 nice -n 10 "$STRATA" torture "${TL[@]}" --trials "$FULL" --seed "$((SEED + 200000))" --kinds disk-full \
     --json > "$OUT/disk-full.json" 2> "$OUT/disk-full.log" &
+nice -n 10 "$STRATA" torture "${TL[@]}" --trials "$EC" --seed "$((SEED + 300000))" --kinds ec \
+    --json > "$OUT/ec.json" 2> "$OUT/ec.log" &
+nice -n 10 "$STRATA" torture "${TL[@]}" --trials "$S3" --seed "$((SEED + 400000))" --kinds s3 \
+    --json > "$OUT/s3.json" 2> "$OUT/s3.log" &
 wait
-python3 - "$OUT"/single.json "$OUT"/cluster.json "$OUT"/disk-full.json > "$OUT/report.txt" <<'PY'
+python3 - "$OUT"/single.json "$OUT"/cluster.json "$OUT"/disk-full.json "$OUT"/ec.json "$OUT"/s3.json > "$OUT/report.txt" <<'PY'
 import json, sys
 kinds, results = [], []
 for p in sys.argv[1:]:

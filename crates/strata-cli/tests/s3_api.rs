@@ -397,6 +397,62 @@ print("ok")
     assert_eq!(out.trim(), "ok");
 }
 
+/// A listing index redb refuses as corrupt (here its magic number flipped
+/// while the node was down; `strata torture --kinds s3-flip-listing`
+/// found random flips doing the same) no longer keeps the node down: the
+/// file is moved to DATA/quarantine/, the node says so, starts with an
+/// empty index, serves every object, and lists what is written again.
+#[test]
+fn a_corrupt_listing_index_is_quarantined_and_the_node_starts() {
+    let mut c = S3Cluster::start();
+    c.python(&format!(
+        r#"{PRELUDE}
+s3.create_bucket(Bucket="flip")
+for i in range(20):
+    s3.put_object(Bucket="flip", Key="k%02d" % i, Body=b"v%d" % i)
+"#
+    ));
+    c.node.0.kill();
+    let file = c.dir.path().join("node").join("listing.redb");
+    let mut bytes = std::fs::read(&file).expect("listing.redb");
+    bytes[0] ^= 0x10;
+    std::fs::write(&file, &bytes).expect("write listing.redb");
+    let node = S3Cluster::node(&c.meta, c.dir.path(), &c.s3, &c.node.1);
+    c.node = (node, c.node.1.clone());
+    c.wait_ready();
+    let quarantined: Vec<_> = std::fs::read_dir(c.dir.path().join("node").join("quarantine"))
+        .expect("DATA/quarantine")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("listing.redb."))
+        .collect();
+    assert_eq!(
+        quarantined.len(),
+        1,
+        "the damaged index was not moved aside"
+    );
+    assert_eq!(
+        std::fs::read(quarantined[0].path()).expect("quarantined file"),
+        bytes,
+        "the quarantined file is not the damaged one"
+    );
+    assert!(
+        c.logs().contains("listing index") && c.logs().contains("is corrupt"),
+        "the node did not say what it found:\n{}",
+        c.logs()
+    );
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+for i in range(20):
+    assert s3.get_object(Bucket="flip", Key="k%02d" % i)["Body"].read() == b"v%d" % i
+s3.put_object(Bucket="flip", Key="new", Body=b"after")
+keys = [o["Key"] for o in s3.list_objects_v2(Bucket="flip").get("Contents", [])]
+assert keys == ["new"], keys
+print("ok")
+"#
+    ));
+    assert_eq!(out.trim(), "ok");
+}
+
 /// `--s3-listen` without a root key is refused with the reason (no
 /// anonymous access), on a cluster of one as on a member.
 #[test]

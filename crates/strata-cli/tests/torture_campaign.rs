@@ -13,13 +13,28 @@ use std::process::Command;
 
 /// Kinds with an open finding of the campaign (docs/reliability.md,
 /// "Findings"), left out of CI until their fix lands so that this test
-/// guards everything that holds today. None: flip-superblock, multipart
-/// and disk-full (deletes on a full volume, a full node restarted after a
-/// tier move), open before, are fixed and run here.
-const OPEN_FINDINGS: &[&str] = &[];
+/// guards everything that holds today. s3-flip-listing: finding 7 (a
+/// corrupt listing index is quarantined and the node starts, but what it
+/// listed is not listed again; a flip redb repairs by rolling back to its
+/// previous commit loses that commit's entries). flip-superblock,
+/// multipart and disk-full, open before, are fixed and run here.
+const OPEN_FINDINGS: &[&str] = &["s3-flip-listing"];
+
+/// Kinds left out to keep the campaign under 5 minutes: one erasure-coding
+/// kind (each trial starts six nodes and waits for segments to be encoded)
+/// and one S3 kind run here; the others run in the full campaign
+/// (bench/torture.sh).
+const LEFT_OUT_FOR_TIME: &[&str] = &[
+    "ec-compact",
+    "ec-rebuild",
+    "ec-flip",
+    "s3-multipart",
+    "s3-delete",
+    "s3-cluster",
+];
 
 /// Kinds this campaign runs, three trials each.
-const KINDS: usize = 18;
+const KINDS: usize = 20;
 
 #[test]
 fn a_short_campaign_over_every_kind_passes() {
@@ -31,7 +46,7 @@ fn a_short_campaign_over_every_kind_passes() {
     let kinds: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|k| !OPEN_FINDINGS.contains(k))
+        .filter(|k| !OPEN_FINDINGS.contains(k) && !LEFT_OUT_FOR_TIME.contains(k))
         .map(str::to_string)
         .collect();
     assert_eq!(kinds.len(), KINDS, "{kinds:?}");

@@ -25,6 +25,23 @@ use strata_client::protocol::{IndexEntry, ListPage, ListQuery};
 
 use crate::ClusterError;
 
+/// Whether redb refused a database file for its contents (corrupt pages
+/// or header, an unknown format byte), not for a lock or an I/O failure.
+fn is_corrupt(e: &redb::DatabaseError) -> bool {
+    match e {
+        redb::DatabaseError::UpgradeRequired(_) => true,
+        redb::DatabaseError::Storage(s) => match s {
+            redb::StorageError::Corrupted(_) | redb::StorageError::ValueTooLarge(_) => true,
+            redb::StorageError::Io(io) => matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// Key: bucket, NUL, name (a bucket holds no NUL); value: the entry as JSON.
 const ENTRIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entries");
 
@@ -115,6 +132,10 @@ impl ListingIndex {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
+        Self::with_db(path, db)
+    }
+
+    fn with_db(path: &Path, db: Database) -> Result<ListingIndex, ClusterError> {
         let db = Arc::new(db);
         let (tx, rx) = std::sync::mpsc::channel();
         let thread_db = db.clone();
@@ -131,6 +152,49 @@ impl ListingIndex {
             writes: Some(tx),
             committer: Some(committer),
         })
+    }
+
+    /// [`ListingIndex::open`], but a database redb finds corrupt (a
+    /// flipped bit in a page both its commit roots share, a torn header)
+    /// is moved into `quarantine` (as `listing.redb.UNIX-SECONDS`) and a
+    /// fresh, empty index is opened in its place: the node starts and
+    /// serves every object; what the quarantined file listed is not
+    /// listed (docs/placement.md, "The listing index"). Returns where the
+    /// damaged file went, if it was moved. Any other failure (the file
+    /// locked by another process, an I/O error) is returned as it is.
+    pub fn open_or_quarantine(
+        path: &Path,
+        quarantine: &Path,
+    ) -> Result<(ListingIndex, Option<std::path::PathBuf>), ClusterError> {
+        match Database::create(path) {
+            Ok(db) => Ok((Self::with_db(path, db)?, None)),
+            Err(e) if is_corrupt(&e) => {
+                let fail = |reason: String| ClusterError::Index {
+                    path: path.display().to_string(),
+                    reason,
+                };
+                std::fs::create_dir_all(quarantine)
+                    .map_err(|q| fail(format!("{e}; creating {}: {q}", quarantine.display())))?;
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let name = path
+                    .file_name()
+                    .map_or("listing.redb".into(), |n| n.to_string_lossy().into_owned());
+                let to = quarantine.join(format!("{name}.{secs}"));
+                std::fs::rename(path, &to)
+                    .map_err(|q| fail(format!("{e}; moving it to {}: {q}", to.display())))?;
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+                }
+                let idx = Self::open(path)?;
+                Ok((idx, Some(to)))
+            }
+            Err(e) => Err(ClusterError::Index {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }),
+        }
     }
 
     fn fail(&self, e: impl std::fmt::Display) -> ClusterError {

@@ -1307,7 +1307,21 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     }
     // The listing index routes are node protocol routes: the gateway and
     // the S3 coordinator reach them in-process on their own node too.
-    let index = crate::index::ListingIndex::open(&node.opts.data.join("listing.redb"))?;
+    // A damaged index file does not keep the node down: it is
+    // quarantined and a fresh one serves (the objects are untouched).
+    let (index, moved) = crate::index::ListingIndex::open_or_quarantine(
+        &node.opts.data.join("listing.redb"),
+        &node.opts.data.join("quarantine"),
+    )?;
+    if let Some(to) = moved {
+        eprintln!(
+            "strata server: the listing index {} is corrupt: moved to {}; a new, empty index \
+             serves (objects are not affected; the names it listed are not listed until \
+             written again)",
+            node.opts.data.join("listing.redb").display(),
+            to.display()
+        );
+    }
     let protocol = crate::server::router(node.clone())
         .merge(crate::index::routes(Arc::new(index)))
         .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));

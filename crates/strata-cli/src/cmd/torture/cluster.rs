@@ -21,17 +21,23 @@ pub struct Node {
     pub peer: Proxy,
     pub client: Proxy,
     pub up: bool,
+    /// Its S3 listener, when started with [`S3_LISTEN`].
+    pub s3: Option<String>,
 }
+
+/// A node flag of [`Cluster::start_with`]: `--s3-listen` on a free port.
+pub const S3_LISTEN: &str = "--s3-listen=auto";
 
 pub struct Cluster {
     pub meta: Meta,
     pub nodes: Vec<Node>,
     pub targets: Targets,
-    env: super::procs::Env,
+    pub env: super::procs::Env,
 }
 
-/// Starts node `i` of a cluster behind its two proxies.
-fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Node> {
+/// Starts node `i` of a cluster behind its two proxies, with the server
+/// flags `extra` (a `--segment-size` there replaces the default 256 KiB).
+fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str, extra: &[&str]) -> anyhow::Result<Node> {
     let port = super::procs::listen_port()?;
     let listen = format!("127.0.0.1:{port}");
     let peer = Proxy::start(&listen)?;
@@ -52,35 +58,60 @@ fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str) -> anyhow::Result<Nod
         "2".into(),
         "--ram-cache".into(),
         "0".into(),
-        "--segment-size".into(),
-        "256KiB".into(),
     ];
+    let mut args = args;
+    if !extra.contains(&"--segment-size") {
+        args.extend(["--segment-size".into(), "256KiB".into()]);
+    }
+    let mut s3 = None;
+    for a in extra {
+        if *a == S3_LISTEN {
+            let addr = format!("127.0.0.1:{}", super::procs::listen_port()?);
+            args.extend(["--s3-listen".into(), addr.clone().into()]);
+            s3 = Some(addr);
+        } else {
+            args.push(a.into());
+        }
+    }
     let server = Server::start(&ctx.env, args, &dir.join(format!("node{i}.log")))?;
     Ok(Node {
         server,
         peer,
         client,
         up: true,
+        s3,
     })
 }
 
 impl Cluster {
     pub fn start(ctx: &Ctx, dir: &Path, tract_size: &str) -> anyhow::Result<Cluster> {
-        let n = ctx.nodes;
+        Self::start_with(ctx, dir, ctx.nodes, &["--tract-size", tract_size], &[])
+    }
+
+    /// A cluster of `n` nodes; `meta_extra`: more `strata meta` flags,
+    /// `node_extra`: more `strata server` flags.
+    pub fn start_with(
+        ctx: &Ctx,
+        dir: &Path,
+        n: usize,
+        meta_extra: &[&str],
+        node_extra: &[&str],
+    ) -> anyhow::Result<Cluster> {
+        let initial = n.to_string();
+        let mut meta_args = vec![
+            "--initial-nodes",
+            &initial,
+            "--replication",
+            "3",
+            "--suspect-after",
+            "1",
+            "--strikes",
+            "2",
+        ];
+        meta_args.extend_from_slice(meta_extra);
         let meta = Meta::start(
             &ctx.env,
-            &[
-                "--initial-nodes",
-                &n.to_string(),
-                "--replication",
-                "3",
-                "--suspect-after",
-                "1",
-                "--strikes",
-                "2",
-                "--tract-size",
-                tract_size,
-            ],
+            &meta_args,
             &dir.join("meta"),
             &dir.join("meta.log"),
         )?;
@@ -95,7 +126,7 @@ impl Cluster {
                         // it: try another.
                         let mut last = None;
                         for _ in 0..3 {
-                            match start_node(ctx, dir, i, &meta) {
+                            match start_node(ctx, dir, i, &meta, node_extra) {
                                 Ok(n) => return Ok(n),
                                 Err(e) if format!("{e:#}").contains("Address already in use") => {
                                     last = Some(e)

@@ -157,7 +157,7 @@ impl Model {
         k.entry(key.to_string()).or_default().ops.push((op, o));
     }
 
-    fn next_ver(&self, key: &str) -> u64 {
+    pub fn next_ver(&self, key: &str) -> u64 {
         let mut k = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         let e = k.entry(key.to_string()).or_default();
         e.next_ver += 1;

@@ -7,10 +7,12 @@
 //! version, so any wrong byte is caught). docs/reliability.md.
 
 mod cluster;
+mod ec;
 mod http;
 mod load;
 mod procs;
 mod proxy;
+mod s3;
 mod single;
 
 use anyhow::{bail, Context};
@@ -39,7 +41,31 @@ pub const KINDS: &[(&str, &str)] = &[
     ("partition-nodes", "cluster: a node cut from the others and the metadata service (proxy blackhole or reset), healed"),
     ("partition-client", "cluster: the clients cut from a node mid-request, healed"),
     ("linearizable", "cluster: 5 clients, 3 keys, a kill and a partition; the history is written for Porcupine"),
+    ("ec-encode", "erasure coding (6 nodes, --ec 4+2, 64 KiB segments): kill -9 of a node while segments are encoded"),
+    ("ec-compact", "erasure coding: most objects deleted; kill -9 of a node while stripes are compacted"),
+    ("ec-rebuild", "erasure coding: a node lost for good; kill -9 of another while the lost shards are rebuilt"),
+    ("ec-flip", "erasure coding: a bit flipped in a shard file; every read checked, the scrub must rebuild it"),
+    ("s3-put", "S3 (a cluster of one): kill -9 during PutObject and DeleteObject; GetObject and ListObjectsV2 checked"),
+    ("s3-multipart", "S3: kill -9 during multipart uploads (UploadPart, CompleteMultipartUpload of 5-11 MiB objects)"),
+    ("s3-delete", "S3: kill -9 during DeleteObjects (2-12 keys each)"),
+    ("s3-flip-listing", "S3: a bit flipped in the listing index (listing.redb) of a stopped node"),
+    ("s3-cluster", "S3 on a 4-node cluster (every node an S3 endpoint): kill -9 of a random node under load, restarted"),
 ];
+
+/// The kinds of a group name of --kinds.
+fn group(name: &str) -> Option<Vec<&'static str>> {
+    let all = KINDS.iter().map(|(k, _)| *k);
+    let is_ec = |k: &str| k.starts_with("ec-");
+    let is_s3 = |k: &str| k.starts_with("s3-");
+    Some(match name {
+        "all" => all.collect(),
+        "single" => KINDS[..12].iter().map(|(k, _)| *k).collect(),
+        "cluster" => KINDS[12..18].iter().map(|(k, _)| *k).collect(),
+        "ec" => all.filter(|k| is_ec(k)).collect(),
+        "s3" => all.filter(|k| is_s3(k)).collect(),
+        _ => return None,
+    })
+}
 
 /// Run the fault campaign: trials of kill -9, torn writes, bit flips, a
 /// full disk, slow clients and network partitions against real `strata`
@@ -55,11 +81,14 @@ pub const KINDS: &[(&str, &str)] = &[
 /// Trials cycle through --kinds; trial i uses seed SEED+i, and each failure
 /// prints the command that repeats it.
 ///
-/// Kinds (--kinds, comma-separated; `all`, `single` or `cluster` too):
-///   put, batch, delete, overwrite, compaction, tier-move, torn-write,
-///   flip-needle, flip-checkpoint, flip-superblock, disk-full (needs root:
-///   it mounts a 64 MiB tmpfs), slow-clients, cluster-kill, multipart,
-///   node-loss, partition-nodes, partition-client, linearizable
+/// Kinds (--kinds, comma-separated; groups: all, single, cluster, ec, s3):
+///   single: put, batch, delete, overwrite, compaction, tier-move,
+///     torn-write, flip-needle, flip-checkpoint, flip-superblock, disk-full
+///     (needs root: it mounts a 64 MiB tmpfs), slow-clients
+///   cluster: cluster-kill, multipart, node-loss, partition-nodes,
+///     partition-client, linearizable
+///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip
+///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster
 ///
 /// Linearizability: `linearizable` trials write their histories to
 /// --history DIR; check them with tools/linearizability (Porcupine):
@@ -72,7 +101,8 @@ pub struct Args {
     /// Number of trials (they cycle through the kinds).
     #[arg(long, default_value_t = 18)]
     trials: usize,
-    /// Kinds of trials, comma-separated (see above), or all, single, cluster.
+    /// Kinds of trials, comma-separated (see above), or a group: all, single,
+    /// cluster, ec, s3.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     kinds: Vec<String>,
     /// Seed of trial 0 (trial i uses SEED+i); default: from the clock.
@@ -112,6 +142,17 @@ pub struct Ctx {
     workers: usize,
     nodes: usize,
     history: Option<PathBuf>,
+}
+
+impl Ctx {
+    /// A SigV4 signer with the nodes' S3 root key.
+    pub fn s3_signer(&self) -> s3::Signer {
+        s3::Signer {
+            access: self.env.s3_root.0.clone(),
+            secret: self.env.s3_root.1.clone(),
+            timeout: std::time::Duration::from_secs(20),
+        }
+    }
 }
 
 /// One trial's result.
@@ -193,17 +234,16 @@ impl Trial {
 fn expand(kinds: &[String]) -> anyhow::Result<Vec<&'static str>> {
     let mut out = Vec::new();
     for k in kinds {
-        match k.as_str() {
-            "all" => out.extend(KINDS.iter().map(|(k, _)| *k)),
-            "single" => out.extend(KINDS[..12].iter().map(|(k, _)| *k)),
-            "cluster" => out.extend(KINDS[12..].iter().map(|(k, _)| *k)),
-            k => match KINDS.iter().find(|(n, _)| *n == k) {
-                Some((n, _)) => out.push(*n),
-                None => bail!(
-                    "--kinds: unknown kind {k:?}; the kinds are {} (or all, single, cluster)",
-                    KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
-                ),
-            },
+        if let Some(g) = group(k) {
+            out.extend(g);
+            continue;
+        }
+        match KINDS.iter().find(|(n, _)| *n == k) {
+            Some((n, _)) => out.push(*n),
+            None => bail!(
+                "--kinds: unknown kind {k:?}; the kinds are {} (or all, single, cluster, ec, s3)",
+                KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
+            ),
         }
     }
     if out.is_empty() {
@@ -250,6 +290,15 @@ fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         "disk-full" => single::disk_full(ctx, t, dir),
         "slow-clients" => single::slow_clients(ctx, t, dir),
         "linearizable" => cluster::linearizable(ctx, t, dir),
+        "ec-encode" => ec::trial(ctx, t, dir, ec::Fault::Encode),
+        "ec-compact" => ec::trial(ctx, t, dir, ec::Fault::Compact),
+        "ec-rebuild" => ec::trial(ctx, t, dir, ec::Fault::Rebuild),
+        "ec-flip" => ec::trial(ctx, t, dir, ec::Fault::Flip),
+        "s3-put" => s3::trial(ctx, t, dir, s3::Fault::Put),
+        "s3-multipart" => s3::trial(ctx, t, dir, s3::Fault::Multipart),
+        "s3-delete" => s3::trial(ctx, t, dir, s3::Fault::Delete),
+        "s3-flip-listing" => s3::trial(ctx, t, dir, s3::Fault::FlipListing),
+        "s3-cluster" => s3::cluster_trial(ctx, t, dir),
         k => cluster::trial(ctx, t, dir, k),
     }
 }
@@ -302,6 +351,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             exe: std::env::current_exe().context("the strata binary")?,
             admin_token: random_hex(),
             cluster_secret: random_hex(),
+            s3_root: (
+                format!("TORTURE{}", &random_hex()[..13].to_uppercase()),
+                random_hex(),
+            ),
         },
         workers: a.workers,
         nodes: a.nodes,

@@ -15,6 +15,8 @@ pub struct Env {
     pub exe: PathBuf,
     pub admin_token: String,
     pub cluster_secret: String,
+    /// The S3 root key of nodes with `--s3-listen` (access key, secret).
+    pub s3_root: (String, String),
 }
 
 impl Env {
@@ -22,6 +24,8 @@ impl Env {
         let mut c = Command::new(&self.exe);
         c.env("STRATA_ADMIN_TOKEN", &self.admin_token);
         c.env("STRATA_CLUSTER_SECRET", &self.cluster_secret);
+        c.env("STRATA_ROOT_ACCESS_KEY", &self.s3_root.0);
+        c.env("STRATA_ROOT_SECRET_KEY", &self.s3_root.1);
         c
     }
 }

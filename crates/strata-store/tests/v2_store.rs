@@ -142,7 +142,10 @@ fn a_version_2_store_opens_and_reads_back() {
         .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
         .filter(|b| b.len() >= 12 && &b[0..8] == b"STRATIDX" && b[8..12] == 2u32.to_le_bytes())
         .count();
-    assert!(v2_checkpoints >= 3, "{v2_checkpoints} version-2 checkpoints");
+    assert!(
+        v2_checkpoints >= 3,
+        "{v2_checkpoints} version-2 checkpoints"
+    );
     assert!(flash.join("strata.run").exists());
     let mut want = expected();
     for round in 0..3 {
@@ -164,5 +167,19 @@ fn a_version_2_store_opens_and_reads_back() {
             check(&store, &want, &format!("round {round} after compaction"));
         }
         store.close().unwrap();
+        // The first open rewrote every checkpoint in version 3 (after the
+        // open, in the background or at the close).
+        for d in [&flash, &disk] {
+            assert_eq!(checkpoints_of_version(d, 2), 0, "round {round}");
+            assert!(checkpoints_of_version(d, 3) >= 3, "round {round}");
+        }
     }
+}
+
+fn checkpoints_of_version(dir: &Path, version: u32) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
+        .filter(|b| b.len() >= 12 && &b[0..8] == b"STRATIDX" && b[8..12] == version.to_le_bytes())
+        .count()
 }

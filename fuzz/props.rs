@@ -58,33 +58,91 @@ pub fn superblock(data: &[u8]) {
 
 /// Checkpoint parser and decoders: never panic or allocate wildly on any
 /// bytes; a decoded index answers lookups without panicking. The input's
-/// checksums are fixed up first, so that the fuzzer reaches the decoders.
+/// checksums (and, for version 3, its section sizes) are fixed up, once as
+/// a version-2 file and once as a version-3 one, so that the fuzzer reaches
+/// the decoders; of a version-3 file, what the open reads of it (header
+/// and offsets section) agrees with the whole file's decoding.
 pub fn checkpoint(data: &[u8]) {
     let _ = checkpoint::parse(data);
-    if data.len() < checkpoint::HEADER_LEN {
+    if let Some(p) = checkpoint::prefix_len(data) {
+        let end = usize::try_from(p).unwrap_or(usize::MAX).min(data.len());
+        if let Ok((h, sec)) = checkpoint::parse_prefix(&data[..end]) {
+            let _ = checkpoint::decode_sealed_prefix(&h, sec);
+        }
+    }
+    let _ = strata_store::format::run::decode(data);
+    if data.len() < checkpoint::HEADER_LEN_V2 {
         return;
     }
     let mut b = data.to_vec();
     b[0..8].copy_from_slice(&checkpoint::MAGIC);
-    b[8..12].copy_from_slice(&checkpoint::VERSION.to_le_bytes());
-    let body_len = (b.len() - checkpoint::HEADER_LEN) as u64;
+    b[8..12].copy_from_slice(&checkpoint::VERSION_2.to_le_bytes());
+    let body_len = (b.len() - checkpoint::HEADER_LEN_V2) as u64;
     b[48..56].copy_from_slice(&body_len.to_le_bytes());
-    let body_crc = crc32c::crc32c(&b[checkpoint::HEADER_LEN..]);
+    let body_crc = crc32c::crc32c(&b[checkpoint::HEADER_LEN_V2..]);
     b[56..60].copy_from_slice(&body_crc.to_le_bytes());
     let crc = crc32c::crc32c(&b[0..60]);
     b[60..64].copy_from_slice(&crc.to_le_bytes());
     let (h, body) = checkpoint::parse(&b).expect("fixed-up checkpoint parses");
-    if let Ok(a) = checkpoint::decode_active(&h, body) {
+    checkpoint_decoders(&h, body);
+    if data.len() < checkpoint::HEADER_LEN {
+        return;
+    }
+    let b = checkpoint_v3_fixed_up(data);
+    let (h, body) = checkpoint::parse(&b).expect("fixed-up version-3 checkpoint parses");
+    checkpoint_decoders(&h, body);
+    let plen = checkpoint::prefix_len(&b).expect("a version-3 header") as usize;
+    let (hp, sec) = checkpoint::parse_prefix(&b[..plen]).expect("its prefix parses");
+    assert_eq!(hp, h);
+    let pre = checkpoint::decode_sealed_prefix(&hp, sec);
+    if let Ok(full) = checkpoint::decode_sealed_parts(&h, body) {
+        let pre = pre.expect("the prefix of a decodable checkpoint decodes");
+        assert_eq!(
+            (&pre.offsets, &pre.deleted, pre.live_bytes),
+            (&full.offsets, &full.deleted, full.live_bytes)
+        );
+    }
+}
+
+fn checkpoint_decoders(h: &checkpoint::CheckpointHeader, body: &[u8]) {
+    if let Ok(a) = checkpoint::decode_active(h, body) {
         for &o in a.map.values() {
-            let _ = a.needle(o);
+            assert!(a.needle(o).is_some());
         }
     }
-    if let Ok((s, _deleted)) = checkpoint::decode_sealed(&h, body) {
+    if let Ok((s, deleted)) = checkpoint::decode_sealed(h, body) {
         for &o in s.map.values() {
-            let _ = s.needle(o);
+            assert!(s.needle(o).is_some());
         }
+        assert_eq!(deleted.len() as u64, s.needle_count().div_ceil(64));
     }
-    let _ = strata_store::format::run::decode(data);
+}
+
+/// `data` (at least a header long) made a version-3 checkpoint whose sizes
+/// and checksums agree: a needle count below 64 taken from its bytes, the
+/// body cut or zero-padded to whole sections.
+pub fn checkpoint_v3_fixed_up(data: &[u8]) -> Vec<u8> {
+    let hl = checkpoint::HEADER_LEN;
+    let mut b = data.to_vec();
+    b[0..8].copy_from_slice(&checkpoint::MAGIC);
+    b[8..12].copy_from_slice(&checkpoint::VERSION.to_le_bytes());
+    b[72..76].copy_from_slice(&[0; 4]);
+    let n = u64::from(b[40]) % 64;
+    b[40..48].copy_from_slice(&n.to_le_bytes());
+    let a = ((n as usize + 1) * 4).next_multiple_of(8) + (n as usize).div_ceil(64) * 8;
+    if b.len() < hl + a {
+        b.resize(hl + a, 0);
+    }
+    let m = (b.len() - hl - a) / 16;
+    b.truncate(hl + a + m * 16);
+    b[48..56].copy_from_slice(&(m as u64).to_le_bytes());
+    let ca = crc32c::crc32c(&b[hl..hl + a]);
+    let cb = crc32c::crc32c(&b[hl + a..]);
+    b[64..68].copy_from_slice(&ca.to_le_bytes());
+    b[68..72].copy_from_slice(&cb.to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..76]);
+    b[76..80].copy_from_slice(&crc.to_le_bytes());
+    b
 }
 
 /// Every trace reader (the format is detected from the bytes, as `strata

@@ -913,24 +913,60 @@ impl Store {
             .unwrap_or_default();
         let mut table: Vec<Option<Arc<Segment>>> = Vec::new();
         let mut entries_of: Vec<Vec<Entry>> = Vec::new();
-        // One buffer for every checkpoint read: a fresh one per file would
-        // fault its pages in again (a restart reads ~20 bytes per needle).
-        let mut ck_buf: Vec<u8> = Vec::new();
-        for (&id, f) in &found {
-            let is_last = last_of_device[f.device] == Some(id);
-            let slot = table.len() as u32;
-            let loaded = load_segment(
-                &cfg,
-                f,
-                is_last,
-                slot,
-                &fds,
-                &run_counts,
-                &mut report,
-                &mut ck_buf,
-            );
+        // Segments load on a few threads (a restart at 100M objects reads
+        // ~250 checkpoints of 1.6 MB and builds their offset tables), each
+        // with one buffer for every checkpoint it reads: a fresh one per
+        // file would fault its pages in again.
+        let list: Vec<(u64, &Found)> = found.iter().map(|(&id, f)| (id, f)).collect();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4)
+            .min(list.len().max(1));
+        type Loaded = (Result<(Segment, Vec<Entry>, bool)>, OpenReport);
+        let results: Vec<Mutex<Option<Loaded>>> = list.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|sc| {
+            for _ in 0..workers {
+                sc.spawn(|| {
+                    let mut ck_buf: Vec<u8> = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&(id, f)) = list.get(i) else { break };
+                        let is_last = last_of_device[f.device] == Some(id);
+                        let mut rep = OpenReport::default();
+                        let r = load_segment(
+                            &cfg,
+                            f,
+                            is_last,
+                            &fds,
+                            &run_counts,
+                            &mut rep,
+                            &mut ck_buf,
+                        );
+                        *lock(&results[i]) = Some((r, rep));
+                    }
+                });
+            }
+        });
+        // Segments whose checkpoint is of the previous format version.
+        let mut upgrade: Vec<u32> = Vec::new();
+        for (&(id, f), cell) in list.iter().zip(results) {
+            let Some((loaded, rep)) = cell.into_inner().unwrap_or_else(|p| p.into_inner()) else {
+                return Err(StoreError::Config(format!(
+                    "segment {id:016x} was not loaded"
+                )));
+            };
+            report.scanned_segments += rep.scanned_segments;
+            report.orphan_needles += rep.orphan_needles;
+            report.torn_tails.extend(rep.torn_tails);
+            report.corrupt_regions.extend(rep.corrupt_regions);
+            report.quarantined.extend(rep.quarantined);
             match loaded {
-                Ok((seg, entries)) => {
+                Ok((mut seg, entries, old_checkpoint)) => {
+                    seg.slot = table.len() as u32;
+                    if old_checkpoint {
+                        upgrade.push(seg.slot);
+                    }
                     table.push(Some(Arc::new(seg)));
                     entries_of.push(entries);
                 }
@@ -1040,6 +1076,17 @@ impl Store {
         // the segments alone are authoritative.
         if let Err(e) = inner.write_checkpoints() {
             report.checkpoints_deferred = Some(e.to_string());
+        }
+        // Checkpoints of the previous version are rewritten in this one by
+        // the background thread (or the close), not here: the open stays
+        // as fast as the old files allow, and the next is faster.
+        {
+            let ix = read(&inner.idx);
+            for slot in upgrade {
+                if let Some(s) = ix.seg(slot) {
+                    s.dirty.store(true, Ordering::Relaxed);
+                }
+            }
         }
         let weak = Arc::downgrade(&inner);
         let bg = std::thread::Builder::new()
@@ -1478,35 +1525,25 @@ fn discover(cfg: &StoreConfig, report: &mut OpenReport) -> Result<BTreeMap<u64, 
 /// Reads the header and index section of the run file (not its keys, which
 /// only a merge needs); None if missing or damaged.
 fn read_run_index(path: &std::path::Path) -> Option<Run> {
-    use std::io::Read;
-    let mut f = File::open(path).ok()?;
-    let mut head = vec![0u8; run_file::HEADER_LEN];
-    f.read_exact(&mut head).ok()?;
-    let len = run_file::index_len(&head)?;
-    let file_len = f.metadata().ok()?.len();
-    if len > file_len {
-        return None;
-    }
-    head.resize(len as usize, 0);
-    f.read_exact(&mut head[run_file::HEADER_LEN..]).ok()?;
-    run_file::decode_index(&head).ok()
+    let f = File::open(path).ok()?;
+    run_file::read_index(&f).ok()
 }
 
 /// Loads one segment: its checkpoint if valid, then the needles past it.
 /// Returns the segment and its identity → ordinal entries (the latest
-/// needle of each identity in the segment, unless found flagged).
+/// needle of each identity in the segment, unless found flagged). The
+/// caller sets the segment's slot.
 // The open's state it needs, passed apart rather than bundled for one call.
 #[allow(clippy::too_many_arguments)]
 fn load_segment(
     cfg: &StoreConfig,
     f: &Found,
     is_last: bool,
-    slot: u32,
     budget: &Arc<FdBudget>,
     run_counts: &HashMap<u64, u64>,
     report: &mut OpenReport,
     ck_buf: &mut Vec<u8>,
-) -> Result<(Segment, Vec<Entry>)> {
+) -> Result<(Segment, Vec<Entry>, bool)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
     let sb = segment::read_superblock(&file, &f.path)?;
     if sb.generation != f.generation {
@@ -1523,32 +1560,59 @@ fn load_segment(
         .map_err(StoreError::io("reading metadata of", &f.path))?
         .len();
     let idx_path = f.path.with_file_name(index_file_name(sb.id, sb.generation));
-    let ck = {
-        use std::io::Read;
-        ck_buf.clear();
-        File::open(&idx_path)
-            .and_then(|mut f| f.read_to_end(ck_buf))
-            .ok()
-            .map(|_| &ck_buf[..])
-    };
     let mut sealed: Option<checkpoint::SealedParts> = None;
     let mut active: Option<ActiveIndex> = None;
-    if let Some(bytes) = ck {
-        if let Ok((h, body)) = checkpoint::parse(bytes) {
-            if h.segment == sb.id && h.generation == sb.generation && h.covered_len <= file_len {
-                let first_ok =
-                    |a: &ActiveIndex| a.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32));
+    // A segment the run covers exactly (this id with this needle count,
+    // the test the open applies below) needs no identities: of a version-3
+    // checkpoint, only the header and the offsets section are read.
+    let covered_by_run =
+        |h: &checkpoint::CheckpointHeader| run_counts.get(&sb.id) == Some(&h.needles);
+    let is_current = |h: &checkpoint::CheckpointHeader| {
+        h.segment == sb.id && h.generation == sb.generation && h.covered_len <= file_len
+    };
+    let first_ok = |o: &[u32]| o.first() == Some(&((SUPERBLOCK_LEN / 8) as u32));
+    ck_buf.clear();
+    let mut whole = false;
+    if let Ok(mut cf) = File::open(&idx_path) {
+        use std::io::Read;
+        let mut done = false;
+        let head = (&mut cf)
+            .take(checkpoint::HEADER_LEN as u64)
+            .read_to_end(ck_buf)
+            .is_ok();
+        if let (true, Some(plen)) = (head, checkpoint::prefix_len(ck_buf)) {
+            ck_buf.reserve(plen.saturating_sub(ck_buf.len() as u64) as usize);
+            let rest = plen.saturating_sub(checkpoint::HEADER_LEN as u64);
+            if (&mut cf).take(rest).read_to_end(ck_buf).is_ok() {
+                if let Ok((h, sec)) = checkpoint::parse_prefix(ck_buf) {
+                    if h.kind == checkpoint::KIND_SEALED
+                        && is_current(&h)
+                        && h.covered_len == file_len
+                        && covered_by_run(&h)
+                    {
+                        sealed = checkpoint::decode_sealed_prefix(&h, sec)
+                            .ok()
+                            .filter(|p| first_ok(&p.offsets));
+                        done = sealed.is_some();
+                    }
+                }
+            }
+        }
+        whole = !done && head && cf.read_to_end(ck_buf).is_ok();
+    }
+    let mut old_checkpoint = false;
+    if whole {
+        if let Ok((h, body)) = checkpoint::parse(ck_buf) {
+            old_checkpoint = h.version != checkpoint::VERSION;
+            if is_current(&h) {
                 if h.kind == checkpoint::KIND_SEALED && h.covered_len == file_len {
-                    // The run covers exactly this id with this needle
-                    // count (the test the open applies below).
-                    let covered = run_counts.get(&sb.id) == Some(&h.needles);
-                    sealed = checkpoint::decode_sealed_parts_opt(&h, body, !covered)
+                    sealed = checkpoint::decode_sealed_parts_opt(&h, body, !covered_by_run(&h))
                         .ok()
-                        .filter(|p| p.offsets.first() == Some(&((SUPERBLOCK_LEN / 8) as u32)));
+                        .filter(|p| first_ok(&p.offsets));
                 } else if h.kind == checkpoint::KIND_ACTIVE {
                     active = checkpoint::decode_active(&h, body)
                         .ok()
-                        .filter(|a| first_ok(a));
+                        .filter(|a| first_ok(&a.offsets));
                 }
             }
         }
@@ -1681,7 +1745,7 @@ fn load_segment(
         path: f.path.clone(),
         file,
         created_unix_ns: sb.created_unix_ns,
-        slot,
+        slot: 0,
         body,
         len: AtomicU64::new(file_len),
         garbage: AtomicU64::new(garbage),
@@ -1691,7 +1755,7 @@ fn load_segment(
         dirty: AtomicBool::new(dirty),
         pending: Mutex::new(fresh_entries.then(|| entries.clone())),
     };
-    Ok((seg, entries))
+    Ok((seg, entries, old_checkpoint))
 }
 
 fn new_active(

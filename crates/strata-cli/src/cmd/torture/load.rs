@@ -457,6 +457,45 @@ fn worker(
     }
 }
 
+/// Reads `key` with `get` until an answer passes [`check_read`] (returned)
+/// or `deadline` passes (then the last failure goes on `unreadable` and
+/// None is returned); `get` answers None when there is nothing to read
+/// from. Shared by the native and the S3 read-back after a trial.
+pub fn read_back(
+    model: &Model,
+    key: &str,
+    deadline: std::time::Instant,
+    unreadable: &mut Vec<String>,
+    mut get: impl FnMut() -> Option<std::io::Result<Resp>>,
+) -> Option<Resp> {
+    let log = model.log(key);
+    loop {
+        let Some(res) = get() else {
+            unreadable.push(format!("{key}: no node to read from"));
+            return None;
+        };
+        model.reads.fetch_add(1, Ordering::Relaxed);
+        let last = match res {
+            Ok(r) => {
+                if check_read(model, key, &r, &log, "after the trial") {
+                    return Some(r);
+                }
+                format!(
+                    "status {}: {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body).trim()
+                )
+            }
+            Err(e) => e.to_string(),
+        };
+        if std::time::Instant::now() > deadline {
+            unreadable.push(format!("{key} ({}): {last}", log.describe()));
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Reads every key of the model back (retrying errors, which a node still
 /// recovering may answer, for up to `patience`) and checks each against
 /// its model. Returns how many keys stayed unreadable (errors only).
@@ -465,33 +504,17 @@ pub fn verify(model: &Model, targets: &Targets, patience: Duration, seed: u64) -
     let mut unreadable = Vec::new();
     let deadline = std::time::Instant::now() + patience;
     for key in model.key_names() {
-        let log = model.log(&key);
-        loop {
-            let Some(addr) = pick(targets, &mut rng) else {
-                unreadable.push(format!("{key}: no node to read from"));
-                break;
-            };
-            model.reads.fetch_add(1, Ordering::Relaxed);
-            let res = http::request(&addr, "GET", &path(&key), &[], &[], Duration::from_secs(10));
-            let last = match &res {
-                Ok(r) => {
-                    if check_read(model, &key, r, &log, "after the trial") {
-                        break;
-                    }
-                    format!(
-                        "status {}: {}",
-                        r.status,
-                        String::from_utf8_lossy(&r.body).trim()
-                    )
-                }
-                Err(e) => e.to_string(),
-            };
-            if std::time::Instant::now() > deadline {
-                unreadable.push(format!("{key} ({}): {last}", log.describe()));
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        read_back(model, &key, deadline, &mut unreadable, || {
+            let addr = pick(targets, &mut rng)?;
+            Some(http::request(
+                &addr,
+                "GET",
+                &path(&key),
+                &[],
+                &[],
+                Duration::from_secs(10),
+            ))
+        });
     }
     unreadable
 }

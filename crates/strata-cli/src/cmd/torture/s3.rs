@@ -633,29 +633,11 @@ fn verify(
     let mut states = HashMap::new();
     let mut unreadable = Vec::new();
     for key in model.key_names() {
-        let log = model.log(&key);
-        loop {
-            model.reads.fetch_add(1, Ordering::Relaxed);
-            let res = signer.request(s3, "GET", &key_path(&key), &[], &[], &[]);
-            let last = match &res {
-                Ok(r) => {
-                    if load::check_read(model, &key, r, &log, "after the trial") {
-                        states.insert(key.clone(), (r.status == 200).then_some(r.body.len()));
-                        break;
-                    }
-                    format!(
-                        "status {}: {}",
-                        r.status,
-                        String::from_utf8_lossy(&r.body).trim()
-                    )
-                }
-                Err(e) => e.to_string(),
-            };
-            if std::time::Instant::now() > deadline {
-                unreadable.push(format!("{key} ({}): {last}", log.describe()));
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        let got = load::read_back(model, &key, deadline, &mut unreadable, || {
+            Some(signer.request(s3, "GET", &key_path(&key), &[], &[], &[]))
+        });
+        if let Some(r) = got {
+            states.insert(key.clone(), (r.status == 200).then_some(r.body.len()));
         }
     }
     (states, unreadable)

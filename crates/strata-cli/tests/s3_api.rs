@@ -6,6 +6,7 @@ mod s3;
 
 use cluster_common::*;
 use s3::*;
+use std::time::Duration;
 
 /// Objects over boto3: put, get (whole and ranges), head, delete, a
 /// multi-tract object, Content-MD5 checked, errors as S3 codes.
@@ -401,15 +402,23 @@ print("ok")
 /// while the node was down; `strata torture --kinds s3-flip-listing`
 /// found random flips doing the same) no longer keeps the node down: the
 /// file is moved to DATA/quarantine/, the node says so, starts with an
-/// empty index, serves every object, and lists what is written again.
+/// empty index, serves every object, and rebuilds the index (in a
+/// cluster of one from the objects' head records): every name listed
+/// again, with its size, ETag and metadata, deleted ones not
+/// (docs/reliability.md, finding 7).
 #[test]
-fn a_corrupt_listing_index_is_quarantined_and_the_node_starts() {
+fn a_corrupt_listing_index_is_quarantined_and_rebuilt() {
     let mut c = S3Cluster::start();
     c.python(&format!(
         r#"{PRELUDE}
 s3.create_bucket(Bucket="flip")
 for i in range(20):
     s3.put_object(Bucket="flip", Key="k%02d" % i, Body=b"v%d" % i)
+s3.delete_object(Bucket="flip", Key="k05")
+s3.put_object(Bucket="flip", Key="k07", Body=b"seven again", ContentType="text/x-seven",
+              Metadata={{"colour": "blue"}})
+s3.create_bucket(Bucket="other")
+s3.put_object(Bucket="other", Key="o", Body=b"o")
 "#
     ));
     c.node.0.kill();
@@ -443,14 +452,25 @@ for i in range(20):
     let out = c.python(&format!(
         r#"{PRELUDE}
 for i in range(20):
-    assert s3.get_object(Bucket="flip", Key="k%02d" % i)["Body"].read() == b"v%d" % i
+    if i not in (5, 7):
+        assert s3.get_object(Bucket="flip", Key="k%02d" % i)["Body"].read() == b"v%d" % i
 s3.put_object(Bucket="flip", Key="new", Body=b"after")
-keys = [o["Key"] for o in s3.list_objects_v2(Bucket="flip").get("Contents", [])]
-assert keys == ["new"], keys
+got = [(o["Key"], o["Size"], o["ETag"]) for o in s3.list_objects_v2(Bucket="flip").get("Contents", [])]
+def body(i):
+    return b"seven again" if i == 7 else b"v%d" % i
+want = [("k%02d" % i, len(body(i)), '"%s"' % hashlib.md5(body(i)).hexdigest()) for i in range(20) if i != 5]
+want.append(("new", 5, '"%s"' % hashlib.md5(b"after").hexdigest()))
+assert got == want, (got, want)
+assert [o["Key"] for o in s3.list_objects_v2(Bucket="other")["Contents"]] == ["o"]
 print("ok")
 "#
     ));
     assert_eq!(out.trim(), "ok");
+    assert!(
+        c.logs().contains("the listing index is rebuilt"),
+        "the node did not say the index was rebuilt:\n{}",
+        c.logs()
+    );
 }
 
 /// `--s3-listen` without a root key is refused with the reason (no
@@ -1439,4 +1459,152 @@ print("ok")
 "#
     ));
     assert_eq!(out.trim(), "ok");
+}
+
+/// Runs a boto3 script against one S3 endpoint (as [`S3Cluster::python`]).
+fn python_at(endpoint: &str, script: &str, logs: &str) -> String {
+    let out = std::process::Command::new("python3")
+        .env_remove("AWS_CA_BUNDLE")
+        .arg("-c")
+        .arg(script)
+        .env("ENDPOINT", format!("http://{endpoint}"))
+        .env("ACCESS", ACCESS)
+        .env("SECRET", SECRET)
+        .output()
+        .expect("python3 with boto3");
+    assert_ok(&out, "python3", logs);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bucket's listing index lives on the replicas of its index row. When
+/// one of them is lost for good, recovery copies the row's index entries
+/// (and tombstones) to the disk that replaces it, with the row's records,
+/// and listings avoid the new replica until its copy is done
+/// (docs/reliability.md, finding 9). Here, replication 2 on 4 nodes: one
+/// replica of the index row is killed and replaced, then the other one is
+/// killed too, so the replacement alone serves the listing: it must list
+/// every name written before it joined, none deleted.
+#[test]
+fn a_replacement_replica_gets_the_listing_index() {
+    let dir = scratch();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("meta")).expect("meta dir");
+    let (_meta_p, meta) = start_meta_with(
+        &["--initial-nodes", "4", "--replication", "2"],
+        &root.join("meta"),
+        &root.join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..4 {
+        let data = root.join(format!("n{i}"));
+        std::fs::create_dir_all(&data).expect("node dir");
+        let s3 = format!("127.0.0.1:{}", free_port());
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = strata()
+            .args(["server", "--meta", &meta, "--listen", &addr, "--data"])
+            .arg(&data)
+            .arg("--disk")
+            .arg(&data)
+            .args(["--s3-listen", &s3])
+            .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
+            .env("STRATA_ROOT_SECRET_KEY", SECRET)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(root.join(format!("node{i}.log"))).expect("log"))
+            .spawn()
+            .expect("strata server");
+        nodes.push((
+            Proc {
+                child,
+                name: format!("node {addr}"),
+            },
+            addr,
+            s3,
+        ));
+    }
+    let all_logs = || logs(root);
+    wait_until(Duration::from_secs(60), "a table over 4 nodes", || {
+        status(&meta)["table_version"].as_u64().unwrap_or(0) >= 1
+            && nodes
+                .iter()
+                .all(|n| http_full(&n.1, "PUT", "/ready/probe", None, "", b"x").0 == 201)
+    });
+    let (table, map) = map_of(&meta);
+    let row = strata_client::protocol::index_row(&table, "copied");
+    let holders: Vec<String> = table
+        .row(row)
+        .iter()
+        .map(|&d| addr_of(&map, &table, d))
+        .collect();
+    let node_at = |addr: &str| nodes.iter().position(|n| n.1 == addr).expect("node");
+    let (first, second) = (node_at(&holders[0]), node_at(&holders[1]));
+    let bystander = (0..4)
+        .find(|i| *i != first && *i != second)
+        .expect("a node outside the row");
+    let endpoint = nodes[bystander].2.clone();
+    wait_until(Duration::from_secs(30), "S3 on the bystander", || {
+        std::net::TcpStream::connect(&endpoint).is_ok()
+    });
+    python_at(
+        &endpoint,
+        &format!(
+            r#"{PRELUDE}
+s3.create_bucket(Bucket="copied")
+for i in range(60):
+    s3.put_object(Bucket="copied", Key="k%02d" % i, Body=b"v%d" % i)
+for i in range(0, 60, 4):
+    s3.delete_object(Bucket="copied", Key="k%02d" % i)
+for i in range(1, 60, 5):
+    s3.put_object(Bucket="copied", Key="k%02d" % i, Body=b"again %d" % i)
+"#
+        ),
+        &all_logs(),
+    );
+    // One replica of the index row lost for good: declared dead, its rows
+    // re-replicated (the index row's replacement copies its entries).
+    nodes[first].0.kill();
+    wait_until(
+        Duration::from_secs(60),
+        "the killed node declared dead",
+        || {
+            status(&meta)["nodes"]
+                .as_array()
+                .is_some_and(|ns| ns.iter().any(|n| n["state"] == "dead"))
+        },
+    );
+    ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "120"]));
+    let (after, map2) = map_of(&meta);
+    let replacement = after
+        .row(row)
+        .iter()
+        .map(|&d| addr_of(&map2, &after, d))
+        .find(|a| *a != holders[1])
+        .expect("the row's new replica");
+    assert_ne!(replacement, holders[0], "the dead node is still in the row");
+    // The other original replica goes too: only the replacement holds the
+    // bucket's index now.
+    nodes[second].0.kill();
+    let survivor = (0..4)
+        .find(|i| *i != first && *i != second)
+        .expect("a live node");
+    let out = python_at(
+        &nodes[survivor].2,
+        &format!(
+            r#"{PRELUDE}
+keys = []
+kw = {{}}
+while True:
+    r = s3.list_objects_v2(Bucket="copied", MaxKeys=17, **kw)
+    keys += [(o["Key"], o["Size"]) for o in r.get("Contents", [])]
+    if not r["IsTruncated"]:
+        break
+    kw = {{"ContinuationToken": r["NextContinuationToken"]}}
+want = [("k%02d" % i, len(b"again %d" % i) if i % 5 == 1 else len(b"v%d" % i))
+        for i in range(60) if i % 4 or i % 5 == 1]
+assert keys == want, (keys, want)
+print("ok", len(keys))
+"#
+        ),
+        &all_logs(),
+    );
+    assert_eq!(out.trim(), "ok 48", "{out}");
 }

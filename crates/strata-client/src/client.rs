@@ -81,6 +81,9 @@ struct Counters {
 struct Map {
     table: PlacementTable,
     addr_of_disk: HashMap<DiskId, String>,
+    /// (row, disk) of every copy still to do: that disk of the row does
+    /// not hold the row's older writes yet ([`ClusterMap::copying`]).
+    copying: std::collections::HashSet<(usize, DiskId)>,
 }
 
 impl Map {
@@ -97,10 +100,23 @@ impl Map {
             .iter()
             .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
             .collect();
+        let copying = m.copying.iter().map(|t| (t.row, t.target)).collect();
         Ok(Map {
             table,
             addr_of_disk,
+            copying,
         })
+    }
+
+    /// Addresses of the live replicas of `row` that hold all of it: not
+    /// the target of a copy still to do.
+    fn complete_replicas(&self, row: usize) -> Vec<String> {
+        self.table
+            .live_replicas(row)
+            .into_iter()
+            .filter(|&d| !self.copying.contains(&(row, d)))
+            .filter_map(|d| self.addr_of_disk.get(&d).cloned())
+            .collect()
     }
 
     /// Addresses of the live replicas of `row`.
@@ -1087,14 +1103,27 @@ impl Client {
         entry: Option<&IndexEntry>,
     ) -> Result<(), ClientError> {
         check(bucket, key)?;
-        let (method, body) = match entry {
-            Some(e) => (
-                Method::PUT,
-                Bytes::from(serde_json::to_vec(e).unwrap_or_default()),
+        // The stamp orders this write against others of the same name on
+        // each replica, and against what recovery copies in: the newer
+        // wins, as for records (docs/placement.md, "The listing index").
+        let stamp = self.next_stamp();
+        let path = index_path(bucket, key);
+        let (method, body, path) = match entry {
+            Some(e) => {
+                let e = IndexEntry { stamp, ..e.clone() };
+                (
+                    Method::PUT,
+                    Bytes::from(serde_json::to_vec(&e).unwrap_or_default()),
+                    path,
+                )
+            }
+            None => (
+                Method::DELETE,
+                Bytes::new(),
+                format!("{path}?stamp={stamp}"),
             ),
-            None => (Method::DELETE, Bytes::new()),
         };
-        self.index_call(bucket, method, &index_path(bucket, key), body, true)
+        self.index_call(bucket, method, &path, body, true)
             .await
             .map(drop)
             .map_err(|reason| ClientError::Write {
@@ -1121,11 +1150,24 @@ impl Client {
         loop {
             let map = self.current();
             let version = map.table.version();
-            let mut reps = map.replicas(index_row(&map.table, bucket));
-            if !all {
-                reps.shuffle(&mut rand::rng());
-            }
-            let mut last_err = String::from("the index row has no live replica");
+            let row = index_row(&map.table, bucket);
+            // A write goes to every replica; a listing only to one that
+            // holds the whole index of the row (a replica still being
+            // filled by recovery would miss older names).
+            let reps = if all {
+                map.replicas(row)
+            } else {
+                let mut r = map.complete_replicas(row);
+                r.shuffle(&mut rand::rng());
+                r
+            };
+            let mut last_err = if all {
+                String::from("the index row has no live replica")
+            } else {
+                String::from(
+                    "no live replica holds the whole listing index of the bucket's row (a copy is still under way)",
+                )
+            };
             let mut done = 0;
             for addr in &reps {
                 let url = format!("http://{addr}{path}");

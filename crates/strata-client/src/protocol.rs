@@ -539,6 +539,11 @@ pub struct IndexEntry {
     /// `etag`); none for entries written before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<ObjectMeta>,
+    /// The writer's stamp ([`crate::Client::next_stamp`]): of two writes
+    /// of one name, on one replica, the newer stamp wins, whatever their
+    /// order of arrival (0: written before stamps were kept).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub stamp: u64,
 }
 
 /// A listing request (`POST /cluster/v1/index/{bucket}/list`): names in

@@ -181,6 +181,14 @@ pub struct ClusterMap {
     pub table: Option<PlacementTable>,
     /// Every node with its address.
     pub nodes: Vec<NodeEntry>,
+    /// Copies still to do: the target disk of each is in its row's
+    /// replicas (it takes the row's new writes) but does not hold what
+    /// was written before yet, its records nor its part of the listing
+    /// index, so listings are served by the row's other replicas
+    /// (docs/placement.md, "The listing index"). Absent from services
+    /// before 0.4: none.
+    #[serde(default)]
+    pub copying: Vec<Transfer>,
 }
 
 /// A recovery task for a target node: pull `row` from `source_addr`.

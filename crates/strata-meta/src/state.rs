@@ -769,6 +769,7 @@ impl ClusterState {
                     state: n.state,
                 })
                 .collect(),
+            copying: self.recovery.pending().cloned().collect(),
         }
     }
 

@@ -253,6 +253,7 @@ impl StrataS3 {
             etag: key.to_string(),
             modified_ms: crate::service::now_ms(),
             meta: Some(meta),
+            stamp: 0,
         };
         client
             .index_write(&uploads(bucket), &upload, Some(&entry))
@@ -312,6 +313,7 @@ impl StrataS3 {
             etag: String::new(),
             modified_ms: crate::service::now_ms(),
             meta: None,
+            stamp: 0,
         };
         client
             .index_write(
@@ -338,6 +340,7 @@ impl StrataS3 {
             etag: hex::encode(&stored.md5),
             modified_ms: crate::service::now_ms(),
             meta: None,
+            stamp: 0,
         };
         crash_point("s3-part-stored");
         client
@@ -518,6 +521,7 @@ impl StrataS3 {
                 etag: etag.clone(),
                 ..ObjectMeta::default()
             }),
+            stamp: 0,
         };
         let _ = client
             .index_write(&uploads(bucket), upload, Some(&done))

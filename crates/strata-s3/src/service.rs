@@ -310,6 +310,7 @@ impl StrataS3 {
                 etag: String::new(),
                 ..stored.meta.clone()
             }),
+            stamp: 0,
         };
         client
             .index_write(bucket, key, Some(&entry))

@@ -15,12 +15,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{post, put};
+use axum::routing::{get, post, put};
 use axum::Router;
-use redb::{Database, ReadableDatabase, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use strata_client::protocol::{IndexEntry, ListPage, ListQuery};
 
 use crate::ClusterError;
@@ -45,6 +45,28 @@ fn is_corrupt(e: &redb::DatabaseError) -> bool {
 /// Key: bucket, NUL, name (a bucket holds no NUL); value: the entry as JSON.
 const ENTRIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entries");
 
+/// Tombstones: key as in [`ENTRIES`]; value: the stamp of the delete. A
+/// delete keeps one for [`TOMBSTONE_KEEP`], so that a write or a copied
+/// entry older than the delete, arriving after it, is refused.
+const DELETED: TableDefinition<&[u8], u64> = TableDefinition::new("deleted");
+
+/// The tombstones by age, for their removal: key: the delete's time (ms
+/// since the epoch, 8 bytes big-endian) then the entry's key; value: the
+/// delete's stamp (the tombstone is removed only if it still holds it).
+const DELETED_AT: TableDefinition<&[u8], u64> = TableDefinition::new("deleted_at");
+
+/// The index's own state: `rebuild` (1) while it is being rebuilt after
+/// its file was found damaged; listings are refused until it is done.
+const STATE: TableDefinition<&str, u64> = TableDefinition::new("state");
+
+/// How long a tombstone is kept: longer than any write stays in flight
+/// (a client gives up after its deadline, seconds) and than a copy of
+/// the index may run ([`ListingIndex::merge`] refuses older copies).
+pub const TOMBSTONE_KEEP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// At most this many tombstones are removed per commit.
+const GC_BATCH: usize = 10_000;
+
 /// A node's listing index.
 pub struct ListingIndex {
     db: Arc<Database>,
@@ -57,6 +79,9 @@ pub struct ListingIndex {
     /// The committer thread, joined on drop (so the file is closed when
     /// the index is).
     committer: Option<std::thread::JoinHandle<()>>,
+    /// Whether the index is being rebuilt ([`STATE`]): it is then no
+    /// complete copy, and listings and exports are refused.
+    rebuilding: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for ListingIndex {
@@ -70,22 +95,140 @@ impl Drop for ListingIndex {
     }
 }
 
-/// One entry to set (`Some` value) or remove, and where its writer waits.
-struct Write {
+/// How an [`Op`] is ordered against what the index holds for its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    /// A writer's change: applied unless the name holds a newer stamp
+    /// (an entry or a tombstone); stamp 0 (no stamp) always applies.
+    Write,
+    /// A copied entry or tombstone (recovery, a rebuild): applied only
+    /// over nothing or something strictly older.
+    Copy,
+}
+
+/// One change to one name: set (`Some` value) or remove it.
+struct Op {
     key: Vec<u8>,
     value: Option<Vec<u8>>,
+    stamp: u64,
+    order: Order,
+}
+
+/// Changes applied together, and where their writer waits.
+struct Write {
+    ops: Vec<Op>,
     done: tokio::sync::oneshot::Sender<Result<(), String>>,
 }
 
 /// At most this many writes share one transaction.
 const GROUP_MAX: usize = 4096;
 
+/// The stamp an entry's JSON carries (0 if none).
+fn stamp_of(value: &[u8]) -> u64 {
+    #[derive(serde::Deserialize)]
+    struct Stamp {
+        #[serde(default)]
+        stamp: u64,
+    }
+    serde_json::from_slice::<Stamp>(value).map_or(0, |s| s.stamp)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Applies one change inside a write transaction.
+fn apply(
+    entries: &mut redb::Table<&[u8], &[u8]>,
+    deleted: &mut redb::Table<&[u8], u64>,
+    deleted_at: &mut redb::Table<&[u8], u64>,
+    op: &Op,
+    now: u64,
+) -> Result<(), redb::StorageError> {
+    let key = op.key.as_slice();
+    let held = entries.get(key)?.map(|v| stamp_of(v.value()));
+    let dead = deleted.get(key)?.map(|v| v.value());
+    let newest = held.max(dead);
+    let applies = match op.order {
+        Order::Write => op.stamp == 0 || newest.is_none_or(|s| s <= op.stamp),
+        Order::Copy => newest.is_none_or(|s| s < op.stamp),
+    };
+    if !applies {
+        return Ok(());
+    }
+    match &op.value {
+        Some(v) => {
+            entries.insert(key, v.as_slice())?;
+            if dead.is_some() {
+                deleted.remove(key)?;
+            }
+        }
+        None => {
+            entries.remove(key)?;
+            if op.stamp != 0 {
+                deleted.insert(key, op.stamp)?;
+                let mut at = now.to_be_bytes().to_vec();
+                at.extend_from_slice(key);
+                deleted_at.insert(at.as_slice(), op.stamp)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes up to [`GC_BATCH`] tombstones older than `keep`;
+/// returns how many it looked at.
+fn collect_tombstones(db: &Database, keep: std::time::Duration) -> Result<usize, String> {
+    let cutoff = now_ms().saturating_sub(keep.as_millis() as u64);
+    let tx = db.begin_write().map_err(|e| e.to_string())?;
+    let n = {
+        let mut deleted = tx.open_table(DELETED).map_err(|e| e.to_string())?;
+        let mut at = tx.open_table(DELETED_AT).map_err(|e| e.to_string())?;
+        let old: Vec<(Vec<u8>, u64)> = at
+            .range::<&[u8]>(..cutoff.to_be_bytes().as_slice())
+            .map_err(|e| e.to_string())?
+            .take(GC_BATCH)
+            .map(|i| i.map(|(k, v)| (k.value().to_vec(), v.value())))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        for (k, stamp) in &old {
+            at.remove(k.as_slice()).map_err(|e| e.to_string())?;
+            let key = &k[8..];
+            let same = deleted
+                .get(key)
+                .map_err(|e| e.to_string())?
+                .is_some_and(|v| v.value() == *stamp);
+            if same {
+                deleted.remove(key).map_err(|e| e.to_string())?;
+            }
+        }
+        old.len()
+    };
+    tx.commit().map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
 /// The index's one writer: takes the first waiting write, every other one
 /// already queued (up to [`GROUP_MAX`]), applies them in arrival order in
-/// one durable transaction and answers each once it is committed. Ends
-/// when the index is dropped.
+/// one durable transaction and answers each once it is committed; once a
+/// minute, it removes expired tombstones. Ends when the index is dropped.
 fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
-    while let Ok(first) = rx.recv() {
+    let gc_every = std::time::Duration::from_secs(60);
+    let mut last_gc = std::time::Instant::now();
+    loop {
+        if last_gc.elapsed() >= gc_every {
+            last_gc = std::time::Instant::now();
+            if let Err(e) = collect_tombstones(&db, TOMBSTONE_KEEP) {
+                eprintln!("strata server: removing old listing tombstones failed: {e}");
+            }
+        }
+        let first = match rx.recv_timeout(gc_every) {
+            Ok(w) => w,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        };
         let mut group = vec![first];
         while group.len() < GROUP_MAX {
             match rx.try_recv() {
@@ -93,16 +236,17 @@ fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
                 Err(_) => break,
             }
         }
+        let now = now_ms();
         let res = (|| -> Result<(), String> {
             let tx = db.begin_write().map_err(|e| e.to_string())?;
             {
                 let mut t = tx.open_table(ENTRIES).map_err(|e| e.to_string())?;
+                let mut d = tx.open_table(DELETED).map_err(|e| e.to_string())?;
+                let mut at = tx.open_table(DELETED_AT).map_err(|e| e.to_string())?;
                 for w in &group {
-                    match &w.value {
-                        Some(v) => t.insert(w.key.as_slice(), v.as_slice()).map(drop),
-                        None => t.remove(w.key.as_slice()).map(drop),
+                    for op in &w.ops {
+                        apply(&mut t, &mut d, &mut at, op, now).map_err(|e| e.to_string())?;
                     }
-                    .map_err(|e| e.to_string())?;
                 }
             }
             tx.commit().map_err(|e| e.to_string())
@@ -111,6 +255,33 @@ fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
             let _ = w.done.send(res.clone());
         }
     }
+}
+
+/// One line of an index export (`GET /cluster/v1/index-rows/{row}`): an
+/// entry (`e`) or a tombstone (`d`, its delete's stamp) of `b`/`n`; the
+/// last line has only `done`, the number of lines before it (a stream
+/// cut short is told from a whole one).
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct ExportLine {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// The bucket.
+    pub b: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// The name.
+    pub n: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The entry (a live name).
+    pub e: Option<IndexEntry>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    /// The delete's stamp (a tombstone).
+    pub d: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The end: lines before it.
+    pub done: Option<u64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 fn base(bucket: &str) -> Vec<u8> {
@@ -136,6 +307,21 @@ impl ListingIndex {
     }
 
     fn with_db(path: &Path, db: Database) -> Result<ListingIndex, ClusterError> {
+        let fail = |reason: String| ClusterError::Index {
+            path: path.display().to_string(),
+            reason,
+        };
+        let rebuilding = {
+            let tx = db.begin_read().map_err(|e| fail(e.to_string()))?;
+            match tx.open_table(STATE) {
+                Ok(t) => t
+                    .get("rebuild")
+                    .map_err(|e| fail(e.to_string()))?
+                    .is_some_and(|v| v.value() == 1),
+                Err(redb::TableError::TableDoesNotExist(_)) => false,
+                Err(e) => return Err(fail(e.to_string())),
+            }
+        };
         let db = Arc::new(db);
         let (tx, rx) = std::sync::mpsc::channel();
         let thread_db = db.clone();
@@ -151,7 +337,32 @@ impl ListingIndex {
             path: path.display().to_string(),
             writes: Some(tx),
             committer: Some(committer),
+            rebuilding: std::sync::atomic::AtomicBool::new(rebuilding),
         })
+    }
+
+    /// Whether the index is being rebuilt (after its file was found
+    /// damaged): it is then no complete copy of its rows' entries.
+    pub fn rebuilding(&self) -> bool {
+        self.rebuilding.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records durably that the index is (`true`) or is no longer being
+    /// rebuilt.
+    pub fn set_rebuilding(&self, on: bool) -> Result<(), ClusterError> {
+        let tx = self.db.begin_write().map_err(|e| self.fail(e))?;
+        {
+            let mut t = tx.open_table(STATE).map_err(|e| self.fail(e))?;
+            if on {
+                t.insert("rebuild", 1).map_err(|e| self.fail(e))?;
+            } else {
+                t.remove("rebuild").map_err(|e| self.fail(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.fail(e))?;
+        self.rebuilding
+            .store(on, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     /// [`ListingIndex::open`], but a database redb finds corrupt (a
@@ -188,6 +399,7 @@ impl ListingIndex {
                     let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
                 }
                 let idx = Self::open(path)?;
+                idx.set_rebuilding(true)?;
                 Ok((idx, Some(to)))
             }
             Err(e) => Err(ClusterError::Index {
@@ -204,59 +416,215 @@ impl ListingIndex {
         }
     }
 
-    /// Queues setting (`Some`) or removing (`None`) one entry; the answer
-    /// comes once it is durably committed (with the others queued
-    /// meanwhile: [`commit_loop`]).
+    /// Queues changes; the answer comes once they are durably committed
+    /// (with the others queued meanwhile: [`commit_loop`]).
     fn queue(
         &self,
-        bucket: &str,
-        name: &str,
-        entry: Option<&IndexEntry>,
+        ops: Vec<Op>,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<(), String>>, ClusterError> {
-        let value = match entry {
-            Some(e) => Some(serde_json::to_vec(e).map_err(|e| self.fail(e))?),
-            None => None,
-        };
         let (done, rx) = tokio::sync::oneshot::channel();
-        let w = Write {
-            key: full(bucket, name.as_bytes()),
-            value,
-            done,
-        };
         self.writes
             .as_ref()
             .ok_or_else(|| self.fail("closed"))?
-            .send(w)
+            .send(Write { ops, done })
             .map_err(|_| self.fail("its writer thread stopped"))?;
         Ok(rx)
     }
 
-    /// Sets (`Some`) or removes (`None`) one entry, durably (from async
-    /// code: waits without blocking a thread).
+    /// A writer's change of one name: set to `entry` (ordered by its
+    /// stamp) or removed by a delete of stamp `stamp`.
+    fn op(
+        &self,
+        bucket: &str,
+        name: &str,
+        entry: Option<&IndexEntry>,
+        stamp: u64,
+    ) -> Result<Op, ClusterError> {
+        let (value, stamp) = match entry {
+            Some(e) => (
+                Some(serde_json::to_vec(e).map_err(|e| self.fail(e))?),
+                e.stamp,
+            ),
+            None => (None, stamp),
+        };
+        Ok(Op {
+            key: full(bucket, name.as_bytes()),
+            value,
+            stamp,
+            order: Order::Write,
+        })
+    }
+
+    /// Sets (`Some`) or removes (`None`, by a delete of stamp
+    /// `delete_stamp`) one entry, durably, unless the name holds a newer
+    /// stamp (from async code: waits without blocking a thread).
     pub async fn write_async(
         &self,
         bucket: &str,
         name: &str,
         entry: Option<&IndexEntry>,
+        delete_stamp: u64,
     ) -> Result<(), ClusterError> {
-        let rx = self.queue(bucket, name, entry)?;
+        let rx = self.queue(vec![self.op(bucket, name, entry, delete_stamp)?])?;
         rx.await
             .map_err(|_| self.fail("its writer thread stopped"))?
             .map_err(|e| self.fail(e))
     }
 
-    /// Sets (`Some`) or removes (`None`) one entry, durably (blocks; not
-    /// from an async task).
+    /// [`ListingIndex::write_async`], blocking (not from an async task).
     pub fn write(
         &self,
         bucket: &str,
         name: &str,
         entry: Option<&IndexEntry>,
+        delete_stamp: u64,
     ) -> Result<(), ClusterError> {
-        let rx = self.queue(bucket, name, entry)?;
+        let rx = self.queue(vec![self.op(bucket, name, entry, delete_stamp)?])?;
         rx.blocking_recv()
             .map_err(|_| self.fail("its writer thread stopped"))?
             .map_err(|e| self.fail(e))
+    }
+
+    /// Applies copied entries and tombstones (an export of another
+    /// replica, or entries rebuilt from records), durably, in one
+    /// transaction: each only over nothing or something older, so a
+    /// write or delete this replica took meanwhile is never undone.
+    pub async fn merge(&self, lines: Vec<ExportLine>) -> Result<(), ClusterError> {
+        let mut ops = Vec::with_capacity(lines.len());
+        for l in lines {
+            let key = full(&l.b, l.n.as_bytes());
+            match l.e {
+                Some(e) => ops.push(Op {
+                    key,
+                    stamp: e.stamp,
+                    value: Some(serde_json::to_vec(&e).map_err(|e| self.fail(e))?),
+                    order: Order::Copy,
+                }),
+                None if l.d != 0 => ops.push(Op {
+                    key,
+                    value: None,
+                    stamp: l.d,
+                    order: Order::Copy,
+                }),
+                None => {}
+            }
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.queue(ops)?
+            .await
+            .map_err(|_| self.fail("its writer thread stopped"))?
+            .map_err(|e| self.fail(e))
+    }
+
+    /// Streams every entry and tombstone of the buckets `want` picks (the
+    /// buckets of one index row), as [`ExportLine`] JSON lines in chunks
+    /// of about 1 MiB, from one consistent snapshot, ending with the
+    /// `done` line; stops early (and returns `Ok(None)`) once `sink`
+    /// refuses a chunk. Returns the lines sent.
+    pub fn export(
+        &self,
+        want: &dyn Fn(&str) -> bool,
+        sink: &mut dyn FnMut(Bytes) -> bool,
+    ) -> Result<Option<u64>, ClusterError> {
+        let tx = self.db.begin_read().map_err(|e| self.fail(e))?;
+        let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+        let mut lines = 0u64;
+        let mut emit = |line: &ExportLine, buf: &mut Vec<u8>| -> Result<bool, ClusterError> {
+            serde_json::to_writer(&mut *buf, line).map_err(|e| self.fail(e))?;
+            buf.push(b'\n');
+            if buf.len() >= 1 << 20 {
+                let chunk = Bytes::from(std::mem::take(buf));
+                return Ok(sink(chunk));
+            }
+            Ok(true)
+        };
+        macro_rules! scan {
+            ($def:expr, $line:expr) => {
+                match tx.open_table($def) {
+                    Err(redb::TableError::TableDoesNotExist(_)) => {}
+                    Err(e) => return Err(self.fail(e)),
+                    Ok(t) => {
+                        let mut from: Vec<u8> = Vec::new();
+                        'buckets: loop {
+                            let range = t
+                                .range::<&[u8]>(from.as_slice()..)
+                                .map_err(|e| self.fail(e))?;
+                            let mut current: Option<(Vec<u8>, bool)> = None;
+                            for item in range {
+                                let (k, v) = item.map_err(|e| self.fail(e))?;
+                                let k = k.value();
+                                let Some(nul) = k.iter().position(|&c| c == 0) else {
+                                    continue;
+                                };
+                                let bucket = &k[..nul];
+                                let wanted = match &current {
+                                    Some((b, w)) if b.as_slice() == bucket => *w,
+                                    _ => {
+                                        let w = want(&String::from_utf8_lossy(bucket));
+                                        current = Some((bucket.to_vec(), w));
+                                        if !w {
+                                            // Skip the whole bucket: past
+                                            // bucket NUL comes bucket 0x01.
+                                            from = bucket.to_vec();
+                                            from.push(1);
+                                            continue 'buckets;
+                                        }
+                                        w
+                                    }
+                                };
+                                if !wanted {
+                                    continue;
+                                }
+                                let line = ($line)(
+                                    String::from_utf8_lossy(bucket).into_owned(),
+                                    String::from_utf8_lossy(&k[nul + 1..]).into_owned(),
+                                    v.value(),
+                                )?;
+                                lines += 1;
+                                if !emit(&line, &mut buf)? {
+                                    return Ok(None);
+                                }
+                            }
+                            break;
+                        }
+                    }
+                }
+            };
+        }
+        scan!(ENTRIES, |b,
+                        n,
+                        v: &[u8]|
+         -> Result<ExportLine, ClusterError> {
+            Ok(ExportLine {
+                b,
+                n,
+                e: Some(serde_json::from_slice(v).map_err(|e| self.fail(e))?),
+                ..ExportLine::default()
+            })
+        });
+        scan!(DELETED, |b,
+                        n,
+                        d: u64|
+         -> Result<ExportLine, ClusterError> {
+            Ok(ExportLine {
+                b,
+                n,
+                d,
+                ..ExportLine::default()
+            })
+        });
+        let end = ExportLine {
+            done: Some(lines),
+            ..ExportLine::default()
+        };
+        serde_json::to_writer(&mut buf, &end).map_err(|e| self.fail(e))?;
+        buf.push(b'\n');
+        if !sink(Bytes::from(buf)) {
+            return Ok(None);
+        }
+        Ok(Some(lines))
     }
 
     /// Sets many entries of `bucket` in one durable transaction (bulk
@@ -360,60 +728,119 @@ impl ListingIndex {
     }
 }
 
-type Idx = Arc<ListingIndex>;
+/// The row of a bucket's index under the node's current table (none
+/// before it has one).
+pub type RowOf = Arc<dyn Fn(&str) -> Option<usize> + Send + Sync>;
+
+#[derive(Clone)]
+struct Routes {
+    idx: Arc<ListingIndex>,
+    row_of: RowOf,
+}
 
 /// The index routes of a node (`/cluster/v1/index`, docs/placement.md).
-pub fn routes(index: Idx) -> Router {
+pub fn routes(index: Arc<ListingIndex>, row_of: RowOf) -> Router {
     Router::new()
         .route(
             "/cluster/v1/index/{bucket}/{*name}",
             put(put_entry).delete(delete_entry),
         )
         .route("/cluster/v1/index/{bucket}", post(list))
-        .with_state(index)
+        .route("/cluster/v1/index-rows/{row}", get(export))
+        .with_state(Routes { idx: index, row_of })
 }
 
 fn failed(e: impl std::fmt::Display) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
 }
 
-async fn write(idx: Idx, bucket: String, name: String, entry: Option<IndexEntry>) -> Response {
-    match idx.write_async(&bucket, &name, entry.as_ref()).await {
+fn rebuilding() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "this node's listing index is being rebuilt; ask another replica",
+    )
+        .into_response()
+}
+
+async fn write(
+    idx: Arc<ListingIndex>,
+    bucket: String,
+    name: String,
+    entry: Option<IndexEntry>,
+    stamp: u64,
+) -> Response {
+    match idx.write_async(&bucket, &name, entry.as_ref(), stamp).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => failed(e),
     }
 }
 
 async fn put_entry(
-    State(idx): State<Idx>,
+    State(r): State<Routes>,
     UrlPath((bucket, name)): UrlPath<(String, String)>,
     body: Bytes,
 ) -> Response {
     match serde_json::from_slice::<IndexEntry>(&body) {
-        Ok(e) => write(idx, bucket, name, Some(e)).await,
+        Ok(e) => write(r.idx, bucket, name, Some(e), 0).await,
         Err(e) => (StatusCode::BAD_REQUEST, format!("bad index entry: {e}")).into_response(),
     }
 }
 
-async fn delete_entry(
-    State(idx): State<Idx>,
-    UrlPath((bucket, name)): UrlPath<(String, String)>,
-) -> Response {
-    write(idx, bucket, name, None).await
+#[derive(serde::Deserialize)]
+struct DeleteQuery {
+    #[serde(default)]
+    stamp: u64,
 }
 
-async fn list(State(idx): State<Idx>, UrlPath(bucket): UrlPath<String>, body: Bytes) -> Response {
+async fn delete_entry(
+    State(r): State<Routes>,
+    UrlPath((bucket, name)): UrlPath<(String, String)>,
+    Query(q): Query<DeleteQuery>,
+) -> Response {
+    write(r.idx, bucket, name, None, q.stamp).await
+}
+
+async fn list(State(r): State<Routes>, UrlPath(bucket): UrlPath<String>, body: Bytes) -> Response {
     let q: ListQuery = match serde_json::from_slice(&body) {
         Ok(q) => q,
         Err(e) => {
             return (StatusCode::BAD_REQUEST, format!("bad listing query: {e}")).into_response()
         }
     };
+    if r.idx.rebuilding() {
+        return rebuilding();
+    }
+    let idx = r.idx;
     match tokio::task::spawn_blocking(move || idx.list(&bucket, &q)).await {
         Ok(Ok(page)) => axum::Json(page).into_response(),
         Ok(Err(e)) => failed(e),
         Err(e) => failed(e),
     }
+}
+
+/// Streams the entries and tombstones of every bucket whose index lives
+/// in `row` (recovery copies them to a row's new replica; a rebuilt
+/// index takes them from the other replicas), as [`ExportLine`]s.
+async fn export(State(r): State<Routes>, UrlPath(row): UrlPath<usize>) -> Response {
+    if r.idx.rebuilding() {
+        return rebuilding();
+    }
+    if (r.row_of)("").is_none() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "no placement table yet").into_response();
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let (idx, row_of) = (r.idx, r.row_of);
+    tokio::task::spawn_blocking(move || {
+        let want = |bucket: &str| row_of(bucket) == Some(row);
+        let res = idx.export(&want, &mut |chunk| tx.blocking_send(Ok(chunk)).is_ok());
+        if let Err(e) = res {
+            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    axum::body::Body::from_stream(stream).into_response()
 }
 
 #[cfg(test)]
@@ -426,6 +853,7 @@ mod tests {
             etag: format!("{size:032x}"),
             modified_ms: 1,
             meta: None,
+            stamp: 0,
         }
     }
 
@@ -443,9 +871,9 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..50u64 {
                         let name = format!("t{t}/{i:03}");
-                        idx.write("bk", &name, Some(&entry(i))).expect("write");
+                        idx.write("bk", &name, Some(&entry(i)), 0).expect("write");
                         if i.is_multiple_of(5) {
-                            idx.write("bk", &name, None).expect("delete");
+                            idx.write("bk", &name, None, 1).expect("delete");
                         }
                     }
                 })
@@ -474,6 +902,145 @@ mod tests {
         assert_eq!(again.list("bk", &q).expect("list").contents.len(), 8 * 40);
     }
 
+    fn stamped(size: u64, stamp: u64) -> IndexEntry {
+        IndexEntry {
+            stamp,
+            ..entry(size)
+        }
+    }
+
+    fn all(idx: &ListingIndex, bucket: &str) -> Vec<(String, u64)> {
+        let q = ListQuery {
+            prefix: String::new(),
+            start_after: String::new(),
+            delimiter: None,
+            max: 10_000,
+        };
+        idx.list(bucket, &q)
+            .expect("list")
+            .contents
+            .into_iter()
+            .map(|(n, e)| (n, e.size))
+            .collect()
+    }
+
+    /// Of two changes of one name, the newer stamp wins whatever their
+    /// order of arrival; a copied entry never undoes what the replica
+    /// took itself.
+    #[test]
+    fn stamps_order_writes_deletes_and_copies() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let idx = ListingIndex::open(&dir.path().join("l.redb")).expect("open");
+        idx.write("b", "x", Some(&stamped(1, 10)), 0)
+            .expect("write");
+        // A delete older than the entry: refused.
+        idx.write("b", "x", None, 5).expect("old delete");
+        assert_eq!(all(&idx, "b"), [("x".to_string(), 1)]);
+        // A newer delete, then the older write arriving late: stays gone.
+        idx.write("b", "x", None, 20).expect("delete");
+        idx.write("b", "x", Some(&stamped(2, 15)), 0)
+            .expect("late write");
+        assert!(all(&idx, "b").is_empty());
+        // A write newer than the tombstone brings the name back.
+        idx.write("b", "x", Some(&stamped(3, 30)), 0)
+            .expect("rewrite");
+        assert_eq!(all(&idx, "b"), [("x".to_string(), 3)]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let line = |n: &str, e: Option<IndexEntry>, d: u64| ExportLine {
+            b: "b".into(),
+            n: n.into(),
+            e,
+            d,
+            done: None,
+        };
+        rt.block_on(idx.merge(vec![
+            // Older than what is here: ignored.
+            line("x", Some(stamped(9, 25)), 0),
+            // New names: taken.
+            line("y", Some(stamped(4, 1)), 0),
+            line("z", Some(stamped(5, 0)), 0),
+            // A copied tombstone newer than nothing here: kept, and it
+            // refuses an older write after it.
+            line("w", None, 40),
+        ]))
+        .expect("merge");
+        idx.write("b", "w", Some(&stamped(6, 35)), 0)
+            .expect("older write");
+        assert_eq!(
+            all(&idx, "b"),
+            [
+                ("x".to_string(), 3),
+                ("y".to_string(), 4),
+                ("z".to_string(), 5)
+            ]
+        );
+        // A copy of an entry equal to what is here changes nothing; a
+        // stamp-0 copy never replaces anything.
+        rt.block_on(idx.merge(vec![line("z", Some(stamped(7, 0)), 0)]))
+            .expect("merge");
+        assert_eq!(all(&idx, "b")[2], ("z".to_string(), 5));
+    }
+
+    /// An export carries the entries and tombstones of the buckets asked
+    /// for, and nothing else; merged into an empty index it reproduces
+    /// them. Tombstones past their age are removed.
+    #[test]
+    fn exports_merge_and_tombstones_expire() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let src = ListingIndex::open(&dir.path().join("a.redb")).expect("open");
+        for (b, n, s) in [
+            ("one", "a", 1),
+            ("one", "b", 2),
+            ("two", "c", 3),
+            ("three", "d", 4),
+        ] {
+            src.write(b, n, Some(&stamped(s, s)), 0).expect("write");
+        }
+        src.write("one", "gone", None, 9).expect("delete");
+        src.write("two", "gone", None, 9).expect("delete");
+        let mut out = Vec::new();
+        let sent = src
+            .export(&|b| b == "one" || b == "three", &mut |c| {
+                out.extend_from_slice(&c);
+                true
+            })
+            .expect("export");
+        let lines: Vec<ExportLine> = out
+            .split(|&c| c == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("line"))
+            .collect();
+        assert_eq!(sent, Some(4));
+        assert_eq!(lines.last().and_then(|l| l.done), Some(4));
+        let body: Vec<_> = lines.iter().filter(|l| l.done.is_none()).cloned().collect();
+        assert!(body.iter().all(|l| l.b == "one" || l.b == "three"));
+        assert_eq!(body.iter().filter(|l| l.d == 9).count(), 1);
+        let dst = ListingIndex::open(&dir.path().join("b.redb")).expect("open");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(dst.merge(body)).expect("merge");
+        assert_eq!(all(&dst, "one"), all(&src, "one"));
+        assert_eq!(all(&dst, "three"), all(&src, "three"));
+        assert!(all(&dst, "two").is_empty());
+        // The copied tombstone refuses an older write of its name.
+        dst.write("one", "gone", Some(&stamped(1, 5)), 0)
+            .expect("write");
+        assert_eq!(all(&dst, "one").len(), 2);
+        // Expired (kept for 0 s here): removed, and the name takes any
+        // write again.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(
+            collect_tombstones(&dst.db, std::time::Duration::ZERO).expect("gc"),
+            1
+        );
+        dst.write("one", "gone", Some(&stamped(1, 5)), 0)
+            .expect("write");
+        assert_eq!(all(&dst, "one").len(), 3);
+    }
+
     #[test]
     fn lists_in_byte_order_with_prefix_delimiter_and_pages() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -482,10 +1049,12 @@ mod tests {
             .iter()
             .enumerate()
         {
-            idx.write("bk", n, Some(&entry(i as u64))).expect("write");
+            idx.write("bk", n, Some(&entry(i as u64)), 0)
+                .expect("write");
         }
-        idx.write("other", "a/1", Some(&entry(9))).expect("write");
-        idx.write("bk", "c", None).expect("delete");
+        idx.write("other", "a/1", Some(&entry(9)), 0)
+            .expect("write");
+        idx.write("bk", "c", None, 1).expect("delete");
         let q = |prefix: &str, after: &str, d: Option<&str>, max| ListQuery {
             prefix: prefix.into(),
             start_after: after.into(),

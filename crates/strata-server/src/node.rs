@@ -224,6 +224,8 @@ struct Identity {
 pub(crate) struct NodeMap {
     pub(crate) table: PlacementTable,
     pub(crate) addr_of_disk: HashMap<DiskId, String>,
+    /// (row, disk) of every copy still to do (`ClusterMap::copying`).
+    pub(crate) copying: HashSet<(usize, DiskId)>,
 }
 
 /// A running cluster node.
@@ -248,6 +250,8 @@ pub struct ClusterNode {
     pub(crate) completed_bytes: AtomicU64,
     pub(crate) running: Mutex<HashSet<(usize, DiskId)>>,
     pub(crate) finished: Mutex<HashSet<(usize, DiskId)>>,
+    /// The listing index (`DATA/listing.redb`), once opened at start.
+    pub(crate) index: std::sync::OnceLock<Arc<crate::index::ListingIndex>>,
     pub(crate) recovery_permits: Arc<Semaphore>,
     pub(crate) export_permits: Arc<Semaphore>,
     pub(crate) scrub_report: Mutex<Option<ScrubReport>>,
@@ -584,9 +588,11 @@ impl ClusterNode {
             .iter()
             .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
             .collect();
+        let copying = m.copying.iter().map(|t| (t.row, t.target)).collect();
         *write(&self.map) = Some(Arc::new(NodeMap {
             table,
             addr_of_disk,
+            copying,
         }));
         Ok(())
     }
@@ -1237,6 +1243,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         completed_bytes: AtomicU64::new(0),
         running: Mutex::new(HashSet::new()),
         finished: Mutex::new(HashSet::new()),
+        index: std::sync::OnceLock::new(),
         recovery_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1))),
         export_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1) * 2)),
         scrub_report: Mutex::new(None),
@@ -1289,6 +1296,29 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             devs.join(", ")
         );
     }
+    // The listing index routes are node protocol routes: the gateway and
+    // the S3 coordinator reach them in-process on their own node too.
+    // A damaged index file does not keep the node down: it is
+    // quarantined and a fresh one serves (the objects are untouched).
+    let (index, moved) = crate::index::ListingIndex::open_or_quarantine(
+        &node.opts.data.join("listing.redb"),
+        &node.opts.data.join("quarantine"),
+    )?;
+    if let Some(to) = moved {
+        eprintln!(
+            "strata server: the listing index {} is corrupt: moved to {}; a new index is being \
+             rebuilt (from the other replicas of its rows, or from the objects' head records \
+             in a cluster of one); until it is, listings are served by other replicas \
+             (objects are not affected)",
+            node.opts.data.join("listing.redb").display(),
+            to.display()
+        );
+    }
+    let index = Arc::new(index);
+    let _ = node.index.set(index.clone());
+    if index.rebuilding() {
+        tokio::spawn(crate::recovery::rebuild_index(node.clone()));
+    }
     tokio::spawn(node.clone().heartbeat_loop(Duration::from_millis(500)));
     tokio::spawn(refill_reserves(node.clone()));
     tokio::spawn(crate::recovery::run(node.clone()));
@@ -1305,25 +1335,14 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     if let Ok(mut g) = node.mover.lock() {
         *g = Some(mover);
     }
-    // The listing index routes are node protocol routes: the gateway and
-    // the S3 coordinator reach them in-process on their own node too.
-    // A damaged index file does not keep the node down: it is
-    // quarantined and a fresh one serves (the objects are untouched).
-    let (index, moved) = crate::index::ListingIndex::open_or_quarantine(
-        &node.opts.data.join("listing.redb"),
-        &node.opts.data.join("quarantine"),
-    )?;
-    if let Some(to) = moved {
-        eprintln!(
-            "strata server: the listing index {} is corrupt: moved to {}; a new, empty index \
-             serves (objects are not affected; the names it listed are not listed until \
-             written again)",
-            node.opts.data.join("listing.redb").display(),
-            to.display()
-        );
-    }
     let protocol = crate::server::router(node.clone())
-        .merge(crate::index::routes(Arc::new(index)))
+        .merge(crate::index::routes(index, {
+            let node = node.clone();
+            Arc::new(move |bucket: &str| {
+                node.map()
+                    .map(|m| strata_client::protocol::index_row(&m.table, bucket))
+            })
+        }))
         .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));
     let local: Arc<dyn strata_client::LocalNode> =
         Arc::new(crate::gateway::InProcess(protocol.clone()));

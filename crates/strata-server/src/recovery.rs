@@ -92,6 +92,10 @@ pub(crate) async fn run(node: Arc<ClusterNode>) {
 /// of the row; returns the bytes copied.
 async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, ClusterError> {
     let row = task.transfer.row;
+    // The row's part of the listing index first (the buckets whose index
+    // lives in this row), then its records; the copy is reported done
+    // only after both.
+    let index_bytes = pull_index_row(node, row, &task.source_addr).await?;
     let url = format!("http://{}/cluster/v1/rows/{row}/export", task.source_addr);
     let peer = |reason: String| ClusterError::Peer {
         addr: task.source_addr.clone(),
@@ -167,5 +171,245 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
             buf.len()
         )));
     }
-    Ok(copied)
+    Ok(copied + index_bytes)
+}
+
+/// Entries applied per index transaction while copying.
+const INDEX_BATCH: usize = 2_000;
+
+/// Copies the listing index entries and tombstones of the buckets whose
+/// index lives in `row` from the node at `source` into this node's index
+/// (each only over nothing or something older: a write this node took
+/// meanwhile wins). Returns the bytes read.
+pub(crate) async fn pull_index_row(
+    node: &Arc<ClusterNode>,
+    row: usize,
+    source: &str,
+) -> Result<u64, ClusterError> {
+    let index = node
+        .index
+        .get()
+        .cloned()
+        .ok_or_else(|| ClusterError::Peer {
+            addr: source.to_string(),
+            reason: "this node's listing index is not open yet".into(),
+        })?;
+    let url = format!("http://{source}/cluster/v1/index-rows/{row}");
+    let peer = |reason: String| ClusterError::Peer {
+        addr: source.to_string(),
+        reason,
+    };
+    let started = std::time::Instant::now();
+    let resp = node
+        .http
+        .start(Method::GET, &url, None, bytes::Bytes::new())
+        .await
+        .map_err(peer)?;
+    if !resp.status().is_success() {
+        return Err(peer(format!(
+            "index export of row {row}: {}",
+            resp.status()
+        )));
+    }
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut batch = Vec::with_capacity(INDEX_BATCH);
+    let (mut lines, mut bytes) = (0u64, 0u64);
+    let mut done = None;
+    let idle = Duration::from_secs(10);
+    let limit = node.opts.recovery_bytes_per_sec;
+    loop {
+        let frame = match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(peer(format!("index export of row {row} stalled"))),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => return Err(peer(format!("index export of row {row}: {e}"))),
+            Ok(Some(Ok(f))) => f,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        bytes += data.len() as u64;
+        buf.extend_from_slice(&data);
+        while let Some(nl) = buf.iter().position(|&c| c == b'\n') {
+            let line = buf.split_to(nl + 1);
+            let l: crate::index::ExportLine = serde_json::from_slice(&line[..nl])
+                .map_err(|e| peer(format!("index export of row {row}: bad line: {e}")))?;
+            if done.is_some() {
+                return Err(peer(format!(
+                    "index export of row {row}: data after its end"
+                )));
+            }
+            if let Some(n) = l.done {
+                done = Some(n);
+                continue;
+            }
+            lines += 1;
+            batch.push(l);
+            if batch.len() >= INDEX_BATCH {
+                index.merge(std::mem::take(&mut batch)).await?;
+            }
+        }
+        if let Some(rate) = limit {
+            tokio::time::sleep(node.pace(data.len() as u64, rate)).await;
+        }
+        // A copy slower than tombstones live could bring back a name
+        // deleted (and its tombstone dropped) while it ran: start again.
+        if started.elapsed() > crate::index::TOMBSTONE_KEEP / 2 {
+            return Err(peer(format!(
+                "index export of row {row} took longer than {} s; starting again",
+                crate::index::TOMBSTONE_KEEP.as_secs() / 2
+            )));
+        }
+    }
+    if done != Some(lines) {
+        return Err(peer(format!(
+            "index export of row {row} cut short ({lines} lines, end {done:?})"
+        )));
+    }
+    index.merge(batch).await?;
+    Ok(bytes)
+}
+
+/// Rebuilds this node's listing index after its file was found damaged
+/// and replaced by an empty one (docs/placement.md, "The listing index"):
+/// in a cluster that keeps more than one replica of a row, each row this
+/// node holds is copied from another replica that holds it whole; in a
+/// cluster of one (one replica), the entries are rebuilt from the head
+/// records of the objects written over S3 in this node's rows. Until it
+/// is done, this node refuses listings (the client asks another replica)
+/// and index exports; writes are taken all along. Retries until done.
+pub(crate) async fn rebuild_index(node: Arc<ClusterNode>) {
+    let Some(index) = node.index.get().cloned() else {
+        return;
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut copied: std::collections::HashSet<usize> = std::collections::HashSet::new();
+    loop {
+        tick.tick().await;
+        let (Some(map), Some((_, mine))) = (node.map(), node.disk_ids()) else {
+            continue;
+        };
+        let res = if map.table.replication() <= 1 {
+            let n = node.clone();
+            let idx = index.clone();
+            match tokio::task::spawn_blocking(move || index_from_heads(&n)).await {
+                Ok(Ok(lines)) => idx.merge(lines).await.map(|()| true),
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(ClusterError::Index {
+                    path: "listing.redb".into(),
+                    reason: e.to_string(),
+                }),
+            }
+        } else {
+            let mut rows: Vec<usize> = mine
+                .iter()
+                .flat_map(|&d| map.table.rows_of_disk(d))
+                .collect();
+            rows.sort_unstable();
+            rows.dedup();
+            let mut all = true;
+            for row in rows {
+                if copied.contains(&row) {
+                    continue;
+                }
+                let source = map
+                    .table
+                    .live_replicas(row)
+                    .into_iter()
+                    .filter(|d| !mine.contains(d) && !map.copying.contains(&(row, *d)))
+                    .find_map(|d| map.addr_of_disk.get(&d).cloned());
+                let Some(source) = source else {
+                    all = false;
+                    continue;
+                };
+                match pull_index_row(&node, row, &source).await {
+                    Ok(_) => {
+                        copied.insert(row);
+                    }
+                    Err(e) => {
+                        all = false;
+                        eprintln!("strata server: rebuilding the listing index of row {row} from {source}: {e} (will retry)");
+                    }
+                }
+            }
+            Ok(all)
+        };
+        match res {
+            Ok(true) => match index.set_rebuilding(false) {
+                Ok(()) => {
+                    eprintln!("strata server: the listing index is rebuilt");
+                    return;
+                }
+                Err(e) => eprintln!("strata server: {e}"),
+            },
+            Ok(false) => {}
+            Err(e) => eprintln!("strata server: rebuilding the listing index: {e} (will retry)"),
+        }
+    }
+}
+
+/// The listing entries of every object written over S3 whose head record
+/// is in this node's rows (and a tombstone for each deleted one), with
+/// the records' stamps. Blocking.
+fn index_from_heads(node: &ClusterNode) -> Result<Vec<crate::index::ExportLine>, ClusterError> {
+    use strata_client::protocol::{is_tombstone, parse_head, Head, IndexEntry, ObjectMeta};
+    let mut out = Vec::new();
+    for stores in node.stores.iter().flatten() {
+        for row in stores.rows_on_disk() {
+            let Some(store) = stores.existing(row)? else {
+                continue;
+            };
+            store.scan(|item| {
+                let crate::rows::Scanned::Record {
+                    bucket,
+                    key,
+                    stamp,
+                    data,
+                } = item
+                else {
+                    return true;
+                };
+                // Tract records and multipart uploads' hidden part objects
+                // are no names of their own.
+                if key.contains('\0') || key.starts_with('\u{1}') || bucket.contains('\u{1}') {
+                    return true;
+                }
+                if is_tombstone(&data) {
+                    out.push(crate::index::ExportLine {
+                        b: bucket,
+                        n: key,
+                        d: stamp,
+                        ..Default::default()
+                    });
+                    return true;
+                }
+                let Ok(head) = parse_head(&bytes::Bytes::from(data)) else {
+                    return true;
+                };
+                let meta = match &head {
+                    Head::Inline { meta, .. } => meta.clone(),
+                    Head::Manifest(m) => m.meta.clone(),
+                };
+                // Objects written over the native API are not listed.
+                let Some(meta) = meta else { return true };
+                out.push(crate::index::ExportLine {
+                    e: Some(IndexEntry {
+                        size: head.len(),
+                        etag: meta.etag.clone(),
+                        modified_ms: stamp / 1000,
+                        meta: Some(ObjectMeta {
+                            etag: String::new(),
+                            ..meta
+                        }),
+                        stamp,
+                    }),
+                    b: bucket,
+                    n: key,
+                    ..Default::default()
+                });
+                true
+            })?;
+        }
+    }
+    Ok(out)
 }

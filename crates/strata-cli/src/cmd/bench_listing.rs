@@ -59,6 +59,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         etag: format!("{:032x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         modified_ms: 1_795_000_000_000 + i,
         meta: None,
+        stamp: 0,
     };
     let start = Instant::now();
     let mut i = a.from;

@@ -14,9 +14,9 @@ use std::process::Command;
 /// Kinds with an open finding of the campaign (docs/reliability.md,
 /// "Findings"), left out of CI until their fix lands so that this test
 /// guards everything that holds today. s3-flip-listing: finding 7 (a
-/// corrupt listing index is quarantined and the node starts, but what it
-/// listed is not listed again; a flip redb repairs by rolling back to its
-/// previous commit loses that commit's entries). flip-superblock,
+/// corrupt listing index is quarantined and rebuilt, but a flip redb
+/// repairs by rolling back to its previous commit loses that commit's
+/// entries, unseen). flip-superblock,
 /// multipart and disk-full, open before, are fixed and run here.
 const OPEN_FINDINGS: &[&str] = &["s3-flip-listing"];
 

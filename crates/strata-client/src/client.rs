@@ -1132,6 +1132,114 @@ impl Client {
             })
     }
 
+    /// Sets `bucket/key`'s listing entry to what its head record says
+    /// (`entry`, with the record's stamp) or removes it (`None`, with the
+    /// stamp `stamp`), on every replica of the index row, each only over
+    /// nothing or something older: the resolution of a write intent
+    /// (docs/placement.md, "Write intents").
+    pub async fn index_resolve(
+        &self,
+        bucket: &str,
+        key: &str,
+        entry: Option<&IndexEntry>,
+        stamp: u64,
+    ) -> Result<(), ClientError> {
+        check(bucket, key)?;
+        let path = index_path(bucket, key);
+        let (method, body, path) = match entry {
+            Some(e) => (
+                Method::PUT,
+                Bytes::from(serde_json::to_vec(e).unwrap_or_default()),
+                format!("{path}?order=copy"),
+            ),
+            None => (
+                Method::DELETE,
+                Bytes::new(),
+                format!("{path}?order=copy&stamp={stamp}"),
+            ),
+        };
+        self.index_call(bucket, method, &path, body, true)
+            .await
+            .map(drop)
+            .map_err(|reason| ClientError::Write {
+                name: format!("{bucket}/{key} (listing index)"),
+                reason,
+            })
+    }
+
+    /// Records (`add`) or removes the write intent of stamp `stamp` for
+    /// `names` on the node in this process, durably. False (and nothing
+    /// done) for a client with no node in its process.
+    pub async fn intent(
+        &self,
+        names: &[(String, String)],
+        stamp: u64,
+        add: bool,
+    ) -> Result<bool, ClientError> {
+        let Some(local) = self.http.local_addr().map(str::to_string) else {
+            return Ok(false);
+        };
+        let url = format!("http://{local}/cluster/v1/intents");
+        let body = serde_json::to_vec(&crate::protocol::IntentChange {
+            names: names.to_vec(),
+            stamp,
+            add,
+        })
+        .unwrap_or_default();
+        let r = self
+            .http
+            .send(
+                Method::POST,
+                &url,
+                None,
+                Bytes::from(body),
+                self.cfg.request_timeout,
+            )
+            .await
+            .map_err(|reason| ClientError::Write {
+                name: "write intents".into(),
+                reason,
+            })?;
+        if !r.status.is_success() {
+            return Err(ClientError::Write {
+                name: "write intents".into(),
+                reason: format!("{url}: {}: {}", r.status, String::from_utf8_lossy(&r.body)),
+            });
+        }
+        Ok(true)
+    }
+
+    /// The write intents of the node in this process recorded with a
+    /// stamp below `before`: (bucket, key, stamp); none without a node.
+    pub async fn intents_before(
+        &self,
+        before: u64,
+    ) -> Result<Vec<(String, String, u64)>, ClientError> {
+        let Some(local) = self.http.local_addr().map(str::to_string) else {
+            return Ok(Vec::new());
+        };
+        let url = format!("http://{local}/cluster/v1/intents?before={before}");
+        let fail = |reason: String| ClientError::Read {
+            name: "write intents".into(),
+            reason,
+        };
+        let r = self
+            .http
+            .send(
+                Method::GET,
+                &url,
+                None,
+                Bytes::new(),
+                self.cfg.request_timeout,
+            )
+            .await
+            .map_err(fail)?;
+        if !r.status.is_success() {
+            return Err(fail(format!("{url}: {}", r.status)));
+        }
+        serde_json::from_slice(&r.body).map_err(|e| fail(e.to_string()))
+    }
+
     /// Sends one request to the replicas of `bucket`'s index row, with a
     /// fresh table and back-off until the deadline: to every replica
     /// (`all`: a write, done when each answers 2xx) or to one replica at a

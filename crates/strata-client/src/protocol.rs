@@ -546,6 +546,39 @@ pub struct IndexEntry {
     pub stamp: u64,
 }
 
+/// A change of a node's write intents (`POST /cluster/v1/intents`,
+/// docs/placement.md, "Write intents"): the names (bucket, key) an S3
+/// write of stamp `stamp` is about to change (`add`), or has finished with.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntentChange {
+    /// (bucket, key) of each name.
+    pub names: Vec<(String, String)>,
+    /// The write's stamp.
+    pub stamp: u64,
+    /// Record (`true`) or remove.
+    pub add: bool,
+}
+
+/// The listing entry of an object from its head record and the record's
+/// stamp: none for an object written over the native API (no S3
+/// metadata), which is not listed.
+pub fn listing_entry(head: &Head, stamp: u64) -> Option<IndexEntry> {
+    let meta = match head {
+        Head::Inline { meta, .. } => meta.clone(),
+        Head::Manifest(m) => m.meta.clone(),
+    }?;
+    Some(IndexEntry {
+        size: head.len(),
+        etag: meta.etag.clone(),
+        modified_ms: stamp / 1000,
+        meta: Some(ObjectMeta {
+            etag: String::new(),
+            ..meta
+        }),
+        stamp,
+    })
+}
+
 /// A listing request (`POST /cluster/v1/index/{bucket}/list`): names in
 /// UTF-8 byte order after `start_after` that start with `prefix`, at most
 /// `max` entries and common prefixes.

@@ -83,7 +83,7 @@ const PENDING: &str = ".pending";
 /// (SIGABRT: no destructor runs, nothing is flushed, as after kill -9) when
 /// it reaches the point `NAME`, so that a test can crash it in a window too
 /// narrow to hit with a signal (docs/reliability.md, "Crash points").
-fn crash_point(name: &str) {
+pub(crate) fn crash_point(name: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if AT
         .get_or_init(|| std::env::var("STRATA_CRASH_AT").ok())
@@ -498,6 +498,7 @@ impl StrataS3 {
             })
             .flatten()
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        let intent = self.intend(&client, bucket, &[key]).await?;
         let object = self
             .store(
                 &client,
@@ -511,6 +512,7 @@ impl StrataS3 {
             )
             .await?;
         self.list_object(&client, bucket, key, &object).await?;
+        intent.done();
         // The record stays, completed, to answer a repeated Complete; the
         // sweep removes it after [`COMPLETED_KEPT`].
         let done = IndexEntry {

@@ -99,6 +99,14 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     );
     s3.listing_index = opts.listing_index;
     s3.keys = Some(keys.clone());
+    if opts.listing_index {
+        let resolver = StrataS3::new(
+            cluster.clone(),
+            opts.max_object_size,
+            opts.admin_token.clone(),
+        );
+        tokio::spawn(crate::intents::resolve_loop(resolver));
+    }
     if let Some(after) = opts.abandoned_uploads_after {
         // Every node sweeps (deletes are idempotent), a quarter of the age
         // apart, at most hourly.

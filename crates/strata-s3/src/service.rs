@@ -98,6 +98,11 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 impl StrataS3 {
+    /// The cluster this service coordinates writes in.
+    pub(crate) fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
     /// A service into `cluster` accepting objects of at most
     /// `max_object_size` bytes; `admin_token` lets it make buckets public.
     pub fn new(
@@ -563,6 +568,7 @@ impl S3 for StrataS3 {
                 "conditional writes are not supported"
             ));
         }
+        let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
         let stored = self
             .store(
                 &client,
@@ -575,8 +581,10 @@ impl S3 for StrataS3 {
                 None,
             )
             .await?;
+        crate::multipart::crash_point("s3-object-stored");
         self.list_object(&client, &input.bucket, &input.key, &stored)
             .await?;
+        intent.done();
         let sum = |a: &str| {
             stored
                 .meta
@@ -778,6 +786,7 @@ impl S3 for StrataS3 {
         let body = client
             .read_range(src_bucket, src_key, head, 0, size)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+        let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
         let stored = self
             .store(
                 &client,
@@ -792,6 +801,7 @@ impl S3 for StrataS3 {
             .await?;
         self.list_object(&client, &input.bucket, &input.key, &stored)
             .await?;
+        intent.done();
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(ETag::Strong(stored.meta.etag)),
@@ -817,6 +827,8 @@ impl S3 for StrataS3 {
         let client = self.bucket(&input.bucket).await?;
         let quiet = input.delete.quiet.unwrap_or(false);
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+        let keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+        let intent = self.intend(&client, &input.bucket, &keys).await?;
         for o in objects {
             let refused = if o.version_id.as_deref().is_some_and(|v| v != "null") {
                 Some(("InvalidArgument", "Invalid version id specified"))
@@ -863,6 +875,7 @@ impl S3 for StrataS3 {
                 }),
             }
         }
+        intent.done();
         Ok(S3Response::new(DeleteObjectsOutput {
             deleted: Some(deleted),
             errors: (!errors.is_empty()).then_some(errors),
@@ -887,14 +900,17 @@ impl S3 for StrataS3 {
         }
         let client = self.bucket(&input.bucket).await?;
         // S3 answers a delete of an absent key with success too.
+        let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
         client
             .delete(&input.bucket, &input.key)
             .await
             .map_err(unavailable)?;
+        crate::multipart::crash_point("s3-object-deleted");
         client
             .index_write(&input.bucket, &input.key, None)
             .await
             .map_err(unavailable)?;
+        intent.done();
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 

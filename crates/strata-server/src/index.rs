@@ -55,6 +55,13 @@ const DELETED: TableDefinition<&[u8], u64> = TableDefinition::new("deleted");
 /// delete's stamp (the tombstone is removed only if it still holds it).
 const DELETED_AT: TableDefinition<&[u8], u64> = TableDefinition::new("deleted_at");
 
+/// The S3 writes this node coordinates that may have changed an object
+/// without its listing entry yet (docs/placement.md, "Write intents"):
+/// key as in [`ENTRIES`]; value: the intent's stamp. Written durably
+/// before the object changes, removed once its entry is written; what a
+/// crash leaves is resolved against the object's head record.
+const INTENTS: TableDefinition<&[u8], u64> = TableDefinition::new("intents");
+
 /// The index's own state: `rebuild` (1) while it is being rebuilt after
 /// its file was found damaged; listings are refused until it is done.
 const STATE: TableDefinition<&str, u64> = TableDefinition::new("state");
@@ -117,6 +124,9 @@ struct Op {
 /// Changes applied together, and where their writer waits.
 struct Write {
     ops: Vec<Op>,
+    /// Intents to record (`true`) or to remove if they still hold that
+    /// stamp (`false`): key, stamp.
+    intents: Vec<(Vec<u8>, u64, bool)>,
     done: tokio::sync::oneshot::Sender<Result<(), String>>,
 }
 
@@ -243,9 +253,24 @@ fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
                 let mut t = tx.open_table(ENTRIES).map_err(|e| e.to_string())?;
                 let mut d = tx.open_table(DELETED).map_err(|e| e.to_string())?;
                 let mut at = tx.open_table(DELETED_AT).map_err(|e| e.to_string())?;
+                let mut intents = tx.open_table(INTENTS).map_err(|e| e.to_string())?;
                 for w in &group {
                     for op in &w.ops {
                         apply(&mut t, &mut d, &mut at, op, now).map_err(|e| e.to_string())?;
+                    }
+                    for (key, stamp, add) in &w.intents {
+                        if *add {
+                            intents.insert(key.as_slice(), *stamp)
+                        } else if intents
+                            .get(key.as_slice())
+                            .map_err(|e| e.to_string())?
+                            .is_some_and(|v| v.value() == *stamp)
+                        {
+                            intents.remove(key.as_slice()).map(|_| None)
+                        } else {
+                            Ok(None)
+                        }
+                        .map_err(|e| e.to_string())?;
                     }
                 }
             }
@@ -422,13 +447,67 @@ impl ListingIndex {
         &self,
         ops: Vec<Op>,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<(), String>>, ClusterError> {
+        self.queue_with(ops, Vec::new())
+    }
+
+    fn queue_with(
+        &self,
+        ops: Vec<Op>,
+        intents: Vec<(Vec<u8>, u64, bool)>,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<(), String>>, ClusterError> {
         let (done, rx) = tokio::sync::oneshot::channel();
         self.writes
             .as_ref()
             .ok_or_else(|| self.fail("closed"))?
-            .send(Write { ops, done })
+            .send(Write { ops, intents, done })
             .map_err(|_| self.fail("its writer thread stopped"))?;
         Ok(rx)
+    }
+
+    /// Records (`add`) or removes intents, durably: `names` of
+    /// (bucket, name), all with the intent's `stamp` (a removal removes
+    /// only an intent that still holds it).
+    pub async fn intents(
+        &self,
+        names: &[(String, String)],
+        stamp: u64,
+        add: bool,
+    ) -> Result<(), ClusterError> {
+        let intents = names
+            .iter()
+            .map(|(b, n)| (full(b, n.as_bytes()), stamp, add))
+            .collect();
+        self.queue_with(Vec::new(), intents)?
+            .await
+            .map_err(|_| self.fail("its writer thread stopped"))?
+            .map_err(|e| self.fail(e))
+    }
+
+    /// The intents recorded with a stamp below `before`: (bucket, name,
+    /// stamp).
+    pub fn intents_before(&self, before: u64) -> Result<Vec<(String, String, u64)>, ClusterError> {
+        let tx = self.db.begin_read().map_err(|e| self.fail(e))?;
+        let t = match tx.open_table(INTENTS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(self.fail(e)),
+        };
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|e| self.fail(e))? {
+            let (k, v) = item.map_err(|e| self.fail(e))?;
+            let (k, stamp) = (k.value(), v.value());
+            if stamp >= before {
+                continue;
+            }
+            if let Some(nul) = k.iter().position(|&c| c == 0) {
+                out.push((
+                    String::from_utf8_lossy(&k[..nul]).into_owned(),
+                    String::from_utf8_lossy(&k[nul + 1..]).into_owned(),
+                    stamp,
+                ));
+            }
+        }
+        Ok(out)
     }
 
     /// A writer's change of one name: set to `entry` (ordered by its
@@ -439,6 +518,7 @@ impl ListingIndex {
         name: &str,
         entry: Option<&IndexEntry>,
         stamp: u64,
+        order: Order,
     ) -> Result<Op, ClusterError> {
         let (value, stamp) = match entry {
             Some(e) => (
@@ -451,7 +531,7 @@ impl ListingIndex {
             key: full(bucket, name.as_bytes()),
             value,
             stamp,
-            order: Order::Write,
+            order,
         })
     }
 
@@ -465,7 +545,23 @@ impl ListingIndex {
         entry: Option<&IndexEntry>,
         delete_stamp: u64,
     ) -> Result<(), ClusterError> {
-        let rx = self.queue(vec![self.op(bucket, name, entry, delete_stamp)?])?;
+        self.change_async(bucket, name, entry, delete_stamp, false)
+            .await
+    }
+
+    /// [`ListingIndex::write_async`], or with `copy` a change ordered as a
+    /// copied one (applied only over nothing or something older: the
+    /// resolution of an intent from the object's head record).
+    pub async fn change_async(
+        &self,
+        bucket: &str,
+        name: &str,
+        entry: Option<&IndexEntry>,
+        delete_stamp: u64,
+        copy: bool,
+    ) -> Result<(), ClusterError> {
+        let order = if copy { Order::Copy } else { Order::Write };
+        let rx = self.queue(vec![self.op(bucket, name, entry, delete_stamp, order)?])?;
         rx.await
             .map_err(|_| self.fail("its writer thread stopped"))?
             .map_err(|e| self.fail(e))
@@ -479,7 +575,13 @@ impl ListingIndex {
         entry: Option<&IndexEntry>,
         delete_stamp: u64,
     ) -> Result<(), ClusterError> {
-        let rx = self.queue(vec![self.op(bucket, name, entry, delete_stamp)?])?;
+        let rx = self.queue(vec![self.op(
+            bucket,
+            name,
+            entry,
+            delete_stamp,
+            Order::Write,
+        )?])?;
         rx.blocking_recv()
             .map_err(|_| self.fail("its writer thread stopped"))?
             .map_err(|e| self.fail(e))
@@ -747,6 +849,7 @@ pub fn routes(index: Arc<ListingIndex>, row_of: RowOf) -> Router {
         )
         .route("/cluster/v1/index/{bucket}", post(list))
         .route("/cluster/v1/index-rows/{row}", get(export))
+        .route("/cluster/v1/intents", get(list_intents).post(set_intents))
         .with_state(Routes { idx: index, row_of })
 }
 
@@ -767,37 +870,83 @@ async fn write(
     bucket: String,
     name: String,
     entry: Option<IndexEntry>,
-    stamp: u64,
+    q: ChangeQuery,
 ) -> Response {
-    match idx.write_async(&bucket, &name, entry.as_ref(), stamp).await {
+    let copy = match q.order.as_deref() {
+        None | Some("write") => false,
+        Some("copy") => true,
+        Some(o) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("unknown order {o:?} (write or copy)"),
+            )
+                .into_response()
+        }
+    };
+    match idx
+        .change_async(&bucket, &name, entry.as_ref(), q.stamp, copy)
+        .await
+    {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => failed(e),
     }
 }
 
+/// `?stamp=S` (a delete's stamp) and `?order=copy` (ordered as a copied
+/// change: the resolution of an intent).
+#[derive(serde::Deserialize)]
+struct ChangeQuery {
+    #[serde(default)]
+    stamp: u64,
+    #[serde(default)]
+    order: Option<String>,
+}
+
 async fn put_entry(
     State(r): State<Routes>,
     UrlPath((bucket, name)): UrlPath<(String, String)>,
+    Query(q): Query<ChangeQuery>,
     body: Bytes,
 ) -> Response {
     match serde_json::from_slice::<IndexEntry>(&body) {
-        Ok(e) => write(r.idx, bucket, name, Some(e), 0).await,
+        Ok(e) => write(r.idx, bucket, name, Some(e), q).await,
         Err(e) => (StatusCode::BAD_REQUEST, format!("bad index entry: {e}")).into_response(),
     }
-}
-
-#[derive(serde::Deserialize)]
-struct DeleteQuery {
-    #[serde(default)]
-    stamp: u64,
 }
 
 async fn delete_entry(
     State(r): State<Routes>,
     UrlPath((bucket, name)): UrlPath<(String, String)>,
-    Query(q): Query<DeleteQuery>,
+    Query(q): Query<ChangeQuery>,
 ) -> Response {
-    write(r.idx, bucket, name, None, q.stamp).await
+    write(r.idx, bucket, name, None, q).await
+}
+
+async fn set_intents(State(r): State<Routes>, body: Bytes) -> Response {
+    let c: strata_client::protocol::IntentChange = match serde_json::from_slice(&body) {
+        Ok(c) => c,
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, format!("bad intent change: {e}")).into_response()
+        }
+    };
+    match r.idx.intents(&c.names, c.stamp, c.add).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct BeforeQuery {
+    before: u64,
+}
+
+async fn list_intents(State(r): State<Routes>, Query(q): Query<BeforeQuery>) -> Response {
+    let idx = r.idx;
+    match tokio::task::spawn_blocking(move || idx.intents_before(q.before)).await {
+        Ok(Ok(list)) => axum::Json(list).into_response(),
+        Ok(Err(e)) => failed(e),
+        Err(e) => failed(e),
+    }
 }
 
 async fn list(State(r): State<Routes>, UrlPath(bucket): UrlPath<String>, body: Bytes) -> Response {

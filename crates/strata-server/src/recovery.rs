@@ -352,7 +352,7 @@ pub(crate) async fn rebuild_index(node: Arc<ClusterNode>) {
 /// is in this node's rows (and a tombstone for each deleted one), with
 /// the records' stamps. Blocking.
 fn index_from_heads(node: &ClusterNode) -> Result<Vec<crate::index::ExportLine>, ClusterError> {
-    use strata_client::protocol::{is_tombstone, parse_head, Head, IndexEntry, ObjectMeta};
+    use strata_client::protocol::{is_tombstone, listing_entry, parse_head};
     let mut out = Vec::new();
     for stores in node.stores.iter().flatten() {
         for row in stores.rows_on_disk() {
@@ -386,27 +386,15 @@ fn index_from_heads(node: &ClusterNode) -> Result<Vec<crate::index::ExportLine>,
                 let Ok(head) = parse_head(&bytes::Bytes::from(data)) else {
                     return true;
                 };
-                let meta = match &head {
-                    Head::Inline { meta, .. } => meta.clone(),
-                    Head::Manifest(m) => m.meta.clone(),
-                };
                 // Objects written over the native API are not listed.
-                let Some(meta) = meta else { return true };
-                out.push(crate::index::ExportLine {
-                    e: Some(IndexEntry {
-                        size: head.len(),
-                        etag: meta.etag.clone(),
-                        modified_ms: stamp / 1000,
-                        meta: Some(ObjectMeta {
-                            etag: String::new(),
-                            ..meta
-                        }),
-                        stamp,
-                    }),
-                    b: bucket,
-                    n: key,
-                    ..Default::default()
-                });
+                if let Some(e) = listing_entry(&head, stamp) {
+                    out.push(crate::index::ExportLine {
+                        e: Some(e),
+                        b: bucket,
+                        n: key,
+                        ..Default::default()
+                    });
+                }
                 true
             })?;
         }

@@ -1,0 +1,133 @@
+//! Write intents (docs/placement.md, "Write intents"): an S3 write changes
+//! an object, then its listing entry. A coordinator killed between the two
+//! would leave them disagreeing for ever (docs/reliability.md, finding 8).
+//! So before the object changes, the coordinator records an *intent* for
+//! its name, durably, in its own node's index file; once the entry is
+//! written it removes it. Intents a crash (or a failed entry write) leaves
+//! are *resolved*: at start, and every [`RESOLVE_EVERY`] for those older
+//! than [`RESOLVE_AFTER`], the entry is set to what the object's head
+//! record says (its size, ETag, metadata and record stamp) or removed if
+//! the object is gone, on every replica of the bucket's index row, each
+//! change applied only over nothing older, so a later write of the name
+//! is never undone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_client::protocol::{listing_entry, now_stamp};
+use strata_client::Client;
+
+use crate::cluster::unavailable;
+use crate::service::StrataS3;
+
+/// How often the resolver looks for intents left behind.
+pub const RESOLVE_EVERY: Duration = Duration::from_secs(10);
+
+/// An intent this old is no write in flight any more (a client gives up
+/// long before): it is resolved.
+pub const RESOLVE_AFTER: Duration = Duration::from_secs(60);
+
+/// A recorded intent; [`Intent::done`] removes it.
+pub(crate) struct Intent {
+    client: Arc<Client>,
+    names: Vec<(String, String)>,
+    stamp: u64,
+    recorded: bool,
+}
+
+impl Intent {
+    /// Removes the intent (in the background: if it is lost, the resolver
+    /// finds the entry already right).
+    pub(crate) fn done(self) {
+        if !self.recorded {
+            return;
+        }
+        tokio::spawn(async move {
+            let _ = self.client.intent(&self.names, self.stamp, false).await;
+        });
+    }
+}
+
+impl StrataS3 {
+    /// Records, durably, that the objects `keys` of `bucket` are about to
+    /// change (before they do).
+    pub(crate) async fn intend(
+        &self,
+        client: &Arc<Client>,
+        bucket: &str,
+        keys: &[&str],
+    ) -> s3s::S3Result<Intent> {
+        let names: Vec<(String, String)> = keys
+            .iter()
+            .map(|k| (bucket.to_string(), k.to_string()))
+            .collect();
+        let stamp = client.next_stamp();
+        let recorded = if self.listing_index {
+            client
+                .intent(&names, stamp, true)
+                .await
+                .map_err(unavailable)?
+        } else {
+            false
+        };
+        Ok(Intent {
+            client: client.clone(),
+            names,
+            stamp,
+            recorded,
+        })
+    }
+
+    /// Resolves every intent recorded before `before` (a stamp): returns
+    /// how many were resolved.
+    pub async fn resolve_intents(&self, before: u64) -> Result<usize, String> {
+        let client = self
+            .cluster()
+            .client()
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let left = client
+            .intents_before(before)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut resolved = 0;
+        for (bucket, key, stamp) in left {
+            let head = client
+                .head_stamped(&bucket, &key)
+                .await
+                .map_err(|e| e.to_string())?;
+            let res = match head {
+                Some((head, rec_stamp)) => match listing_entry(&head, rec_stamp) {
+                    Some(e) => client.index_resolve(&bucket, &key, Some(&e), 0).await,
+                    // Written over the native API meanwhile: not listed.
+                    None => Ok(()),
+                },
+                None => client.index_resolve(&bucket, &key, None, stamp).await,
+            };
+            res.map_err(|e| e.to_string())?;
+            client
+                .intent(&[(bucket, key)], stamp, false)
+                .await
+                .map_err(|e| e.to_string())?;
+            resolved += 1;
+        }
+        Ok(resolved)
+    }
+}
+
+/// Resolves the intents a previous run left at once, then those older
+/// than [`RESOLVE_AFTER`] every [`RESOLVE_EVERY`], for ever.
+pub async fn resolve_loop(s3: StrataS3) {
+    let mut before = now_stamp();
+    loop {
+        match s3.resolve_intents(before).await {
+            Ok(0) => {}
+            Ok(n) => eprintln!(
+                "strata: S3 write intents: {n} left by an interrupted write resolved against the objects' head records"
+            ),
+            Err(e) => eprintln!("strata: S3 write intents not resolved yet: {e}"),
+        }
+        tokio::time::sleep(RESOLVE_EVERY).await;
+        before = now_stamp().saturating_sub(RESOLVE_AFTER.as_micros() as u64);
+    }
+}

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use strata_client::Http;
 use strata_meta::api::{
-    ClusterMap, DiskSpec, HeartbeatRequest, HeartbeatResponse, RegisterRequest, RegisterResponse,
-    ScrubReport, TierClass,
+    ClusterMap, DiskSpec, HeartbeatRequest, HeartbeatResponse, RecoveryTask, RegisterRequest,
+    RegisterResponse, ScrubReport, TierClass,
 };
 use strata_node::metrics::Metrics;
 use strata_node::plan::ActivePlan;
@@ -248,6 +248,17 @@ pub struct ClusterNode {
     pub(crate) completed_bytes: AtomicU64,
     pub(crate) running: Mutex<HashSet<(usize, DiskId)>>,
     pub(crate) finished: Mutex<HashSet<(usize, DiskId)>>,
+    /// Rows whose copy into one of this node's disks is not finished
+    /// (recovery, add-node, a drain): (row, disk) → the table version at
+    /// which this node learnt of it. Such a copy may lack records
+    /// acknowledged before the disk joined the row, so its stripes' older
+    /// copies of those names must not be served (docs/recovery.md,
+    /// "Reads during a copy").
+    incoming: Mutex<HashMap<(usize, DiskId), u64>>,
+    /// One more than the table version this node held when its latest
+    /// successful poll of its recovery tasks began (0: none since start,
+    /// so which of its rows are complete is not known yet).
+    tasks_polled: AtomicU64,
     pub(crate) recovery_permits: Arc<Semaphore>,
     pub(crate) export_permits: Arc<Semaphore>,
     pub(crate) scrub_report: Mutex<Option<ScrubReport>>,
@@ -584,11 +595,76 @@ impl ClusterNode {
             .iter()
             .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
             .collect();
+        // Rows this table brings to a disk here are marked as being copied
+        // before any request is admitted under it (the recovery poll
+        // clears the mark once the copy is done).
+        if let (Some(old), Some((_, ids))) = (self.map(), self.disk_ids()) {
+            self.note_arrivals(&old.table, &table, &ids);
+        }
         *write(&self.map) = Some(Arc::new(NodeMap {
             table,
             addr_of_disk,
         }));
         Ok(())
+    }
+
+    /// Marks every row `next` puts on one of `disks` that `prev` did not:
+    /// its copy into that disk is still to be made.
+    fn note_arrivals(&self, prev: &PlacementTable, next: &PlacementTable, disks: &[DiskId]) {
+        let v = next.version();
+        let mut inc = lock(&self.incoming);
+        for row in 0..next.row_count() {
+            for &d in next.row(row) {
+                let before = row < prev.row_count() && prev.row(row).contains(&d);
+                if disks.contains(&d) && !before {
+                    inc.entry((row, d)).or_insert(v);
+                }
+            }
+        }
+    }
+
+    /// Folds in a poll of this node's recovery tasks that began while it
+    /// held table version `polled_at`: every listed copy is still to do,
+    /// and a marked copy the list no longer names (marked at or before
+    /// `polled_at`, so the list postdates it) is done.
+    pub(crate) fn note_tasks(&self, polled_at: u64, tasks: &[RecoveryTask]) {
+        let listed: HashSet<(usize, DiskId)> = tasks
+            .iter()
+            .map(|t| (t.transfer.row, t.transfer.target))
+            .collect();
+        {
+            let mut inc = lock(&self.incoming);
+            inc.retain(|k, v| *v > polled_at || listed.contains(k));
+            for &k in &listed {
+                inc.entry(k).or_insert(polled_at);
+            }
+        }
+        self.tasks_polled
+            .fetch_max(polled_at.saturating_add(1), Ordering::AcqRel);
+    }
+
+    /// Whether this node's copy of `row` (on the disk the current table
+    /// puts it on here) holds every record acknowledged before that disk
+    /// joined the row: `Some(false)` while the copy into it is still being
+    /// made, `None` when this node has not yet learnt which of its rows
+    /// are being copied (from its start to its first recovery poll).
+    pub(crate) fn row_complete(&self, row: usize) -> Option<bool> {
+        let m = self.map()?;
+        // A row this table does not put here (one being drained away) is
+        // a whole copy: it is what the new owner copies from.
+        let Some((disk, _)) = self.home_in(&m.table, row) else {
+            return Some(true);
+        };
+        if lock(&self.finished).contains(&(row, disk)) {
+            return Some(true);
+        }
+        if lock(&self.incoming).contains_key(&(row, disk)) {
+            return Some(false);
+        }
+        if self.tasks_polled.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        Some(true)
     }
 
     /// Loads the tier plan of version `version` from the metadata service
@@ -1237,6 +1313,8 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         completed_bytes: AtomicU64::new(0),
         running: Mutex::new(HashSet::new()),
         finished: Mutex::new(HashSet::new()),
+        incoming: Mutex::new(HashMap::new()),
+        tasks_polled: AtomicU64::new(0),
         recovery_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1))),
         export_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1) * 2)),
         scrub_report: Mutex::new(None),

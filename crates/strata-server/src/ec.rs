@@ -194,6 +194,12 @@ pub struct EcStats {
     /// Stripe directories no record names, deleted after the grace time.
     #[serde(default)]
     pub dirs_swept: u64,
+    /// GETs whose only copy here was a stripe's while this node's copy of
+    /// the row was still being made (recovery, add-node): not served, as
+    /// the row's newer record may not have arrived yet; the reader asks
+    /// another replica.
+    #[serde(default)]
+    pub reads_withheld: u64,
 }
 
 /// The node's erasure-coding state.
@@ -221,6 +227,7 @@ pub(crate) struct EcNode {
     bytes_reclaimed: AtomicU64,
     stripes_retired: AtomicU64,
     dirs_swept: AtomicU64,
+    pub(crate) reads_withheld: AtomicU64,
     /// Unrecorded stripe directories: when this node first saw each.
     unrecorded: Mutex<HashMap<PathBuf, Instant>>,
     last_compact: Mutex<Option<Instant>>,
@@ -362,6 +369,7 @@ impl EcNode {
             bytes_reclaimed: r(&self.bytes_reclaimed),
             stripes_retired: r(&self.stripes_retired),
             dirs_swept: r(&self.dirs_swept),
+            reads_withheld: r(&self.reads_withheld),
         }
     }
 }

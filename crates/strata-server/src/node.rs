@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use strata_client::Http;
 use strata_meta::api::{
-    ClusterMap, DiskSpec, HeartbeatRequest, HeartbeatResponse, RegisterRequest, RegisterResponse,
-    ScrubReport, TierClass,
+    ClusterMap, DiskSpec, HeartbeatRequest, HeartbeatResponse, RecoveryTask, RegisterRequest,
+    RegisterResponse, ScrubReport, TierClass,
 };
 use strata_node::metrics::Metrics;
 use strata_node::plan::ActivePlan;
@@ -228,6 +228,76 @@ pub(crate) struct NodeMap {
     pub(crate) copying: HashSet<(usize, DiskId)>,
 }
 
+/// Which rows of a node are still being copied into its disks (recovery,
+/// add-node, a drain): such a copy may lack records acknowledged before
+/// the disk joined the row, so the older copies of those names its
+/// stripes hold must not be served (docs/recovery.md, "Reads while a row
+/// is copied in"). Learnt from two sources: the table itself (a row a new
+/// table puts on a disk here is marked before any request is admitted
+/// under that table) and the recovery poll (the copies the metadata
+/// service still lists for this node; one it no longer lists is done).
+#[derive(Debug, Default)]
+pub(crate) struct Incoming {
+    /// (row, disk) → the table version at which the mark was made.
+    marks: HashMap<(usize, DiskId), u64>,
+    /// Whether a recovery poll that began under a table has answered
+    /// since this node started.
+    known: bool,
+}
+
+impl Incoming {
+    /// Marks every row `next` puts on one of `disks` that `prev` did not.
+    pub(crate) fn arrived(
+        &mut self,
+        prev: &PlacementTable,
+        next: &PlacementTable,
+        disks: &[DiskId],
+    ) {
+        let v = next.version();
+        for row in 0..next.row_count() {
+            for &d in next.row(row) {
+                let before = row < prev.row_count() && prev.row(row).contains(&d);
+                if disks.contains(&d) && !before {
+                    self.marks.entry((row, d)).or_insert(v);
+                }
+            }
+        }
+    }
+
+    /// Folds in the copies into this node the metadata service listed in
+    /// answer to a poll that began while the node held table version
+    /// `polled_at` (0: none yet): each listed copy is still to do; a mark
+    /// made at or before `polled_at` that the list does not name is done
+    /// (the list answers for that table or a later one, whose recovery
+    /// plan holds every copy not yet reported done).
+    pub(crate) fn polled(&mut self, polled_at: u64, listed: &HashSet<(usize, DiskId)>) {
+        self.marks
+            .retain(|k, v| *v > polled_at || listed.contains(k));
+        for &k in listed {
+            self.marks.entry(k).or_insert(polled_at);
+        }
+        // A poll answered before this node had a table may predate the
+        // table it then fetched: it does not settle which rows are whole.
+        if polled_at > 0 {
+            self.known = true;
+        }
+    }
+
+    /// Whether the copy of `row` into `disk` is whole: `Some(false)` while
+    /// it is marked, `None` before the first poll under a table (a node
+    /// that just started does not know which of its rows were being
+    /// copied when it stopped).
+    pub(crate) fn complete(&self, row: usize, disk: DiskId) -> Option<bool> {
+        if self.marks.contains_key(&(row, disk)) {
+            Some(false)
+        } else if self.known {
+            Some(true)
+        } else {
+            None
+        }
+    }
+}
+
 /// A running cluster node.
 pub struct ClusterNode {
     /// Set by [`ClusterNode::stop`]: the tier mover ends its pass early
@@ -252,6 +322,8 @@ pub struct ClusterNode {
     pub(crate) finished: Mutex<HashSet<(usize, DiskId)>>,
     /// The listing index (`DATA/listing.redb`), once opened at start.
     pub(crate) index: std::sync::OnceLock<Arc<crate::index::ListingIndex>>,
+    /// Which of this node's rows are still being copied into it.
+    incoming: Mutex<Incoming>,
     pub(crate) recovery_permits: Arc<Semaphore>,
     pub(crate) export_permits: Arc<Semaphore>,
     pub(crate) scrub_report: Mutex<Option<ScrubReport>>,
@@ -589,12 +661,47 @@ impl ClusterNode {
             .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
             .collect();
         let copying = m.copying.iter().map(|t| (t.row, t.target)).collect();
+        // Rows this table brings to a disk here are marked as being copied
+        // before any request is admitted under it (the recovery poll
+        // clears the mark once the copy is done).
+        if let (Some(old), Some((_, ids))) = (self.map(), self.disk_ids()) {
+            lock(&self.incoming).arrived(&old.table, &table, &ids);
+        }
         *write(&self.map) = Some(Arc::new(NodeMap {
             table,
             addr_of_disk,
             copying,
         }));
         Ok(())
+    }
+
+    /// Folds in a poll of this node's recovery tasks that began while it
+    /// held table version `polled_at` (see [`Incoming::polled`]).
+    pub(crate) fn note_tasks(&self, polled_at: u64, tasks: &[RecoveryTask]) {
+        let listed: HashSet<(usize, DiskId)> = tasks
+            .iter()
+            .map(|t| (t.transfer.row, t.transfer.target))
+            .collect();
+        lock(&self.incoming).polled(polled_at, &listed);
+    }
+
+    /// Whether this node's copy of `row` (on the disk the current table
+    /// puts it on here) holds every record acknowledged before that disk
+    /// joined the row: `Some(false)` while the copy into it is still being
+    /// made, `None` when this node has not yet learnt which of its rows
+    /// are being copied (from its start to its first recovery poll).
+    pub(crate) fn row_complete(&self, row: usize) -> Option<bool> {
+        let m = self.map()?;
+        // A row this table does not put here (one being drained away) is
+        // a whole copy: it is what the new owner copies from.
+        let Some((disk, _)) = self.home_in(&m.table, row) else {
+            return Some(true);
+        };
+        // Copied and synced here, the report to the service on its way.
+        if lock(&self.finished).contains(&(row, disk)) {
+            return Some(true);
+        }
+        lock(&self.incoming).complete(row, disk)
     }
 
     /// Loads the tier plan of version `version` from the metadata service
@@ -1244,6 +1351,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         running: Mutex::new(HashSet::new()),
         finished: Mutex::new(HashSet::new()),
         index: std::sync::OnceLock::new(),
+        incoming: Mutex::new(Incoming::default()),
         recovery_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1))),
         export_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1) * 2)),
         scrub_report: Mutex::new(None),
@@ -1467,4 +1575,83 @@ pub async fn embedded_meta(
         std::future::pending(),
     ));
     Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_placement::DiskState;
+
+    /// A table over four single-disk nodes, and the one after disk 0 is
+    /// declared dead (its rows go to the other three).
+    fn tables() -> (PlacementTable, PlacementTable) {
+        let disks: Vec<(DiskId, NodeId)> = (0..4).map(|i| (DiskId(i), NodeId(i))).collect();
+        let t1 = PlacementTable::build(&disks, 3, 1 << 20, 7).expect("table");
+        let (t2, _) = t1
+            .replace_disks(&[DiskId(0)], DiskState::Dead)
+            .expect("replace");
+        (t1, t2)
+    }
+
+    /// Rows `next` puts on `disk` that `prev` did not.
+    fn arrivals(prev: &PlacementTable, next: &PlacementTable, disk: DiskId) -> Vec<usize> {
+        (0..next.row_count())
+            .filter(|&r| next.row(r).contains(&disk) && !prev.row(r).contains(&disk))
+            .collect()
+    }
+
+    #[test]
+    fn a_row_a_new_table_brings_is_incomplete_until_a_later_poll_omits_it() {
+        let (t1, t2) = tables();
+        let d = DiskId(3);
+        let came = arrivals(&t1, &t2, d);
+        assert!(!came.is_empty(), "disk 3 takes some of disk 0's rows");
+        let kept: Vec<usize> = t1.rows_of_disk(d);
+        let mut inc = Incoming::default();
+        inc.polled(t1.version(), &HashSet::new());
+        inc.arrived(&t1, &t2, &[d]);
+        for &r in &came {
+            assert_eq!(inc.complete(r, d), Some(false), "row {r} arrived");
+        }
+        for &r in &kept {
+            assert_eq!(inc.complete(r, d), Some(true), "row {r} was here before");
+        }
+        // A poll that began under the old table answers for that table: it
+        // does not know the new copies, and must not clear their marks.
+        inc.polled(t1.version(), &HashSet::new());
+        for &r in &came {
+            assert_eq!(inc.complete(r, d), Some(false), "row {r} after an old poll");
+        }
+        // Under the new table, the service lists the copies not done yet.
+        let (first, rest) = came.split_first().expect("one row at least");
+        let listed: HashSet<(usize, DiskId)> = rest.iter().map(|&r| (r, d)).collect();
+        inc.polled(t2.version(), &listed);
+        assert_eq!(inc.complete(*first, d), Some(true), "row {first} copied");
+        for &r in rest {
+            assert_eq!(inc.complete(r, d), Some(false), "row {r} still listed");
+        }
+        inc.polled(t2.version(), &HashSet::new());
+        for &r in &came {
+            assert_eq!(inc.complete(r, d), Some(true), "row {r} copied");
+        }
+    }
+
+    #[test]
+    fn a_node_that_just_started_knows_nothing_until_a_poll_under_a_table() {
+        let (_, t2) = tables();
+        let d = DiskId(3);
+        let mut inc = Incoming::default();
+        assert_eq!(inc.complete(0, d), None, "no poll yet");
+        // A poll answered before the node had a table may predate it.
+        let listed: HashSet<(usize, DiskId)> = [(5, d)].into_iter().collect();
+        inc.polled(0, &listed);
+        assert_eq!(inc.complete(5, d), Some(false), "a listed copy is pending");
+        assert_eq!(inc.complete(0, d), None, "the rest is not known yet");
+        // The copy it was making when it stopped is listed again.
+        inc.polled(t2.version(), &listed);
+        assert_eq!(inc.complete(5, d), Some(false), "still being copied");
+        assert_eq!(inc.complete(0, d), Some(true), "not being copied");
+        inc.polled(t2.version(), &HashSet::new());
+        assert_eq!(inc.complete(5, d), Some(true), "the copy finished");
+    }
 }

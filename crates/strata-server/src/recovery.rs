@@ -24,6 +24,8 @@ pub(crate) async fn run(node: Arc<ClusterNode>) {
         tick.tick().await;
         let Some((me, _)) = node.ids() else { continue };
         let url = format!("http://{}/v1/recovery/tasks?node={}", node.opts.meta, me.0);
+        // The list answers for this table version or a later one.
+        let polled_at = node.table_version();
         let Ok(tasks) = node
             .http
             .get_json::<Vec<RecoveryTask>>(&url, Duration::from_secs(5))
@@ -43,6 +45,9 @@ pub(crate) async fn run(node: Arc<ClusterNode>) {
                 fin.retain(|k| listed.contains(k));
             }
         }
+        // Which rows here are still being copied (reads must not trust
+        // their stripes yet).
+        node.note_tasks(polled_at, &tasks);
         for task in tasks {
             let key = (task.transfer.row, task.transfer.target);
             if node.finished.lock().is_ok_and(|f| f.contains(&key)) {

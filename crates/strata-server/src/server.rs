@@ -392,6 +392,17 @@ async fn get_object(
             r
         }
         LocalRead::Absent => text(StatusCode::NOT_FOUND, "not found"),
+        LocalRead::Copying => text(
+            StatusCode::NOT_FOUND,
+            format!("row {row} is still being copied to this node: ask another replica"),
+        ),
+        LocalRead::NotYetKnown => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this node has just started and does not know yet whether its copy of \
+                 row {row} is complete: retry, or ask another replica"
+            ),
+        ),
         LocalRead::Failed(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
@@ -409,6 +420,15 @@ pub(crate) enum LocalRead {
     Deleted { stamp: u64 },
     /// No record of the name.
     Absent,
+    /// No record of the name this replica may serve: only a stripe holds
+    /// one, and this node's copy of the row is still being made (a newer
+    /// record may not have arrived). Answered as a 404 without a stamp,
+    /// so the reader asks the other replicas.
+    Copying,
+    /// Only a stripe holds a record of the name and this node, just
+    /// started, does not know yet whether its copy of the row is
+    /// complete: answered 503 (retry, or ask another replica).
+    NotYetKnown,
     /// The store failed (the reason is for the log, not for clients).
     Failed(String),
 }
@@ -498,8 +518,10 @@ pub(crate) async fn read_local(
         // A newer copy of the record in an erasure-coded stripe (its
         // replica copy was dropped once the stripe was durable).
         Ok(g) => match stripe_copy(node, store, bucket, key, g.as_ref().map(|s| s.stamp)).await {
-            Ok(Some(s)) => Some(s),
-            Ok(None) => g,
+            Ok(FromStripe::Record(s)) => Some(s),
+            Ok(FromStripe::Nothing) => g,
+            Ok(FromStripe::Withheld) => return LocalRead::Copying,
+            Ok(FromStripe::NotKnown) => return LocalRead::NotYetKnown,
             Err(e) => return LocalRead::Failed(e),
         },
         Err(e) => {
@@ -552,24 +574,55 @@ pub(crate) async fn read_local(
     }
 }
 
+/// What the stripes of a row hold for one name, beside the row store's copy.
+enum FromStripe {
+    /// No stripe copy newer than the row store's.
+    Nothing,
+    /// The newer stripe copy, read.
+    Record(crate::rows::Stored),
+    /// A newer stripe copy, not served: this node's copy of the row is
+    /// still being made, so a newer record of the name may not have
+    /// reached its row store yet.
+    Withheld,
+    /// A newer stripe copy, not served: this node has not yet learnt
+    /// whether its copy of the row is complete (just started).
+    NotKnown,
+}
+
 /// The stripe copy of `bucket/key` in `store`'s row, read, if a stripe
-/// holds one newer than `have` (the stamp of the row store's copy).
+/// holds one newer than `have` (the stamp of the row store's copy) and
+/// this node's copy of the row is complete. A replica that joined the row
+/// (a recovery target, a new node) installs the row's stripes at once but
+/// receives the row's records only as the copy streams in: until then a
+/// stripe's record may be older than one acknowledged before it joined
+/// (docs/reliability.md, finding 10), so the read goes to another replica.
 async fn stripe_copy(
     node: &Node,
     store: &Arc<RowStore>,
     bucket: &str,
     key: &str,
     have: Option<u64>,
-) -> Result<Option<crate::rows::Stored>, String> {
+) -> Result<FromStripe, String> {
     let (k, alt, _) = identity(bucket, key);
     let Some(loc) = node.ec.lookup(store.row(), k, alt) else {
-        return Ok(None);
+        return Ok(FromStripe::Nothing);
     };
     if have.is_some_and(|h| h >= loc.stamp) {
-        return Ok(None);
+        return Ok(FromStripe::Nothing);
+    }
+    match node.row_complete(store.row()) {
+        Some(true) => {}
+        Some(false) => {
+            node.ec.reads_withheld.fetch_add(1, Ordering::Relaxed);
+            return Ok(FromStripe::Withheld);
+        }
+        None => {
+            node.ec.reads_withheld.fetch_add(1, Ordering::Relaxed);
+            return Ok(FromStripe::NotKnown);
+        }
     }
     let record = crate::ec::read_record(node, loc, bucket, key).await?;
-    Ok(Some(crate::rows::Stored {
+    Ok(FromStripe::Record(crate::rows::Stored {
         stamp: loc.stamp,
         record,
         tier: Tier::Disk,
@@ -1065,6 +1118,11 @@ pub(crate) async fn metrics(State(node): State<Node>) -> Response {
             "strata_server_ec_stripes_compacted_total",
             "Stripes this node compacted.",
             ec.stripes_compacted,
+        ),
+        (
+            "strata_server_ec_reads_withheld_total",
+            "GETs not served from a stripe because this node's copy of the row was still being made.",
+            ec.reads_withheld,
         ),
         (
             "strata_server_ec_errors_total",

@@ -1102,34 +1102,13 @@ impl Client {
         key: &str,
         entry: Option<&IndexEntry>,
     ) -> Result<(), ClientError> {
-        check(bucket, key)?;
         // The stamp orders this write against others of the same name on
         // each replica, and against what recovery copies in: the newer
         // wins, as for records (docs/placement.md, "The listing index").
         let stamp = self.next_stamp();
-        let path = index_path(bucket, key);
-        let (method, body, path) = match entry {
-            Some(e) => {
-                let e = IndexEntry { stamp, ..e.clone() };
-                (
-                    Method::PUT,
-                    Bytes::from(serde_json::to_vec(&e).unwrap_or_default()),
-                    path,
-                )
-            }
-            None => (
-                Method::DELETE,
-                Bytes::new(),
-                format!("{path}?stamp={stamp}"),
-            ),
-        };
-        self.index_call(bucket, method, &path, body, true)
+        let entry = entry.map(|e| IndexEntry { stamp, ..e.clone() });
+        self.index_change(bucket, key, entry.as_ref(), stamp, false)
             .await
-            .map(drop)
-            .map_err(|reason| ClientError::Write {
-                name: format!("{bucket}/{key} (listing index)"),
-                reason,
-            })
     }
 
     /// Sets `bucket/key`'s listing entry to what its head record says
@@ -1144,18 +1123,33 @@ impl Client {
         entry: Option<&IndexEntry>,
         stamp: u64,
     ) -> Result<(), ClientError> {
+        self.index_change(bucket, key, entry, stamp, true).await
+    }
+
+    /// Sends one change of `bucket/key`'s entry to every replica of the
+    /// index row: `entry` (its own stamp) or a delete of stamp `stamp`,
+    /// ordered as a writer's change or (`copy`) as a copied one.
+    async fn index_change(
+        &self,
+        bucket: &str,
+        key: &str,
+        entry: Option<&IndexEntry>,
+        stamp: u64,
+        copy: bool,
+    ) -> Result<(), ClientError> {
         check(bucket, key)?;
         let path = index_path(bucket, key);
+        let order = if copy { "order=copy&" } else { "" };
         let (method, body, path) = match entry {
             Some(e) => (
                 Method::PUT,
                 Bytes::from(serde_json::to_vec(e).unwrap_or_default()),
-                format!("{path}?order=copy"),
+                format!("{path}?{order}stamp={}", e.stamp),
             ),
             None => (
                 Method::DELETE,
                 Bytes::new(),
-                format!("{path}?order=copy&stamp={stamp}"),
+                format!("{path}?{order}stamp={stamp}"),
             ),
         };
         self.index_call(bucket, method, &path, body, true)

@@ -130,17 +130,10 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
     let mut buf = BytesMut::new();
     let mut copied = 0u64;
     let limit = node.opts.recovery_bytes_per_sec;
-    let idle = Duration::from_secs(10);
-    loop {
-        let frame = match tokio::time::timeout(idle, body.frame()).await {
-            Err(_) => return Err(peer(format!("export of row {row} stalled"))),
-            Ok(None) => break,
-            Ok(Some(Err(e))) => return Err(peer(format!("export of row {row}: {e}"))),
-            Ok(Some(Ok(f))) => f,
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
+    while let Some(data) = next_chunk(&mut body, &format!("export of row {row}"))
+        .await
+        .map_err(peer)?
+    {
         buf.extend_from_slice(&data);
         let mut puts = Vec::new();
         let mut chunk_bytes = 0u64;
@@ -177,6 +170,26 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
         )));
     }
     Ok(copied + index_bytes)
+}
+
+/// The next chunk of an export's body (`None` at its end); an error if
+/// it fails or stalls for 10 s.
+async fn next_chunk(
+    body: &mut hyper::body::Incoming,
+    what: &str,
+) -> Result<Option<bytes::Bytes>, String> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), body.frame()).await {
+            Err(_) => return Err(format!("{what} stalled")),
+            Ok(None) => return Ok(None),
+            Ok(Some(Err(e))) => return Err(format!("{what}: {e}")),
+            Ok(Some(Ok(f))) => {
+                if let Ok(data) = f.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
 }
 
 /// Entries applied per index transaction while copying.
@@ -221,18 +234,11 @@ pub(crate) async fn pull_index_row(
     let mut batch = Vec::with_capacity(INDEX_BATCH);
     let (mut lines, mut bytes) = (0u64, 0u64);
     let mut done = None;
-    let idle = Duration::from_secs(10);
     let limit = node.opts.recovery_bytes_per_sec;
-    loop {
-        let frame = match tokio::time::timeout(idle, body.frame()).await {
-            Err(_) => return Err(peer(format!("index export of row {row} stalled"))),
-            Ok(None) => break,
-            Ok(Some(Err(e))) => return Err(peer(format!("index export of row {row}: {e}"))),
-            Ok(Some(Ok(f))) => f,
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
+    while let Some(data) = next_chunk(&mut body, &format!("index export of row {row}"))
+        .await
+        .map_err(peer)?
+    {
         bytes += data.len() as u64;
         buf.extend_from_slice(&data);
         while let Some(nl) = buf.iter().position(|&c| c == b'\n') {

@@ -132,7 +132,8 @@ fn check(store: &Store, want: &HashMap<u64, u32>, what: &str) {
 
 fn run_version(dir: &Path) -> Option<u32> {
     let b = std::fs::read(dir.join("strata.run")).ok()?;
-    (b.len() >= 12 && &b[0..8] == b"STRATRUN").then(|| u32::from_le_bytes([b[8], b[9], b[10], b[11]]))
+    (b.len() >= 12 && &b[0..8] == b"STRATRUN")
+        .then(|| u32::from_le_bytes([b[8], b[9], b[10], b[11]]))
 }
 
 #[test]
@@ -156,7 +157,10 @@ fn a_store_with_a_version_1_run_opens_and_reads_back() {
         if round == 0 {
             // Served from the version-1 run: its segments' identities were
             // not loaded into the recent table.
-            assert!(store.memory().sealed_objects > 0, "round 0: the run was not loaded");
+            assert!(
+                store.memory().sealed_objects > 0,
+                "round 0: the run was not loaded"
+            );
         }
         let k = 5 + round as u64;
         store.put(Tier::Disk, k, 0, 9, &data(k, 9)).unwrap();

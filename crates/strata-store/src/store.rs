@@ -130,6 +130,8 @@ pub struct MemoryUsage {
     pub active_bytes: u64,
     /// Objects (and tombstones) held by the recent map.
     pub active_objects: u64,
+    /// Hash partitions of the run (0: no run yet).
+    pub run_partitions: u64,
 }
 
 impl MemoryUsage {
@@ -1379,6 +1381,7 @@ impl Store {
         if let Some(r) = &ix.run {
             m.sealed_bytes += r.heap_bytes() as u64;
             m.sealed_objects = r.entry_count();
+            m.run_partitions = r.parts().len() as u64;
         }
         m.sealed_bytes += ix.table.capacity() as u64 * 8;
         m.active_bytes += ix.recent_heap_bytes();
@@ -2664,14 +2667,18 @@ impl Inner {
         let (old_run, tombs, sealed, table, recent_len) = {
             let ix = read(&self.idx);
             let tombs: Vec<(u64, u32)> = ix.tombs.iter().copied().collect();
-            let mut sealed: Vec<u32> = ix
-                .recent
-                .locs()
-                .map(|l| l.slot)
-                .filter(|&s| ix.seg(s).is_some_and(|s| !s.is_active()))
+            // The sealed segments with recent entries (a flag per table
+            // place, not a place per entry: the recent part can hold an
+            // eighth of the run).
+            let mut has = vec![false; ix.table.len()];
+            for l in ix.recent.locs() {
+                if let Some(h) = has.get_mut(l.slot as usize) {
+                    *h = true;
+                }
+            }
+            let sealed: Vec<u32> = (0..ix.table.len() as u32)
+                .filter(|&s| has[s as usize] && ix.seg(s).is_some_and(|s| !s.is_active()))
                 .collect();
-            sealed.sort_unstable();
-            sealed.dedup();
             (
                 ix.run.clone(),
                 tombs,

@@ -355,6 +355,9 @@ pub struct Run {
     pub(crate) parts: Vec<Arc<Part>>,
     /// The smallest partition hash of each partition (the first is 0).
     pub(crate) bounds: Vec<u64>,
+    /// Whether `bounds` are those of [`part_start`] (not in the middle of
+    /// a merge): the partition is then computed, not searched for.
+    pub(crate) uniform: bool,
 }
 
 impl Run {
@@ -365,10 +368,16 @@ impl Run {
             && parts.len() == bounds.len()
             && bounds.first() == Some(&0)
             && bounds.windows(2).all(|w| w[0] < w[1]);
+        let n = bounds.len() as u64;
+        let uniform = bounds
+            .iter()
+            .enumerate()
+            .all(|(q, &b)| b == part_start(q as u64, n));
         ok.then_some(Run {
             generation,
             parts,
             bounds,
+            uniform,
         })
     }
 
@@ -386,6 +395,7 @@ impl Run {
             generation,
             parts: vec![Arc::new(part)],
             bounds: vec![0],
+            uniform: true,
         })
     }
 
@@ -396,6 +406,9 @@ impl Run {
             return 0;
         }
         let h = part_hash(key, alt_key);
+        if self.uniform {
+            return part_of(h, self.parts.len() as u64) as usize;
+        }
         self.bounds.partition_point(|&b| b <= h).saturating_sub(1)
     }
 
@@ -539,6 +552,27 @@ mod tests {
         assert!(strangers < 20, "{strangers} false positives");
         // an ordinal past its segment is refused
         assert!(Run::build(1, vec![(1, 2)], &[(1, 0, 0, 2)], 16).is_err());
+    }
+
+    #[test]
+    fn partition_starts_agree_with_part_of() {
+        for parts in [1u64, 2, 3, 7, 20, 96, 1000] {
+            let bounds: Vec<u64> = (0..parts).map(|q| part_start(q, parts)).collect();
+            for i in 0..20_000u64 {
+                let h = crate::hash::mix64(i) ^ (i << 60);
+                let searched = bounds.partition_point(|&b| b <= h) - 1;
+                assert_eq!(
+                    part_of(h, parts) as usize,
+                    searched,
+                    "{parts} parts, h {h:x}"
+                );
+            }
+            for q in 1..parts {
+                let b = part_start(q, parts);
+                assert_eq!(part_of(b, parts), q);
+                assert_eq!(part_of(b - 1, parts), q - 1);
+            }
+        }
     }
 
     #[test]

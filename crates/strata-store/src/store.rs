@@ -1473,10 +1473,22 @@ fn lock_dir(dir: &std::path::Path) -> Result<File> {
         .write(true)
         .open(&path)
         .map_err(StoreError::io("opening lock file", &path))?;
-    match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(f),
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(StoreError::InUse(dir.to_path_buf())),
-        Err(e) => Err(StoreError::io("locking", &path)(e.into())),
+    // A lock held for a moment only is waited for (up to 2 s): the lock
+    // of a store just closed in this process can outlive it briefly in a
+    // child forked meanwhile (between its fork and its exec, which closes
+    // the descriptor), or in a process that is exiting.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(f),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(StoreError::InUse(dir.to_path_buf()));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(StoreError::io("locking", &path)(e.into())),
+        }
     }
 }
 

@@ -97,10 +97,10 @@ pub(crate) async fn run(node: Arc<ClusterNode>) {
 /// of the row; returns the bytes copied.
 async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, ClusterError> {
     let row = task.transfer.row;
-    // The row's part of the listing index first (the buckets whose index
-    // lives in this row), then its records; the copy is reported done
-    // only after both.
-    let index_bytes = pull_index_row(node, row, &task.source_addr).await?;
+    // The row's records, then its part of the listing index (the buckets
+    // whose index lives in this row); the copy is reported done only after
+    // both. Records first: an index that cannot be copied yet (its sources
+    // rebuilding their own) must not hold back the data's replication.
     let url = format!("http://{}/cluster/v1/rows/{row}/export", task.source_addr);
     let peer = |reason: String| ClusterError::Peer {
         addr: task.source_addr.clone(),
@@ -169,7 +169,42 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
             buf.len()
         )));
     }
+    let index_bytes = pull_index_from_any(node, row, Some(&task.source_addr)).await?;
     Ok(copied + index_bytes)
+}
+
+/// [`pull_index_row`] from `preferred`, else from each other live replica
+/// of `row` that holds it whole (not this node's, not a copy's target) in
+/// turn, until one serves it (a replica rebuilding its own index refuses).
+async fn pull_index_from_any(
+    node: &Arc<ClusterNode>,
+    row: usize,
+    preferred: Option<&str>,
+) -> Result<u64, ClusterError> {
+    let mut sources: Vec<String> = preferred.map(str::to_string).into_iter().collect();
+    if let (Some(map), Some((_, mine))) = (node.map(), node.disk_ids()) {
+        for d in map.table.live_replicas(row) {
+            if mine.contains(&d) || map.copying.contains(&(row, d)) {
+                continue;
+            }
+            if let Some(a) = map.addr_of_disk.get(&d) {
+                if !sources.contains(a) {
+                    sources.push(a.clone());
+                }
+            }
+        }
+    }
+    let mut last = ClusterError::Peer {
+        addr: String::new(),
+        reason: format!("no live replica of row {row} to copy its listing index from"),
+    };
+    for source in sources {
+        match pull_index_row(node, row, &source).await {
+            Ok(n) => return Ok(n),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// The next chunk of an export's body (`None` at its end); an error if
@@ -323,23 +358,13 @@ pub(crate) async fn rebuild_index(node: Arc<ClusterNode>) {
                 if copied.contains(&row) {
                     continue;
                 }
-                let source = map
-                    .table
-                    .live_replicas(row)
-                    .into_iter()
-                    .filter(|d| !mine.contains(d) && !map.copying.contains(&(row, *d)))
-                    .find_map(|d| map.addr_of_disk.get(&d).cloned());
-                let Some(source) = source else {
-                    all = false;
-                    continue;
-                };
-                match pull_index_row(&node, row, &source).await {
+                match pull_index_from_any(&node, row, None).await {
                     Ok(_) => {
                         copied.insert(row);
                     }
                     Err(e) => {
                         all = false;
-                        eprintln!("strata server: rebuilding the listing index of row {row} from {source}: {e} (will retry)");
+                        eprintln!("strata server: rebuilding the listing index of row {row}: {e} (will retry)");
                     }
                 }
             }

@@ -1445,7 +1445,10 @@ async fn store_stripe(
         std::fs::create_dir_all(&st).map_err(|e| e.to_string())?;
         let paths: Vec<PathBuf> = (0..width).map(|i| st.join(shard_name(i))).collect();
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        strata_ec::encode_file(&file, &refs, code, alloc.id).map_err(|e| e.to_string())
+        // Not fsynced here: the shards are sent to their disks and made
+        // durable there; a crash leaves a staging directory, deleted at
+        // start.
+        strata_ec::encode_file_staged(&file, &refs, code, alloc.id).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())?;

@@ -22,7 +22,10 @@
 # nothing but heartbeats and their ticks, before the pass) is printed too.
 #
 # Usage: bench/ec-encode.sh [K+M ...]
-#   (env: OBJECTS, SIZE, SEG, BASE, STRATA)
+# With PERF_OUT=FILE, `perf record -g` samples node 0 (an encoding node)
+# through the pass, into FILE (read it with `perf report -i FILE`).
+#
+#   (env: OBJECTS, SIZE, SEG, BASE, STRATA, PERF_OUT)
 set -euo pipefail
 export STRATA_CLUSTER_SECRET=${STRATA_CLUSTER_SECRET:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 # /metrics is a control endpoint: the nodes get an admin token.
@@ -90,6 +93,10 @@ run() { # K+M
   kill -9 "$META_PID"; wait "$META_PID" 2>/dev/null || true
   local E0 T0
   C0=$(cpu); E0=$(enc); T0=$(date +%s.%N)
+  local PERF_PID=
+  if [ -n "${PERF_OUT:-}" ]; then
+    perf record -g -o "$PERF_OUT" -p "${NODE_PIDS[0]}" 2>>"$WORK/perf.log" & PERF_PID=$!; PIDS+=($PERF_PID)
+  fi
   start_meta 1s
   until st >/dev/null 2>&1; do sleep 0.2; done
   local last=-1 now
@@ -101,6 +108,7 @@ run() { # K+M
   done
   local E1 T1
   C1=$(cpu); E1=$(enc); T1=$(date +%s.%N)
+  if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; fi
   python3 - "$CODE" "$N" "$C0" "$C1" "$E0" "$E1" "$T0" "$T1" "$IDLE" <<'PY'
 import sys
 code, n, c0, c1, e0, e1, t0, t1, idle = sys.argv[1:]

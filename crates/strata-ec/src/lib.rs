@@ -22,6 +22,7 @@
 mod shard;
 
 pub use shard::{
-    decode_blocks, decode_range, encode_blocks, encode_file, header_bytes, locate, parse_header,
-    read_range, rebuild, scrub, Code, EcError, ShardHeader, BLOCK, HEADER_LEN,
+    decode_blocks, decode_range, encode_blocks, encode_file, encode_file_staged, header_bytes,
+    locate, parse_header, read_range, rebuild, scrub, Code, EcError, ShardHeader, BLOCK,
+    HEADER_LEN,
 };

@@ -228,16 +228,22 @@ impl Writers {
         Ok(())
     }
 
-    /// Headers, fsync, rename, directory fsync: each file whole or absent.
-    fn finish(self, header: impl Fn(usize, u32) -> ShardHeader) -> Result<()> {
+    /// Headers, fsync, rename, directory fsync: each file whole or absent
+    /// (`durable`); without `durable`, headers and rename only (a file
+    /// whole once renamed, but not made durable).
+    fn finish(self, header: impl Fn(usize, u32) -> ShardHeader, durable: bool) -> Result<()> {
         for (i, (p, mut f, crc)) in self.files.into_iter().enumerate() {
             let t = tmp_of(&p);
             f.write_all_at(&header(i, crc).encode(), 0)
                 .map_err(io(&t))?;
             f.flush().map_err(io(&t))?;
-            f.sync_all().map_err(io(&t))?;
+            if durable {
+                f.sync_all().map_err(io(&t))?;
+            }
             std::fs::rename(&t, &p).map_err(io(&p))?;
-            sync_parent(&p)?;
+            if durable {
+                sync_parent(&p)?;
+            }
         }
         Ok(())
     }
@@ -257,6 +263,29 @@ fn read_padded(f: &File, path: &Path, at: u64, len: usize, file_len: u64) -> Res
 /// into the K+M shard files `out` (data shards first), streaming: at most
 /// (K+M) × 1 MiB in memory. Returns the data shards' header (index 0).
 pub fn encode_file(src: &Path, out: &[&Path], code: Code, stripe: u64) -> Result<ShardHeader> {
+    encode_file_to(src, out, code, stripe, true)
+}
+
+/// [`encode_file`] for a staging copy that is sent elsewhere and made
+/// durable there (the server's encoder): the same files, but neither
+/// they nor their directory are fsynced — after a crash they may be
+/// missing or short, and must be deleted rather than trusted.
+pub fn encode_file_staged(
+    src: &Path,
+    out: &[&Path],
+    code: Code,
+    stripe: u64,
+) -> Result<ShardHeader> {
+    encode_file_to(src, out, code, stripe, false)
+}
+
+fn encode_file_to(
+    src: &Path,
+    out: &[&Path],
+    code: Code,
+    stripe: u64,
+    durable: bool,
+) -> Result<ShardHeader> {
     if out.len() != code.k + code.m {
         return Err(EcError::BadCode {
             k: code.k,
@@ -296,7 +325,7 @@ pub fn encode_file(src: &Path, out: &[&Path], code: Code, stripe: u64) -> Result
         shard_len,
         payload_crc,
     };
-    w.finish(head)?;
+    w.finish(head, durable)?;
     ShardHeader::read(out[0])
 }
 
@@ -436,11 +465,14 @@ pub fn rebuild(
         }
         at += n;
     }
-    w.finish(|slot, payload_crc| ShardHeader {
-        index: lost[slot].0,
-        payload_crc,
-        ..*h
-    })
+    w.finish(
+        |slot, payload_crc| ShardHeader {
+            index: lost[slot].0,
+            payload_crc,
+            ..*h
+        },
+        true,
+    )
 }
 
 /// Checks every shard of a stripe (`shards[i]` the path of shard `i`):

@@ -112,3 +112,29 @@ fn scrub_finds_and_repairs_a_flipped_byte_and_a_missing_shard() {
         .flatten()
         .all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")));
 }
+
+#[test]
+fn a_staged_encode_writes_the_same_shards_as_a_durable_one() {
+    let code = Code::new(4, 2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = bytes(11, (2 << 20) + 777);
+    let (h, shards) = encode(dir.path(), &data, code);
+    let staged: Vec<PathBuf> = (0..code.k + code.m)
+        .map(|i| dir.path().join(format!("staged-{i}")))
+        .collect();
+    let refs: Vec<&Path> = staged.iter().map(PathBuf::as_path).collect();
+    let hs = encode_file_staged(&dir.path().join("segment"), &refs, code, 7).unwrap();
+    assert_eq!(hs, h);
+    for (a, b) in shards.iter().zip(&staged) {
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{} differs from {}",
+            b.display(),
+            a.display()
+        );
+    }
+    assert!(std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .all(|e| !e.file_name().to_string_lossy().ends_with(".tmp")));
+}

@@ -12,7 +12,9 @@
 //!    metadata service's table now places on one of this node's disks
 //!    (every node rebuilds its share at once, FDS);
 //! 4. **encodes** one sealed segment older than its warm age, of a row
-//!    this node leads (the row's first live replica): shards and index go
+//!    this node leads (the row's first live replica; first it seals the
+//!    active segments of those rows that no write reached for their warm
+//!    age, so a row that stopped growing is encoded whole): shards and index go
 //!    to the K+M disks of an erasure-coded row, each fsynced there, then
 //!    the stripe is recorded; step 2 then drops the replicas;
 //! 5. **scrubs** its shard files (checksums), rebuilding a damaged one;
@@ -200,6 +202,11 @@ pub struct EcStats {
     /// another replica.
     #[serde(default)]
     pub reads_withheld: u64,
+    /// Active segments of rows this node leads that it sealed because no
+    /// write had reached them for their warm age (so a row that stopped
+    /// growing is encoded whole).
+    #[serde(default)]
+    pub segments_sealed_idle: u64,
 }
 
 /// The node's erasure-coding state.
@@ -228,6 +235,7 @@ pub(crate) struct EcNode {
     stripes_retired: AtomicU64,
     dirs_swept: AtomicU64,
     pub(crate) reads_withheld: AtomicU64,
+    segments_sealed_idle: AtomicU64,
     /// Unrecorded stripe directories: when this node first saw each.
     unrecorded: Mutex<HashMap<PathBuf, Instant>>,
     last_compact: Mutex<Option<Instant>>,
@@ -370,6 +378,7 @@ impl EcNode {
             stripes_retired: r(&self.stripes_retired),
             dirs_swept: r(&self.dirs_swept),
             reads_withheld: r(&self.reads_withheld),
+            segments_sealed_idle: r(&self.segments_sealed_idle),
         }
     }
 }
@@ -1209,6 +1218,64 @@ fn warm_age(node: &ClusterNode, ec: &EcConfig, part: &str) -> Option<Duration> {
     }
 }
 
+/// Whether an active segment whose file was last written at `modified`
+/// (None: unknown) has been idle for `age` at `now`.
+fn idle_for(
+    modified: Option<std::time::SystemTime>,
+    now: std::time::SystemTime,
+    age: Duration,
+) -> bool {
+    modified.is_some_and(|m| now.duration_since(m).is_ok_and(|idle| idle >= age))
+}
+
+/// Seals the active segment of every part of the rows this node leads that
+/// holds needles and has not been written to for the part's warm age (the
+/// segment file's modification time: every append and every in-place
+/// delete flag moves it, and it survives a restart). The store's own seal
+/// (the one the tier mover and compaction use): the file stays as it is, a
+/// new active segment takes the next writes. Without it a row that stopped
+/// growing kept its last segment replicated three times for ever.
+fn seal_idle(
+    node: &ClusterNode,
+    ec: EcConfig,
+    table: &PlacementTable,
+    mine: &[DiskId],
+) -> Result<(), String> {
+    let now = std::time::SystemTime::now();
+    for rows in node.stores.iter().flatten() {
+        for row in rows.rows_on_disk() {
+            if row >= table.row_count() || !leads(table, mine, row) {
+                continue;
+            }
+            let Ok(Some(store)) = rows.existing(row) else {
+                continue;
+            };
+            for (name, part) in store.parts() {
+                let Some(age) = warm_age(node, &ec, &name) else {
+                    continue;
+                };
+                for seg in part.segments() {
+                    if !seg.active || seg.needles == 0 {
+                        continue;
+                    }
+                    let modified = std::fs::metadata(&seg.path).and_then(|m| m.modified()).ok();
+                    if !idle_for(modified, now, age) {
+                        continue;
+                    }
+                    part.seal_active(seg.device).map_err(|e| {
+                        format!(
+                            "row {row} part {name}: sealing idle segment {}: {e}",
+                            seg.id
+                        )
+                    })?;
+                    node.ec.segments_sealed_idle.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Encodes one sealed segment older than its warm age of a row this node
 /// leads, if there is one.
 async fn encode_one(
@@ -1229,6 +1296,13 @@ async fn encode_one(
         .filter(|s| Some(s.source_node) == me)
         .map(|s| (s.row, s.part.clone(), s.segment))
         .collect();
+    // Active segments idle for their warm age are sealed first, so that
+    // the pass below finds them.
+    let (n, m2) = (node.clone(), mine.clone());
+    let t2 = table.clone();
+    tokio::task::spawn_blocking(move || seal_idle(&n, ec, &t2, &m2))
+        .await
+        .map_err(|e| e.to_string())??;
     let mut pick = None;
     'outer: for rows in node.stores.iter().flatten() {
         for row in rows.rows_on_disk() {
@@ -1279,6 +1353,13 @@ async fn encode_one(
             let Some(d) = crate::rows::decode(&n.data) else {
                 continue;
             };
+            // A tombstone is not indexed: it stays in the replicas' row
+            // stores, where it hides the stripes' older records of its
+            // name and where the replica scrub purges it once no stripe
+            // holds one (its bytes in the stripe are dead weight).
+            if strata_client::protocol::is_tombstone(d.record) {
+                continue;
+            }
             out.push(IndexEntry {
                 key: n.key,
                 alt: n.alt_key,
@@ -1364,7 +1445,10 @@ async fn store_stripe(
         std::fs::create_dir_all(&st).map_err(|e| e.to_string())?;
         let paths: Vec<PathBuf> = (0..width).map(|i| st.join(shard_name(i))).collect();
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        strata_ec::encode_file(&file, &refs, code, alloc.id).map_err(|e| e.to_string())
+        // Not fsynced here: the shards are sent to their disks and made
+        // durable there; a crash leaves a staging directory, deleted at
+        // start.
+        strata_ec::encode_file_staged(&file, &refs, code, alloc.id).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())?;
@@ -2047,6 +2131,19 @@ fn tree_bytes(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_segment_is_idle_once_unwritten_for_its_warm_age() {
+        let t0 = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let age = Duration::from_secs(60);
+        assert!(!idle_for(Some(t0), t0 + Duration::from_secs(59), age));
+        assert!(idle_for(Some(t0), t0 + age, age));
+        assert!(idle_for(Some(t0), t0 + Duration::from_secs(3600), age));
+        // Written "after" now (a clock stepped back): not idle.
+        assert!(!idle_for(Some(t0 + age), t0, age));
+        // No modification time: never sealed on a guess.
+        assert!(!idle_for(None, t0 + age, age));
+    }
 
     #[test]
     fn index_round_trips_and_refuses_damage() {

@@ -243,6 +243,12 @@ pub(crate) struct Incoming {
     /// Whether a recovery poll that began under a table has answered
     /// since this node started.
     known: bool,
+    /// Row → how many times a copy of it into this node was marked: the
+    /// tag the read caches keep beside each entry of the row. A row that
+    /// comes back to a node that held it before (moved away and back, or
+    /// a node that rejoins under a new identity) gets a new generation, so
+    /// what the caches kept from the earlier time is never served.
+    generation: HashMap<usize, u32>,
 }
 
 impl Incoming {
@@ -258,10 +264,25 @@ impl Incoming {
             for &d in next.row(row) {
                 let before = row < prev.row_count() && prev.row(row).contains(&d);
                 if disks.contains(&d) && !before {
-                    self.marks.entry((row, d)).or_insert(v);
+                    self.mark(row, d, v);
                 }
             }
         }
+    }
+
+    /// Marks the copy of `row` into `disk` as under way since table
+    /// version `v`; a new mark starts a new cache generation of the row.
+    fn mark(&mut self, row: usize, disk: DiskId, v: u64) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.marks.entry((row, disk)) {
+            e.insert(v);
+            let g = self.generation.entry(row).or_insert(0);
+            *g = g.wrapping_add(1);
+        }
+    }
+
+    /// The cache generation of `row` (see [`Incoming::generation`]).
+    pub(crate) fn generation(&self, row: usize) -> u32 {
+        self.generation.get(&row).copied().unwrap_or(0)
     }
 
     /// Folds in the copies into this node the metadata service listed in
@@ -273,8 +294,8 @@ impl Incoming {
     pub(crate) fn polled(&mut self, polled_at: u64, listed: &HashSet<(usize, DiskId)>) {
         self.marks
             .retain(|k, v| *v > polled_at || listed.contains(k));
-        for &k in listed {
-            self.marks.entry(k).or_insert(polled_at);
+        for &(row, disk) in listed {
+            self.mark(row, disk, polled_at);
         }
         // A poll answered before this node had a table may predate the
         // table it then fetched: it does not settle which rows are whole.
@@ -702,6 +723,19 @@ impl ClusterNode {
             return Some(true);
         }
         lock(&self.incoming).complete(row, disk)
+    }
+
+    /// The tag under which the RAM and flash read caches may hold and serve
+    /// records of `row`: the row's cache generation, or `None` while this
+    /// node's copy of the row is not known to be whole (the caches are
+    /// bypassed then: neither read nor filled). An entry whose tag is not
+    /// the current one was cached before the row last came to this node
+    /// and may be older than a record acknowledged while it was away.
+    pub(crate) fn cache_tag(&self, row: usize) -> Option<u32> {
+        match self.row_complete(row) {
+            Some(true) => Some(lock(&self.incoming).generation(row)),
+            _ => None,
+        }
     }
 
     /// Loads the tier plan of version `version` from the metadata service
@@ -1653,5 +1687,49 @@ mod tests {
         assert_eq!(inc.complete(0, d), Some(true), "not being copied");
         inc.polled(t2.version(), &HashSet::new());
         assert_eq!(inc.complete(5, d), Some(true), "the copy finished");
+    }
+    #[test]
+    fn a_row_that_comes_back_gets_a_new_cache_generation() {
+        let (t1, t2) = tables();
+        let d = DiskId(3);
+        let came = arrivals(&t1, &t2, d);
+        let kept: Vec<usize> = t1.rows_of_disk(d);
+        let (&r, _) = came.split_first().expect("one row at least");
+        let mut inc = Incoming::default();
+        inc.polled(t1.version(), &HashSet::new());
+        let before: Vec<u32> = (0..t2.row_count()).map(|x| inc.generation(x)).collect();
+        inc.arrived(&t1, &t2, &[d]);
+        assert_ne!(
+            inc.generation(r),
+            before[r],
+            "row {r} arrived: what was cached is stale"
+        );
+        for &k in &kept {
+            assert_eq!(
+                inc.generation(k),
+                before[k],
+                "row {k} stayed: its cache entries hold"
+            );
+        }
+        // The copy finishes: the generation stays (entries cached from the
+        // whole copy are good).
+        inc.polled(t2.version(), &HashSet::new());
+        let settled = inc.generation(r);
+        assert_eq!(inc.complete(r, d), Some(true));
+        // The same table seen again brings nothing new.
+        inc.arrived(&t2, &t2, &[d]);
+        assert_eq!(inc.generation(r), settled);
+        // The row leaves (t2 -> t1 gives it back to disk 0) and comes back:
+        // a new generation, so an entry cached before it left is not served.
+        inc.arrived(&t2, &t1, &[d]);
+        assert_eq!(inc.generation(r), settled, "leaving marks nothing");
+        inc.arrived(&t1, &t2, &[d]);
+        assert_ne!(inc.generation(r), settled, "row {r} came back");
+        // A copy the service lists that this node never saw arrive (it
+        // restarted meanwhile) is a new generation too.
+        let mut inc = Incoming::default();
+        let listed: HashSet<(usize, DiskId)> = [(r, d)].into_iter().collect();
+        inc.polled(t2.version(), &listed);
+        assert_ne!(inc.generation(r), 0);
     }
 }

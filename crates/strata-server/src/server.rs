@@ -472,9 +472,20 @@ pub(crate) async fn read_local(
             served,
         }
     };
-    if !raw {
-        if let Some(c) = node.ram.as_ref().and_then(|ram| ram.get(id)) {
-            if c.needle.len() >= 8 {
+    // The caches serve and take records of this row only under its
+    // current cache generation, and not at all while this node's copy of
+    // the row is being made (an entry cached before the row last left
+    // this node may be older than what was acknowledged meanwhile).
+    let tag = if raw || (node.ram.is_none() && node.fcache.is_none()) {
+        None
+    } else {
+        node.cache_tag(store.row())
+    };
+    if let (Some(tag), Some(ram)) = (tag, node.ram.as_ref()) {
+        if let Some(c) = ram.get(id) {
+            if c.cookie != tag {
+                ram.remove(id);
+            } else if c.needle.len() >= 8 {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(&c.needle[..8]);
                 return finish(u64::from_le_bytes(b), c.needle.slice(8..), Served::Ram);
@@ -482,11 +493,15 @@ pub(crate) async fn read_local(
         }
     }
     let before = store.write_count();
-    if !raw {
+    if let Some(tag) = tag {
         if let Some(fc) = node.fcache.clone() {
             let hit = tokio::task::spawn_blocking(move || fc.get(id)).await;
-            if let Ok(Some((_, needle))) = hit {
-                if needle.len() >= 8 && store.write_count() == before {
+            if let Ok(Some((cookie, needle))) = hit {
+                if cookie != tag {
+                    if let Some(fc) = &node.fcache {
+                        fc.invalidate(id);
+                    }
+                } else if needle.len() >= 8 && store.write_count() == before {
                     let needle = Bytes::from(needle);
                     let mut b = [0u8; 8];
                     b.copy_from_slice(&needle[..8]);
@@ -539,7 +554,7 @@ pub(crate) async fn read_local(
     };
     match got {
         Some(s) if raw || !is_tombstone(&s.record) => {
-            if !raw && store.write_count() == before {
+            if let (Some(tag), true) = (tag, store.write_count() == before) {
                 // No write to the row raced this read: safe to cache.
                 let cache_ram = node.ram.is_some() && node.admits(s.part, s.segment);
                 let cache_flash = node.fcache.is_some() && s.tier == Tier::Disk;
@@ -547,13 +562,14 @@ pub(crate) async fn read_local(
                     let mut needle = Vec::with_capacity(8 + s.record.len());
                     needle.extend_from_slice(&s.stamp.to_le_bytes());
                     needle.extend_from_slice(&s.record);
+                    // The cookie carries the row's cache generation.
                     if let (true, Some(fc)) = (cache_flash, &node.fcache) {
-                        fc.admit(id, 0, &needle);
+                        fc.admit(id, tag, &needle);
                     }
                     if let (true, Some(ram)) = (cache_ram, &node.ram) {
                         ram.insert(Cached {
                             id,
-                            cookie: 0,
+                            cookie: tag,
                             needle: Bytes::from(needle),
                         });
                     }

@@ -4,137 +4,28 @@
 //! checkpoints whole, as before.
 //!
 //! `tests/fixtures/v2-store/{flash,disk}` was written by the version-2 code
-//! (the index branch at a039dc3) running `write_v2_fixture` below, which is
+//! (the index branch at a039dc3) running `write_v2_fixture` below (now `Shape::write`), which is
 //! kept (ignored) to document exactly what the fixture holds; `expected`
 //! derives the same contents without a store.
 
-use std::collections::HashMap;
-use std::path::Path;
-use strata_store::{PutItem, Store, StoreConfig, Tier};
+mod fixture_common;
 
-fn config(flash: &Path, disk: &Path) -> StoreConfig {
-    let mut c = StoreConfig::new(flash, Tier::Flash).with_device(disk, Tier::Disk);
-    c.segment_size = 8192;
-    c.auto_compaction = false;
-    c
-}
+use fixture_common::{checkpoints_of_version, config, Shape};
+use strata_store::{Store, Tier};
 
-fn data(key: u64, ver: u32) -> Vec<u8> {
-    let len = 20 + ((key * 37 + u64::from(ver) * 11) % 300) as usize;
-    (0..len)
-        .map(|i| (key as usize * 13 + ver as usize * 7 + i * 3) as u8)
-        .collect()
-}
-
-/// The operations of the fixture, in order: (key, version or None for a
-/// delete, flash?); `MERGE_AFTER` of them are followed by a merge (so that
-/// the fixture has a run file covering its first segments).
-fn ops() -> Vec<(u64, Option<u32>, bool)> {
-    let mut v = Vec::new();
-    for k in 0..200u64 {
-        v.push((k, Some(1), k % 3 != 0));
-    }
-    for k in (0..200u64).step_by(4) {
-        v.push((k, Some(2), k % 3 == 0));
-    }
-    for k in (0..200u64).step_by(7) {
-        v.push((k, None, true));
-    }
-    for k in (1..200u64).step_by(10) {
-        v.push((k, Some(3), k % 2 == 0));
-    }
-    v
-}
-
-const MERGE_AFTER: usize = 250;
-
-fn expected() -> HashMap<u64, u32> {
-    let mut m = HashMap::new();
-    for (k, ver, _) in ops() {
-        match ver {
-            Some(v) => {
-                m.insert(k, v);
-            }
-            None => {
-                m.remove(&k);
-            }
-        }
-    }
-    m
-}
+const V2: Shape = Shape::merged("v2-store");
 
 /// Writes the fixture (run once with the version-2 code; kept for reference).
 #[test]
 #[ignore]
 fn write_v2_fixture() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2-store");
-    let (flash, disk) = (root.join("flash"), root.join("disk"));
-    let _ = std::fs::remove_dir_all(&root);
-    let mut c = config(&flash, &disk);
-    c.create_dirs = true;
-    let store = Store::open(c).unwrap();
-    for (i, (k, ver, on_flash)) in ops().into_iter().enumerate() {
-        match ver {
-            Some(v) => {
-                let d = data(k, v);
-                let tier = if on_flash { Tier::Flash } else { Tier::Disk };
-                store
-                    .put_batch(
-                        tier,
-                        &[PutItem {
-                            key: k,
-                            alt_key: 0,
-                            cookie: v,
-                            data: &d,
-                        }],
-                    )
-                    .unwrap();
-            }
-            None => {
-                store.delete(k, 0).unwrap();
-            }
-        }
-        if i + 1 == MERGE_AFTER {
-            store.merge_index().unwrap();
-        }
-    }
-    store.checkpoint().unwrap();
-    store.close().unwrap();
-    for d in [&flash, &disk] {
-        let _ = std::fs::remove_file(d.join(strata_store::LOCK_FILE));
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-fn check(store: &Store, want: &HashMap<u64, u32>, what: &str) {
-    for k in 0..200u64 {
-        let got = store.get_unchecked(k, 0).unwrap();
-        match want.get(&k) {
-            Some(&v) => {
-                let o = got.unwrap_or_else(|| panic!("{what}: key {k} missing"));
-                assert_eq!((o.cookie, o.data), (v, data(k, v)), "{what}: key {k}");
-            }
-            None => assert!(got.is_none(), "{what}: key {k} resurrected"),
-        }
-    }
+    V2.write();
 }
 
 #[test]
 fn a_version_2_store_opens_and_reads_back() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2-store");
     let tmp = tempfile::tempdir().unwrap();
-    let (flash, disk) = (tmp.path().join("flash"), tmp.path().join("disk"));
-    copy_dir(&root.join("flash"), &flash);
-    copy_dir(&root.join("disk"), &disk);
+    let (flash, disk) = V2.copy_to(tmp.path());
     // The fixture is what this test says it is: sealed checkpoints of
     // version 2 and a run file.
     let v2_checkpoints = std::fs::read_dir(&flash)
@@ -147,24 +38,24 @@ fn a_version_2_store_opens_and_reads_back() {
         "{v2_checkpoints} version-2 checkpoints"
     );
     assert!(flash.join("strata.run").exists());
-    let mut want = expected();
+    let mut want = V2.expected();
     for round in 0..3 {
         let store = Store::open(config(&flash, &disk)).unwrap();
         let r = store.open_report().clone();
         assert_eq!(r.scanned_segments, 0, "round {round}: {r:?}");
         assert!(store.segments().len() >= 6, "round {round}");
-        check(&store, &want, &format!("round {round}"));
+        V2.check(&store, &want, &format!("round {round}"));
         // and it keeps working as a store: overwrite, delete, merge, compact
         let k = 5 + round as u64;
-        store.put(Tier::Disk, k, 0, 9, &data(k, 9)).unwrap();
+        store.put(Tier::Disk, k, 0, 9, &V2.data(k, 9)).unwrap();
         want.insert(k, 9);
         store.delete(100 + k, 0).unwrap();
         want.remove(&(100 + k));
         store.merge_index().unwrap();
-        check(&store, &want, &format!("round {round} after the merge"));
+        V2.check(&store, &want, &format!("round {round} after the merge"));
         if round == 1 {
             store.compact_all(0.0, &mut |_| {}).unwrap();
-            check(&store, &want, &format!("round {round} after compaction"));
+            V2.check(&store, &want, &format!("round {round} after compaction"));
         }
         store.close().unwrap();
         // The first open rewrote every checkpoint in version 3 (after the
@@ -174,12 +65,4 @@ fn a_version_2_store_opens_and_reads_back() {
             assert!(checkpoints_of_version(d, 3) >= 3, "round {round}");
         }
     }
-}
-
-fn checkpoints_of_version(dir: &Path, version: u32) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
-        .filter(|b| b.len() >= 12 && &b[0..8] == b"STRATIDX" && b[8..12] == version.to_le_bytes())
-        .count()
 }

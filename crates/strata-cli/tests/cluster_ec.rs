@@ -78,15 +78,7 @@ fn start_cluster_with(ec_after: &str, extra: &[&str]) -> Cluster {
 
 /// A deterministic body of `len` bytes for object `i`.
 fn body(i: usize, len: usize) -> Vec<u8> {
-    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    xorshift_bytes((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15), len)
 }
 
 fn put_all(c: &Cluster, n: usize, len: usize) {

@@ -21,20 +21,12 @@ const OBJ: usize = 64 << 10;
 
 /// A deterministic body of `len` bytes for `(name, version)`.
 fn body(name: &str, version: u64, len: usize) -> Vec<u8> {
-    let mut x = name
+    let seed = name
         .bytes()
         .fold(version.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1, |a, b| {
             a.rotate_left(7) ^ u64::from(b)
-        })
-        | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+        });
+    xorshift_bytes(seed, len)
 }
 
 fn put(addr: &str, name: &str, data: &[u8]) {

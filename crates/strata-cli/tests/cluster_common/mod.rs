@@ -377,3 +377,17 @@ pub fn puts_answered(addr: &str) -> f64 {
     )
     .unwrap_or(0.0)
 }
+
+/// `len` bytes of a xorshift64 stream started at `seed` (made odd): the
+/// deterministic object bodies of the cluster tests.
+pub fn xorshift_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

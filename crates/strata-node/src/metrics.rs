@@ -155,6 +155,9 @@ pub struct Metrics {
     pub mover_reappended: AtomicU64,
     /// Tier mover errors.
     pub mover_errors: AtomicU64,
+    /// Moves not started since the last move because the disk had no
+    /// room for the segment (strata_store::move_headroom).
+    pub mover_no_room: AtomicU64,
     /// Multi-writes (group commits) issued to the store.
     pub commit_batches: AtomicU64,
     /// Objects in them.
@@ -353,6 +356,12 @@ impl Metrics {
             "Tier mover errors.",
             self.mover_errors.load(Relaxed),
         );
+        gauge(
+            &mut o,
+            "strata_mover_waiting_for_room",
+            "Moves not started since the last move because the disk had no room for the segment.",
+            self.mover_no_room.load(Relaxed),
+        );
         counter(
             &mut o,
             "strata_commit_batches_total",
@@ -506,6 +515,7 @@ impl Metrics {
             "bytes": self.mover_bytes.load(Relaxed),
             "reappended": self.mover_reappended.load(Relaxed),
             "errors": self.mover_errors.load(Relaxed),
+            "waiting_for_room": self.mover_no_room.load(Relaxed),
         });
     }
 }

@@ -402,6 +402,7 @@ fn move_one(host: &dyn Tiered, v: &mut View, seg: Seg, rr: &mut usize) -> Option
     v.segs.retain(|s| !(s.member == member && s.info.id == id));
     match res {
         Ok(r) => {
+            metrics.mover_no_room.store(0, Relaxed);
             metrics.mover_segments.fetch_add(1, Relaxed);
             metrics.mover_bytes.fetch_add(r.bytes_before, Relaxed);
             // Throttle: this move's bytes at the configured rate.
@@ -415,6 +416,14 @@ fn move_one(host: &dyn Tiered, v: &mut View, seg: Seg, rr: &mut usize) -> Option
             Some(seg.info.size)
         }
         Err(StoreError::NoSuchSegment(_)) | Err(StoreError::SegmentActive(_)) => Some(0),
+        Err(e @ StoreError::NoRoom { .. }) => {
+            // Not an error: the disk is full. Said once per run of
+            // refusals; the next pass looks again.
+            if metrics.mover_no_room.fetch_add(1, Relaxed) == 0 {
+                eprintln!("strata server: tier mover: waiting for room: {e}");
+            }
+            None
+        }
         Err(e) => {
             metrics.mover_errors.fetch_add(1, Relaxed);
             eprintln!(

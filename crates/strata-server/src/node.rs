@@ -1047,7 +1047,6 @@ impl ClusterNode {
     }
 }
 
-/// Size of the filesystem holding `dir` (0 if unknown).
 /// The one tier mover (strata-node's) over the row stores: every row's
 /// part of a workload is one member of the workload's group.
 impl strata_node::mover::Tiered for ClusterNode {
@@ -1119,6 +1118,7 @@ impl strata_node::mover::Tiered for ClusterNode {
     }
 }
 
+/// Size of the filesystem holding `dir` (0 if unknown).
 fn fs_size(dir: &Path) -> u64 {
     rustix::fs::statvfs(dir)
         .map(|st| st.f_blocks.saturating_mul(st.f_frsize))

@@ -72,6 +72,20 @@ pub enum StoreError {
     /// The device index is out of range.
     #[error("no device number {0} in this store")]
     NoSuchDevice(usize),
+    /// A move's destination device has no room for the segment and the
+    /// headroom a move leaves for client writes ([`crate::Store::move_segment`]).
+    /// Nothing was written; try again once the device has room.
+    #[error("{} has {available} bytes free; moving segment {segment:016x} there needs {needed}", dir.display())]
+    NoRoom {
+        /// The destination device's directory.
+        dir: PathBuf,
+        /// The segment.
+        segment: u64,
+        /// Bytes free on the destination's file system.
+        available: u64,
+        /// The segment's bytes plus the headroom.
+        needed: u64,
+    },
     /// The store's write path failed earlier and was poisoned.
     #[error("the store hit a write error and is read-only until reopened: {0}")]
     Poisoned(String),

@@ -80,6 +80,6 @@ pub use config::{DeviceConfig, StoreConfig};
 pub use error::{Result, StoreError};
 pub use format::superblock::Tier;
 pub use store::{
-    Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem, Quarantined, RewriteProgress,
-    RewriteReport, SegmentInfo, Store, StoredNeedle, LOCK_FILE, QUARANTINE_DIR,
+    move_headroom, Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem, Quarantined,
+    RewriteProgress, RewriteReport, SegmentInfo, Store, StoredNeedle, LOCK_FILE, QUARANTINE_DIR,
 };

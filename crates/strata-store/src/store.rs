@@ -1252,14 +1252,34 @@ impl Store {
     /// Moves a sealed segment whole to another device directory (e.g. from
     /// flash to disk), crash-safely: copy, fsync, rename, switch handles,
     /// unlink. Reads go on throughout.
+    ///
+    /// A move starts only when the destination's file system has room for
+    /// the segment and still keeps [`move_headroom`] free for client
+    /// writes; otherwise it answers [`StoreError::NoRoom`] having written
+    /// nothing. (A copy that ran into ENOSPC half way would take the last
+    /// free bytes from client writes, which would then fail while the
+    /// copy lasts, and a mover retrying it would do so again and again.)
     pub fn move_segment(
         &self,
         segment: u64,
         device: usize,
         progress: &mut dyn FnMut(RewriteProgress),
     ) -> Result<RewriteReport> {
-        if device >= self.inner.devices.len() {
+        let Some(dev) = self.inner.devices.get(device) else {
             return Err(StoreError::NoSuchDevice(device));
+        };
+        let size = self.inner.find(segment)?.len.load(Ordering::Acquire);
+        if let Ok(st) = rustix::fs::statvfs(&dev.path) {
+            let available = st.f_bavail.saturating_mul(st.f_frsize);
+            let needed = size + move_headroom(st.f_blocks.saturating_mul(st.f_frsize));
+            if available < needed {
+                return Err(StoreError::NoRoom {
+                    dir: dev.path.clone(),
+                    segment,
+                    available,
+                    needed,
+                });
+            }
         }
         self.inner.rewrite(segment, Some(device), progress)
     }
@@ -1391,6 +1411,12 @@ impl Store {
         }
         self.inner.write_checkpoints()
     }
+}
+
+/// Bytes a segment move leaves free on its destination, of a file system of
+/// `fs_bytes`: 1/32 of it, at least 1 MiB.
+pub fn move_headroom(fs_bytes: u64) -> u64 {
+    (fs_bytes / 32).max(1 << 20)
 }
 
 impl Drop for Store {

@@ -193,6 +193,62 @@ fn a_full_volume_with_a_moved_segment_reopens() {
     }
 }
 
+/// A move to a device without room for the segment (plus the headroom a
+/// move leaves for client writes) is refused before it writes anything:
+/// no temporary file, the free space untouched, the segment still read
+/// from where it was. A copy that ran into ENOSPC half way took the last
+/// free bytes from client writes while it lasted (a node's fill then saw
+/// 507 with a megabyte free, and a tier mover retried it every pass).
+#[test]
+fn a_move_that_does_not_fit_is_refused_before_it_starts() {
+    let vol = SmallVolume::new(4 << 20);
+    let flash = vol.path().join("flash");
+    let disk = vol.path().join("disk");
+    let mut c = cfg(&flash).with_device(&disk, Tier::Disk);
+    c.create_dirs = true;
+    c.segment_size = 1 << 30;
+    let s = Store::open(c.clone()).unwrap();
+    let mut acked = Vec::new();
+    // 1.8 MB of a 4 MiB volume: fits, but leaves less than the 1 MiB
+    // headroom.
+    for k in 0..36u64 {
+        let d = data(k, 50_000);
+        s.put(Tier::Flash, k, 0, 7, &d).unwrap();
+        acked.push((k, d));
+    }
+    s.seal_active(0).unwrap();
+    let seg = s
+        .segments()
+        .into_iter()
+        .find(|x| x.device == 0 && !x.active)
+        .unwrap();
+    let free = free_bytes(vol.path());
+    assert!(
+        seg.size < free && seg.size + strata_store::move_headroom(4 << 20) > free,
+        "the test wants a segment that fits but leaves no headroom: {} of {free}",
+        seg.size
+    );
+    let e = s.move_segment(seg.id, 1, &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(e, strata_store::StoreError::NoRoom { .. }),
+        "the move ended with {e}"
+    );
+    assert_eq!(free_bytes(vol.path()), free, "the refused move took space");
+    let tmp: Vec<_> = std::fs::read_dir(&disk)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(tmp.is_empty(), "the refused move left {tmp:?}");
+    assert!(s.segments().iter().any(|x| x.id == seg.id && x.device == 0));
+    for (k, d) in &acked {
+        assert_eq!(s.get(*k, 0, 7).unwrap().map(|o| o.data).as_ref(), Some(d));
+    }
+    // Client writes still take the space the move would have used.
+    s.put(Tier::Flash, 1000, 0, 7, &data(1000, 500_000))
+        .unwrap();
+}
+
 /// Free bytes of the file system holding `p`.
 fn free_bytes(p: &Path) -> u64 {
     let out = Command::new("stat")

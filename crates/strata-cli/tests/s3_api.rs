@@ -1616,13 +1616,15 @@ print("ok", len(keys))
     assert_eq!(out.trim(), "ok 48", "{out}");
 }
 
-/// A coordinator killed between an object's change and its listing entry
-/// (crash points `s3-object-stored` in a PUT, `s3-object-deleted` in a
-/// DELETE) leaves a write intent, recorded durably before the object
-/// changed; the node resolves it at its next start against the object's
-/// head record, so the listing agrees with GetObject again: the stored
-/// object is listed with its size, the deleted one is not
-/// (docs/reliability.md, finding 8).
+/// A coordinator killed between an object's change and its listing
+/// entry's, in either order (an S3 write makes both at once: crash points
+/// `s3-object-stored` and `s3-object-listed` in a PUT, `s3-object-deleted`
+/// and `s3-object-unlisted` in a DELETE), leaves a write intent, recorded
+/// durably before either; the node resolves it at its next start against
+/// the object's head record, so the listing agrees with GetObject again:
+/// the stored object is listed with its size, the deleted one is not, the
+/// object listed but never stored is neither, the one unlisted but never
+/// deleted is both (docs/reliability.md, finding 8).
 #[test]
 fn an_interrupted_write_is_resolved_against_the_object() {
     let mut c = S3Cluster::start();
@@ -1647,6 +1649,14 @@ s3.put_object(Bucket="cut", Key="k2", Body=b"two")
             "s3-object-deleted",
             r#"s3.delete_object(Bucket="cut", Key="k1")"#,
         ),
+        (
+            "s3-object-listed",
+            r#"s3.put_object(Bucket="cut", Key="ghost", Body=b"listed, not stored")"#,
+        ),
+        (
+            "s3-object-unlisted",
+            r#"s3.delete_object(Bucket="cut", Key="k2")"#,
+        ),
     ] {
         c.node.0.kill();
         restart(&mut c, &[("STRATA_CRASH_AT", point)]);
@@ -1670,6 +1680,8 @@ except Exception as e:
 import time
 assert s3.get_object(Bucket="cut", Key="new")["Body"].read() == b"stored, not listed"
 assert code(lambda: s3.get_object(Bucket="cut", Key="k1"))[0] == "NoSuchKey"
+assert code(lambda: s3.get_object(Bucket="cut", Key="ghost"))[0] == "NoSuchKey"
+assert s3.get_object(Bucket="cut", Key="k2")["Body"].read() == b"two"
 want = [("k2", 3), ("new", len(b"stored, not listed"))]
 deadline = time.time() + 60
 while True:
@@ -1689,5 +1701,5 @@ print("ok")
         .filter_map(|l| l.split("S3 write intents: ").nth(1))
         .filter_map(|r| r.split(' ').next()?.parse::<usize>().ok())
         .sum();
-    assert_eq!(resolved, 2, "{}", c.logs());
+    assert_eq!(resolved, 4, "{}", c.logs());
 }

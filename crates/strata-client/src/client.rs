@@ -302,29 +302,93 @@ impl Client {
         S: futures_util::Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
     {
-        self.put_stream_as(bucket, key, body, new_cookie(), None, || None)
+        self.put_stream_as(bucket, key, body, new_cookie(), None)
             .await
     }
 
-    /// [`Client::put_stream`] storing `meta()` in the object's head record
-    /// (what S3 keeps with an object: ETag, content headers, user
-    /// metadata). `meta` is called once the body has ended, before the
-    /// head record is written, so it may carry a digest of the body.
-    pub async fn put_stream_meta<S, E, M>(
+    /// Stores the body of `bucket/key` as [`Client::put_stream`] does, but
+    /// not its head record: a body that ends within one tract is kept in
+    /// memory; a longer one has every data tract durable on every replica
+    /// when this returns. Nothing is visible until [`Client::put_head`]
+    /// writes the head, which may then carry a digest of the body, and
+    /// which a caller may write beside other changes of its own (an S3
+    /// coordinator writes the listing entry at the same time, with the
+    /// same stamp). A staged body never headed leaves, at most, data
+    /// tracts no manifest names (garbage, as a write cut short leaves).
+    pub async fn put_staged<S, E>(
         &self,
         bucket: &str,
         key: &str,
         body: S,
-        meta: M,
-    ) -> Result<u32, ClientError>
+    ) -> Result<Staged, ClientError>
     where
         S: futures_util::Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
-        M: FnOnce() -> Option<ObjectMeta>,
     {
-        self.put_stream_as(bucket, key, body, new_cookie(), None, meta)
-            .await
-            .map(|(cookie, _)| cookie)
+        self.stage(bucket, key, body, new_cookie(), None).await
+    }
+
+    /// Writes the head record of a staged body with `stamp` (of two
+    /// versions of a name the newer stamp wins on every replica) and
+    /// `meta` (what S3 keeps with an object: ETag, content headers, user
+    /// metadata); returns the object's cookie and the tier its first
+    /// replica put it on, once every replica holds it durably.
+    pub async fn put_head(
+        &self,
+        staged: Staged,
+        stamp: u64,
+        meta: Option<ObjectMeta>,
+    ) -> Result<(u32, Option<String>), ClientError> {
+        let Staged {
+            bucket,
+            key,
+            h,
+            cookie,
+            body,
+            first_tier,
+        } = staged;
+        let m = match body {
+            StagedBody::Small(data) => {
+                let rec = match meta {
+                    Some(m) => inline_meta_record(cookie, &m, &data),
+                    None => inline_record(cookie, &data),
+                };
+                return self
+                    .put_record(&bucket, &key, h, -1, rec, Some(stamp))
+                    .await
+                    .map(|tier| (cookie, tier));
+            }
+            StagedBody::Striped {
+                len,
+                tract_size,
+                tracts,
+                version,
+            } => Manifest {
+                len,
+                tract_size,
+                tracts,
+                lens: Vec::new(),
+                cookie,
+                meta,
+                version,
+            },
+        };
+        // Every data tract is durable on every replica: the manifest may
+        // now make this version visible. The one it replaces is read first,
+        // so that its tracts can be freed once this one is in place.
+        let replaced = self.replaced_head(&bucket, &key, h).await;
+        self.put_record(&bucket, &key, h, -1, manifest_record(&m), Some(stamp))
+            .await?;
+        if let Some((old, old_stamp)) = replaced {
+            // Only a version older than this write's manifest is replaced
+            // (of two writers, the newer stamp wins on every replica); its
+            // tracts are garbage now. Best effort: a failure leaves them
+            // behind, unreferenced, and loses nothing.
+            if old_stamp < stamp && old.version != m.version {
+                self.delete_tracts(&bucket, &key, h, &old).await;
+            }
+        }
+        Ok((cookie, first_tier))
     }
 
     /// Stores `data` as `bucket/key` with a given cookie and stamp instead
@@ -341,24 +405,39 @@ impl Client {
         stamp: u64,
     ) -> Result<(), ClientError> {
         let once = futures_util::stream::once(async move { Ok::<_, std::io::Error>(data) });
-        self.put_stream_as(bucket, key, once, cookie, Some(stamp), || None)
+        self.put_stream_as(bucket, key, once, cookie, Some(stamp))
             .await
             .map(|_| ())
     }
 
-    async fn put_stream_as<S, E, M>(
+    async fn put_stream_as<S, E>(
         &self,
         bucket: &str,
         key: &str,
         body: S,
         cookie: u32,
         stamp: Option<u64>,
-        meta: M,
     ) -> Result<(u32, Option<String>), ClientError>
     where
         S: futures_util::Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
-        M: FnOnce() -> Option<ObjectMeta>,
+    {
+        let staged = self.stage(bucket, key, body, cookie, stamp).await?;
+        let stamp = stamp.unwrap_or_else(|| self.next_stamp());
+        self.put_head(staged, stamp, None).await
+    }
+
+    async fn stage<S, E>(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: S,
+        cookie: u32,
+        stamp: Option<u64>,
+    ) -> Result<Staged, ClientError>
+    where
+        S: futures_util::Stream<Item = Result<Bytes, E>>,
+        E: std::fmt::Display,
     {
         use futures_util::stream::{FuturesOrdered, StreamExt};
         check(bucket, key)?;
@@ -390,6 +469,14 @@ impl Client {
         // This write's tracts go under keys of their own: an overwrite cut
         // short leaves the version it replaces whole.
         let tract_version = new_tract_version();
+        let staged = |body, first_tier| Staged {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            h,
+            cookie,
+            body,
+            first_tier,
+        };
         loop {
             while rec.len() < ts + 1 {
                 let chunk = match pending.take() {
@@ -420,15 +507,8 @@ impl Client {
                 }
             }
             if tracts == 0 && ended {
-                // Small object: stored whole, no tracts.
-                let rec = match meta() {
-                    Some(m) => inline_meta_record(cookie, &m, &rec[1..]),
-                    None => inline_record(cookie, &rec[1..]),
-                };
-                return self
-                    .put_record(bucket, key, h, -1, rec, stamp)
-                    .await
-                    .map(|tier| (cookie, tier));
+                // Small object: stored whole in its head record, no tracts.
+                return Ok(staged(StagedBody::Small(rec.freeze().slice(1..)), None));
             }
             if rec.len() > 1 {
                 let piece = std::mem::replace(&mut rec, new_record()).freeze();
@@ -454,32 +534,15 @@ impl Client {
             let t = r?;
             first_tier = first_tier.or(t);
         }
-        let m = Manifest {
-            len,
-            tract_size: ts as u64,
-            tracts,
-            lens: Vec::new(),
-            cookie,
-            meta: meta(),
-            version: tract_version,
-        };
-        // Every data tract is durable on every replica: the manifest may
-        // now make this version visible. The one it replaces is read first,
-        // so that its tracts can be freed once this one is in place.
-        let replaced = self.replaced_head(bucket, key, h).await;
-        let stamp = stamp.unwrap_or_else(|| self.next_stamp());
-        self.put_record(bucket, key, h, -1, manifest_record(&m), Some(stamp))
-            .await?;
-        if let Some((old, old_stamp)) = replaced {
-            // Only a version older than this write's manifest is replaced
-            // (of two writers, the newer stamp wins on every replica); its
-            // tracts are garbage now. Best effort: a failure leaves them
-            // behind, unreferenced, and loses nothing.
-            if old_stamp < stamp && old.version != tract_version {
-                self.delete_tracts(bucket, key, h, &old).await;
-            }
-        }
-        Ok((cookie, first_tier))
+        Ok(staged(
+            StagedBody::Striped {
+                len,
+                tract_size: ts as u64,
+                tracts,
+                version: tract_version,
+            },
+            first_tier,
+        ))
     }
 
     /// The manifest (and its stamp) an overwrite of `bucket/key` is about
@@ -505,7 +568,8 @@ impl Client {
             .map(|t| {
                 let name = m.tract_key(key, t);
                 async move {
-                    let _ = self.delete_record(bucket, &name, h, t as i64).await;
+                    let stamp = self.next_stamp();
+                    let _ = self.delete_record(bucket, &name, h, t as i64, stamp).await;
                 }
             })
             .buffer_unordered(self.cfg.tract_parallelism.max(1))
@@ -1105,41 +1169,58 @@ impl Client {
         // The stamp orders this write against others of the same name on
         // each replica, and against what recovery copies in: the newer
         // wins, as for records (docs/placement.md, "The listing index").
-        let stamp = self.next_stamp();
+        self.index_write_stamped(bucket, key, entry, self.next_stamp())
+            .await
+    }
+
+    /// [`Client::index_write`] with the change's stamp given: an S3
+    /// write's entry carries the stamp of the object's head record (or
+    /// tombstone), so that of two writers of a name the listing and the
+    /// object keep the same one.
+    pub async fn index_write_stamped(
+        &self,
+        bucket: &str,
+        key: &str,
+        entry: Option<&IndexEntry>,
+        stamp: u64,
+    ) -> Result<(), ClientError> {
         let entry = entry.map(|e| IndexEntry { stamp, ..e.clone() });
-        self.index_change(bucket, key, entry.as_ref(), stamp, false)
+        self.index_change(bucket, key, entry.as_ref(), stamp, "")
             .await
     }
 
     /// Sets `bucket/key`'s listing entry to what its head record says
     /// (`entry`, with the record's stamp) or removes it (`None`, with the
     /// stamp `stamp`), on every replica of the index row, each only over
-    /// nothing or something older: the resolution of a write intent
-    /// (docs/placement.md, "Write intents").
+    /// nothing, something older, or what the interrupted write of intent
+    /// stamp `intent` may have left (a stamp at most `intent`): the
+    /// resolution of a write intent (docs/placement.md, "Write intents").
     pub async fn index_resolve(
         &self,
         bucket: &str,
         key: &str,
         entry: Option<&IndexEntry>,
         stamp: u64,
+        intent: u64,
     ) -> Result<(), ClientError> {
-        self.index_change(bucket, key, entry, stamp, true).await
+        let order = format!("order=resolve&upto={intent}&");
+        self.index_change(bucket, key, entry, stamp, &order).await
     }
 
     /// Sends one change of `bucket/key`'s entry to every replica of the
     /// index row: `entry` (its own stamp) or a delete of stamp `stamp`,
-    /// ordered as a writer's change or (`copy`) as a copied one.
+    /// ordered as a writer's change (`order` empty) or as `order` says
+    /// (query parameters ending in `&`).
     async fn index_change(
         &self,
         bucket: &str,
         key: &str,
         entry: Option<&IndexEntry>,
         stamp: u64,
-        copy: bool,
+        order: &str,
     ) -> Result<(), ClientError> {
         check(bucket, key)?;
         let path = index_path(bucket, key);
-        let order = if copy { "order=copy&" } else { "" };
         let (method, body, path) = match entry {
             Some(e) => (
                 Method::PUT,
@@ -1323,6 +1404,18 @@ impl Client {
     /// Deletes `bucket/key` (and its tracts) on every replica; returns
     /// whether it existed.
     pub async fn delete(&self, bucket: &str, key: &str) -> Result<bool, ClientError> {
+        self.delete_stamped(bucket, key, self.next_stamp()).await
+    }
+
+    /// [`Client::delete`] with the tombstone's stamp given (an S3
+    /// coordinator removes the listing entry with the same stamp, at the
+    /// same time).
+    pub async fn delete_stamped(
+        &self,
+        bucket: &str,
+        key: &str,
+        stamp: u64,
+    ) -> Result<bool, ClientError> {
         check(bucket, key)?;
         let h = object_hash(bucket, key);
         let rec = self.get_record(bucket, key, h, -1).await?;
@@ -1335,7 +1428,7 @@ impl Client {
         // replica hiding the object the others still hold, and once this
         // delete has answered, no read may find that object again
         // (docs/reliability.md, finding 5).
-        self.delete_record(bucket, key, h, -1).await?;
+        self.delete_record(bucket, key, h, -1, stamp).await?;
         let Some(rec) = rec else {
             return Ok(false);
         };
@@ -1351,9 +1444,9 @@ impl Client {
         name: &str,
         h: u64,
         tract: i64,
+        stamp: u64,
     ) -> Result<(), ClientError> {
         let start = Instant::now();
-        let stamp = self.next_stamp();
         loop {
             let map = self.current();
             let version = map.table.version();
@@ -1437,6 +1530,46 @@ async fn fetch_map(http: &Http, meta: &str, timeout: Duration) -> Result<Map, Cl
 /// The next piece of a body being cut into tracts, driving the tract
 /// writes already started while it waits: a tract is written as soon as
 /// it is cut, not when the next one fills or the body ends.
+/// A body stored by [`Client::put_staged`] whose head record is not
+/// written yet.
+#[derive(Debug)]
+pub struct Staged {
+    bucket: String,
+    key: String,
+    h: u64,
+    cookie: u32,
+    body: StagedBody,
+    first_tier: Option<String>,
+}
+
+#[derive(Debug)]
+enum StagedBody {
+    /// The whole body, to go in the head record.
+    Small(Bytes),
+    /// Data tracts written, the manifest to come.
+    Striped {
+        len: u64,
+        tract_size: u64,
+        tracts: u64,
+        version: u64,
+    },
+}
+
+impl Staged {
+    /// The body's length in bytes.
+    pub fn len(&self) -> u64 {
+        match &self.body {
+            StagedBody::Small(b) => b.len() as u64,
+            StagedBody::Striped { len, .. } => *len,
+        }
+    }
+
+    /// Whether the body is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 async fn next_chunk<S, E, F>(
     body: &mut std::pin::Pin<&mut S>,
     inflight: &mut futures_util::stream::FuturesOrdered<F>,

@@ -34,7 +34,7 @@ mod error;
 mod http;
 pub mod protocol;
 
-pub use client::{Client, ClientConfig, ClientStats};
+pub use client::{Client, ClientConfig, ClientStats, Staged};
 pub use error::ClientError;
 pub use http::{Http, HttpResponse, LocalNode};
 pub use strata_meta::state::{BucketRecord, KeyRecord, Permission};

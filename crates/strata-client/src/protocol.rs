@@ -564,19 +564,26 @@ pub struct IntentChange {
 /// metadata), which is not listed.
 pub fn listing_entry(head: &Head, stamp: u64) -> Option<IndexEntry> {
     let meta = match head {
-        Head::Inline { meta, .. } => meta.clone(),
-        Head::Manifest(m) => m.meta.clone(),
+        Head::Inline { meta, .. } => meta.as_ref(),
+        Head::Manifest(m) => m.meta.as_ref(),
     }?;
-    Some(IndexEntry {
-        size: head.len(),
+    Some(entry_of(head.len(), meta, stamp))
+}
+
+/// The listing entry of an object of `size` bytes whose head record
+/// carries `meta` and `stamp` (the same as [`listing_entry`] finds in
+/// that head record).
+pub fn entry_of(size: u64, meta: &ObjectMeta, stamp: u64) -> IndexEntry {
+    IndexEntry {
+        size,
         etag: meta.etag.clone(),
         modified_ms: stamp / 1000,
         meta: Some(ObjectMeta {
             etag: String::new(),
-            ..meta
+            ..meta.clone()
         }),
         stamp,
-    })
+    }
 }
 
 /// A listing request (`POST /cluster/v1/index/{bucket}/list`): names in

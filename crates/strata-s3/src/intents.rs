@@ -27,11 +27,14 @@ pub const RESOLVE_EVERY: Duration = Duration::from_secs(10);
 /// long before): it is resolved.
 pub const RESOLVE_AFTER: Duration = Duration::from_secs(60);
 
-/// A recorded intent; [`Intent::done`] removes it.
+/// A recorded intent; [`Intent::done`] removes it. Its stamp is the
+/// write's: the object's head record (or tombstone) and its listing entry
+/// both carry it, so that a resolution can tell what the write itself
+/// left from what a later write did.
 pub(crate) struct Intent {
     client: Arc<Client>,
     names: Vec<(String, String)>,
-    stamp: u64,
+    pub(crate) stamp: u64,
     recorded: bool,
 }
 
@@ -46,6 +49,46 @@ impl Intent {
             let _ = self.client.intent(&self.names, self.stamp, false).await;
         });
     }
+
+    /// The write failed, and its object and listing entry may disagree
+    /// (either may have been written, on some replicas or all): resolves
+    /// the intent now, in the background, rather than after
+    /// [`RESOLVE_AFTER`]; if that fails too, the resolver does it later.
+    pub(crate) fn failed(self) {
+        if !self.recorded {
+            return;
+        }
+        tokio::spawn(async move {
+            for (bucket, key) in &self.names {
+                if resolve(&self.client, bucket, key, self.stamp)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            let _ = self.client.intent(&self.names, self.stamp, false).await;
+        });
+    }
+}
+
+/// Sets the listing entry of `bucket/key` to what its head record says,
+/// or removes it when the object is gone, over anything the write of
+/// intent `stamp` may have left but never over a later write.
+async fn resolve(client: &Client, bucket: &str, key: &str, stamp: u64) -> Result<(), String> {
+    let head = client
+        .head_stamped(bucket, key)
+        .await
+        .map_err(|e| e.to_string())?;
+    match head {
+        Some((head, rec_stamp)) => match listing_entry(&head, rec_stamp) {
+            Some(e) => client.index_resolve(bucket, key, Some(&e), 0, stamp).await,
+            // Written over the native API meanwhile: not listed.
+            None => Ok(()),
+        },
+        None => client.index_resolve(bucket, key, None, stamp, stamp).await,
+    }
+    .map_err(|e| e.to_string())
 }
 
 impl StrataS3 {
@@ -92,19 +135,7 @@ impl StrataS3 {
             .map_err(|e| e.to_string())?;
         let mut resolved = 0;
         for (bucket, key, stamp) in left {
-            let head = client
-                .head_stamped(&bucket, &key)
-                .await
-                .map_err(|e| e.to_string())?;
-            let res = match head {
-                Some((head, rec_stamp)) => match listing_entry(&head, rec_stamp) {
-                    Some(e) => client.index_resolve(&bucket, &key, Some(&e), 0).await,
-                    // Written over the native API meanwhile: not listed.
-                    None => Ok(()),
-                },
-                None => client.index_resolve(&bucket, &key, None, stamp).await,
-            };
-            res.map_err(|e| e.to_string())?;
+            resolve(&client, &bucket, &key, stamp).await?;
             client
                 .intent(&[(bucket, key)], stamp, false)
                 .await

@@ -84,15 +84,17 @@ const PENDING: &str = ".pending";
 /// it reaches the point `NAME`, so that a test can crash it in a window too
 /// narrow to hit with a signal (docs/reliability.md, "Crash points").
 pub(crate) fn crash_point(name: &str) {
-    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    if AT
-        .get_or_init(|| std::env::var("STRATA_CRASH_AT").ok())
-        .as_deref()
-        == Some(name)
-    {
+    if crash_at() == Some(name) {
         eprintln!("strata: crash point {name} reached (STRATA_CRASH_AT): aborting");
         std::process::abort();
     }
+}
+
+/// The crash point `STRATA_CRASH_AT` names, if any.
+pub(crate) fn crash_at() -> Option<&'static str> {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| std::env::var("STRATA_CRASH_AT").ok())
+        .as_deref()
 }
 
 /// A new upload id: 128 random bits.
@@ -333,6 +335,7 @@ impl StrataS3 {
                 checks,
                 None,
                 None,
+                None,
             )
             .await?;
         let entry = IndexEntry {
@@ -499,20 +502,18 @@ impl StrataS3 {
             .flatten()
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
         let intent = self.intend(&client, bucket, &[key]).await?;
-        let object = self
-            .store(
-                &client,
-                bucket,
-                key,
-                Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
-                Some(total as i64),
-                Checks::none(),
-                Some(meta),
-                Some(etag.clone()),
-            )
-            .await?;
-        self.list_object(&client, bucket, key, &object).await?;
-        intent.done();
+        self.store(
+            &client,
+            bucket,
+            key,
+            Some(StreamingBlob::wrap(sync_wrapper::SyncStream::new(body))),
+            Some(total as i64),
+            Checks::none(),
+            Some(meta),
+            Some(etag.clone()),
+            Some(intent),
+        )
+        .await?;
         // The record stays, completed, to answer a repeated Complete; the
         // sweep removes it after [`COMPLETED_KEPT`].
         let done = IndexEntry {

@@ -25,8 +25,9 @@ use s3s::dto::{
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use strata_client::protocol::{IndexEntry, ListQuery, ObjectMeta};
+use strata_client::protocol::{entry_of, ListQuery, ObjectMeta};
 
+use crate::intents::Intent;
 use crate::list;
 use crate::meta::{self, Checks, Conditions};
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
@@ -67,6 +68,8 @@ pub(crate) struct Stored {
     pub size: u64,
     /// Its ETag, content headers, user metadata and verified checksums.
     pub meta: ObjectMeta,
+    /// Its head record's stamp (microseconds: the modification time).
+    pub stamp: u64,
 }
 
 /// `meta` completed once the body is known: its ETag (`etag`, else the
@@ -83,6 +86,9 @@ fn finished(
     }
     meta
 }
+
+/// Keys of one DeleteObjects deleted at once.
+const DELETE_PARALLELISM: usize = 16;
 
 /// How long a node trusts its copy of the bucket list.
 const BUCKETS_TTL: Duration = Duration::from_secs(1);
@@ -175,8 +181,14 @@ impl StrataS3 {
     /// end: BadDigest) and bounding it by the object size limit. With
     /// `meta`, the object's head record keeps it, completed with the ETag
     /// (`etag`, else the body's MD5) and the verified checksums. Nothing
-    /// becomes visible when the body fails: the stream ends in an error
-    /// before the object's last record.
+    /// becomes visible when the body fails: the head record is written
+    /// only once the body has been stored and verified.
+    ///
+    /// With `listed` (the write's intent, recorded), the object's listing
+    /// entry is written at the same time as its head record, both with the
+    /// intent's stamp: one durable step after the body, not two in series
+    /// (docs/placement.md, "Write intents"). If either fails, the intent
+    /// is resolved at once against what the head record holds.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn store(
         &self,
@@ -188,6 +200,7 @@ impl StrataS3 {
         checks: Checks,
         meta: Option<ObjectMeta>,
         etag: Option<String>,
+        listed: Option<Intent>,
     ) -> S3Result<Stored> {
         if let Some(n) = content_length {
             if n as u64 > self.max_object_size {
@@ -271,56 +284,98 @@ impl StrataS3 {
                 }
             },
         );
-        let (d3, m3, e3) = (digest.clone(), meta.clone(), etag.clone());
-        // Called once the body has ended and verified: the head record
-        // then carries the ETag of the bytes.
-        let head_meta = move || {
-            let g = d3.lock().ok()?;
-            let (md5, _, sums) = g.as_ref()?;
-            Some(finished(m3?, e3, md5, sums))
-        };
-        let put = client
-            .put_stream_meta(bucket, key, checked, head_meta)
-            .await;
+        let staged = client.put_staged(bucket, key, checked).await;
         if let Some(e) = fault.lock().ok().and_then(|mut f| f.take()) {
             return Err(e);
         }
-        put.map_err(unavailable)?;
+        let staged = staged.map_err(unavailable)?;
         let (md5, size, sums) = digest
             .lock()
             .ok()
             .and_then(|mut d| d.take())
             .unwrap_or_default();
-        let meta = finished(meta.unwrap_or_default(), etag, &md5, &sums);
-        Ok(Stored { md5, size, meta })
+        // Only an object with S3 metadata is listed (a multipart part's
+        // head record has none).
+        let head_meta = meta.map(|m| finished(m, etag.clone(), &md5, &sums));
+        let meta = head_meta
+            .clone()
+            .unwrap_or_else(|| finished(ObjectMeta::default(), etag, &md5, &sums));
+        let Some(intent) = listed.filter(|_| self.listing_index) else {
+            let stamp = client.next_stamp();
+            client
+                .put_head(staged, stamp, head_meta)
+                .await
+                .map_err(unavailable)?;
+            return Ok(Stored {
+                md5,
+                size,
+                meta,
+                stamp,
+            });
+        };
+        let stamp = intent.stamp;
+        let entry = entry_of(size, &meta, stamp);
+        let head = client.put_head(staged, stamp, head_meta);
+        let list = client.index_write_stamped(bucket, key, Some(&entry), stamp);
+        let (head, list) = match crate::multipart::crash_at() {
+            // The crash-point tests take the two writes in a fixed order
+            // and stop between them.
+            Some("s3-object-stored") => {
+                let h = head.await;
+                crate::multipart::crash_point("s3-object-stored");
+                (h, list.await)
+            }
+            Some("s3-object-listed") => {
+                let l = list.await;
+                crate::multipart::crash_point("s3-object-listed");
+                (head.await, l)
+            }
+            _ => tokio::join!(head, list),
+        };
+        if let Err(e) = head.map(drop).and(list) {
+            intent.failed();
+            return Err(unavailable(e));
+        }
+        intent.done();
+        Ok(Stored {
+            md5,
+            size,
+            meta,
+            stamp,
+        })
     }
 
-    /// Lists a stored object (before its write is acknowledged:
-    /// docs/placement.md) with its ETag, content headers and metadata.
-    pub(crate) async fn list_object(
+    /// Deletes `bucket/key` and its listing entry at the same time, both
+    /// with `stamp`, the stamp of the write's recorded intent (the caller
+    /// resolves the intent at once if this fails).
+    pub(crate) async fn unstore(
         &self,
         client: &Client,
         bucket: &str,
         key: &str,
-        stored: &Stored,
-    ) -> S3Result<()> {
+        stamp: u64,
+    ) -> Result<(), ClientError> {
+        let gone = client.delete_stamped(bucket, key, stamp);
         if !self.listing_index {
-            return Ok(());
+            return gone.await.map(drop);
         }
-        let entry = IndexEntry {
-            size: stored.size,
-            etag: stored.meta.etag.clone(),
-            modified_ms: now_ms(),
-            meta: Some(ObjectMeta {
-                etag: String::new(),
-                ..stored.meta.clone()
-            }),
-            stamp: 0,
+        let unlist = client.index_write_stamped(bucket, key, None, stamp);
+        let (gone, unlist) = match crate::multipart::crash_at() {
+            // The crash-point tests take the two writes in a fixed order
+            // and stop between them.
+            Some("s3-object-deleted") => {
+                let g = gone.await;
+                crate::multipart::crash_point("s3-object-deleted");
+                (g, unlist.await)
+            }
+            Some("s3-object-unlisted") => {
+                let u = unlist.await;
+                crate::multipart::crash_point("s3-object-unlisted");
+                (gone.await, u)
+            }
+            _ => tokio::join!(gone, unlist),
         };
-        client
-            .index_write(bucket, key, Some(&entry))
-            .await
-            .map_err(unavailable)
+        gone.map(drop).and(unlist)
     }
 
     /// One page of the listing index.
@@ -579,12 +634,9 @@ impl S3 for StrataS3 {
                 checks,
                 Some(meta),
                 None,
+                Some(intent),
             )
             .await?;
-        crate::multipart::crash_point("s3-object-stored");
-        self.list_object(&client, &input.bucket, &input.key, &stored)
-            .await?;
-        intent.done();
         let sum = |a: &str| {
             stored
                 .meta
@@ -797,15 +849,13 @@ impl S3 for StrataS3 {
                 Checks::none(),
                 Some(meta),
                 None,
+                Some(intent),
             )
             .await?;
-        self.list_object(&client, &input.bucket, &input.key, &stored)
-            .await?;
-        intent.done();
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(ETag::Strong(stored.meta.etag)),
-                last_modified: Some(timestamp(now_ms())),
+                last_modified: Some(timestamp(stored.stamp / 1000)),
                 ..Default::default()
             }),
             ..Default::default()
@@ -829,6 +879,7 @@ impl S3 for StrataS3 {
         let (mut deleted, mut errors) = (Vec::new(), Vec::new());
         let keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
         let intent = self.intend(&client, &input.bucket, &keys).await?;
+        let mut work = Vec::new();
         for o in objects {
             let refused = if o.version_id.as_deref().is_some_and(|v| v != "null") {
                 Some(("InvalidArgument", "Invalid version id specified"))
@@ -846,16 +897,29 @@ impl S3 for StrataS3 {
                 });
                 continue;
             }
-            let res = async {
-                client.delete(&input.bucket, &o.key).await?;
-                client.index_write(&input.bucket, &o.key, None).await
-            }
+            work.push(o.key);
+        }
+        // The keys are deleted a few at a time, each with its entry.
+        let stamp = intent.stamp;
+        let results: Vec<(String, Result<(), ClientError>)> = stream::iter(work)
+            .map(|key| {
+                let (client, bucket) = (&client, &input.bucket);
+                async move {
+                    let r = self.unstore(client, bucket, &key, stamp).await;
+                    (key, r)
+                }
+            })
+            .buffered(DELETE_PARALLELISM)
+            .collect()
             .await;
+        let mut failed = false;
+        for (key, res) in results {
+            failed |= res.is_err();
             match res {
                 Ok(()) => {
                     if !quiet {
                         deleted.push(DeletedObject {
-                            key: Some(o.key),
+                            key: Some(key),
                             ..Default::default()
                         });
                     }
@@ -869,13 +933,17 @@ impl S3 for StrataS3 {
                         }
                         .into(),
                     ),
-                    key: Some(o.key),
+                    key: Some(key),
                     message: Some(e.to_string()),
                     version_id: None,
                 }),
             }
         }
-        intent.done();
+        if failed {
+            intent.failed();
+        } else {
+            intent.done();
+        }
         Ok(S3Response::new(DeleteObjectsOutput {
             deleted: Some(deleted),
             errors: (!errors.is_empty()).then_some(errors),
@@ -901,15 +969,13 @@ impl S3 for StrataS3 {
         let client = self.bucket(&input.bucket).await?;
         // S3 answers a delete of an absent key with success too.
         let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
-        client
-            .delete(&input.bucket, &input.key)
+        if let Err(e) = self
+            .unstore(&client, &input.bucket, &input.key, intent.stamp)
             .await
-            .map_err(unavailable)?;
-        crate::multipart::crash_point("s3-object-deleted");
-        client
-            .index_write(&input.bucket, &input.key, None)
-            .await
-            .map_err(unavailable)?;
+        {
+            intent.failed();
+            return Err(unavailable(e));
+        }
         intent.done();
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }

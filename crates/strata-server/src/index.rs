@@ -102,15 +102,24 @@ impl Drop for ListingIndex {
     }
 }
 
-/// How an [`Op`] is ordered against what the index holds for its name.
+/// How a change is ordered against what the index holds for its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Order {
+pub enum Order {
     /// A writer's change: applied unless the name holds a newer stamp
     /// (an entry or a tombstone); stamp 0 (no stamp) always applies.
     Write,
     /// A copied entry or tombstone (recovery, a rebuild): applied only
     /// over nothing or something strictly older.
     Copy,
+    /// The resolution of a write intent of stamp `upto` from the object's
+    /// head record (docs/placement.md, "Write intents"): applied over
+    /// nothing, something strictly older, or anything the interrupted
+    /// write itself may have left (stamp at most `upto`: an S3 write's
+    /// entry carries its intent's stamp), never over a later write.
+    Resolve {
+        /// The intent's stamp.
+        upto: u64,
+    },
 }
 
 /// One change to one name: set (`Some` value) or remove it.
@@ -164,6 +173,7 @@ fn apply(
     let applies = match op.order {
         Order::Write => op.stamp == 0 || newest.is_none_or(|s| s <= op.stamp),
         Order::Copy => newest.is_none_or(|s| s < op.stamp),
+        Order::Resolve { upto } => newest.is_none_or(|s| s < op.stamp || s <= upto),
     };
     if !applies {
         return Ok(());
@@ -545,22 +555,19 @@ impl ListingIndex {
         entry: Option<&IndexEntry>,
         delete_stamp: u64,
     ) -> Result<(), ClusterError> {
-        self.change_async(bucket, name, entry, delete_stamp, false)
+        self.change_async(bucket, name, entry, delete_stamp, Order::Write)
             .await
     }
 
-    /// [`ListingIndex::write_async`], or with `copy` a change ordered as a
-    /// copied one (applied only over nothing or something older: the
-    /// resolution of an intent from the object's head record).
+    /// [`ListingIndex::write_async`] with the change ordered by `order`.
     pub async fn change_async(
         &self,
         bucket: &str,
         name: &str,
         entry: Option<&IndexEntry>,
         delete_stamp: u64,
-        copy: bool,
+        order: Order,
     ) -> Result<(), ClusterError> {
-        let order = if copy { Order::Copy } else { Order::Write };
         let rx = self.queue(vec![self.op(bucket, name, entry, delete_stamp, order)?])?;
         rx.await
             .map_err(|_| self.fail("its writer thread stopped"))?
@@ -872,19 +879,22 @@ async fn write(
     entry: Option<IndexEntry>,
     q: ChangeQuery,
 ) -> Response {
-    let copy = match q.order.as_deref() {
-        None | Some("write") => false,
-        Some("copy") => true,
-        Some(o) => {
+    let order = match (q.order.as_deref(), q.upto) {
+        (None | Some("write"), None) => Order::Write,
+        (Some("copy"), None) => Order::Copy,
+        (Some("resolve"), Some(upto)) => Order::Resolve { upto },
+        (o, upto) => {
             return (
                 StatusCode::BAD_REQUEST,
-                format!("unknown order {o:?} (write or copy)"),
+                format!(
+                    "unknown order {o:?} with upto {upto:?} (write, copy, or resolve with upto)"
+                ),
             )
                 .into_response()
         }
     };
     match idx
-        .change_async(&bucket, &name, entry.as_ref(), q.stamp, copy)
+        .change_async(&bucket, &name, entry.as_ref(), q.stamp, order)
         .await
     {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
@@ -893,13 +903,16 @@ async fn write(
 }
 
 /// `?stamp=S` (a delete's stamp) and `?order=copy` (ordered as a copied
-/// change: the resolution of an intent).
+/// change) or `?order=resolve&upto=S` (the resolution of a write intent
+/// of stamp S).
 #[derive(serde::Deserialize)]
 struct ChangeQuery {
     #[serde(default)]
     stamp: u64,
     #[serde(default)]
     order: Option<String>,
+    #[serde(default)]
+    upto: Option<u64>,
 }
 
 async fn put_entry(
@@ -1130,6 +1143,49 @@ mod tests {
         rt.block_on(idx.merge(vec![line("z", Some(stamped(7, 0)), 0)]))
             .expect("merge");
         assert_eq!(all(&idx, "b")[2], ("z".to_string(), 5));
+    }
+
+    /// The resolution of a write intent of stamp U replaces what that
+    /// write itself left (an entry or a tombstone stamped at most U, even
+    /// newer than the head record it resolves to), and never a later
+    /// write.
+    #[test]
+    fn a_resolution_undoes_its_own_write_only() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let idx = ListingIndex::open(&dir.path().join("l.redb")).expect("open");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let resolve = |name: &str, e: Option<IndexEntry>, stamp: u64, upto: u64| {
+            rt.block_on(idx.change_async("b", name, e.as_ref(), stamp, Order::Resolve { upto }))
+                .expect("resolve")
+        };
+        // A PUT of intent 20 listed its entry, its head record never
+        // landed: the object's head is still version 1 (stamp 10).
+        idx.write("b", "x", Some(&stamped(1, 10)), 0).expect("v1");
+        idx.write("b", "x", Some(&stamped(2, 20)), 0)
+            .expect("v2 entry");
+        resolve("x", Some(stamped(1, 10)), 0, 20);
+        assert_eq!(all(&idx, "b"), [("x".to_string(), 1)]);
+        // A DELETE of intent 30 removed the entry, its tombstone record
+        // never landed: the entry comes back from the head.
+        idx.write("b", "x", None, 30).expect("unlisted");
+        assert!(all(&idx, "b").is_empty());
+        resolve("x", Some(stamped(1, 10)), 0, 30);
+        assert_eq!(all(&idx, "b"), [("x".to_string(), 1)]);
+        // A PUT of a new name listed, never stored: removed.
+        idx.write("b", "y", Some(&stamped(3, 40)), 0).expect("y");
+        resolve("y", None, 40, 40);
+        assert_eq!(all(&idx, "b"), [("x".to_string(), 1)]);
+        // A later write (stamp 60) is never undone by the resolution of an
+        // earlier intent (50), whatever the head said when it was read.
+        idx.write("b", "x", Some(&stamped(4, 60)), 0).expect("v4");
+        resolve("x", Some(stamped(1, 10)), 0, 50);
+        resolve("x", None, 50, 50);
+        assert_eq!(all(&idx, "b"), [("x".to_string(), 4)]);
+        // The head of the later write itself resolves to what is there.
+        resolve("x", Some(stamped(4, 60)), 0, 50);
+        assert_eq!(all(&idx, "b"), [("x".to_string(), 4)]);
     }
 
     /// An export carries the entries and tombstones of the buckets asked

@@ -34,6 +34,13 @@ fn node_args(data: &str, extra: &[&str]) -> Vec<String> {
     if !extra.contains(&"--scrub-every") {
         v.extend(["--scrub-every".to_string(), "0".to_string()]);
     }
+    // No RAM cache: a record read once from a stripe could be admitted
+    // (while its segment still counts as recently written) and then serve
+    // the reads that must decode after two nodes die (CI, loaded, once saw
+    // no GET decoded).
+    if !extra.contains(&"--ram-cache") {
+        v.extend(["--ram-cache".to_string(), "0".to_string()]);
+    }
     v.extend(extra.iter().map(|x| x.to_string()));
     v
 }

@@ -348,6 +348,11 @@ r = s3.list_objects(Bucket="list", MaxKeys=1)
 assert r["Marker"] == "" and [o["Key"] for o in r["Contents"]] == [order[0]], r
 r = s3.list_objects_v2(Bucket="list", Delimiter="", Prefix="a/b")
 assert "Delimiter" not in r and [o["Key"] for o in r["Contents"]] == ["a/b/c", "a/b/c/deep", "a/b/d"], r
+# v1 answers its Prefix as sent (botocore does not decode it there).
+r = s3.list_objects(Bucket="list", Prefix="\n")
+assert r["Prefix"] == "\n" and "Contents" not in r, r
+r = s3.list_objects(Bucket="list", Prefix="b c/")
+assert r["Prefix"] == "b c/" and [o["Key"] for o in r["Contents"]] == ["b c/x"], r
 r = s3.list_objects_v2(Bucket="list", Prefix="a/1", FetchOwner=True)
 assert r["Contents"][0]["Owner"]["ID"] == "strata", r
 

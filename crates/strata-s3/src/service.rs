@@ -1275,7 +1275,10 @@ impl S3 for StrataS3 {
             next_marker: next,
             marker: Some(list::enc(url, input.marker.as_deref().unwrap_or(""))),
             max_keys: Some(max as i32),
-            prefix: Some(list::enc(url, input.prefix.as_deref().unwrap_or(""))),
+            // ListObjects (v1) answers its Prefix as sent, even with
+            // encoding-type=url (S3 encodes only the delimiter, markers,
+            // keys and common prefixes there, the fields botocore decodes).
+            prefix: Some(input.prefix.unwrap_or_default()),
             delimiter: input
                 .delimiter
                 .as_deref()

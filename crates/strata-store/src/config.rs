@@ -52,16 +52,7 @@ pub struct StoreConfig {
     /// by: 64 (default) in production. Fewer make identities share
     /// candidates on purpose, which the store tells apart by reading their
     /// needles' headers; tests set it low to exercise that path (1..=64).
-    /// The table then holds at most about 256 × 2^bits entries (those of
-    /// one hash share a home bucket and are displaced 255 places at most);
-    /// past that a put or an open fails with `RecentError::Unplaceable`.
     pub recent_hash_bits: u32,
-    /// Identities per hash partition of the node index's run (default
-    /// 2^20): a merge rebuilds one partition at a time, so its transient
-    /// memory follows this, not the number of objects (about 50 bytes per
-    /// identity of a partition: ~50 MB at the default). Tests set it low to
-    /// run merges over many partitions.
-    pub run_partition_size: usize,
 }
 
 impl StoreConfig {
@@ -83,7 +74,6 @@ impl StoreConfig {
             random_access_advice: true,
             max_open_files: 0,
             recent_hash_bits: 64,
-            run_partition_size: 1 << 20,
         }
     }
 

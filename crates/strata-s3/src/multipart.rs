@@ -90,6 +90,32 @@ pub(crate) fn crash_point(name: &str) {
     }
 }
 
+/// Runs the two writes of an S3 change at once (an object's head record or
+/// tombstone, and its listing entry), answering both outcomes. With
+/// `STRATA_CRASH_AT` naming `after_a` (or `after_b`), they run in series
+/// instead, `a` (or `b`) first, and the process aborts between them: the
+/// crash-point tests stop it with exactly one of the two done.
+pub(crate) async fn both<A, B>(
+    a: impl std::future::Future<Output = A>,
+    b: impl std::future::Future<Output = B>,
+    after_a: &str,
+    after_b: &str,
+) -> (A, B) {
+    match crash_at() {
+        Some(p) if p == after_a => {
+            let x = a.await;
+            crash_point(after_a);
+            (x, b.await)
+        }
+        Some(p) if p == after_b => {
+            let y = b.await;
+            crash_point(after_b);
+            (a.await, y)
+        }
+        _ => tokio::join!(a, b),
+    }
+}
+
 /// The crash point `STRATA_CRASH_AT` names, if any.
 pub(crate) fn crash_at() -> Option<&'static str> {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();

@@ -317,21 +317,8 @@ impl StrataS3 {
         let entry = entry_of(size, &meta, stamp);
         let head = client.put_head(staged, stamp, head_meta);
         let list = client.index_write_stamped(bucket, key, Some(&entry), stamp);
-        let (head, list) = match crate::multipart::crash_at() {
-            // The crash-point tests take the two writes in a fixed order
-            // and stop between them.
-            Some("s3-object-stored") => {
-                let h = head.await;
-                crate::multipart::crash_point("s3-object-stored");
-                (h, list.await)
-            }
-            Some("s3-object-listed") => {
-                let l = list.await;
-                crate::multipart::crash_point("s3-object-listed");
-                (head.await, l)
-            }
-            _ => tokio::join!(head, list),
-        };
+        let (head, list) =
+            crate::multipart::both(head, list, "s3-object-stored", "s3-object-listed").await;
         if let Err(e) = head.map(drop).and(list) {
             intent.failed();
             return Err(unavailable(e));
@@ -360,21 +347,8 @@ impl StrataS3 {
             return gone.await.map(drop);
         }
         let unlist = client.index_write_stamped(bucket, key, None, stamp);
-        let (gone, unlist) = match crate::multipart::crash_at() {
-            // The crash-point tests take the two writes in a fixed order
-            // and stop between them.
-            Some("s3-object-deleted") => {
-                let g = gone.await;
-                crate::multipart::crash_point("s3-object-deleted");
-                (g, unlist.await)
-            }
-            Some("s3-object-unlisted") => {
-                let u = unlist.await;
-                crate::multipart::crash_point("s3-object-unlisted");
-                (gone.await, u)
-            }
-            _ => tokio::join!(gone, unlist),
-        };
+        let (gone, unlist) =
+            crate::multipart::both(gone, unlist, "s3-object-deleted", "s3-object-unlisted").await;
         gone.map(drop).and(unlist)
     }
 

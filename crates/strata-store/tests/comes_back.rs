@@ -55,6 +55,16 @@ impl Drop for SmallVolume {
     }
 }
 
+/// A store with a flash and a disk device on `vol`, one segment per device
+/// until sealed by hand; and the disk device's directory.
+fn flash_and_disk(vol: &SmallVolume) -> (StoreConfig, PathBuf) {
+    let disk = vol.path().join("disk");
+    let mut c = cfg(&vol.path().join("flash")).with_device(&disk, Tier::Disk);
+    c.create_dirs = true;
+    c.segment_size = 1 << 30;
+    (c, disk)
+}
+
 /// Fills a store on a 4 MiB volume until a put fails for lack of space,
 /// deletes some objects, and reopens it: the open must succeed with the
 /// volume still full (the checkpoints it would write do not fit), every
@@ -133,11 +143,7 @@ fn a_full_volume_reopens_and_serves() {
 #[test]
 fn a_full_volume_with_a_moved_segment_reopens() {
     let vol = SmallVolume::new(4 << 20);
-    let flash = vol.path().join("flash");
-    let disk = vol.path().join("disk");
-    let mut c = cfg(&flash).with_device(&disk, Tier::Disk);
-    c.create_dirs = true;
-    c.segment_size = 1 << 30;
+    let (c, _) = flash_and_disk(&vol);
     let s = Store::open(c.clone()).unwrap();
     let mut acked = Vec::new();
     for k in 0..40u64 {
@@ -202,11 +208,7 @@ fn a_full_volume_with_a_moved_segment_reopens() {
 #[test]
 fn a_move_that_does_not_fit_is_refused_before_it_starts() {
     let vol = SmallVolume::new(4 << 20);
-    let flash = vol.path().join("flash");
-    let disk = vol.path().join("disk");
-    let mut c = cfg(&flash).with_device(&disk, Tier::Disk);
-    c.create_dirs = true;
-    c.segment_size = 1 << 30;
+    let (c, disk) = flash_and_disk(&vol);
     let s = Store::open(c.clone()).unwrap();
     let mut acked = Vec::new();
     // 1.8 MB of a 4 MiB volume: fits, but leaves less than the 1 MiB

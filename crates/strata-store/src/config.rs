@@ -52,6 +52,9 @@ pub struct StoreConfig {
     /// by: 64 (default) in production. Fewer make identities share
     /// candidates on purpose, which the store tells apart by reading their
     /// needles' headers; tests set it low to exercise that path (1..=64).
+    /// The table then holds at most about 256 × 2^bits entries (those of
+    /// one hash share a home bucket and are displaced 255 places at most);
+    /// past that a put or an open fails with `RecentError::Unplaceable`.
     pub recent_hash_bits: u32,
 }
 

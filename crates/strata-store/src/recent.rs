@@ -59,9 +59,11 @@ pub enum RecentError {
         /// The ordinal asked for.
         ord: u32,
     },
-    /// The table had to grow and an entry whose stored bits ran out could
-    /// not be placed again (its needle's header could not be read).
-    #[error("the recent table could not grow: an entry's identity could not be read back")]
+    /// The table had to grow and an entry could not be placed again: its
+    /// stored bits ran out and its needle's header could not be read, or
+    /// more identities share its hash than one bucket's displacement
+    /// limit allows (only with a table keyed by a few bits of the hash).
+    #[error("the recent table could not grow: an entry could not be placed again (its identity could not be read back, or too many identities share its hash)")]
     Unplaceable,
 }
 
@@ -382,7 +384,16 @@ impl RecentTable {
         resolve: Resolve<'_>,
     ) -> bool {
         let mut log2 = log2.max(MIN_LOG2);
+        // Growing places an entry displaced past the limit only if the
+        // hashes around it differ: identities that share their whole hash
+        // (a table keyed by a few bits of it, `StoreConfig::recent_hash_bits`
+        // in tests) never fit, however large the table. Past 8 times the
+        // size asked for, give up rather than allocate without end.
+        let most = log2 + 3;
         'size: loop {
+            if log2 > most {
+                return false;
+            }
             let mut next = RecentTable::with_layout(log2, slot_bits, ord_bits);
             let mask = self.mask();
             let olds = self
@@ -488,6 +499,23 @@ mod tests {
             ord: u32::MAX,
         };
         assert!(t.insert(1, too, &mut no_resolve).is_err());
+    }
+
+    #[test]
+    fn identities_sharing_one_hash_past_the_limit_are_refused_not_grown_for() {
+        // One hash for all: at most MAX_DISP + 1 entries fit one home, and
+        // no size of table helps; the insert past that fails, and the
+        // table stays small.
+        let mut t = RecentTable::new();
+        let mut refused = None;
+        for i in 0..400u32 {
+            if t.insert(7 << 61, loc(i), &mut no_resolve).is_err() {
+                refused = Some(i);
+                break;
+            }
+        }
+        assert_eq!(refused, Some(MAX_DISP as u32 + 1));
+        assert!(t.capacity() <= 1 << 16, "{} buckets", t.capacity());
     }
 
     #[test]

@@ -1643,6 +1643,10 @@ fn an_interrupted_write_is_resolved_against_the_object() {
 s3.create_bucket(Bucket="cut")
 s3.put_object(Bucket="cut", Key="k1", Body=b"one")
 s3.put_object(Bucket="cut", Key="k2", Body=b"two")
+# A finished write's intent is removed lazily (with the next commit, at
+# most 20 ms later): the kill below must not find these two still held.
+import time
+time.sleep(0.5)
 "#
     ));
     for (point, op) in [

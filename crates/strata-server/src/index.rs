@@ -136,11 +136,18 @@ struct Write {
     /// Intents to record (`true`) or to remove if they still hold that
     /// stamp (`false`): key, stamp.
     intents: Vec<(Vec<u8>, u64, bool)>,
-    done: tokio::sync::oneshot::Sender<Result<(), String>>,
+    /// Where the writer waits; `None` for a write nobody waits for (an
+    /// intent's removal), which commits with the next durable group.
+    done: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
 }
 
 /// At most this many writes share one transaction.
 const GROUP_MAX: usize = 4096;
+
+/// How long a write nobody waits for (an intent's removal) waits for a
+/// durable group to join before it commits on its own: under load one
+/// always comes sooner, so removals cost no commit of their own.
+pub const LAZY_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// The stamp an entry's JSON carries (0 if none).
 fn stamp_of(value: &[u8]) -> u64 {
@@ -233,10 +240,16 @@ fn collect_tombstones(db: &Database, keep: std::time::Duration) -> Result<usize,
 /// The index's one writer: takes the first waiting write, every other one
 /// already queued (up to [`GROUP_MAX`]), applies them in arrival order in
 /// one durable transaction and answers each once it is committed; once a
-/// minute, it removes expired tombstones. Ends when the index is dropped.
+/// minute, it removes expired tombstones. Writes nobody waits for (intent
+/// removals) are held until a durable group comes, or [`LAZY_WAIT`].
+/// Ends when the index is dropped, after committing what was queued.
 fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
+    use std::sync::mpsc::RecvTimeoutError;
     let gc_every = std::time::Duration::from_secs(60);
     let mut last_gc = std::time::Instant::now();
+    let mut lazy: Vec<Write> = Vec::new();
+    let mut lazy_since = std::time::Instant::now();
+    let mut closed = false;
     loop {
         if last_gc.elapsed() >= gc_every {
             last_gc = std::time::Instant::now();
@@ -244,12 +257,37 @@ fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
                 eprintln!("strata server: removing old listing tombstones failed: {e}");
             }
         }
-        let first = match rx.recv_timeout(gc_every) {
-            Ok(w) => w,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        let wait = if lazy.is_empty() {
+            gc_every
+        } else {
+            LAZY_WAIT.saturating_sub(lazy_since.elapsed())
         };
-        let mut group = vec![first];
+        let first = if closed {
+            None
+        } else {
+            match rx.recv_timeout(wait) {
+                Ok(w) if w.done.is_none() && lazy.len() < GROUP_MAX => {
+                    if lazy.is_empty() {
+                        lazy_since = std::time::Instant::now();
+                    }
+                    lazy.push(w);
+                    continue;
+                }
+                Ok(w) => Some(w),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    closed = true;
+                    None
+                }
+            }
+        };
+        if first.is_none() && lazy.is_empty() {
+            if closed {
+                return;
+            }
+            continue;
+        }
+        let mut group: Vec<Write> = lazy.drain(..).chain(first).collect();
         while group.len() < GROUP_MAX {
             match rx.try_recv() {
                 Ok(w) => group.push(w),
@@ -286,8 +324,15 @@ fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
             }
             tx.commit().map_err(|e| e.to_string())
         })();
+        if let Err(e) = &res {
+            if group.iter().all(|w| w.done.is_none()) {
+                eprintln!("strata server: removing finished write intents failed (the resolver will): {e}");
+            }
+        }
         for w in group {
-            let _ = w.done.send(res.clone());
+            if let Some(done) = w.done {
+                let _ = done.send(res.clone());
+            }
         }
     }
 }
@@ -469,14 +514,21 @@ impl ListingIndex {
         self.writes
             .as_ref()
             .ok_or_else(|| self.fail("closed"))?
-            .send(Write { ops, intents, done })
+            .send(Write {
+                ops,
+                intents,
+                done: Some(done),
+            })
             .map_err(|_| self.fail("its writer thread stopped"))?;
         Ok(rx)
     }
 
-    /// Records (`add`) or removes intents, durably: `names` of
-    /// (bucket, name), all with the intent's `stamp` (a removal removes
-    /// only an intent that still holds it).
+    /// Records (`add`, durably before it returns) or removes intents:
+    /// `names` of (bucket, name), all with the intent's `stamp` (a removal
+    /// removes only an intent that still holds it). A removal returns at
+    /// once and commits with the next durable group (at most
+    /// [`LAZY_WAIT`] later): one lost in a crash leaves an intent whose
+    /// resolution finds the entry already right.
     pub async fn intents(
         &self,
         names: &[(String, String)],
@@ -487,6 +539,18 @@ impl ListingIndex {
             .iter()
             .map(|(b, n)| (full(b, n.as_bytes()), stamp, add))
             .collect();
+        if !add {
+            return self
+                .writes
+                .as_ref()
+                .ok_or_else(|| self.fail("closed"))?
+                .send(Write {
+                    ops: Vec::new(),
+                    intents,
+                    done: None,
+                })
+                .map_err(|_| self.fail("its writer thread stopped"));
+        }
         self.queue_with(Vec::new(), intents)?
             .await
             .map_err(|_| self.fail("its writer thread stopped"))?
@@ -1062,6 +1126,52 @@ mod tests {
         drop(idx);
         let again = ListingIndex::open(&path).expect("reopen");
         assert_eq!(again.list("bk", &q).expect("list").contents.len(), 8 * 40);
+    }
+
+    #[test]
+    fn intent_removals_commit_with_the_next_write_or_alone_soon_after() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l.redb");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let names = |k: &str| vec![("bk".to_string(), k.to_string())];
+        let held = |idx: &ListingIndex| -> Vec<String> {
+            let mut v: Vec<String> = idx
+                .intents_before(u64::MAX)
+                .expect("intents")
+                .into_iter()
+                .map(|(_, n, _)| n)
+                .collect();
+            v.sort();
+            v
+        };
+        {
+            let idx = ListingIndex::open(&path).expect("open");
+            rt.block_on(async {
+                idx.intents(&names("a"), 10, true).await.expect("add a");
+                idx.intents(&names("b"), 11, true).await.expect("add b");
+                // A removal answers at once; the next durable write (here
+                // the record of c) commits it.
+                idx.intents(&names("a"), 10, false).await.expect("remove a");
+                idx.intents(&names("c"), 12, true).await.expect("add c");
+            });
+            assert_eq!(held(&idx), ["b", "c"]);
+            // Alone, a removal commits after LAZY_WAIT; one with a stamp
+            // the intent no longer holds removes nothing.
+            rt.block_on(async {
+                idx.intents(&names("b"), 11, false).await.expect("remove b");
+                idx.intents(&names("c"), 99, false).await.expect("stale");
+            });
+            std::thread::sleep(LAZY_WAIT * 10);
+            assert_eq!(held(&idx), ["c"]);
+            // One still held when the index closes is committed first.
+            rt.block_on(idx.intents(&names("c"), 12, false))
+                .expect("remove c");
+        }
+        let again = ListingIndex::open(&path).expect("reopen");
+        assert!(held(&again).is_empty());
     }
 
     fn stamped(size: u64, stamp: u64) -> IndexEntry {

@@ -256,6 +256,20 @@ assert [b["Name"] for b in r["Buckets"]] == ["c-three"] and not r.get("Continuat
 assert [b["Name"] for b in s3.list_buckets(Prefix="b-")["Buckets"]] == ["b-one", "b-two"]
 s3.delete_bucket(Bucket="c-three")
 assert s3.get_bucket_location(Bucket="b-one").get("LocationConstraint") in (None, "")
+assert code(lambda: s3.create_bucket(Bucket="b-far", CreateBucketConfiguration={{"LocationConstraint": "eu-west-1"}})) == ("IllegalLocationConstraintException", 400)
+# Every answer has a request id; an error's XML carries the same one.
+import urllib.request, urllib.error, xml.etree.ElementTree as ET
+url = s3.generate_presigned_url("get_object", Params={{"Bucket": "b-two", "Key": "absent"}})
+try:
+    urllib.request.urlopen(url)
+    raise AssertionError("an absent key was found")
+except urllib.error.HTTPError as e:
+    assert e.code == 404
+    rid = e.headers["x-amz-request-id"]
+    doc = ET.fromstring(e.read())
+    assert doc.find("Code").text == "NoSuchKey" and rid and doc.find("RequestId").text == rid, (rid, ET.tostring(doc))
+other = s3.head_bucket(Bucket="b-two")["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+assert other and other != rid
 s3.put_object(Bucket="b-one", Key="k", Body=b"x")
 assert code(lambda: s3.delete_bucket(Bucket="b-one")) == ("BucketNotEmpty", 409)
 s3.delete_object(Bucket="b-one", Key="k")
@@ -671,6 +685,15 @@ assert code(lambda: s3.list_parts(Bucket="mpu", Key="small", UploadId=u)) == ("N
 assert code(lambda: s3.upload_part(Bucket="mpu", Key="small", UploadId=u, PartNumber=3, Body=b"c")) == ("NoSuchUpload", 404)
 assert code(lambda: s3.head_object(Bucket="mpu", Key="small"))[1] == 404
 assert s3.list_multipart_uploads(Bucket="mpu").get("Uploads", []) == []
+# A part sent twice (the first send finishing last, both answers kept by
+# the client): its number listed twice is the one part stored.
+u = s3.create_multipart_upload(Bucket="mpu", Key="twice")["UploadId"]
+eb = s3.upload_part(Bucket="mpu", Key="twice", UploadId=u, PartNumber=1, Body=b"B" * 8)["ETag"]
+ea = s3.upload_part(Bucket="mpu", Key="twice", UploadId=u, PartNumber=1, Body=b"A" * 8)["ETag"]
+twice = lambda parts: s3.complete_multipart_upload(Bucket="mpu", Key="twice", UploadId=u, MultipartUpload={{"Parts": [{{"PartNumber": 1, "ETag": e}} for e in parts]}})
+assert code(lambda: twice([eb])) == ("InvalidPart", 400)
+twice([eb, ea])
+assert s3.get_object(Bucket="mpu", Key="twice")["Body"].read() == b"A" * 8
 print("ok")
 "#
     ));
@@ -1145,7 +1168,7 @@ print("ok")
 /// same buckets as path-style ones.
 #[test]
 fn virtual_host_style_requests() {
-    let c = S3Cluster::start();
+    let c = S3Cluster::start_with(&["--s3-region", "eu-central-1"]);
     let out = c.python(&format!(
         r#"{PRELUDE}
 import socket
@@ -1174,6 +1197,11 @@ req = []
 vh.meta.events.register("before-send.s3.GetObject", lambda request, **kw: req.append((request.url, request.headers.get("host"))))
 vh.get_object(Bucket="vhost", Key="dir/k")
 assert req[0][0].startswith("http://vhost.localhost:"), req
+# --s3-region: buckets are in it, a CreateBucket for elsewhere is refused.
+assert s3.get_bucket_location(Bucket="vhost")["LocationConstraint"] == "eu-central-1"
+s3.create_bucket(Bucket="here", CreateBucketConfiguration={{"LocationConstraint": "eu-central-1"}})
+assert code(lambda: s3.create_bucket(Bucket="far", CreateBucketConfiguration={{"LocationConstraint": "ap-south-1"}})) == ("IllegalLocationConstraintException", 400)
+assert code(lambda: s3.head_bucket(Bucket="far"))[1] == 404
 print("ok")
 "#
     ));

@@ -21,4 +21,5 @@ pub mod server;
 pub mod service;
 
 pub use error::S3Error;
-pub use server::{serve, S3Options};
+pub use server::{serve, RequestIds, S3Options};
+pub use service::DEFAULT_REGION;

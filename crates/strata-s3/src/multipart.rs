@@ -481,19 +481,29 @@ impl StrataS3 {
         if wanted.is_empty() {
             return Err(s3_error!(MalformedXML, "no parts listed"));
         }
-        if wanted.windows(2).any(|w| w[0].0 >= w[1].0) {
+        if wanted.windows(2).any(|w| w[0].0 > w[1].0) {
             return Err(s3_error!(InvalidPartOrder));
         }
+        // A part number listed more than once (a part sent again while its
+        // first send was in flight, both answers kept) is one part: the
+        // one stored, whose ETag must be among those listed for it.
+        let mut numbers: Vec<(i32, Vec<&ETag>)> = Vec::with_capacity(wanted.len());
+        for (n, etag) in &wanted {
+            match numbers.last_mut() {
+                Some((m, etags)) if m == n => etags.extend(etag.as_ref()),
+                _ => numbers.push((*n, etag.iter().collect())),
+            }
+        }
         let stored = self.parts(&client, bucket, upload).await?;
-        let mut chosen = Vec::with_capacity(wanted.len());
-        for (i, (n, etag)) in wanted.iter().enumerate() {
+        let mut chosen = Vec::with_capacity(numbers.len());
+        for (i, (n, etags)) in numbers.iter().enumerate() {
             let Some(p) = stored.iter().find(|p| p.number == *n) else {
                 return Err(s3_error!(InvalidPart, "part {n} was not uploaded"));
             };
-            if etag.as_ref().is_some_and(|e| e.value() != p.md5) {
+            if !etags.is_empty() && etags.iter().all(|e| e.value() != p.md5) {
                 return Err(s3_error!(InvalidPart, "part {n} has another ETag"));
             }
-            if i + 1 < wanted.len() && p.size < MIN_PART {
+            if i + 1 < numbers.len() && p.size < MIN_PART {
                 return Err(s3_error!(EntityTooSmall, "part {n} is smaller than 5 MiB"));
             }
             chosen.push(p);

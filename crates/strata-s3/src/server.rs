@@ -39,6 +39,9 @@ pub struct S3Options {
     /// their creation are aborted by the sweep, their parts reclaimed
     /// (None: never).
     pub abandoned_uploads_after: Option<std::time::Duration>,
+    /// The region the API answers for (GetBucketLocation; a CreateBucket
+    /// for another location is refused).
+    pub region: String,
 }
 
 /// Virtual-host-style addressing: a host `BUCKET.DOMAIN[:PORT]` for one of
@@ -70,7 +73,68 @@ impl S3Host for Domains {
 /// A bound S3 listener, ready to serve.
 pub struct Listener {
     listener: tokio::net::TcpListener,
-    service: s3s::service::S3Service,
+    service: RequestIds,
+}
+
+/// The S3 service with a request id on every answer, as S3 gives one: the
+/// `x-amz-request-id` header, and in an error's XML the same id as
+/// `<RequestId>` (what a client quotes in a bug report; s3s sets neither).
+/// Ids are 16 hex digits: a random start for this process, then counted.
+#[derive(Clone)]
+pub struct RequestIds {
+    inner: s3s::service::S3Service,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RequestIds {
+    fn new(inner: s3s::service::S3Service) -> RequestIds {
+        RequestIds {
+            inner,
+            next: Arc::new(std::sync::atomic::AtomicU64::new(rand::random::<u64>())),
+        }
+    }
+}
+
+/// `body` (an S3 error document) with `<RequestId>id</RequestId>` as its
+/// last element, if it is one and has none.
+fn with_request_id(body: &[u8], id: &str) -> Option<bytes::Bytes> {
+    const END: &[u8] = b"</Error>";
+    if body.windows(11).any(|w| w == b"<RequestId>") {
+        return None;
+    }
+    let at = body.windows(END.len()).rposition(|w| w == END)?;
+    let mut out = Vec::with_capacity(body.len() + 40);
+    out.extend_from_slice(&body[..at]);
+    out.extend_from_slice(b"<RequestId>");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b"</RequestId>");
+    out.extend_from_slice(&body[at..]);
+    Some(out.into())
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestIds {
+    type Response = s3s::HttpResponse;
+    type Error = s3s::HttpError;
+    type Future = futures_util::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{n:016X}");
+        let fut = hyper::service::Service::call(&self.inner, req);
+        Box::pin(async move {
+            let mut resp = fut.await?;
+            if resp.status().as_u16() >= 400 {
+                if let Some(b) = resp.body().bytes().and_then(|b| with_request_id(&b, &id)) {
+                    resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+                    *resp.body_mut() = s3s::Body::from(b);
+                }
+            }
+            if let Ok(v) = http::HeaderValue::from_str(&id) {
+                resp.headers_mut().insert("x-amz-request-id", v);
+            }
+            Ok(resp)
+        })
+    }
 }
 
 impl Listener {
@@ -82,7 +146,7 @@ impl Listener {
     /// The bound socket and the S3 service, for the server's one
     /// connection loop (`strata_node::conns::serve`: connection limit,
     /// idle drop, head timeout).
-    pub fn into_parts(self) -> (tokio::net::TcpListener, s3s::service::S3Service) {
+    pub fn into_parts(self) -> (tokio::net::TcpListener, RequestIds) {
         (self.listener, self.service)
     }
 }
@@ -99,6 +163,7 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     );
     s3.listing_index = opts.listing_index;
     s3.keys = Some(keys.clone());
+    s3.region = opts.region.clone();
     if opts.listing_index {
         let resolver = StrataS3::new(
             cluster.clone(),
@@ -121,7 +186,7 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     builder.set_auth(KeyAuth(keys.clone()));
     builder.set_access(KeyAccess(keys));
     builder.set_host(Domains(opts.domains));
-    let service = builder.build();
+    let service = RequestIds::new(builder.build());
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await
         .map_err(|source| S3Error::Listen {
@@ -134,6 +199,18 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_documents_get_the_request_id_once() {
+        let doc = b"<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code></Error>";
+        let with = with_request_id(doc, "00000000000000AB").expect("an error");
+        assert_eq!(
+            &with[..],
+            &b"<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><RequestId>00000000000000AB</RequestId></Error>"[..]
+        );
+        assert!(with_request_id(&with, "X").is_none());
+        assert!(with_request_id(b"<ListBucketResult/>", "X").is_none());
+    }
 
     #[test]
     fn hosts_of_the_domain_name_buckets() {

@@ -52,7 +52,14 @@ pub struct StrataS3 {
     /// The access keys: ListBuckets shows a key only the buckets it has a
     /// permission on (None: every bucket to every signer).
     pub keys: Option<Arc<crate::auth::Keys>>,
+    /// The region this API answers for ([`DEFAULT_REGION`] unless set).
+    pub region: String,
 }
+
+/// The region of a server not told another (`strata server --s3-region`):
+/// S3's own default, whose buckets answer GetBucketLocation with no
+/// location constraint.
+pub const DEFAULT_REGION: &str = "us-east-1";
 
 type Buckets = BTreeMap<String, strata_client::BucketRecord>;
 
@@ -123,6 +130,7 @@ impl StrataS3 {
             buckets: Mutex::new(None),
             listing_index: true,
             keys: None,
+            region: DEFAULT_REGION.to_string(),
         }
     }
 
@@ -968,6 +976,19 @@ impl S3 for StrataS3 {
                 || input.grant_write.is_some()
                 || input.grant_write_acp.is_some(),
         )?;
+        let asked = input
+            .create_bucket_configuration
+            .as_ref()
+            .and_then(|c| c.location_constraint.as_ref())
+            .map(|l| l.as_str().to_string())
+            .filter(|l| !l.is_empty());
+        if let Some(l) = asked.filter(|l| *l != self.region) {
+            return Err(s3_error!(
+                IllegalLocationConstraintException,
+                "The {l} location constraint is incompatible for the region specific endpoint this request was sent to (region {})",
+                self.region
+            ));
+        }
         let name = input.bucket;
         match client.set_bucket(&name, true).await {
             Ok(true) => {
@@ -1114,7 +1135,12 @@ impl S3 for StrataS3 {
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
         self.bucket(&req.input.bucket).await?;
-        Ok(S3Response::new(GetBucketLocationOutput::default()))
+        // Every bucket is in the server's region; S3 answers its default
+        // region as no constraint.
+        Ok(S3Response::new(GetBucketLocationOutput {
+            location_constraint: (self.region != DEFAULT_REGION)
+                .then(|| s3s::dto::BucketLocationConstraint::from(self.region.clone())),
+        }))
     }
 
     async fn list_buckets(

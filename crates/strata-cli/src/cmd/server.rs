@@ -210,6 +210,12 @@ pub struct Args {
     /// path style (/BUCKET/KEY). Repeat for several domains.
     #[arg(long, value_name = "DOMAIN", default_value = "localhost")]
     s3_domain: Vec<String>,
+    /// The region the S3 API answers for: GetBucketLocation gives it (none
+    /// for us-east-1, as S3 does) and a CreateBucket asking for another
+    /// location is refused (IllegalLocationConstraintException). Needs
+    /// --s3-listen (or --dev). Default us-east-1.
+    #[arg(long, value_name = "NAME")]
+    s3_region: Option<String>,
     /// S3 multipart uploads neither completed nor aborted this long after
     /// they were created are aborted and their parts' space reclaimed
     /// (S3's AbortIncompleteMultipartUpload lifecycle rule, for every
@@ -492,6 +498,18 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     if a.s3_abandoned_uploads_after.is_some() && a.s3_listen.is_none() {
         bail!("--s3-abandoned-uploads-after is about S3 uploads: it needs --s3-listen (or --dev)");
     }
+    if let Some(r) = &a.s3_region {
+        if a.s3_listen.is_none() {
+            bail!("--s3-region is the S3 API's region: it needs --s3-listen (or --dev)");
+        }
+        if r.is_empty()
+            || !r
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            bail!("--s3-region {r:?}: a region name is lowercase letters, digits and '-' (like us-east-1)");
+        }
+    }
     let tls = match (&a.s3_tls_cert, &a.s3_tls_key) {
         (Some(cert), Some(key)) => {
             if a.s3_listen.is_none() {
@@ -591,6 +609,10 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                     local: Some((running.addr.clone(), running.local.clone())),
                     listing_index: !a.s3_bench_no_listing_index,
                     abandoned_uploads_after,
+                    region: a
+                        .s3_region
+                        .clone()
+                        .unwrap_or_else(|| strata_s3::DEFAULT_REGION.to_string()),
                 }))
                 .context("--s3-listen")?;
             eprintln!(

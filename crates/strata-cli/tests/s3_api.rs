@@ -57,6 +57,24 @@ s3.delete_object(Bucket="photos", Key="a/b c.txt")
 assert code(lambda: s3.get_object(Bucket="photos", Key="a/b c.txt")) == ("NoSuchKey", 404)
 # S3 deletes of absent keys succeed.
 s3.delete_object(Bucket="photos", Key="never-written")
+
+# Two writes of one name: the one whose body ends last wins, even if it
+# began first (s3-tests' atomic dual write), in the object and its listing.
+import http.client, urllib.parse
+for n in (1000, 3 << 20):
+    url = urllib.parse.urlsplit(s3.generate_presigned_url("put_object", Params={{"Bucket": "photos", "Key": "dual"}}))
+    slow = http.client.HTTPConnection(url.hostname, url.port)
+    slow.putrequest("PUT", url.path + "?" + url.query)
+    slow.putheader("Content-Length", str(n))
+    slow.endheaders()
+    slow.send(b"B" * (n // 2))
+    s3.put_object(Bucket="photos", Key="dual", Body=b"A" * n)
+    assert s3.get_object(Bucket="photos", Key="dual")["Body"].read() == b"A" * n
+    slow.send(b"B" * (n - n // 2))
+    assert slow.getresponse().status == 200
+    assert s3.get_object(Bucket="photos", Key="dual")["Body"].read() == b"B" * n, n
+    listed = [o for o in s3.list_objects_v2(Bucket="photos", Prefix="dual")["Contents"]]
+    assert [(o["Key"], o["Size"], o["ETag"]) for o in listed] == [("dual", n, '"%s"' % hashlib.md5(b"B" * n).hexdigest())], listed
 print("ok")
 "#
     ));

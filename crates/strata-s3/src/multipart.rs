@@ -326,7 +326,7 @@ impl StrataS3 {
     #[allow(clippy::too_many_arguments)]
     async fn store_part(
         &self,
-        client: &Client,
+        client: &std::sync::Arc<Client>,
         bucket: &str,
         upload: &str,
         part: i32,
@@ -361,7 +361,7 @@ impl StrataS3 {
                 checks,
                 None,
                 None,
-                None,
+                false,
             )
             .await?;
         let entry = IndexEntry {
@@ -537,7 +537,6 @@ impl StrataS3 {
             })
             .flatten()
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
-        let intent = self.intend(&client, bucket, &[key]).await?;
         self.store(
             &client,
             bucket,
@@ -547,7 +546,7 @@ impl StrataS3 {
             Checks::none(),
             Some(meta),
             Some(etag.clone()),
-            Some(intent),
+            true,
         )
         .await?;
         // The record stays, completed, to answer a repeated Complete; the

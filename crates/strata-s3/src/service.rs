@@ -27,7 +27,6 @@ use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use strata_client::protocol::{entry_of, ListQuery, ObjectMeta};
 
-use crate::intents::Intent;
 use crate::list;
 use crate::meta::{self, Checks, Conditions};
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
@@ -192,15 +191,17 @@ impl StrataS3 {
     /// becomes visible when the body fails: the head record is written
     /// only once the body has been stored and verified.
     ///
-    /// With `listed` (the write's intent, recorded), the object's listing
-    /// entry is written at the same time as its head record, both with the
-    /// intent's stamp: one durable step after the body, not two in series
-    /// (docs/placement.md, "Write intents"). If either fails, the intent
-    /// is resolved at once against what the head record holds.
+    /// With `listed`, the object is listed: once the body is stored, a
+    /// write intent is recorded (its stamp taken then, so that of two
+    /// writes of a name the one whose body ends last wins, as in S3), then
+    /// the listing entry is written at the same time as the head record,
+    /// both with the intent's stamp (docs/placement.md, "Write intents").
+    /// If either fails, the intent is resolved at once against what the
+    /// head record holds.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn store(
         &self,
-        client: &Client,
+        client: &Arc<Client>,
         bucket: &str,
         key: &str,
         body: Option<StreamingBlob>,
@@ -208,7 +209,7 @@ impl StrataS3 {
         checks: Checks,
         meta: Option<ObjectMeta>,
         etag: Option<String>,
-        listed: Option<Intent>,
+        listed: bool,
     ) -> S3Result<Stored> {
         if let Some(n) = content_length {
             if n as u64 > self.max_object_size {
@@ -308,7 +309,7 @@ impl StrataS3 {
         let meta = head_meta
             .clone()
             .unwrap_or_else(|| finished(ObjectMeta::default(), etag, &md5, &sums));
-        let Some(intent) = listed.filter(|_| self.listing_index) else {
+        if !(listed && self.listing_index) {
             let stamp = client.next_stamp();
             client
                 .put_head(staged, stamp, head_meta)
@@ -320,7 +321,8 @@ impl StrataS3 {
                 meta,
                 stamp,
             });
-        };
+        }
+        let intent = self.intend(client, bucket, &[key]).await?;
         let stamp = intent.stamp;
         let entry = entry_of(size, &meta, stamp);
         let head = client.put_head(staged, stamp, head_meta);
@@ -605,7 +607,6 @@ impl S3 for StrataS3 {
                 "conditional writes are not supported"
             ));
         }
-        let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
         let stored = self
             .store(
                 &client,
@@ -616,7 +617,7 @@ impl S3 for StrataS3 {
                 checks,
                 Some(meta),
                 None,
-                Some(intent),
+                true,
             )
             .await?;
         let sum = |a: &str| {
@@ -820,7 +821,6 @@ impl S3 for StrataS3 {
         let body = client
             .read_range(src_bucket, src_key, head, 0, size)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
-        let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
         let stored = self
             .store(
                 &client,
@@ -831,7 +831,7 @@ impl S3 for StrataS3 {
                 Checks::none(),
                 Some(meta),
                 None,
-                Some(intent),
+                true,
             )
             .await?;
         Ok(S3Response::new(CopyObjectOutput {

@@ -57,10 +57,55 @@ const DELETED_AT: TableDefinition<&[u8], u64> = TableDefinition::new("deleted_at
 
 /// The S3 writes this node coordinates that may have changed an object
 /// without its listing entry yet (docs/placement.md, "Write intents"):
-/// key as in [`ENTRIES`]; value: the intent's stamp. Written durably
-/// before the object changes, removed once its entry is written; what a
-/// crash leaves is resolved against the object's head record.
-const INTENTS: TableDefinition<&[u8], u64> = TableDefinition::new("intents");
+/// key: the intent's stamp (8 bytes big-endian), then the name's key as
+/// in [`ENTRIES`]; no value. Written durably before the object changes,
+/// removed once its entry is written; what a crash leaves is resolved
+/// against the object's head record. Keyed by stamp, so that the few in
+/// flight sit in one or two pages at the end of the tree: recording and
+/// removing them does not copy a random page each, as keys by name did.
+const INTENTS: TableDefinition<&[u8], ()> = TableDefinition::new("intents_by_stamp");
+
+/// The intents of the index's first layout (until November 2026): key as
+/// in [`ENTRIES`], value the stamp; moved into [`INTENTS`] when the index
+/// opens.
+const INTENTS_BY_NAME: TableDefinition<&[u8], u64> = TableDefinition::new("intents");
+
+/// An intent's key in [`INTENTS`].
+fn intent_key(stamp: u64, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + name.len());
+    k.extend_from_slice(&stamp.to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// Moves the intents of the first layout into [`INTENTS`] (one
+/// transaction; nothing to do in an index that has none).
+fn migrate_intents(db: &Database) -> Result<(), String> {
+    let old: Vec<(Vec<u8>, u64)> = {
+        let tx = db.begin_read().map_err(|e| e.to_string())?;
+        match tx.open_table(INTENTS_BY_NAME) {
+            Ok(t) => t
+                .iter()
+                .map_err(|e| e.to_string())?
+                .map(|i| i.map(|(k, v)| (k.value().to_vec(), v.value())))
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let tx = db.begin_write().map_err(|e| e.to_string())?;
+    {
+        let mut t = tx.open_table(INTENTS).map_err(|e| e.to_string())?;
+        for (name, stamp) in &old {
+            t.insert(intent_key(*stamp, name).as_slice(), ())
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    tx.delete_table(INTENTS_BY_NAME)
+        .map_err(|e| e.to_string())?;
+    tx.commit().map_err(|e| e.to_string())
+}
 
 /// The index's own state: `rebuild` (1) while it is being rebuilt after
 /// its file was found damaged; listings are refused until it is done.
@@ -307,16 +352,11 @@ fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
                         apply(&mut t, &mut d, &mut at, op, now).map_err(|e| e.to_string())?;
                     }
                     for (key, stamp, add) in &w.intents {
+                        let k = intent_key(*stamp, key);
                         if *add {
-                            intents.insert(key.as_slice(), *stamp)
-                        } else if intents
-                            .get(key.as_slice())
-                            .map_err(|e| e.to_string())?
-                            .is_some_and(|v| v.value() == *stamp)
-                        {
-                            intents.remove(key.as_slice()).map(|_| None)
+                            intents.insert(k.as_slice(), ()).map(drop)
                         } else {
-                            Ok(None)
+                            intents.remove(k.as_slice()).map(drop)
                         }
                         .map_err(|e| e.to_string())?;
                     }
@@ -402,6 +442,7 @@ impl ListingIndex {
                 Err(e) => return Err(fail(e.to_string())),
             }
         };
+        migrate_intents(&db).map_err(|e| fail(format!("moving its write intents: {e}")))?;
         let db = Arc::new(db);
         let (tx, rx) = std::sync::mpsc::channel();
         let thread_db = db.clone();
@@ -525,7 +566,8 @@ impl ListingIndex {
 
     /// Records (`add`, durably before it returns) or removes intents:
     /// `names` of (bucket, name), all with the intent's `stamp` (a removal
-    /// removes only an intent that still holds it). A removal returns at
+    /// removes that intent only, not one of another write of the name:
+    /// each is kept under its own stamp). A removal returns at
     /// once and commits with the next durable group (at most
     /// [`LAZY_WAIT`] later): one lost in a crash leaves an intent whose
     /// resolution finds the entry already right.
@@ -567,12 +609,17 @@ impl ListingIndex {
             Err(e) => return Err(self.fail(e)),
         };
         let mut out = Vec::new();
-        for item in t.iter().map_err(|e| self.fail(e))? {
-            let (k, v) = item.map_err(|e| self.fail(e))?;
-            let (k, stamp) = (k.value(), v.value());
-            if stamp >= before {
+        let end = before.to_be_bytes();
+        for item in t
+            .range::<&[u8]>(..end.as_slice())
+            .map_err(|e| self.fail(e))?
+        {
+            let (k, _) = item.map_err(|e| self.fail(e))?;
+            let k = k.value();
+            let Some((stamp, k)) = k.split_first_chunk::<8>() else {
                 continue;
-            }
+            };
+            let stamp = u64::from_be_bytes(*stamp);
             if let Some(nul) = k.iter().position(|&c| c == 0) {
                 out.push((
                     String::from_utf8_lossy(&k[..nul]).into_owned(),
@@ -1172,6 +1219,35 @@ mod tests {
         }
         let again = ListingIndex::open(&path).expect("reopen");
         assert!(held(&again).is_empty());
+    }
+
+    #[test]
+    fn intents_of_the_first_layout_are_kept_by_stamp() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l.redb");
+        {
+            // An index written before intents were keyed by stamp.
+            let db = Database::create(&path).expect("create");
+            let tx = db.begin_write().expect("tx");
+            {
+                let mut t = tx.open_table(INTENTS_BY_NAME).expect("table");
+                t.insert(full("bk", b"x").as_slice(), 30).expect("x");
+                t.insert(full("bk", b"y").as_slice(), 20).expect("y");
+            }
+            tx.commit().expect("commit");
+        }
+        let idx = ListingIndex::open(&path).expect("open");
+        let want = vec![
+            ("bk".to_string(), "y".to_string(), 20),
+            ("bk".to_string(), "x".to_string(), 30),
+        ];
+        assert_eq!(idx.intents_before(u64::MAX).expect("intents"), want);
+        assert_eq!(idx.intents_before(30).expect("intents"), want[..1]);
+        let tx = idx.db.begin_read().expect("read");
+        assert!(matches!(
+            tx.open_table(INTENTS_BY_NAME),
+            Err(redb::TableError::TableDoesNotExist(_))
+        ));
     }
 
     fn stamped(size: u64, stamp: u64) -> IndexEntry {

@@ -33,6 +33,9 @@ fn config_bits(dir: &std::path::Path, hash_bits: u32) -> StoreConfig {
     c.checkpoint_interval = Duration::from_millis(15);
     c.compaction_garbage_ratio = 0.3;
     c.compaction_bytes_per_s = None;
+    // Runs of several hash partitions (the merger's 5,000 keys: up to 8),
+    // so that kills land between the partitions a merge swaps in.
+    c.run_partition_size = 700;
     c
 }
 
@@ -266,7 +269,10 @@ fn sigkill_during_index_merges_loses_nothing_acknowledged() {
     );
     // The merges did happen: the store reopens with a run holding objects.
     let store = Store::open(config(dir.path())).unwrap();
-    assert!(dir.path().join("strata.run").exists());
+    let run = std::fs::read(dir.path().join("strata.run")).unwrap();
+    assert_eq!(&run[8..12], &2u32.to_le_bytes(), "run file version");
+    let parts = u32::from_le_bytes(run[20..24].try_into().unwrap());
+    assert!(parts > 1, "a run of {parts} partitions");
     assert!(store.memory().sealed_objects > 0, "{:?}", store.memory());
 }
 

@@ -174,8 +174,8 @@ proptest! {
     fn run_file_decoder_total(data in prop::collection::vec(any::<u8>(), 0..600)) {
         if let Ok(r) = run::decode(&data) {
             for k in 0..32u64 {
-                if let Some((i, o)) = r.lookup(k, 0) {
-                    prop_assert!(u64::from(o) < r.segments()[i].1);
+                if let Some((p, i, o)) = r.lookup(k, 0) {
+                    prop_assert!(u64::from(o) < p.segs().segments()[i].1);
                 }
             }
         }

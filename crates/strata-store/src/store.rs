@@ -9,7 +9,7 @@ use crate::format::needle::{
     self, NeedleHeader, FLAGS_OFFSET, FLAG_DELETED, FLAG_SUPERSEDED, HEADER_LEN,
 };
 use crate::format::run as run_file;
-use crate::format::superblock::{Superblock, Tier, SUPERBLOCK_LEN};
+use crate::format::superblock::{self, Superblock, Tier, SUPERBLOCK_LEN};
 use crate::hash::IdHasherBuilder;
 use crate::index::{
     part_hash, part_of, part_start, ActiveIndex, Part, Run, SealedSegment, SegList,
@@ -502,6 +502,10 @@ struct Segment {
     /// Identity → ordinal entries of a sealed segment whose checkpoint has
     /// not been written yet (the RAM keeps no keys of sealed segments).
     pending: Mutex<Option<Vec<(u64, u32, u32)>>>,
+    /// The segment is of version 2: its needles carry the batch end
+    /// (`needle::BATCH_END`). A version-1 active segment takes none, and is
+    /// sealed before a batch is written into it (`put_batch_on`).
+    marks_batches: AtomicBool,
 }
 
 impl Segment {
@@ -1704,36 +1708,57 @@ fn load_segment(
                 report.scanned_segments += 1;
                 ActiveIndex::new(SUPERBLOCK_LEN as u64)
             });
-            // Orphans: needles past the checkpoint.
+            // Orphans: needles past the checkpoint (which ends where a
+            // batch does).
             let start = idx.end();
             let mut sc = Scanner::new(file.clone(), &f.path, start, file_len, false);
             let mut cut: Option<u64> = None;
+            // A batch is all-or-nothing: in a segment whose needles carry
+            // the batch end, what follows the last needle that does is what
+            // a crash in the middle of an unacknowledged batch left (whole
+            // needles before its torn end, or all but the last one), and is
+            // cut with the torn tail (reliability.md, finding 13). So the
+            // items of a batch are held until its end is seen.
+            let marks = sb.marks_batches();
+            let mut held: Vec<ScanItem> = Vec::new();
             while let Some(item) = sc.next() {
-                match item? {
-                    ScanItem::Needle { header, .. } => {
-                        report.orphan_needles += 1;
-                        let len = header.needle_len();
-                        idx.push(header.key, header.alt_key, len);
-                        if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
-                            idx.map.remove(&(header.key, header.alt_key));
+                let item = item?;
+                if let ScanItem::Corrupt {
+                    offset,
+                    at_tail: true,
+                    ..
+                } = item
+                {
+                    cut = Some(offset);
+                    break;
+                }
+                let ends =
+                    !marks || matches!(&item, ScanItem::Needle { header, .. } if header.batch_end);
+                held.push(item);
+                if !ends {
+                    continue;
+                }
+                for item in held.drain(..) {
+                    match item {
+                        ScanItem::Needle { header, .. } => {
+                            report.orphan_needles += 1;
+                            let len = header.needle_len();
+                            idx.push(header.key, header.alt_key, len);
+                            if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
+                                idx.map.remove(&(header.key, header.alt_key));
+                            }
                         }
-                    }
-                    ScanItem::Corrupt {
-                        offset,
-                        len,
-                        at_tail,
-                        ..
-                    } => {
-                        if at_tail {
-                            cut = Some(offset);
-                            break;
+                        ScanItem::Corrupt { offset, len, .. } => {
+                            report.corrupt_regions.push((sb.id, offset));
+                            // Keep the region as an unindexed entry so
+                            // offsets stay contiguous.
+                            idx.offsets.push(((offset + len) / 8) as u32);
                         }
-                        report.corrupt_regions.push((sb.id, offset));
-                        // Keep the region as an unindexed entry so offsets
-                        // stay contiguous.
-                        idx.offsets.push(((offset + len) / 8) as u32);
                     }
                 }
+            }
+            if let Some(first) = held.first() {
+                cut = Some(first.offset());
             }
             if idx.end() != start {
                 dirty = true;
@@ -1820,11 +1845,60 @@ fn load_segment(
         garbage: AtomicU64::new(garbage),
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
+        marks_batches: AtomicBool::new(sb.marks_batches()),
         moved_to: OnceLock::new(),
         dirty: AtomicBool::new(dirty),
         pending: Mutex::new(fresh_entries.then(|| entries.clone())),
     };
     Ok((seg, entries, old_checkpoint))
+}
+
+/// Rewrites the superblock of an empty version-1 active segment as version 2,
+/// so that the batches written into it carry the batch end. The caller
+/// holds the device's writer lock. A crash in the middle leaves a segment
+/// with nothing in it and a bad superblock, quarantined at the next open:
+/// nothing is lost.
+fn upgrade_empty_segment(seg: &Segment) -> Result<()> {
+    let sb = Superblock {
+        version: superblock::VERSION,
+        tier: seg.tier,
+        id: seg.id,
+        generation: seg.generation,
+        created_unix_ns: seg.created_unix_ns,
+    };
+    let file = seg.file()?;
+    file.write_all_at(&sb.encode(), 0)
+        .and_then(|_| file.sync_data())
+        .map_err(StoreError::io("upgrading the superblock of", &seg.path))?;
+    seg.marks_batches.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Fault injection (docs/reliability.md, "Crash points"): true when the
+/// process was started with `STRATA_CRASH_AT=NAME` (or `NAME:N`, the Nth
+/// time the point is reached) and this is the time, so that a test can
+/// stop it (`crash_now`) in a window too narrow to hit with a signal.
+fn crash_due(name: &str) -> bool {
+    static AT: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+    let at = AT.get_or_init(|| {
+        let v = std::env::var("STRATA_CRASH_AT").ok()?;
+        Some(match v.split_once(':') {
+            Some((n, k)) => (n.to_string(), k.parse().unwrap_or(1)),
+            None => (v, 1),
+        })
+    });
+    match at {
+        Some((n, k)) if n == name => SEEN.fetch_add(1, Ordering::Relaxed) + 1 == *k,
+        _ => false,
+    }
+}
+
+/// Stops the process at crash point `name` (SIGABRT: no destructor runs,
+/// nothing more is written, as after kill -9).
+fn crash_now(name: &str) -> ! {
+    eprintln!("strata: crash point {name} reached (STRATA_CRASH_AT): aborting");
+    std::process::abort()
 }
 
 fn new_active(
@@ -1836,6 +1910,7 @@ fn new_active(
 ) -> Result<Segment> {
     let d = &cfg.devices[device];
     let sb = Superblock {
+        version: superblock::VERSION,
         tier: d.tier,
         id,
         generation: 0,
@@ -1864,6 +1939,7 @@ fn new_active(
         garbage: AtomicU64::new(0),
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
+        marks_batches: AtomicBool::new(true),
         moved_to: OnceLock::new(),
         dirty: AtomicBool::new(true),
         pending: Mutex::new(None),
@@ -2222,32 +2298,70 @@ impl Inner {
         }
         // Each needle's frame (header, footer) is encoded here; its data
         // goes to the kernel from where the caller holds it (one pwritev
-        // for the batch), not copied into a batch buffer first.
-        let mut frames = Vec::with_capacity(items.len() * needle::FRAME_MAX);
-        let mut ranges = Vec::with_capacity(items.len());
-        let mut lens = Vec::with_capacity(items.len());
-        for it in items {
-            ranges.push(needle::encode_frame(
-                &mut frames,
-                it.cookie,
-                it.key,
-                it.alt_key,
-                0,
-                it.data,
-            ));
-            lens.push(needle::needle_len(it.data.len() as u32));
-        }
+        // for the batch), not copied into a batch buffer first. The last
+        // needle carries the batch end: an open keeps a batch only whole
+        // (a kill in the middle of the pwritev leaves whole needles of it
+        // before a torn one; reliability.md, finding 13).
+        let encode = |marks: bool| {
+            let mut frames = Vec::with_capacity(items.len() * needle::FRAME_MAX);
+            let mut ranges = Vec::with_capacity(items.len());
+            for (i, it) in items.iter().enumerate() {
+                ranges.push(needle::encode_frame_in_batch(
+                    &mut frames,
+                    it.cookie,
+                    it.key,
+                    it.alt_key,
+                    0,
+                    it.data,
+                    marks && i + 1 == items.len(),
+                ));
+            }
+            (frames, ranges)
+        };
+        let (mut frames, mut ranges) = encode(true);
+        let lens: Vec<u64> = items
+            .iter()
+            .map(|it| needle::needle_len(it.data.len() as u32))
+            .collect();
         let total: u64 = lens.iter().sum();
+        let mut w = lock(&dev.writer);
+        if !w.marks_batches.load(Ordering::Relaxed) {
+            // A version-1 active segment (written by an older build): its
+            // needles carry no batch end, so the batch would not be
+            // all-or-nothing in it. Sealed if it holds needles (a failed
+            // seal, e.g. no room for the next segment, leaves it taking
+            // needles without the mark, as before); upgraded to version 2 in
+            // place if empty.
+            if w.needle_count() > 0 {
+                let _ = self.seal(device, &mut w);
+            } else {
+                upgrade_empty_segment(&w)?;
+            }
+        }
+        let seg = w.clone();
+        if !seg.marks_batches.load(Ordering::Relaxed) {
+            (frames, ranges) = encode(false);
+        }
         let mut parts = Vec::with_capacity(items.len() * 3);
         for (it, (head, tail)) in items.iter().zip(ranges) {
             parts.push(&frames[head]);
             parts.push(it.data);
             parts.push(&frames[tail]);
         }
-        let mut w = lock(&dev.writer);
-        let seg = w.clone();
         let start = seg.len.load(Ordering::Relaxed);
         let file = seg.file()?;
+        if crash_due("store-batch-torn") {
+            // What a kill in the middle of the pwritev leaves (the kernel
+            // stops between pages): the batch's needles but the last whole,
+            // then the last one's header and half its data.
+            let keep = parts.len() - 3;
+            let done: u64 = lens[..items.len() - 1].iter().sum();
+            let last = parts[keep + 1];
+            let torn = [parts[keep], &last[..last.len() / 2]];
+            let _ = segment::write_all_vectored_at(&file, &parts[..keep], start)
+                .and_then(|_| segment::write_all_vectored_at(&file, &torn, start + done));
+            crash_now("store-batch-torn");
+        }
         let res =
             segment::write_all_vectored_at(&file, &parts, start).and_then(|_| file.sync_data());
         if let Err(e) = res {
@@ -2383,6 +2497,7 @@ impl Inner {
             garbage: AtomicU64::new(old.garbage.load(Ordering::Relaxed)),
             lock: Mutex::new(()),
             retired: AtomicBool::new(false),
+            marks_batches: AtomicBool::new(old.marks_batches.load(Ordering::Relaxed)),
             moved_to: OnceLock::new(),
             dirty: AtomicBool::new(true),
             pending: Mutex::new(Some(entries)),
@@ -3115,6 +3230,7 @@ impl Inner {
             .path
             .join(format!("{}.tmp", segment_file_name(id, generation)));
         let sb = Superblock {
+            version: superblock::VERSION,
             tier: dev.tier,
             id,
             generation,
@@ -3307,6 +3423,7 @@ impl Inner {
                 garbage: AtomicU64::new(new_len.saturating_sub(SUPERBLOCK_LEN as u64 + live)),
                 lock: Mutex::new(()),
                 retired: AtomicBool::new(false),
+                marks_batches: AtomicBool::new(true),
                 moved_to: OnceLock::new(),
                 dirty: AtomicBool::new(false),
                 pending: Mutex::new(None),

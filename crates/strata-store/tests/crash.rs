@@ -320,6 +320,12 @@ fn kill_and_check(
     let mut model: HashMap<u64, Option<u64>> = HashMap::new();
     let mut rng = Rng(0xC0FFEE);
     let mut total_acked = 0u64;
+    // With STRATA_CRASH_KEEP=PATH, a failing trial's store is copied to
+    // PATH/CHILD-BITS (one place per test: they run in parallel).
+    let keep = std::env::var("STRATA_CRASH_KEEP").ok().map(|to| {
+        let _ = std::fs::create_dir_all(&to);
+        format!("{to}/{child}-{hash_bits}")
+    });
     for it in 0..iterations {
         let mut child = Command::new(&exe)
             .args([child, "--exact", "--nocapture", "--test-threads=1"])
@@ -380,9 +386,9 @@ fn kill_and_check(
             }
         }
         // Recover and check. With STRATA_CRASH_KEEP=PATH, the store as the
-        // kill left it is kept at PATH.pre (each iteration replaces it), so
-        // that a failure can be replayed on the exact bytes.
-        if let Ok(to) = std::env::var("STRATA_CRASH_KEEP") {
+        // kill left it is kept at `keep.pre` (each iteration replaces it),
+        // so that a failure can be replayed on the exact bytes.
+        if let Some(to) = &keep {
             let pre = format!("{to}.pre");
             let _ = std::fs::remove_dir_all(&pre);
             let _ = std::process::Command::new("cp")
@@ -432,9 +438,9 @@ fn kill_and_check(
                 Some(None) => !store.contains(k, 0).unwrap(),
             };
             if !(old_ok || new_ok) {
-                if let Ok(to) = std::env::var("STRATA_CRASH_KEEP") {
+                if let Some(to) = &keep {
                     let _ = std::process::Command::new("cp")
-                        .args(["-a", dir.to_str().unwrap(), &to])
+                        .args(["-a", dir.to_str().unwrap(), to])
                         .status();
                 }
                 panic!(
@@ -454,9 +460,9 @@ fn kill_and_check(
                     continue;
                 }
                 if applied.is_some_and(|a| a != new_ok) {
-                    if let Ok(to) = std::env::var("STRATA_CRASH_KEEP") {
+                    if let Some(to) = &keep {
                         let _ = std::process::Command::new("cp")
-                            .args(["-a", dir.to_str().unwrap(), &to])
+                            .args(["-a", dir.to_str().unwrap(), to])
                             .status();
                     }
                     panic!(

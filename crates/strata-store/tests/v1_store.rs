@@ -76,7 +76,7 @@ fn segment_versions(dir: &std::path::Path) -> std::collections::BTreeMap<u64, u3
 /// in place (disk: segment 6); the batches then land in segments of version
 /// 2, and everything reads back, before and after a reopen.
 #[test]
-fn a_format_1_active_segment_takes_no_batch_without_its_end() {
+fn a_version_1_active_segment_takes_no_batch_without_its_end() {
     use strata_store::format::superblock::{VERSION, VERSION_1};
     use strata_store::PutItem;
     let tmp = tempfile::tempdir().unwrap();

@@ -134,8 +134,23 @@ fn header_crc(h: &[u8]) -> u32 {
 /// Appends the encoded needle to `out`, a batch of its own (its
 /// [`BATCH_END`] bit set).
 pub fn encode(out: &mut Vec<u8>, cookie: u32, key: u64, alt_key: u32, flags: u32, data: &[u8]) {
+    encode_in_batch(out, cookie, key, alt_key, flags, data, true);
+}
+
+/// [`encode`] for a needle of a write batch: `batch_end` sets the
+/// [`BATCH_END`] bit (see [`encode_frame_in_batch`]).
+pub fn encode_in_batch(
+    out: &mut Vec<u8>,
+    cookie: u32,
+    key: u64,
+    alt_key: u32,
+    flags: u32,
+    data: &[u8],
+    batch_end: bool,
+) {
     let mut frame = Vec::with_capacity(FRAME_MAX);
-    let (head, tail) = encode_frame(&mut frame, cookie, key, alt_key, flags, data);
+    let (head, tail) =
+        encode_frame_in_batch(&mut frame, cookie, key, alt_key, flags, data, batch_end);
     out.extend_from_slice(&frame[head]);
     out.extend_from_slice(data);
     out.extend_from_slice(&frame[tail]);

@@ -83,7 +83,9 @@ proptest! {
         let _ = needle::parse_header(&data);
         if let Ok((h, body)) = needle::parse(&data) {
             let mut out = Vec::new();
-            needle::encode_in_batch(&mut out, h.cookie, h.key, h.alt_key, h.flags, body, h.batch_end);
+            needle::encode_in_batch(
+                &mut out, h.cookie, h.key, h.alt_key, h.flags, body, h.batch_end,
+            );
             let used = needle::HEADER_LEN + body.len() + needle::FOOTER_LEN;
             prop_assert_eq!(&out[..used], &data[..used]);
         }

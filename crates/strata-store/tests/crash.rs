@@ -564,45 +564,65 @@ fn a_batch_torn_in_its_write_comes_back_whole_or_not_at_all() {
         // The file holds whole needles of the torn batch (all but its
         // last): an unfinished batch, then the torn needle.
         let rep = strata_store::verify::verify_dir(dir.path(), &mut |_, _| {}).unwrap();
-        let unfinished = rep.corruptions.iter().find(|c| {
-            c.reason
-                .contains("write batch whose last needle is missing")
-        });
-        assert!(
-            unfinished.is_some_and(|c| c.torn_tail),
-            "batch {n}: {:?}",
-            rep.corruptions
-        );
+        let unfinished = rep
+            .corruptions
+            .iter()
+            .find(|c| {
+                c.reason
+                    .contains("write batch whose last needle is missing")
+            })
+            .unwrap_or_else(|| panic!("batch {n}: {:?}", rep.corruptions));
+        assert!(unfinished.torn_tail, "batch {n}: {unfinished:?}");
         assert!(!rep.has_corruption(), "batch {n}: {:?}", rep.corruptions);
-        let store = Store::open(config(dir.path())).unwrap();
-        assert_eq!(store.open_report().torn_tails.len(), 1, "batch {n}");
-        // The batches before the torn one are whole; of the torn one,
-        // nothing (key 1 keeps its first version).
-        let mut want: HashMap<u64, u64> = HashMap::new();
-        for batch in &TORN_BATCHES[..n - 1] {
-            for &(k, v) in *batch {
-                want.insert(k, v);
-            }
+        // The same with the write stopped exactly where the torn needle
+        // starts (whole needles of the batch, nothing after them).
+        let cut = tempfile::tempdir().unwrap();
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), cut.path().join(e.file_name())).unwrap();
         }
-        for k in 0..16u64 {
-            let got = store.get_unchecked(k, 0).unwrap();
-            match want.get(&k) {
-                Some(&v) => {
-                    let o = got.unwrap_or_else(|| panic!("batch {n}: key {k} lost"));
-                    assert_eq!((o.cookie, &o.data), (v as u32, &data(k, v)), "batch {n}");
+        let seg = cut.path().join(unfinished.path.file_name().unwrap());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(unfinished.offset + unfinished.len)
+            .unwrap();
+        for (d, what) in [(dir.path(), "torn"), (cut.path(), "cut at a needle's end")] {
+            let store = Store::open(config(d)).unwrap();
+            assert_eq!(store.open_report().torn_tails.len(), 1, "batch {n}, {what}");
+            // The batches before the torn one are whole; of the torn one,
+            // nothing (key 1 keeps its first version).
+            let mut want: HashMap<u64, u64> = HashMap::new();
+            for batch in &TORN_BATCHES[..n - 1] {
+                for &(k, v) in *batch {
+                    want.insert(k, v);
                 }
-                None => assert!(
-                    got.is_none(),
-                    "batch {n}: key {k} of the torn batch came back"
-                ),
             }
+            for k in 0..16u64 {
+                let got = store.get_unchecked(k, 0).unwrap();
+                match want.get(&k) {
+                    Some(&v) => {
+                        let o = got.unwrap_or_else(|| panic!("batch {n}, {what}: key {k} lost"));
+                        assert_eq!(
+                            (o.cookie, &o.data),
+                            (v as u32, &data(k, v)),
+                            "batch {n}, {what}"
+                        );
+                    }
+                    None => assert!(
+                        got.is_none(),
+                        "batch {n}, {what}: key {k} of the torn batch came back"
+                    ),
+                }
+            }
+            drop(store);
+            let rep = strata_store::verify::verify_dir(d, &mut |_, _| {}).unwrap();
+            assert!(
+                rep.corruptions.is_empty(),
+                "batch {n}, {what}: {:?}",
+                rep.corruptions
+            );
         }
-        drop(store);
-        let rep = strata_store::verify::verify_dir(dir.path(), &mut |_, _| {}).unwrap();
-        assert!(
-            rep.corruptions.is_empty(),
-            "batch {n}: {:?}",
-            rep.corruptions
-        );
     }
 }

@@ -15,7 +15,15 @@ fn needle_roundtrip(data: &[u8]) {
     let _ = needle::parse_header(data);
     if let Ok((h, body)) = needle::parse(data) {
         let mut out = Vec::new();
-        needle::encode(&mut out, h.cookie, h.key, h.alt_key, h.flags, body);
+        needle::encode_in_batch(
+            &mut out,
+            h.cookie,
+            h.key,
+            h.alt_key,
+            h.flags,
+            body,
+            h.batch_end,
+        );
         // Padding bytes are not checked by the parser; everything else must
         // match byte for byte.
         let used = needle::HEADER_LEN + body.len() + needle::FOOTER_LEN;

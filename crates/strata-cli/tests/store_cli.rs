@@ -223,6 +223,8 @@ fn bench_store_json_has_exactly_the_promised_fields() {
         "1000",
         "--segment-size",
         "4MiB",
+        "--run-partition-size",
+        "500",
         "--json",
     ]);
     assert!(o.status.success(), "{}", text(&o));
@@ -241,6 +243,7 @@ fn bench_store_json_has_exactly_the_promised_fields() {
         "ram_bytes_per_object_active",
         "restart_seconds",
         "segments",
+        "run_partitions",
         "merge_seconds",
         "cpu_us_per_get",
         "index_probes_per_get",
@@ -254,7 +257,10 @@ fn bench_store_json_has_exactly_the_promised_fields() {
     want.sort_unstable();
     assert_eq!(keys, want);
     assert_eq!(v["device_reads_per_get"].as_f64(), Some(1.0));
-    // The node-wide index: at most two probes per GET, present or absent.
+    // The node-wide index, in hash partitions of about 500 identities: at
+    // most two probes per GET, present or absent.
+    let parts = v["run_partitions"].as_f64().unwrap();
+    assert!((5.0..=8.0).contains(&parts), "{parts} partitions");
     for k in ["index_probes_per_get", "absent_index_probes_per_get"] {
         let p = v[k].as_f64().unwrap();
         assert!(p > 0.0 && p <= 2.0, "{k} = {p}");

@@ -56,6 +56,12 @@ pub struct StoreConfig {
     /// one hash share a home bucket and are displaced 255 places at most);
     /// past that a put or an open fails with `RecentError::Unplaceable`.
     pub recent_hash_bits: u32,
+    /// Identities per hash partition of the node index's run (default
+    /// 2^20): a merge rebuilds one partition at a time, so its transient
+    /// memory follows this, not the number of objects (about 50 bytes per
+    /// identity of a partition: ~50 MB at the default). Tests set it low to
+    /// run merges over many partitions.
+    pub run_partition_size: usize,
 }
 
 impl StoreConfig {
@@ -77,6 +83,7 @@ impl StoreConfig {
             random_access_advice: true,
             max_open_files: 0,
             recent_hash_bits: 64,
+            run_partition_size: 1 << 20,
         }
     }
 

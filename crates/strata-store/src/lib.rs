@@ -73,6 +73,7 @@ pub mod index;
 pub mod mphf;
 pub mod recent;
 pub mod segment;
+mod spill;
 mod store;
 pub mod verify;
 

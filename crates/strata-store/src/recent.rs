@@ -1,13 +1,17 @@
 //! The recent table: the part of the node-wide index that holds every write
 //! since the last merge, in 8 bytes per entry.
 //!
-//! An entry is one `u64` in a flat open-addressing array whose length is a
-//! power of two, kept at most 7/8 full (Robin Hood linear probing, so a
-//! lookup stops as soon as it passes where its identity would be). It holds
-//! a location (segment-table place and needle ordinal), the entry's
+//! An entry is one `u64` in a flat open-addressing array of `n` buckets,
+//! kept between 3/4 and 9/10 full (Robin Hood linear probing, so a lookup
+//! stops as soon as it passes where its identity would be; the table grows
+//! by 6/5, not 2, so that its bytes per entry stay within 8.9–10.7). It
+//! holds a location (segment-table place and needle ordinal), the entry's
 //! displacement from its home bucket, and as many further bits of the
-//! identity's hash as fit: the *remainder*. The home bucket is the top `m`
-//! bits of the hash (`2^m` buckets), so those bits need not be stored
+//! identity's hash as fit: the *remainder*, the bits after the top `m =
+//! floor(log2 n)`. The home bucket is `floor(t × n / 2^(m+8))`, `t` the top
+//! `m + 8` bits of the hash; the bucket and the remainder's first 8 bits
+//! give back `t` exactly (the hashes homed in one bucket span fewer than
+//! 256 values of `t`), so the top `m` bits need not be stored
 //! (quotienting), and a lookup compares the remainder.
 //!
 //! The table does not keep identities: a remainder match is a *candidate*,
@@ -16,8 +20,9 @@
 //! `2^-(remainder bits)` per entry of the same bucket, which costs one
 //! extra header read; the store counts those reads.
 //!
-//! Growing the table takes one remainder bit from each entry into the home
-//! bucket (the table never rehashes identities it does not know); a
+//! Growing the table takes remainder bits from each entry into the implied
+//! prefix when `m` grows (the table never rehashes identities it does not
+//! know: it recomputes each home from the prefix it knows); a
 //! terminator bit below the remainder says how many bits are still valid,
 //! so entries of different ages compare correctly. Shrinking gives bits
 //! back. An entry with no remainder bit left when the table must grow is
@@ -33,8 +38,19 @@
 /// Bits of an entry's displacement from its home bucket.
 pub const DISP_BITS: u32 = 8;
 const MAX_DISP: u64 = (1 << DISP_BITS) - 1;
-/// The table never has fewer than `2^MIN_LOG2` buckets.
-pub const MIN_LOG2: u32 = 10;
+/// The table never has fewer than this many buckets.
+pub const MIN_BUCKETS: usize = 1 << 10;
+/// Bits of the hash past the top `m` that choose a home bucket (so that
+/// buckets get equal shares of the hash space within 1/128).
+const HOME_EXTRA: u32 = 8;
+/// Most entries per bucket before the table grows: 9/10.
+const LOAD_NUM: usize = 9;
+const LOAD_DEN: usize = 10;
+
+/// Buckets after a growth from `n`: 6/5 as many.
+fn grown(n: usize) -> usize {
+    n + n.div_ceil(5)
+}
 /// Fewest remainder-field bits a layout may leave (else the table refuses).
 const MIN_FIELD_BITS: u32 = 6;
 
@@ -82,7 +98,8 @@ pub fn hash_of(key: u64, alt: u32) -> u64 {
 #[derive(Clone, Debug)]
 pub struct RecentTable {
     buckets: Vec<u64>,
-    log2: u32,
+    /// floor(log2(buckets)).
+    m: u32,
     len: usize,
     slot_bits: u32,
     ord_bits: u32,
@@ -101,22 +118,19 @@ fn bits_for(x: u32) -> u32 {
 impl RecentTable {
     /// An empty table.
     pub fn new() -> RecentTable {
-        RecentTable::with_layout(MIN_LOG2, 8, 16)
+        RecentTable::with_layout(MIN_BUCKETS, 8, 16)
     }
 
-    /// An empty table with buckets for `n` entries at most 7/8 full.
+    /// An empty table with buckets for `n` entries at most 9/10 full.
     pub fn with_capacity(n: usize) -> RecentTable {
-        let mut log2 = MIN_LOG2;
-        while n * 8 > (1usize << log2) * 7 {
-            log2 += 1;
-        }
-        RecentTable::with_layout(log2, 8, 16)
+        RecentTable::with_layout((n * LOAD_DEN).div_ceil(LOAD_NUM), 8, 16)
     }
 
-    fn with_layout(log2: u32, slot_bits: u32, ord_bits: u32) -> RecentTable {
+    fn with_layout(n: usize, slot_bits: u32, ord_bits: u32) -> RecentTable {
+        let n = n.max(MIN_BUCKETS);
         RecentTable {
-            buckets: vec![0; 1 << log2],
-            log2,
+            buckets: vec![0; n],
+            m: usize::BITS - 1 - n.leading_zeros(),
             len: 0,
             slot_bits,
             ord_bits,
@@ -138,7 +152,7 @@ impl RecentTable {
         self.buckets.capacity() * 8
     }
 
-    /// Buckets (a power of two).
+    /// Buckets.
     pub fn capacity(&self) -> usize {
         self.buckets.len()
     }
@@ -148,14 +162,32 @@ impl RecentTable {
         64 - DISP_BITS - self.slot_bits - self.ord_bits
     }
 
-    fn mask(&self) -> usize {
-        self.buckets.len() - 1
+    /// The bucket after `pos`.
+    #[inline]
+    fn next(&self, pos: usize) -> usize {
+        if pos + 1 == self.buckets.len() {
+            0
+        } else {
+            pos + 1
+        }
+    }
+
+    /// The bucket `d` before `pos`.
+    fn back(&self, pos: usize, d: usize) -> usize {
+        let n = self.buckets.len();
+        (pos + n - d % n) % n
+    }
+
+    /// The home bucket of the top `m + HOME_EXTRA` bits `t` of a hash.
+    #[inline]
+    fn home_of(&self, t: u64) -> usize {
+        ((u128::from(t) * self.buckets.len() as u128) >> (self.m + HOME_EXTRA)) as usize
     }
 
     /// Home bucket and query field of a hash at the current size.
     fn query(&self, h: u64) -> (usize, u64) {
-        let m = self.log2;
-        let home = if m == 0 { 0 } else { (h >> (64 - m)) as usize };
+        let m = self.m;
+        let home = self.home_of(h >> (64 - m - HOME_EXTRA));
         let r = self.field_bits() - 1;
         let rem = (h << m) >> (64 - r);
         (home, (rem << 1) | 1)
@@ -193,12 +225,14 @@ impl RecentTable {
     /// Bucket positions of entries whose remainder matches `h`.
     fn positions(&self, h: u64) -> impl Iterator<Item = usize> + '_ {
         let (home, q) = self.query(h);
-        let mask = self.mask();
+        let mut pos = home;
         let mut i = 0u64;
         let mut done = false;
         std::iter::from_fn(move || {
             while !done {
-                let pos = (home + i as usize) & mask;
+                let here_pos = pos;
+                pos = self.next(pos);
+                let pos = here_pos;
                 let e = self.buckets[pos];
                 if e == 0 || self.disp(e) < i || i > MAX_DISP {
                     done = true;
@@ -244,11 +278,10 @@ impl RecentTable {
             return false;
         };
         // Backward shift: pull the following displaced entries one back.
-        let mask = self.mask();
         let shift = self.slot_bits + self.ord_bits;
         let mut j = pos;
         loop {
-            let next = (j + 1) & mask;
+            let next = self.next(j);
             let e = self.buckets[next];
             if e == 0 || self.disp(e) == 0 {
                 self.buckets[j] = 0;
@@ -288,19 +321,25 @@ impl RecentTable {
             if ord_bits > self.ord_bits && room(slot_bits, ord_bits + 2) {
                 ord_bits += 2;
             }
-            if !self.rebuild(self.log2, slot_bits, ord_bits, None, resolve) {
+            if !self.rebuild(self.capacity(), slot_bits, ord_bits, None, resolve) {
                 return Err(RecentError::Unplaceable);
             }
         }
-        if (self.len + 1) * 8 > self.buckets.len() * 7 {
-            // A failed growth leaves the table fuller than 7/8 but whole.
-            let _ = self.rebuild(self.log2 + 1, self.slot_bits, self.ord_bits, None, resolve);
+        if (self.len + 1) * LOAD_DEN > self.buckets.len() * LOAD_NUM {
+            // A failed growth leaves the table fuller than 9/10 but whole.
+            let _ = self.rebuild(
+                grown(self.capacity()),
+                self.slot_bits,
+                self.ord_bits,
+                None,
+                resolve,
+            );
         }
         let (home, q) = self.query(h);
         if let Err(carry) = self.place(home, q, loc) {
             self.len -= 1;
             if !self.rebuild(
-                self.log2 + 1,
+                grown(self.capacity()),
                 self.slot_bits,
                 self.ord_bits,
                 Some(carry),
@@ -313,15 +352,19 @@ impl RecentTable {
     }
 
     /// Gives back buckets once at most a quarter of them are used (after a
-    /// merge emptied the table), which also lengthens the remainders.
+    /// merge emptied the table), to 4/3 of the entries (3/4 full), which
+    /// also lengthens the remainders.
     pub fn shrink_if_sparse(&mut self, resolve: Resolve<'_>) {
-        let mut m = self.log2;
-        while m > MIN_LOG2 && self.len * 4 <= (1usize << (m - 1)) {
-            m -= 1;
-        }
-        if m < self.log2 {
+        let n = self.capacity();
+        if n > MIN_BUCKETS && self.len * 4 <= n {
             // Shrinking only lengthens remainders: it cannot fail.
-            let _ = self.rebuild(m, self.slot_bits, self.ord_bits, None, resolve);
+            let _ = self.rebuild(
+                (self.len * 4).div_ceil(3),
+                self.slot_bits,
+                self.ord_bits,
+                None,
+                resolve,
+            );
         }
     }
 
@@ -333,7 +376,6 @@ impl RecentTable {
         field: u64,
         loc: RecentLoc,
     ) -> Result<(), (usize, u64, RecentLoc)> {
-        let mask = self.mask();
         let (mut field, mut loc, mut disp) = (field, loc, 0u64);
         let mut pos = home;
         loop {
@@ -351,77 +393,89 @@ impl RecentTable {
                 disp = d;
             }
             disp += 1;
-            pos = (pos + 1) & mask;
+            pos = self.next(pos);
             if disp > MAX_DISP {
                 // The entry carried now was displaced from its home by the
                 // whole limit: it is out of the table until a rebuild.
-                let home = pos.wrapping_sub(disp as usize) & mask;
+                let home = self.back(pos, disp as usize);
                 self.len += 1; // counted until a rebuild places it
                 return Err((home, field, loc));
             }
         }
     }
 
-    /// The known hash prefix of an entry: (prefix, its length in bits).
-    fn prefix(&self, home: usize, field: u64) -> (u128, u32) {
+    /// The known hash prefix of an entry: (prefix, its length in bits), or
+    /// None if too few remainder bits are left to tell its top `m` bits
+    /// from its home bucket.
+    fn prefix(&self, home: usize, field: u64) -> Option<(u128, u32)> {
         let t = field.trailing_zeros();
         let v = self.field_bits() - 1 - t;
-        let r = if v == 0 { 0 } else { field >> (t + 1) };
-        (((home as u128) << v) | u128::from(r), self.log2 + v)
+        if v < HOME_EXTRA {
+            return None;
+        }
+        let r = field >> (t + 1);
+        // The top m + 8 bits of the hash: the one value homed in `home`
+        // whose low 8 bits are the remainder's first 8.
+        let e = self.m + HOME_EXTRA;
+        let lo = ((home as u128) << e).div_ceil(self.buckets.len() as u128);
+        let r8 = u128::from(r >> (v - HOME_EXTRA));
+        let top = (lo + (r8.wrapping_sub(lo) & 0xff)) >> HOME_EXTRA;
+        Some(((top << v) | u128::from(r), self.m + v))
     }
 
-    /// Moves every entry (and `extra`) into a table of `2^log2` buckets
-    /// (more if an entry would be displaced past the limit) and the given
+    /// Moves every entry (and `extra`) into a table of `n` buckets (more
+    /// if an entry would be displaced past the limit) and the given
     /// location widths. False if an entry cannot be placed (its known bits
     /// ran out and `resolve` failed): the table is then left as it was,
     /// without `extra`.
     fn rebuild(
         &mut self,
-        log2: u32,
+        n: usize,
         slot_bits: u32,
         ord_bits: u32,
         extra: Option<(usize, u64, RecentLoc)>,
         resolve: Resolve<'_>,
     ) -> bool {
-        let mut log2 = log2.max(MIN_LOG2);
+        let mut n = n.max(MIN_BUCKETS);
         // Growing places an entry displaced past the limit only if the
         // hashes around it differ: identities that share their whole hash
         // (a table keyed by a few bits of it, `StoreConfig::recent_hash_bits`
         // in tests) never fit, however large the table. Past 8 times the
         // size asked for, give up rather than allocate without end.
-        let most = log2 + 3;
+        let most = n.saturating_mul(8);
         'size: loop {
-            if log2 > most {
+            if n > most {
                 return false;
             }
-            let mut next = RecentTable::with_layout(log2, slot_bits, ord_bits);
-            let mask = self.mask();
+            let mut next = RecentTable::with_layout(n, slot_bits, ord_bits);
+            let m = next.m;
             let olds = self
                 .buckets
                 .iter()
                 .enumerate()
                 .filter(|(_, &e)| e != 0)
                 .map(|(pos, &e)| {
-                    let home = pos.wrapping_sub(self.disp(e) as usize) & mask;
-                    (home, self.field(e), self.loc(e))
+                    (
+                        self.back(pos, self.disp(e) as usize),
+                        self.field(e),
+                        self.loc(e),
+                    )
                 })
                 .chain(extra);
             for (home, field, loc) in olds {
-                let (p, n) = self.prefix(home, field);
-                let (p, n) = if n >= log2 {
-                    (p, n)
-                } else {
-                    match resolve(loc) {
+                let (p, k) = match self.prefix(home, field) {
+                    Some((p, k)) if k >= m + HOME_EXTRA => (p, k),
+                    _ => match resolve(loc) {
                         Some(h) => (u128::from(h), 64),
                         None => return false,
-                    }
+                    },
                 };
-                let new_home = (p >> (n - log2)) as usize;
-                let v = (n - log2).min(next.field_bits() - 1);
-                let r = ((p >> (n - log2 - v)) & ((1u128 << v) - 1)) as u64;
+                let new_home = next.home_of((p >> (k - m - HOME_EXTRA)) as u64);
+                let v = (k - m).min(next.field_bits() - 1);
+                let r = ((p >> (k - m - v)) & ((1u128 << v) - 1)) as u64;
                 let f = ((r << 1) | 1) << (next.field_bits() - 1 - v);
                 if next.place(new_home, f, loc).is_err() {
-                    log2 += 1;
+                    n = grown(n);
                     continue 'size;
                 }
             }
@@ -456,7 +510,10 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(t.len(), n as usize);
-        assert!(t.capacity() * 7 >= n as usize * 8);
+        assert!(t.capacity() * 9 >= n as usize * 10);
+        // Never emptier than 3/4 past the smallest size: 10.7 bytes per
+        // entry at most.
+        assert!(t.capacity() * 3 <= n as usize * 4, "{}", t.capacity());
         for i in 0..n {
             assert!(t.contains(hash_of(u64::from(i), 0), loc(i)), "entry {i}");
         }

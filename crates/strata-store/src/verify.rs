@@ -142,8 +142,24 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
         rep.segments += 1;
         rep.bytes += len;
         let mut sc = Scanner::new(file.clone(), path, SUPERBLOCK_LEN as u64, len, false);
+        // Where the needles after the last batch end start (version 2): an
+        // unfinished batch, if nothing ends it (reliability.md, finding 13).
+        let mut open_batch: Option<u64> = None;
+        let mut tail_at = len;
         while let Some(item) = sc.next() {
-            match item? {
+            let item = item?;
+            if sb.marks_batches() {
+                match &item {
+                    ScanItem::Needle { header, .. } if header.batch_end => open_batch = None,
+                    ScanItem::Corrupt {
+                        offset, at_tail, ..
+                    } if *at_tail => tail_at = *offset,
+                    i => {
+                        open_batch.get_or_insert(i.offset());
+                    }
+                }
+            }
+            match item {
                 ScanItem::Needle { header, .. } => {
                     let nl = header.needle_len();
                     let idk = (header.key, header.alt_key);
@@ -178,6 +194,18 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
                 }),
             }
             progress(done + sc.position(), total);
+        }
+        if let Some(at) = open_batch.filter(|&at| at < tail_at) {
+            rep.corruptions.push(Corruption {
+                path: path.clone(),
+                segment: sb.id,
+                offset: at,
+                len: tail_at - at,
+                reason: "needles of a write batch whose last needle is missing (an interrupted \
+                         write; an open cuts them)"
+                    .into(),
+                torn_tail: Some(id) == last_id,
+            });
         }
         done += len;
     }

@@ -503,7 +503,8 @@ fn a_newer_format_segment_is_refused_not_quarantined() {
     three_segments(d.path());
     let files = segs(d.path());
     let mut b = std::fs::read(&files[1]).unwrap();
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let newer = strata_store::format::superblock::VERSION + 1;
+    b[8..12].copy_from_slice(&newer.to_le_bytes());
     let crc = crc32c::crc32c(&b[0..60]);
     b[60..64].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&files[1], b).unwrap();

@@ -33,6 +33,9 @@ fn config_bits(dir: &std::path::Path, hash_bits: u32) -> StoreConfig {
     c.checkpoint_interval = Duration::from_millis(15);
     c.compaction_garbage_ratio = 0.3;
     c.compaction_bytes_per_s = None;
+    // Runs of several hash partitions (the merger's 5,000 keys: up to 8),
+    // so that kills land between the partitions a merge swaps in.
+    c.run_partition_size = 700;
     c
 }
 
@@ -266,7 +269,10 @@ fn sigkill_during_index_merges_loses_nothing_acknowledged() {
     );
     // The merges did happen: the store reopens with a run holding objects.
     let store = Store::open(config(dir.path())).unwrap();
-    assert!(dir.path().join("strata.run").exists());
+    let run = std::fs::read(dir.path().join("strata.run")).unwrap();
+    assert_eq!(&run[8..12], &2u32.to_le_bytes(), "run file version");
+    let parts = u32::from_le_bytes(run[20..24].try_into().unwrap());
+    assert!(parts > 1, "a run of {parts} partitions");
     assert!(store.memory().sealed_objects > 0, "{:?}", store.memory());
 }
 
@@ -314,6 +320,12 @@ fn kill_and_check(
     let mut model: HashMap<u64, Option<u64>> = HashMap::new();
     let mut rng = Rng(0xC0FFEE);
     let mut total_acked = 0u64;
+    // With STRATA_CRASH_KEEP=PATH, a failing trial's store is copied to
+    // PATH/CHILD-BITS (one place per test: they run in parallel).
+    let keep = std::env::var("STRATA_CRASH_KEEP").ok().map(|to| {
+        let _ = std::fs::create_dir_all(&to);
+        format!("{to}/{child}-{hash_bits}")
+    });
     for it in 0..iterations {
         let mut child = Command::new(&exe)
             .args([child, "--exact", "--nocapture", "--test-threads=1"])
@@ -373,7 +385,16 @@ fn kill_and_check(
                 total_acked += 1;
             }
         }
-        // Recover and check.
+        // Recover and check. With STRATA_CRASH_KEEP=PATH, the store as the
+        // kill left it is kept at `keep.pre` (each iteration replaces it),
+        // so that a failure can be replayed on the exact bytes.
+        if let Some(to) = &keep {
+            let pre = format!("{to}.pre");
+            let _ = std::fs::remove_dir_all(&pre);
+            let _ = std::process::Command::new("cp")
+                .args(["-a", dir.to_str().unwrap(), &pre])
+                .status();
+        }
         let store = Store::open(config_bits(dir, hash_bits)).unwrap();
         // The operation in flight may or may not have happened: accept both
         // outcomes, all or nothing for a put batch, and learn which one it
@@ -417,9 +438,9 @@ fn kill_and_check(
                 Some(None) => !store.contains(k, 0).unwrap(),
             };
             if !(old_ok || new_ok) {
-                if let Ok(to) = std::env::var("STRATA_CRASH_KEEP") {
+                if let Some(to) = &keep {
                     let _ = std::process::Command::new("cp")
-                        .args(["-a", dir.to_str().unwrap(), &to])
+                        .args(["-a", dir.to_str().unwrap(), to])
                         .status();
                 }
                 panic!(
@@ -438,10 +459,18 @@ fn kill_and_check(
                     }
                     continue;
                 }
-                assert!(
-                    applied.is_none_or(|a| a == new_ok),
-                    "iteration {it}: in-flight batch applied partially"
-                );
+                if applied.is_some_and(|a| a != new_ok) {
+                    if let Some(to) = &keep {
+                        let _ = std::process::Command::new("cp")
+                            .args(["-a", dir.to_str().unwrap(), to])
+                            .status();
+                    }
+                    panic!(
+                        "iteration {it}: in-flight batch applied partially: {pending:?}, key {k} {}, acked {old:?}, found {:?}",
+                        if new_ok { "applied" } else { "not applied" },
+                        store.get_unchecked(k, 0).unwrap().map(|o| (o.cookie, o.segment))
+                    );
+                }
                 applied = Some(new_ok);
             }
         }
@@ -464,4 +493,136 @@ fn kill_and_check(
         );
     }
     total_acked
+}
+
+/// Not a test by itself: writes three batches; run with
+/// `STRATA_CRASH_AT=store-batch-torn:N`, the Nth stops the process in the
+/// middle of its write, as a kill inside the batch's `pwritev` does (the
+/// kernel stops it between pages: whole needles, then a torn one).
+#[test]
+fn crash_child_torn_batch() {
+    let Ok(dir) = std::env::var("STRATA_CRASH_DIR") else {
+        return;
+    };
+    let mut c = config(std::path::Path::new(&dir));
+    // No checkpoint while the child runs: the batches are all orphans.
+    c.checkpoint_interval = Duration::from_secs(3600);
+    let store = Store::open(c).unwrap();
+    let mut out = std::io::stdout().lock();
+    for (i, batch) in TORN_BATCHES.iter().enumerate() {
+        let datas: Vec<Vec<u8>> = batch.iter().map(|&(k, v)| data(k, v)).collect();
+        let items: Vec<PutItem> = batch
+            .iter()
+            .zip(&datas)
+            .map(|(&(k, v), d)| PutItem {
+                key: k,
+                alt_key: 0,
+                cookie: v as u32,
+                data: d,
+            })
+            .collect();
+        store.put_batch(Tier::Flash, &items).unwrap();
+        writeln!(out, "@A {i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// (key, version) of the batches `crash_child_torn_batch` writes.
+const TORN_BATCHES: [&[(u64, u64)]; 3] = [
+    &[(1, 1), (2, 1), (3, 1)],
+    &[(4, 1), (5, 1), (6, 1), (7, 1)],
+    &[(1, 2), (10, 2), (11, 2), (12, 2), (13, 2)],
+];
+
+/// Runs `crash_child_torn_batch` against `dir`, stopped in the middle of
+/// the write of batch `n` (1-based); returns the batches it acknowledged.
+fn run_torn_child(dir: &std::path::Path, n: usize) -> usize {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(&exe)
+        .args(["crash_child_torn_batch", "--exact", "--nocapture"])
+        .env("STRATA_CRASH_DIR", dir)
+        .env("STRATA_CRASH_AT", format!("store-batch-torn:{n}"))
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the child was not stopped");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("@A"))
+        .count()
+}
+
+/// Finding 13 (docs/reliability.md): a kill in the middle of a batch's
+/// write leaves whole needles of it before its torn end; the open must cut
+/// them with the torn tail, or the batch comes back in part. Deterministic:
+/// the store's crash point writes exactly that and aborts.
+#[test]
+fn a_batch_torn_in_its_write_comes_back_whole_or_not_at_all() {
+    for n in [1usize, 2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(run_torn_child(dir.path(), n), n - 1, "batch {n}");
+        // The file holds whole needles of the torn batch (all but its
+        // last): an unfinished batch, then the torn needle.
+        let rep = strata_store::verify::verify_dir(dir.path(), &mut |_, _| {}).unwrap();
+        let unfinished = rep
+            .corruptions
+            .iter()
+            .find(|c| {
+                c.reason
+                    .contains("write batch whose last needle is missing")
+            })
+            .unwrap_or_else(|| panic!("batch {n}: {:?}", rep.corruptions));
+        assert!(unfinished.torn_tail, "batch {n}: {unfinished:?}");
+        assert!(!rep.has_corruption(), "batch {n}: {:?}", rep.corruptions);
+        // The same with the write stopped exactly where the torn needle
+        // starts (whole needles of the batch, nothing after them).
+        let cut = tempfile::tempdir().unwrap();
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), cut.path().join(e.file_name())).unwrap();
+        }
+        let seg = cut.path().join(unfinished.path.file_name().unwrap());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .unwrap()
+            .set_len(unfinished.offset + unfinished.len)
+            .unwrap();
+        for (d, what) in [(dir.path(), "torn"), (cut.path(), "cut at a needle's end")] {
+            let store = Store::open(config(d)).unwrap();
+            assert_eq!(store.open_report().torn_tails.len(), 1, "batch {n}, {what}");
+            // The batches before the torn one are whole; of the torn one,
+            // nothing (key 1 keeps its first version).
+            let mut want: HashMap<u64, u64> = HashMap::new();
+            for batch in &TORN_BATCHES[..n - 1] {
+                for &(k, v) in *batch {
+                    want.insert(k, v);
+                }
+            }
+            for k in 0..16u64 {
+                let got = store.get_unchecked(k, 0).unwrap();
+                match want.get(&k) {
+                    Some(&v) => {
+                        let o = got.unwrap_or_else(|| panic!("batch {n}, {what}: key {k} lost"));
+                        assert_eq!(
+                            (o.cookie, &o.data),
+                            (v as u32, &data(k, v)),
+                            "batch {n}, {what}"
+                        );
+                    }
+                    None => assert!(
+                        got.is_none(),
+                        "batch {n}, {what}: key {k} of the torn batch came back"
+                    ),
+                }
+            }
+            drop(store);
+            let rep = strata_store::verify::verify_dir(d, &mut |_, _| {}).unwrap();
+            assert!(
+                rep.corruptions.is_empty(),
+                "batch {n}, {what}: {:?}",
+                rep.corruptions
+            );
+        }
+    }
 }

@@ -58,6 +58,9 @@ fn config_hash_bits(
     c.auto_compaction = false;
     c.max_open_files = 3;
     c.recent_hash_bits = hash_bits;
+    // Runs of up to 6 hash partitions over the 48 identities: every merge
+    // swaps partitions in one at a time.
+    c.run_partition_size = 8;
     c
 }
 

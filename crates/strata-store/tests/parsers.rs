@@ -83,7 +83,9 @@ proptest! {
         let _ = needle::parse_header(&data);
         if let Ok((h, body)) = needle::parse(&data) {
             let mut out = Vec::new();
-            needle::encode(&mut out, h.cookie, h.key, h.alt_key, h.flags, body);
+            needle::encode_in_batch(
+                &mut out, h.cookie, h.key, h.alt_key, h.flags, body, h.batch_end,
+            );
             let used = needle::HEADER_LEN + body.len() + needle::FOOTER_LEN;
             prop_assert_eq!(&out[..used], &data[..used]);
         }
@@ -174,8 +176,8 @@ proptest! {
     fn run_file_decoder_total(data in prop::collection::vec(any::<u8>(), 0..600)) {
         if let Ok(r) = run::decode(&data) {
             for k in 0..32u64 {
-                if let Some((i, o)) = r.lookup(k, 0) {
-                    prop_assert!(u64::from(o) < r.segments()[i].1);
+                if let Some((p, i, o)) = r.lookup(k, 0) {
+                    prop_assert!(u64::from(o) < p.segs().segments()[i].1);
                 }
             }
         }

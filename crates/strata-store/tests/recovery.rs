@@ -178,7 +178,25 @@ fn a_flipped_byte_mid_segment_is_a_corruption_error_naming_segment_and_offset() 
 fn multi_cfg(dir: &Path) -> StoreConfig {
     let mut c = cfg(dir);
     c.segment_size = 8192;
+    // A run of several hash partitions (200 objects: 5), so that a merge
+    // swaps them in one at a time.
+    c.run_partition_size = 40;
     c
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// The byte range of partition `q`'s keys in a run file of version 2
+/// (docs/store-format.md, *Run file*).
+fn keys_range(b: &[u8], q: usize) -> std::ops::Range<usize> {
+    let width = u64::from(u32::from_le_bytes(b[12..16].try_into().unwrap()))
+        + u64::from(u32::from_le_bytes(b[16..20].try_into().unwrap()));
+    let dir = 64 + 16 * le_u64(b, 32) as usize + 48 * q;
+    let (offset, slots, buckets) = (le_u64(b, dir), le_u64(b, dir + 24), le_u64(b, dir + 32));
+    let at = offset + (buckets * 2).next_multiple_of(8) + (slots * width).div_ceil(64) * 8;
+    at as usize..(at + slots * 12) as usize
 }
 
 fn multi_fill(dir: &Path, n: u64) -> Store {
@@ -203,12 +221,15 @@ fn all_readable(s: &Store, n: u64, deleted: &[u64]) {
 #[test]
 fn a_damaged_or_missing_run_file_is_rebuilt_from_the_checkpoints() {
     // (damage, whether the open still uses the run: a restart reads only
-    // the header and index section; a merge then finds the identities of
-    // the run in the checkpoints if the keys section is damaged)
+    // the header, directory, pilots and slot tables; a merge then finds the
+    // identities of the run in the checkpoints if a partition's keys are
+    // damaged, from that partition on: the first, or the last, after the
+    // others were swapped in)
     for (damage, kept) in [
         ("flip index", false),
-        ("flip keys", true),
-        ("truncate", true),
+        ("flip first keys", true),
+        ("flip last keys", true),
+        ("truncate", false),
         ("remove", false),
         ("garbage", false),
     ] {
@@ -226,8 +247,16 @@ fn a_damaged_or_missing_run_file_is_rebuilt_from_the_checkpoints() {
                     b[80] ^= 0x20;
                     std::fs::write(&run, &b).unwrap();
                 }
-                "flip keys" => {
-                    b[n - 3] ^= 0x20;
+                "flip first keys" | "flip last keys" => {
+                    let parts = u32::from_le_bytes(b[20..24].try_into().unwrap()) as usize;
+                    assert!(parts > 1, "{parts} partitions");
+                    let q = if damage == "flip first keys" {
+                        0
+                    } else {
+                        parts - 1
+                    };
+                    let r = keys_range(&b, q);
+                    b[r.end - 3] ^= 0x20;
                     std::fs::write(&run, &b).unwrap();
                 }
                 "truncate" => std::fs::write(&run, &b[..n - 5]).unwrap(),

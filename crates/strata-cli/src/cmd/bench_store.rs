@@ -47,6 +47,12 @@ pub struct Args {
     /// get_p99_us_compacting and compaction_seconds to the output.
     #[arg(long)]
     compaction: bool,
+    /// Identities per hash partition of the node index's run (default: the
+    /// store's, 1048576). A merge rebuilds one partition at a time, so its
+    /// transient memory follows this; smaller values give more partitions
+    /// (e.g. to measure GETs over a partitioned run with few objects).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    run_partition_size: Option<u64>,
     /// Keep the store's files afterwards.
     #[arg(long)]
     keep: bool,
@@ -91,6 +97,9 @@ fn config(dir: &std::path::Path, a: &Args) -> StoreConfig {
     cfg.create_dirs = true;
     cfg.auto_compaction = false;
     cfg.max_object_size = cfg.max_object_size.max(a.size);
+    if let Some(n) = a.run_partition_size {
+        cfg.run_partition_size = usize::try_from(n).unwrap_or(usize::MAX);
+    }
     cfg
 }
 
@@ -291,6 +300,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         absent.reads_per_get * 1e4,
     );
     f("segments", segments as f64);
+    f("run_partitions", mem.run_partitions as f64);
     f(
         "ram_bytes_per_object",
         (mem.sealed_bytes + mem.active_bytes) as f64 / a.objects.max(1) as f64,

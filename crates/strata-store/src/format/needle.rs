@@ -7,9 +7,11 @@
 //!      8     8  key           u64
 //!     16     4  alternate key u32
 //!     20     4  flags         u32: bit 0 deleted, bit 1 superseded
-//!     24     4  data size     u32 (n)
+//!     24     4  size word     u32: bits 0-30 the data size (n), bit 31
+//!               the batch end (segment version 2: set on the last needle of
+//!               each write batch; see [`BATCH_END`])
 //!     28     4  header CRC32C of bytes 0..20 and 24..28 (flags excluded:
-//!               a delete rewrites them in place)
+//!               a delete rewrites them in place; the size word included)
 //!     32     n  data
 //!   32+n     4  footer magic  0x4C444E45 ("ENDL" in file order)
 //!   36+n     4  CRC32C of the data
@@ -40,6 +42,14 @@ pub const FLAG_SUPERSEDED: u32 = 2;
 pub const KNOWN_FLAGS: u32 = FLAG_DELETED | FLAG_SUPERSEDED;
 /// The largest data size the format accepts (a store's own limit is lower).
 pub const MAX_DATA_LEN: u32 = 1 << 30;
+/// Bit 31 of the size word: this needle ends its write batch. In a segment
+/// of version 2 a batch's needles are all-or-nothing: an open keeps the
+/// needles of a segment's tail only up to the last one carrying this bit
+/// and cuts those after it, the whole needles a crash in the middle of the
+/// batch's write left before its torn end (the kernel stops a `pwritev`
+/// between pages when the process is killed). Covered by the header CRC,
+/// so a bit flip cannot move a batch's end.
+pub const BATCH_END: u32 = 1 << 31;
 
 /// The fixed fields of a needle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +64,8 @@ pub struct NeedleHeader {
     pub flags: u32,
     /// Data size in bytes.
     pub size: u32,
+    /// The needle ends its write batch ([`BATCH_END`]).
+    pub batch_end: bool,
 }
 
 impl NeedleHeader {
@@ -119,10 +131,26 @@ fn header_crc(h: &[u8]) -> u32 {
     crc32c::crc32c_append(c, &h[24..28])
 }
 
-/// Appends the encoded needle to `out`.
+/// Appends the encoded needle to `out`, a batch of its own (its
+/// [`BATCH_END`] bit set).
 pub fn encode(out: &mut Vec<u8>, cookie: u32, key: u64, alt_key: u32, flags: u32, data: &[u8]) {
+    encode_in_batch(out, cookie, key, alt_key, flags, data, true);
+}
+
+/// [`encode`] for a needle of a write batch: `batch_end` sets the
+/// [`BATCH_END`] bit (see [`encode_frame_in_batch`]).
+pub fn encode_in_batch(
+    out: &mut Vec<u8>,
+    cookie: u32,
+    key: u64,
+    alt_key: u32,
+    flags: u32,
+    data: &[u8],
+    batch_end: bool,
+) {
     let mut frame = Vec::with_capacity(FRAME_MAX);
-    let (head, tail) = encode_frame(&mut frame, cookie, key, alt_key, flags, data);
+    let (head, tail) =
+        encode_frame_in_batch(&mut frame, cookie, key, alt_key, flags, data, batch_end);
     out.extend_from_slice(&frame[head]);
     out.extend_from_slice(data);
     out.extend_from_slice(&frame[tail]);
@@ -137,6 +165,8 @@ pub const FRAME_MAX: usize = HEADER_LEN + FOOTER_LEN + 7;
 /// `out`; the needle is `out[head]`, the data, `out[tail]`, in that order
 /// (what [`encode`] writes), so that a writer can hand the data to the
 /// kernel where it lies (`pwritev`) instead of copying it into a buffer.
+/// The needle is a batch of its own ([`BATCH_END`] set); see
+/// [`encode_frame_in_batch`].
 pub fn encode_frame(
     out: &mut Vec<u8>,
     cookie: u32,
@@ -145,14 +175,30 @@ pub fn encode_frame(
     flags: u32,
     data: &[u8],
 ) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+    encode_frame_in_batch(out, cookie, key, alt_key, flags, data, true)
+}
+
+/// [`encode_frame`] for a needle of a write batch: `batch_end` sets the
+/// [`BATCH_END`] bit, for the batch's last needle (in a segment of version
+/// 2; a version-1 segment takes needles without it).
+pub fn encode_frame_in_batch(
+    out: &mut Vec<u8>,
+    cookie: u32,
+    key: u64,
+    alt_key: u32,
+    flags: u32,
+    data: &[u8],
+    batch_end: bool,
+) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
     let start = out.len();
     let size = data.len() as u32;
+    let word = if batch_end { size | BATCH_END } else { size };
     out.extend_from_slice(&HEADER_MAGIC.to_le_bytes());
     out.extend_from_slice(&cookie.to_le_bytes());
     out.extend_from_slice(&key.to_le_bytes());
     out.extend_from_slice(&alt_key.to_le_bytes());
     out.extend_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(&word.to_le_bytes());
     let crc = header_crc(&out[start..start + 28]);
     out.extend_from_slice(&crc.to_le_bytes());
     let tail = out.len();
@@ -178,12 +224,14 @@ pub fn parse_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
     if le_u32(bytes, 28) != header_crc(&bytes[..28]) {
         return Err(NeedleError::BadHeaderChecksum);
     }
+    let word = le_u32(bytes, 24);
     let h = NeedleHeader {
         cookie: le_u32(bytes, 4),
         key: le_u64(bytes, 8),
         alt_key: le_u32(bytes, 16),
         flags: le_u32(bytes, 20),
-        size: le_u32(bytes, 24),
+        size: word & !BATCH_END,
+        batch_end: word & BATCH_END != 0,
     };
     if h.flags & !KNOWN_FLAGS != 0 || h.size > MAX_DATA_LEN {
         return Err(NeedleError::BadHeaderField {
@@ -237,6 +285,20 @@ mod tests {
                 (7, 42, 3, 0, len as u32)
             );
             assert_eq!(d, &data[..]);
+        }
+    }
+
+    #[test]
+    fn the_batch_end_bit_is_apart_from_the_size() {
+        for end in [false, true] {
+            let mut frame = Vec::new();
+            let (head, tail) = encode_frame_in_batch(&mut frame, 1, 2, 3, 0, b"hello", end);
+            let mut buf = frame[head].to_vec();
+            buf.extend_from_slice(b"hello");
+            buf.extend_from_slice(&frame[tail]);
+            let (h, d) = parse(&buf).unwrap();
+            assert_eq!((h.size, h.batch_end, d), (5, end, &b"hello"[..]));
+            assert_eq!(h.needle_len(), buf.len() as u64);
         }
     }
 

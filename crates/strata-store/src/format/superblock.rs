@@ -4,7 +4,9 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "STRATSEG"
-//!      8     4  format version (u32, currently 1)
+//!      8     4  format version (u32): 2, or 1 for a segment written
+//!               before needles carried the batch end (see
+//!               [`super::needle::BATCH_END`])
 //!     12     1  tier class: 0 flash, 1 disk
 //!     13     3  zero
 //!     16     8  segment id (u64): the segment's place in the probe order
@@ -19,8 +21,12 @@ use super::{le_u32, le_u64};
 
 /// Superblock magic.
 pub const MAGIC: [u8; 8] = *b"STRATSEG";
-/// The segment format version this code writes and reads.
-pub const VERSION: u32 = 1;
+/// The segment format version this code writes: needles carry the batch
+/// end ([`super::needle::BATCH_END`]), so that a batch is all-or-nothing.
+pub const VERSION: u32 = 2;
+/// The first segment format, still read: no needle carries the batch end,
+/// each stands for itself after a crash.
+pub const VERSION_1: u32 = 1;
 /// Length of the superblock; the first needle starts here.
 pub const SUPERBLOCK_LEN: usize = 64;
 
@@ -78,6 +84,8 @@ impl std::str::FromStr for Tier {
 /// The decoded superblock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Superblock {
+    /// Format version ([`VERSION`] for a new segment, or [`VERSION_1`]).
+    pub version: u32,
     /// Tier class of the device the segment was written to.
     pub tier: Tier,
     /// Segment id.
@@ -101,7 +109,9 @@ pub enum SuperblockError {
     #[error("superblock checksum mismatch")]
     BadChecksum,
     /// A version this code does not read.
-    #[error("segment format version {0} is not supported (this build reads version {VERSION})")]
+    #[error(
+        "segment format version {0} is not supported (this build reads versions {VERSION_1} and {VERSION})"
+    )]
     UnsupportedVersion(u32),
     /// Unknown tier code.
     #[error("unknown tier code {0}")]
@@ -109,11 +119,16 @@ pub enum SuperblockError {
 }
 
 impl Superblock {
+    /// True when the segment's needles carry the batch end (version 2).
+    pub fn marks_batches(&self) -> bool {
+        self.version >= VERSION
+    }
+
     /// Encodes the superblock.
     pub fn encode(&self) -> [u8; SUPERBLOCK_LEN] {
         let mut b = [0u8; SUPERBLOCK_LEN];
         b[0..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12] = self.tier.code();
         b[16..24].copy_from_slice(&self.id.to_le_bytes());
         b[24..32].copy_from_slice(&self.generation.to_le_bytes());
@@ -135,11 +150,12 @@ impl Superblock {
             return Err(SuperblockError::BadChecksum);
         }
         let version = le_u32(b, 8);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_1 {
             return Err(SuperblockError::UnsupportedVersion(version));
         }
         let tier = Tier::from_code(b[12]).ok_or(SuperblockError::BadTier(b[12]))?;
         Ok(Superblock {
+            version,
             tier,
             id: le_u64(b, 16),
             generation: le_u64(b, 24),
@@ -155,6 +171,7 @@ mod tests {
     #[test]
     fn roundtrip_and_flips() {
         let s = Superblock {
+            version: VERSION,
             tier: Tier::Disk,
             id: 17,
             generation: 2,

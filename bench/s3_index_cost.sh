@@ -57,7 +57,7 @@ one() {
   l0=$(cut -d' ' -f1 /proc/loadavg)
   "${GEN[@]}" "$WARP" put --host 127.0.0.1:"$PORT" --access-key "$ACCESS" --secret-key "$SECRET" \
     --obj.size "$SIZE" --duration "$DUR" --concurrent "$CONC" --bucket index-cost --noclear \
-    --no-color >"$WORK/warp.out" 2>&1 || { log "warp failed: $(tail -n 3 "$WORK/warp.out")"; }
+    --no-color --benchdata "$WORK/warp" >"$WORK/warp.out" 2>&1 || { log "warp failed: $(tail -n 3 "$WORK/warp.out")"; }
   l1=$(cut -d' ' -f1 /proc/loadavg)
   kill "$PID" 2>/dev/null || true
   wait "$PID" 2>/dev/null || true

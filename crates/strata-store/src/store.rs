@@ -2306,7 +2306,7 @@ impl Inner {
             let mut frames = Vec::with_capacity(items.len() * needle::FRAME_MAX);
             let mut ranges = Vec::with_capacity(items.len());
             for (i, it) in items.iter().enumerate() {
-                ranges.push(needle::encode_frame_in_batch(
+                ranges.push(needle::encode_frame(
                     &mut frames,
                     it.cookie,
                     it.key,

@@ -53,6 +53,23 @@ fn data(key: u64, ver: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Puts `(key, version)` pairs as one batch, each body `body(key,
+/// version)`, its cookie the version's low bits.
+fn put_pairs(store: &Store, pairs: &[(u64, u64)], body: impl Fn(u64, u64) -> Vec<u8>) {
+    let datas: Vec<Vec<u8>> = pairs.iter().map(|&(k, v)| body(k, v)).collect();
+    let batch: Vec<PutItem> = pairs
+        .iter()
+        .zip(&datas)
+        .map(|(&(k, v), d)| PutItem {
+            key: k,
+            alt_key: 0,
+            cookie: v as u32,
+            data: d,
+        })
+        .collect();
+    store.put_batch(Tier::Flash, &batch).unwrap();
+}
+
 struct Rng(u64);
 impl Rng {
     /// A child's generator: seeds 2k and 2k + 1 must not share a sequence
@@ -118,18 +135,7 @@ fn crash_child_writer() {
             let line: Vec<String> = items.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             writeln!(out, "@I P {}", line.join(" ")).unwrap();
             out.flush().unwrap();
-            let datas: Vec<Vec<u8>> = items.iter().map(|&(k, v)| data(k, v)).collect();
-            let batch: Vec<PutItem> = items
-                .iter()
-                .zip(&datas)
-                .map(|(&(k, v), d)| PutItem {
-                    key: k,
-                    alt_key: 0,
-                    cookie: v as u32,
-                    data: d,
-                })
-                .collect();
-            store.put_batch(Tier::Flash, &batch).unwrap();
+            put_pairs(&store, &items, data);
             writeln!(out, "@A").unwrap();
         }
         out.flush().unwrap();
@@ -175,21 +181,7 @@ fn crash_child_merger() {
             let line: Vec<String> = items.iter().map(|(k, v)| format!("{k}:{v}")).collect();
             writeln!(out, "@I P {}", line.join(" ")).unwrap();
             out.flush().unwrap();
-            let datas: Vec<Vec<u8>> = items
-                .iter()
-                .map(|&(k, v)| data(k, v)[..16].to_vec())
-                .collect();
-            let batch: Vec<PutItem> = items
-                .iter()
-                .zip(&datas)
-                .map(|(&(k, v), d)| PutItem {
-                    key: k,
-                    alt_key: 0,
-                    cookie: v as u32,
-                    data: d,
-                })
-                .collect();
-            store.put_batch(Tier::Flash, &batch).unwrap();
+            put_pairs(&store, &items, |k, v| data(k, v)[..16].to_vec());
             writeln!(out, "@A").unwrap();
             batches += 1;
         }
@@ -510,18 +502,7 @@ fn crash_child_torn_batch() {
     let store = Store::open(c).unwrap();
     let mut out = std::io::stdout().lock();
     for (i, batch) in TORN_BATCHES.iter().enumerate() {
-        let datas: Vec<Vec<u8>> = batch.iter().map(|&(k, v)| data(k, v)).collect();
-        let items: Vec<PutItem> = batch
-            .iter()
-            .zip(&datas)
-            .map(|(&(k, v), d)| PutItem {
-                key: k,
-                alt_key: 0,
-                cookie: v as u32,
-                data: d,
-            })
-            .collect();
-        store.put_batch(Tier::Flash, &items).unwrap();
+        put_pairs(&store, batch, data);
         writeln!(out, "@A {i}").unwrap();
         out.flush().unwrap();
     }

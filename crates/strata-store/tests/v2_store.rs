@@ -11,7 +11,7 @@
 mod fixture_common;
 
 use fixture_common::{checkpoints_of_version, config, Shape};
-use strata_store::{Store, Tier};
+use strata_store::Store;
 
 const V2: Shape = Shape::merged("v2-store");
 
@@ -28,11 +28,7 @@ fn a_version_2_store_opens_and_reads_back() {
     let (flash, disk) = V2.copy_to(tmp.path());
     // The fixture is what this test says it is: sealed checkpoints of
     // version 2 and a run file.
-    let v2_checkpoints = std::fs::read_dir(&flash)
-        .unwrap()
-        .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
-        .filter(|b| b.len() >= 12 && &b[0..8] == b"STRATIDX" && b[8..12] == 2u32.to_le_bytes())
-        .count();
+    let v2_checkpoints = checkpoints_of_version(&flash, 2);
     assert!(
         v2_checkpoints >= 3,
         "{v2_checkpoints} version-2 checkpoints"
@@ -46,17 +42,7 @@ fn a_version_2_store_opens_and_reads_back() {
         assert!(store.segments().len() >= 6, "round {round}");
         V2.check(&store, &want, &format!("round {round}"));
         // and it keeps working as a store: overwrite, delete, merge, compact
-        let k = 5 + round as u64;
-        store.put(Tier::Disk, k, 0, 9, &V2.data(k, 9)).unwrap();
-        want.insert(k, 9);
-        store.delete(100 + k, 0).unwrap();
-        want.remove(&(100 + k));
-        store.merge_index().unwrap();
-        V2.check(&store, &want, &format!("round {round} after the merge"));
-        if round == 1 {
-            store.compact_all(0.0, &mut |_| {}).unwrap();
-            V2.check(&store, &want, &format!("round {round} after compaction"));
-        }
+        V2.keep_working(&store, &mut want, round, || {});
         store.close().unwrap();
         // The first open rewrote every checkpoint in version 3 (after the
         // open, in the background or at the close).

@@ -14,7 +14,7 @@ mod fixture_common;
 
 use fixture_common::{checkpoints_of_version, config, Shape};
 use std::path::Path;
-use strata_store::{Store, Tier};
+use strata_store::Store;
 
 const V3: Shape = Shape::merged("v3-store");
 
@@ -54,18 +54,9 @@ fn a_store_with_a_version_1_run_opens_and_reads_back() {
                 "round 0: the run was not loaded"
             );
         }
-        let k = 5 + round as u64;
-        store.put(Tier::Disk, k, 0, 9, &V3.data(k, 9)).unwrap();
-        want.insert(k, 9);
-        store.delete(100 + k, 0).unwrap();
-        want.remove(&(100 + k));
-        store.merge_index().unwrap();
-        assert_eq!(run_version(&flash), Some(2), "round {round}");
-        V3.check(&store, &want, &format!("round {round} after the merge"));
-        if round == 1 {
-            store.compact_all(0.0, &mut |_| {}).unwrap();
-            V3.check(&store, &want, &format!("round {round} after compaction"));
-        }
+        V3.keep_working(&store, &mut want, round, || {
+            assert_eq!(run_version(&flash), Some(2), "round {round}");
+        });
         store.close().unwrap();
     }
 }

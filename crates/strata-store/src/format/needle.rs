@@ -138,7 +138,7 @@ pub fn encode(out: &mut Vec<u8>, cookie: u32, key: u64, alt_key: u32, flags: u32
 }
 
 /// [`encode`] for a needle of a write batch: `batch_end` sets the
-/// [`BATCH_END`] bit (see [`encode_frame_in_batch`]).
+/// [`BATCH_END`] bit (see [`encode_frame`]).
 pub fn encode_in_batch(
     out: &mut Vec<u8>,
     cookie: u32,
@@ -149,8 +149,7 @@ pub fn encode_in_batch(
     batch_end: bool,
 ) {
     let mut frame = Vec::with_capacity(FRAME_MAX);
-    let (head, tail) =
-        encode_frame_in_batch(&mut frame, cookie, key, alt_key, flags, data, batch_end);
+    let (head, tail) = encode_frame(&mut frame, cookie, key, alt_key, flags, data, batch_end);
     out.extend_from_slice(&frame[head]);
     out.extend_from_slice(data);
     out.extend_from_slice(&frame[tail]);
@@ -165,23 +164,10 @@ pub const FRAME_MAX: usize = HEADER_LEN + FOOTER_LEN + 7;
 /// `out`; the needle is `out[head]`, the data, `out[tail]`, in that order
 /// (what [`encode`] writes), so that a writer can hand the data to the
 /// kernel where it lies (`pwritev`) instead of copying it into a buffer.
-/// The needle is a batch of its own ([`BATCH_END`] set); see
-/// [`encode_frame_in_batch`].
+/// `batch_end` sets the [`BATCH_END`] bit, for the last needle of a write
+/// batch (in a segment of version 2; a version-1 segment takes needles
+/// without it).
 pub fn encode_frame(
-    out: &mut Vec<u8>,
-    cookie: u32,
-    key: u64,
-    alt_key: u32,
-    flags: u32,
-    data: &[u8],
-) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
-    encode_frame_in_batch(out, cookie, key, alt_key, flags, data, true)
-}
-
-/// [`encode_frame`] for a needle of a write batch: `batch_end` sets the
-/// [`BATCH_END`] bit, for the batch's last needle (in a segment of version
-/// 2; a version-1 segment takes needles without it).
-pub fn encode_frame_in_batch(
     out: &mut Vec<u8>,
     cookie: u32,
     key: u64,
@@ -292,7 +278,7 @@ mod tests {
     fn the_batch_end_bit_is_apart_from_the_size() {
         for end in [false, true] {
             let mut frame = Vec::new();
-            let (head, tail) = encode_frame_in_batch(&mut frame, 1, 2, 3, 0, b"hello", end);
+            let (head, tail) = encode_frame(&mut frame, 1, 2, 3, 0, b"hello", end);
             let mut buf = frame[head].to_vec();
             buf.extend_from_slice(b"hello");
             buf.extend_from_slice(&frame[tail]);

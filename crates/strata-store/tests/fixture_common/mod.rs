@@ -157,6 +157,31 @@ impl Shape {
             }
         }
     }
+
+    /// One round of "it keeps working as a store" on an opened fixture:
+    /// overwrite key 5 + round, delete key 105 + round, merge the index
+    /// (`merged` then looks at the directory), check, and in round 1 also
+    /// compact everything and check again; `want` follows the changes.
+    pub fn keep_working(
+        &self,
+        store: &Store,
+        want: &mut HashMap<u64, u32>,
+        round: u64,
+        merged: impl FnOnce(),
+    ) {
+        let k = 5 + round;
+        store.put(Tier::Disk, k, 0, 9, &self.data(k, 9)).unwrap();
+        want.insert(k, 9);
+        store.delete(100 + k, 0).unwrap();
+        want.remove(&(100 + k));
+        store.merge_index().unwrap();
+        merged();
+        self.check(store, want, &format!("round {round} after the merge"));
+        if round == 1 {
+            store.compact_all(0.0, &mut |_| {}).unwrap();
+            self.check(store, want, &format!("round {round} after compaction"));
+        }
+    }
 }
 
 /// The store configuration every fixture was written and is read with.

@@ -5,10 +5,13 @@
 //! index row ([`strata_client::protocol::index_row`]); the coordinator
 //! writes them after the object and before acknowledging, so an
 //! acknowledged PUT is listed and an acknowledged DELETE is not, after any
-//! crash (every commit is durable before it answers). Writes are group
-//! committed: one thread commits, in one transaction and one fsync, every
-//! write that arrived while the previous transaction committed. GETs never
-//! read it.
+//! crash (every change is durable before it answers). Writes are group
+//! committed: one thread takes every write that arrived while the previous
+//! group committed, appends them as one record to the index's log
+//! ([`crate::index_log`], one `fdatasync`), then applies them in one redb
+//! transaction that is synced only once a second (a checkpoint); at open,
+//! the records redb does not hold yet are applied again. GETs never read
+//! it.
 
 use std::ops::Bound;
 use std::path::Path;
@@ -23,6 +26,7 @@ use axum::Router;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use strata_client::protocol::{IndexEntry, ListPage, ListQuery};
 
+use crate::index_log::Log;
 use crate::ClusterError;
 
 /// Whether redb refused a database file for its contents (corrupt pages
@@ -108,8 +112,25 @@ fn migrate_intents(db: &Database) -> Result<(), String> {
 }
 
 /// The index's own state: `rebuild` (1) while it is being rebuilt after
-/// its file was found damaged; listings are refused until it is done.
+/// its file was found damaged; listings are refused until it is done;
+/// `wal_lsn`, the last record of the log ([`crate::index_log`]) the index
+/// holds (written by every group's transaction, so a checkpoint records
+/// exactly what it made durable); `wal_id`, the id of the index's log.
 const STATE: TableDefinition<&str, u64> = TableDefinition::new("state");
+
+/// The last log record the index holds ([`STATE`]).
+const WAL_LSN: &str = "wal_lsn";
+
+/// The id of the index's log ([`STATE`]).
+const WAL_ID: &str = "wal_id";
+
+/// How often the committer makes redb durable (a checkpoint) while it
+/// takes writes: the most of the log a restart applies again.
+pub const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A checkpoint is made sooner once a pass of the log holds this many
+/// bytes.
+const CHECKPOINT_BYTES: u64 = 32 << 20;
 
 /// How long a tombstone is kept: longer than any write stays in flight
 /// (a client gives up after its deadline, seconds) and than a copy of
@@ -188,6 +209,173 @@ struct Write {
 
 /// At most this many writes share one transaction.
 const GROUP_MAX: usize = 4096;
+
+/// How long a group with fewer writers than the last one waits for more
+/// before its record is written (docs/benchmarks.md, "The listing index's
+/// log": 300–500 µs took the most PUTs per CPU-second here).
+const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_micros(400);
+
+fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
+    b.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    b.extend_from_slice(v);
+}
+
+/// A group's record in the log ([`crate::index_log`]; the bytes in
+/// docs/placement.md, "The listing index's log"): its changes, then its
+/// intents, each in the order they were queued.
+fn encode_group(group: &[Write]) -> Vec<u8> {
+    let ops: Vec<&Op> = group.iter().flat_map(|w| &w.ops).collect();
+    let intents: Vec<&(Vec<u8>, u64, bool)> = group.iter().flat_map(|w| &w.intents).collect();
+    let mut b = Vec::with_capacity(
+        8 + ops
+            .iter()
+            .map(|o| 30 + o.key.len() + o.value.as_ref().map_or(0, Vec::len))
+            .sum::<usize>()
+            + intents.iter().map(|i| 17 + i.0.len()).sum::<usize>(),
+    );
+    b.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    for op in ops {
+        put_bytes(&mut b, &op.key);
+        match &op.value {
+            Some(v) => {
+                b.push(1);
+                put_bytes(&mut b, v);
+            }
+            None => b.push(0),
+        }
+        b.extend_from_slice(&op.stamp.to_le_bytes());
+        match op.order {
+            Order::Write => b.push(0),
+            Order::Copy => b.push(1),
+            Order::Resolve { upto } => {
+                b.push(2);
+                b.extend_from_slice(&upto.to_le_bytes());
+            }
+        }
+    }
+    b.extend_from_slice(&(intents.len() as u32).to_le_bytes());
+    for (key, stamp, add) in intents {
+        put_bytes(&mut b, key);
+        b.extend_from_slice(&stamp.to_le_bytes());
+        b.push(u8::from(*add));
+    }
+    b
+}
+
+/// A record's changes and intents ([`encode_group`]).
+type Group = (Vec<Op>, Vec<(Vec<u8>, u64, bool)>);
+
+/// Reads back what [`encode_group`] wrote.
+fn decode_group(buf: &[u8]) -> Result<Group, String> {
+    struct Cursor<'a>(&'a [u8]);
+    impl Cursor<'_> {
+        fn take(&mut self, n: usize) -> Result<&[u8], String> {
+            if self.0.len() < n {
+                return Err("a record ends inside a change".into());
+            }
+            let (a, b) = self.0.split_at(n);
+            self.0 = b;
+            Ok(a)
+        }
+        fn u8(&mut self) -> Result<u8, String> {
+            Ok(self.take(1)?[0])
+        }
+        fn u32(&mut self) -> Result<u32, String> {
+            Ok(u32::from_le_bytes(
+                self.take(4)?.try_into().expect("4 bytes"),
+            ))
+        }
+        fn u64(&mut self) -> Result<u64, String> {
+            Ok(u64::from_le_bytes(
+                self.take(8)?.try_into().expect("8 bytes"),
+            ))
+        }
+        fn bytes(&mut self) -> Result<Vec<u8>, String> {
+            let n = self.u32()? as usize;
+            Ok(self.take(n)?.to_vec())
+        }
+    }
+    let mut c = Cursor(buf);
+    let n = c.u32()? as usize;
+    let mut ops = Vec::with_capacity(n.min(buf.len() / 14));
+    for _ in 0..n {
+        let key = c.bytes()?;
+        let value = match c.u8()? {
+            0 => None,
+            1 => Some(c.bytes()?),
+            k => return Err(format!("a change of kind {k}")),
+        };
+        let stamp = c.u64()?;
+        let order = match c.u8()? {
+            0 => Order::Write,
+            1 => Order::Copy,
+            2 => Order::Resolve { upto: c.u64()? },
+            k => return Err(format!("a change ordered as {k}")),
+        };
+        ops.push(Op {
+            key,
+            value,
+            stamp,
+            order,
+        });
+    }
+    let n = c.u32()? as usize;
+    let mut intents = Vec::with_capacity(n.min(buf.len() / 13));
+    for _ in 0..n {
+        let key = c.bytes()?;
+        let stamp = c.u64()?;
+        let add = match c.u8()? {
+            0 => false,
+            1 => true,
+            k => return Err(format!("an intent marked {k}")),
+        };
+        intents.push((key, stamp, add));
+    }
+    if !c.0.is_empty() {
+        return Err(format!("{} bytes after a record's intents", c.0.len()));
+    }
+    Ok((ops, intents))
+}
+
+/// Applies changes and intents in one write transaction, and records `lsn`
+/// as the last log record the index holds.
+fn apply_group<'a>(
+    tx: &redb::WriteTransaction,
+    ops: impl IntoIterator<Item = &'a Op>,
+    intents: impl IntoIterator<Item = &'a (Vec<u8>, u64, bool)>,
+    lsn: u64,
+    now: u64,
+) -> Result<(), String> {
+    let mut t = tx.open_table(ENTRIES).map_err(|e| e.to_string())?;
+    let mut d = tx.open_table(DELETED).map_err(|e| e.to_string())?;
+    let mut at = tx.open_table(DELETED_AT).map_err(|e| e.to_string())?;
+    let mut held = tx.open_table(INTENTS).map_err(|e| e.to_string())?;
+    for op in ops {
+        apply(&mut t, &mut d, &mut at, op, now).map_err(|e| e.to_string())?;
+    }
+    for (key, stamp, add) in intents {
+        let k = intent_key(*stamp, key);
+        if *add {
+            held.insert(k.as_slice(), ()).map(drop)
+        } else {
+            held.remove(k.as_slice()).map(drop)
+        }
+        .map_err(|e| e.to_string())?;
+    }
+    tx.open_table(STATE)
+        .and_then(|mut s| s.insert(WAL_LSN, lsn).map(drop).map_err(Into::into))
+        .map_err(|e| e.to_string())
+}
+
+/// Makes every commit redb holds durable (one synced, empty commit) and
+/// starts the log's next pass.
+fn checkpoint(db: &Database, log: &mut Log) -> Result<(), String> {
+    db.begin_write()
+        .map_err(|e| e.to_string())?
+        .commit()
+        .map_err(|e| e.to_string())?;
+    log.start_over()
+}
 
 /// How long a write nobody waits for (an intent's removal) waits for a
 /// durable group to join before it commits on its own: under load one
@@ -283,37 +471,56 @@ fn collect_tombstones(db: &Database, keep: std::time::Duration) -> Result<usize,
 }
 
 /// The index's one writer: takes the first waiting write, every other one
-/// already queued (up to [`GROUP_MAX`]), applies them in arrival order in
-/// one durable transaction and answers each once it is committed; once a
-/// minute, it removes expired tombstones. Writes nobody waits for (intent
-/// removals) are held until a durable group comes, or [`LAZY_WAIT`].
-/// Ends when the index is dropped, after committing what was queued.
-fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
+/// already queued (up to [`GROUP_MAX`]), appends them to the log as one
+/// record (synced if anybody waits), applies them in arrival order in one
+/// redb transaction and answers each. redb's commits are durable only at a
+/// checkpoint: every `every` while writes come (that group's own commit),
+/// once the log's pass reaches [`CHECKPOINT_BYTES`], after the writes stop
+/// (an empty commit) and when the index closes; the log then starts over.
+/// Once a minute it removes expired tombstones. Writes nobody waits for
+/// (intent removals) are held until a durable group comes, or
+/// [`LAZY_WAIT`]. Ends when the index is dropped, after committing what
+/// was queued.
+fn commit_loop(
+    db: Arc<Database>,
+    mut log: Log,
+    every: std::time::Duration,
+    rx: std::sync::mpsc::Receiver<Write>,
+) {
     use std::sync::mpsc::RecvTimeoutError;
+    use std::time::Instant;
     let gc_every = std::time::Duration::from_secs(60);
-    let mut last_gc = std::time::Instant::now();
+    let mut last_gc = Instant::now();
     let mut lazy: Vec<Write> = Vec::new();
-    let mut lazy_since = std::time::Instant::now();
+    let mut lazy_since = Instant::now();
     let mut closed = false;
+    // Since when redb holds commits that are not durable yet.
+    let mut dirty: Option<Instant> = None;
+    // How many writers the last group answered.
+    let mut last_group = 0usize;
+    let report =
+        |e: String| eprintln!("strata server: checkpointing the listing index failed: {e}");
     loop {
         if last_gc.elapsed() >= gc_every {
-            last_gc = std::time::Instant::now();
+            last_gc = Instant::now();
             if let Err(e) = collect_tombstones(&db, TOMBSTONE_KEEP) {
                 eprintln!("strata server: removing old listing tombstones failed: {e}");
             }
         }
-        let wait = if lazy.is_empty() {
-            gc_every
-        } else {
-            LAZY_WAIT.saturating_sub(lazy_since.elapsed())
-        };
+        let mut wait = gc_every.saturating_sub(last_gc.elapsed());
+        if !lazy.is_empty() {
+            wait = wait.min(LAZY_WAIT.saturating_sub(lazy_since.elapsed()));
+        }
+        if let Some(t) = dirty {
+            wait = wait.min(every.saturating_sub(t.elapsed()));
+        }
         let first = if closed {
             None
         } else {
             match rx.recv_timeout(wait) {
                 Ok(w) if w.done.is_none() && lazy.len() < GROUP_MAX => {
                     if lazy.is_empty() {
-                        lazy_since = std::time::Instant::now();
+                        lazy_since = Instant::now();
                     }
                     lazy.push(w);
                     continue;
@@ -327,47 +534,85 @@ fn commit_loop(db: Arc<Database>, rx: std::sync::mpsc::Receiver<Write>) {
             }
         };
         if first.is_none() && lazy.is_empty() {
+            let due = dirty.is_some_and(|t| closed || t.elapsed() >= every);
+            if due {
+                match checkpoint(&db, &mut log) {
+                    Ok(()) => dirty = None,
+                    Err(e) => {
+                        // Tried again after another `every`.
+                        report(e);
+                        dirty = Some(Instant::now());
+                    }
+                }
+            }
             if closed {
+                if dirty.is_none() {
+                    if let Err(e) = log.reset() {
+                        report(e);
+                    }
+                }
                 return;
             }
             continue;
         }
         let mut group: Vec<Write> = lazy.drain(..).chain(first).collect();
+        // Fewer than the last group took: wait a little for the rest (each
+        // record's sync costs the node a device flush; under load the
+        // writers of the last group come back within the window).
+        let until = Instant::now() + GROUP_WINDOW;
         while group.len() < GROUP_MAX {
             match rx.try_recv() {
                 Ok(w) => group.push(w),
-                Err(_) => break,
-            }
-        }
-        let now = now_ms();
-        let res = (|| -> Result<(), String> {
-            let tx = db.begin_write().map_err(|e| e.to_string())?;
-            {
-                let mut t = tx.open_table(ENTRIES).map_err(|e| e.to_string())?;
-                let mut d = tx.open_table(DELETED).map_err(|e| e.to_string())?;
-                let mut at = tx.open_table(DELETED_AT).map_err(|e| e.to_string())?;
-                let mut intents = tx.open_table(INTENTS).map_err(|e| e.to_string())?;
-                for w in &group {
-                    for op in &w.ops {
-                        apply(&mut t, &mut d, &mut at, op, now).map_err(|e| e.to_string())?;
-                    }
-                    for (key, stamp, add) in &w.intents {
-                        let k = intent_key(*stamp, key);
-                        if *add {
-                            intents.insert(k.as_slice(), ()).map(drop)
-                        } else {
-                            intents.remove(k.as_slice()).map(drop)
+                Err(_) if closed || group.len() >= last_group => break,
+                Err(_) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(w) if !left.is_zero() => group.push(w),
+                        Ok(w) => {
+                            group.push(w);
+                            break;
                         }
-                        .map_err(|e| e.to_string())?;
+                        Err(_) => break,
                     }
                 }
             }
+        }
+        last_group = group.iter().filter(|w| w.done.is_some()).count();
+        let durable =
+            closed || dirty.is_some_and(|t| t.elapsed() >= every) || log.used() >= CHECKPOINT_BYTES;
+        let waited = group.iter().any(|w| w.done.is_some());
+        let now = now_ms();
+        let res = (|| -> Result<(), String> {
+            // A group whose own commit is durable needs no synced record.
+            let lsn = log.append(&encode_group(&group), waited && !durable)?;
+            let mut tx = db.begin_write().map_err(|e| e.to_string())?;
+            if !durable {
+                tx.set_durability(redb::Durability::None)
+                    .map_err(|e| e.to_string())?;
+            }
+            apply_group(
+                &tx,
+                group.iter().flat_map(|w| &w.ops),
+                group.iter().flat_map(|w| &w.intents),
+                lsn,
+                now,
+            )?;
             tx.commit().map_err(|e| e.to_string())
         })();
-        if let Err(e) = &res {
-            if group.iter().all(|w| w.done.is_none()) {
+        match (&res, durable) {
+            (Ok(()), true) => {
+                dirty = None;
+                if let Err(e) = log.start_over() {
+                    report(e);
+                }
+            }
+            (Ok(()), false) => {
+                dirty.get_or_insert_with(Instant::now);
+            }
+            (Err(e), _) if !waited => {
                 eprintln!("strata server: removing finished write intents failed (the resolver will): {e}");
             }
+            (Err(_), _) => {}
         }
         for w in group {
             if let Some(done) = w.done {
@@ -419,14 +664,81 @@ fn full(bucket: &str, name: &[u8]) -> Vec<u8> {
 impl ListingIndex {
     /// Opens (or creates) the index database at `path`.
     pub fn open(path: &Path) -> Result<ListingIndex, ClusterError> {
+        Self::open_checkpointing(path, CHECKPOINT_EVERY)
+    }
+
+    /// [`ListingIndex::open`] with redb made durable every `every` while
+    /// writes come (tests).
+    fn open_checkpointing(
+        path: &Path,
+        every: std::time::Duration,
+    ) -> Result<ListingIndex, ClusterError> {
         let db = Database::create(path).map_err(|e| ClusterError::Index {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Self::with_db(path, db)
+        Self::with_db(path, db, every)
     }
 
-    fn with_db(path: &Path, db: Database) -> Result<ListingIndex, ClusterError> {
+    /// The log beside the index file at `path` (`listing.wal` beside
+    /// `listing.redb`).
+    pub fn log_path(path: &Path) -> std::path::PathBuf {
+        path.with_extension("wal")
+    }
+
+    /// Opens the index's log and applies the records the index does not
+    /// hold yet (a crash came before redb's checkpoint), durably, then cuts
+    /// the log back to its header.
+    fn replay(path: &Path, db: &Database) -> Result<Log, String> {
+        let (after, id) = {
+            let tx = db.begin_read().map_err(|e| e.to_string())?;
+            match tx.open_table(STATE) {
+                Ok(t) => (
+                    t.get(WAL_LSN)
+                        .map_err(|e| e.to_string())?
+                        .map_or(0, |v| v.value()),
+                    t.get(WAL_ID).map_err(|e| e.to_string())?.map(|v| v.value()),
+                ),
+                Err(redb::TableError::TableDoesNotExist(_)) => (0, None),
+                Err(e) => return Err(e.to_string()),
+            }
+        };
+        let log_path = Self::log_path(path);
+        let opened = Log::open(&log_path, id, after)?;
+        if let Some(w) = &opened.warning {
+            eprintln!("strata server: listing log {}: {w}", log_path.display());
+        }
+        let mut log = opened.log;
+        if !opened.records.is_empty() || id != Some(log.id) {
+            let now = now_ms();
+            let tx = db.begin_write().map_err(|e| e.to_string())?;
+            let mut last = after;
+            for (lsn, payload) in &opened.records {
+                let (ops, intents) = decode_group(payload).map_err(|e| {
+                    format!(
+                        "record {lsn} of {}: {e} (written by another build?)",
+                        log_path.display()
+                    )
+                })?;
+                apply_group(&tx, &ops, &intents, *lsn, now)?;
+                last = *lsn;
+            }
+            {
+                let mut t = tx.open_table(STATE).map_err(|e| e.to_string())?;
+                t.insert(WAL_LSN, last).map_err(|e| e.to_string())?;
+                t.insert(WAL_ID, log.id).map_err(|e| e.to_string())?;
+            }
+            tx.commit().map_err(|e| e.to_string())?;
+        }
+        log.reset()?;
+        Ok(log)
+    }
+
+    fn with_db(
+        path: &Path,
+        db: Database,
+        every: std::time::Duration,
+    ) -> Result<ListingIndex, ClusterError> {
         let fail = |reason: String| ClusterError::Index {
             path: path.display().to_string(),
             reason,
@@ -443,12 +755,13 @@ impl ListingIndex {
             }
         };
         migrate_intents(&db).map_err(|e| fail(format!("moving its write intents: {e}")))?;
+        let log = Self::replay(path, &db).map_err(|e| fail(format!("replaying its log: {e}")))?;
         let db = Arc::new(db);
         let (tx, rx) = std::sync::mpsc::channel();
         let thread_db = db.clone();
         let committer = std::thread::Builder::new()
             .name("listing-index".into())
-            .spawn(move || commit_loop(thread_db, rx))
+            .spawn(move || commit_loop(thread_db, log, every, rx))
             .map_err(|e| ClusterError::Index {
                 path: path.display().to_string(),
                 reason: format!("starting its writer thread: {e}"),
@@ -499,7 +812,7 @@ impl ListingIndex {
         quarantine: &Path,
     ) -> Result<(ListingIndex, Option<std::path::PathBuf>), ClusterError> {
         match Database::create(path) {
-            Ok(db) => Ok((Self::with_db(path, db)?, None)),
+            Ok(db) => Ok((Self::with_db(path, db, CHECKPOINT_EVERY)?, None)),
             Err(e) if is_corrupt(&e) => {
                 let fail = |reason: String| ClusterError::Index {
                     path: path.display().to_string(),
@@ -516,6 +829,21 @@ impl ListingIndex {
                 let to = quarantine.join(format!("{name}.{secs}"));
                 std::fs::rename(path, &to)
                     .map_err(|q| fail(format!("{e}; moving it to {}: {q}", to.display())))?;
+                // Its log goes with it: its records are of that index.
+                let log = Self::log_path(path);
+                if log.exists() {
+                    let name = log
+                        .file_name()
+                        .map_or("listing.wal".into(), |n| n.to_string_lossy().into_owned());
+                    let log_to = quarantine.join(format!("{name}.{secs}"));
+                    std::fs::rename(&log, &log_to).map_err(|q| {
+                        fail(format!(
+                            "{e}; moving {} to {}: {q}",
+                            log.display(),
+                            log_to.display()
+                        ))
+                    })?;
+                }
                 if let Some(dir) = path.parent() {
                     let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
                 }
@@ -1248,6 +1576,200 @@ mod tests {
             tx.open_table(INTENTS_BY_NAME),
             Err(redb::TableError::TableDoesNotExist(_))
         ));
+    }
+
+    /// A copy of the index's files as a crash would leave them (taken
+    /// while the index is open and idle): the redb file as of its last
+    /// durable commit, the log as synced. `with_log` false leaves the log
+    /// out, to see what redb alone holds.
+    fn crash_image(from: &Path, to: &Path, with_log: bool) -> std::path::PathBuf {
+        let file = to.join("l.redb");
+        std::fs::copy(from, &file).expect("copy the index");
+        if with_log {
+            std::fs::copy(ListingIndex::log_path(from), ListingIndex::log_path(&file))
+                .expect("copy the log");
+        }
+        file
+    }
+
+    /// Every kind of change, through the log alone: a crash before redb's
+    /// checkpoint loses none of what was acknowledged.
+    #[test]
+    fn a_crash_before_the_checkpoint_loses_nothing_the_log_holds() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l.redb");
+        let hour = std::time::Duration::from_secs(3600);
+        let idx = ListingIndex::open_checkpointing(&path, hour).expect("open");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        for i in 0..20u64 {
+            idx.write("b", &format!("n{i:02}"), Some(&stamped(i, 100 + i)), 0)
+                .expect("write");
+        }
+        idx.write("b", "n03", None, 200).expect("delete");
+        rt.block_on(async {
+            idx.change_async(
+                "b",
+                "n04",
+                Some(&stamped(44, 150)),
+                0,
+                Order::Resolve { upto: 150 },
+            )
+            .await
+            .expect("resolve");
+            idx.merge(vec![ExportLine {
+                b: "c".into(),
+                n: "copied".into(),
+                e: Some(stamped(7, 5)),
+                d: 0,
+                done: None,
+            }])
+            .await
+            .expect("merge");
+            let names = |n: &str| vec![("b".to_string(), n.to_string())];
+            idx.intents(&names("kept"), 300, true)
+                .await
+                .expect("intent");
+            idx.intents(&names("gone"), 301, true)
+                .await
+                .expect("intent");
+            idx.intents(&names("gone"), 301, false)
+                .await
+                .expect("removal");
+        });
+        // The removal is committed (not synced) with the next group.
+        idx.write("b", "last", Some(&stamped(1, 400)), 0)
+            .expect("write");
+        let want_b = {
+            let mut v: Vec<(String, u64)> = (0..20u64)
+                .filter(|i| *i != 3)
+                .map(|i| (format!("n{i:02}"), if i == 4 { 44 } else { i }))
+                .collect();
+            v.insert(0, ("last".to_string(), 1));
+            v
+        };
+        assert_eq!(all(&idx, "b"), want_b);
+
+        // redb alone has none of it: nothing was made durable there.
+        let bare = tempfile::tempdir().expect("tmp");
+        let alone = ListingIndex::open(&crash_image(&path, bare.path(), false)).expect("open");
+        assert!(all(&alone, "b").is_empty());
+        drop(alone);
+
+        // With the log, all of it, and it stays after another reopen.
+        let img = tempfile::tempdir().expect("tmp");
+        let file = crash_image(&path, img.path(), true);
+        for _ in 0..2 {
+            let back = ListingIndex::open(&file).expect("reopen");
+            assert_eq!(all(&back, "b"), want_b);
+            assert_eq!(all(&back, "c"), [("copied".to_string(), 7)]);
+            let held: Vec<String> = back
+                .intents_before(u64::MAX)
+                .expect("intents")
+                .into_iter()
+                .map(|(_, n, _)| n)
+                .collect();
+            assert_eq!(held, ["kept"]);
+            // The log was cut back once replayed.
+            assert_eq!(
+                std::fs::metadata(ListingIndex::log_path(&file))
+                    .expect("log")
+                    .len(),
+                crate::index_log::HEADER
+            );
+        }
+    }
+
+    /// Once writes stop, redb is made durable within the checkpoint
+    /// interval: the log is no longer needed.
+    #[test]
+    fn an_idle_index_checkpoints_within_its_interval() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l.redb");
+        let every = std::time::Duration::from_millis(50);
+        let idx = ListingIndex::open_checkpointing(&path, every).expect("open");
+        idx.write("b", "x", Some(&stamped(1, 10)), 0)
+            .expect("write");
+        idx.write("b", "y", Some(&stamped(2, 11)), 0)
+            .expect("write");
+        std::thread::sleep(every * 10);
+        let img = tempfile::tempdir().expect("tmp");
+        let alone = ListingIndex::open(&crash_image(&path, img.path(), false)).expect("open");
+        assert_eq!(
+            all(&alone, "b"),
+            [("x".to_string(), 1), ("y".to_string(), 2)]
+        );
+    }
+
+    /// A log whose last record is torn (or flipped) gives back the records
+    /// before it: the writes that were acknowledged.
+    #[test]
+    fn a_torn_log_record_ends_the_replay_at_the_record_before() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l.redb");
+        let hour = std::time::Duration::from_secs(3600);
+        let idx = ListingIndex::open_checkpointing(&path, hour).expect("open");
+        idx.write("b", "x", Some(&stamped(1, 10)), 0)
+            .expect("write");
+        idx.write("b", "y", Some(&stamped(2, 11)), 0)
+            .expect("write");
+        let img = tempfile::tempdir().expect("tmp");
+        let file = crash_image(&path, img.path(), true);
+        let log = ListingIndex::log_path(&file);
+        let mut bytes = std::fs::read(&log).expect("log");
+        let last = bytes.len() - 3;
+        bytes[last] ^= 0x10;
+        std::fs::write(&log, &bytes).expect("write");
+        let back = ListingIndex::open(&file).expect("reopen");
+        assert_eq!(all(&back, "b"), [("x".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_group_record_reads_back_as_written() {
+        let op = |k: &str, v: Option<&str>, stamp: u64, order: Order| Op {
+            key: k.as_bytes().to_vec(),
+            value: v.map(|v| v.as_bytes().to_vec()),
+            stamp,
+            order,
+        };
+        let group = vec![
+            Write {
+                ops: vec![
+                    op("b\0x", Some("{}"), 1, Order::Write),
+                    op("b\0y", None, 2, Order::Copy),
+                ],
+                intents: vec![(b"b\0i".to_vec(), 9, true)],
+                done: None,
+            },
+            Write {
+                ops: vec![op("b\0z", Some(""), 3, Order::Resolve { upto: 77 })],
+                intents: vec![(b"b\0j".to_vec(), 10, false)],
+                done: None,
+            },
+        ];
+        let bytes = encode_group(&group);
+        let (ops, intents) = decode_group(&bytes).expect("decode");
+        let seen: Vec<_> = ops
+            .iter()
+            .map(|o| (o.key.clone(), o.value.clone(), o.stamp, o.order))
+            .collect();
+        let want: Vec<_> = group
+            .iter()
+            .flat_map(|w| &w.ops)
+            .map(|o| (o.key.clone(), o.value.clone(), o.stamp, o.order))
+            .collect();
+        assert_eq!(seen, want);
+        assert_eq!(
+            intents,
+            [(b"b\0i".to_vec(), 9, true), (b"b\0j".to_vec(), 10, false)]
+        );
+        // Cut short or with a byte more, it is refused.
+        assert!(decode_group(&bytes[..bytes.len() - 1]).is_err());
+        let mut more = bytes.clone();
+        more.push(0);
+        assert!(decode_group(&more).is_err());
     }
 
     fn stamped(size: u64, stamp: u64) -> IndexEntry {

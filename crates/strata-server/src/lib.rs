@@ -27,6 +27,7 @@ pub mod ec;
 mod error;
 pub mod gateway;
 pub mod index;
+mod index_log;
 mod node;
 pub mod recovery;
 pub mod reserve;

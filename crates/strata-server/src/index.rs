@@ -144,8 +144,8 @@ const GC_BATCH: usize = 10_000;
 pub struct ListingIndex {
     db: Arc<Database>,
     path: String,
-    /// Writes waiting for the committer thread ([`commit_loop`]): one
-    /// redb transaction, so one fsync, commits every write that arrived
+    /// Writes waiting for the committer thread ([`commit_loop`]): one log
+    /// record and one redb transaction commit every write that arrived
     /// while the previous one committed (group commit, as the row writer
     /// does for records).
     writes: Option<std::sync::mpsc::Sender<Write>>,

@@ -99,7 +99,9 @@ fn new_id() -> u64 {
 
 /// Parses the records of `body` (the bytes after the header) numbered
 /// after `after`: whole, contiguous, in order; stops at the first torn or
-/// damaged record, at a gap, or at a record of an earlier pass.
+/// damaged record, at a gap, or at a record of an earlier pass. A pass that
+/// starts past `after + 1` (the index fell back to an older commit than
+/// the log's checkpoint) is still read, with a warning.
 fn parse(body: &[u8], after: u64) -> (Vec<(u64, Vec<u8>)>, Option<String>) {
     let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut pos = 0usize;
@@ -124,7 +126,14 @@ fn parse(body: &[u8], after: u64) -> (Vec<(u64, Vec<u8>)>, Option<String>) {
             }
             break;
         }
-        if lsn != expected {
+        if lsn != expected && out.is_empty() {
+            // The index holds less than the log's last checkpoint (redb
+            // fell back to an older commit, its newest one damaged): the
+            // changes between are lost, those after are still applied.
+            warning = Some(format!(
+                "the index holds records up to {after}, the log starts at {lsn}: the changes between are lost (the index fell back to an older commit); the records from {lsn} on are applied"
+            ));
+        } else if lsn != expected {
             warning = Some(format!(
                 "record {lsn} follows {} (a gap); it and those after it are not applied",
                 expected - 1
@@ -372,6 +381,11 @@ mod tests {
         drop(o);
         let again = read(&path, Some(id), 6);
         assert_eq!(payloads(&again), [(7, vec![8u8; 10]), (8, vec![9u8; 10])]);
+        // An index fallen back to an older commit (4) still gets the pass
+        // after the checkpoint, with a warning.
+        let fell = read(&path, Some(id), 4);
+        assert_eq!(fell.records.len(), 2);
+        assert!(fell.warning.as_deref().is_some_and(|w| w.contains("lost")));
         // Before anything of the second pass: nothing after 6.
         let mut bytes = std::fs::read(&path).expect("read");
         bytes[HEADER as usize + 4] ^= 1;

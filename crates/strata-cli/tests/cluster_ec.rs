@@ -216,10 +216,13 @@ fn four_plus_two_survives_two_killed_nodes_and_rebuilds() {
             p.kill();
         }
     }
+    let healthy_before = ec_sum(&c, "reads_healthy");
     read_all(&c, n, len);
     assert!(
         ec_sum(&c, "reads_degraded") > 0,
-        "no GET decoded from the survivors"
+        "no GET decoded from the survivors ({healthy_before} stripe reads before, {} after; status {})",
+        ec_sum(&c, "reads_healthy"),
+        status(&c.meta)
     );
 
     // Once the two are declared dead, the stripes are degraded, and the

@@ -9,7 +9,8 @@
 //! committed: one thread takes every write that arrived while the previous
 //! group committed, appends them as one record to the index's log
 //! ([`crate::index_log`], one `fdatasync`), then applies them in one redb
-//! transaction that is synced only once a second (a checkpoint); at open,
+//! transaction that is synced only every [`CHECKPOINT_EVERY`] (a
+//! checkpoint); at open,
 //! the records redb does not hold yet are applied again. GETs never read
 //! it.
 
@@ -117,6 +118,16 @@ fn migrate_intents(db: &Database) -> Result<(), String> {
 /// holds (written by every group's transaction, so a checkpoint records
 /// exactly what it made durable); `wal_id`, the id of the index's log.
 const STATE: TableDefinition<&str, u64> = TableDefinition::new("state");
+
+/// The value of `key` in [`STATE`] (none in an index without the table).
+fn state_value(db: &Database, key: &str) -> Result<Option<u64>, String> {
+    let tx = db.begin_read().map_err(|e| e.to_string())?;
+    match tx.open_table(STATE) {
+        Ok(t) => Ok(t.get(key).map_err(|e| e.to_string())?.map(|v| v.value())),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 /// The last log record the index holds ([`STATE`]).
 const WAL_LSN: &str = "wal_lsn";
@@ -564,23 +575,16 @@ fn commit_loop(
             match rx.try_recv() {
                 Ok(w) => group.push(w),
                 Err(_) if closed || group.len() >= last_group => break,
-                Err(_) => {
-                    let left = until.saturating_duration_since(Instant::now());
-                    match rx.recv_timeout(left) {
-                        Ok(w) if !left.is_zero() => group.push(w),
-                        Ok(w) => {
-                            group.push(w);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
+                Err(_) => match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                    Ok(w) => group.push(w),
+                    Err(_) => break,
+                },
             }
         }
         last_group = group.iter().filter(|w| w.done.is_some()).count();
         let durable =
             closed || dirty.is_some_and(|t| t.elapsed() >= every) || log.used() >= CHECKPOINT_BYTES;
-        let waited = group.iter().any(|w| w.done.is_some());
+        let waited = last_group > 0;
         let now = now_ms();
         let res = (|| -> Result<(), String> {
             // A group whose own commit is durable needs no synced record.
@@ -690,19 +694,8 @@ impl ListingIndex {
     /// hold yet (a crash came before redb's checkpoint), durably, then cuts
     /// the log back to its header.
     fn replay(path: &Path, db: &Database) -> Result<Log, String> {
-        let (after, id) = {
-            let tx = db.begin_read().map_err(|e| e.to_string())?;
-            match tx.open_table(STATE) {
-                Ok(t) => (
-                    t.get(WAL_LSN)
-                        .map_err(|e| e.to_string())?
-                        .map_or(0, |v| v.value()),
-                    t.get(WAL_ID).map_err(|e| e.to_string())?.map(|v| v.value()),
-                ),
-                Err(redb::TableError::TableDoesNotExist(_)) => (0, None),
-                Err(e) => return Err(e.to_string()),
-            }
-        };
+        let after = state_value(db, WAL_LSN)?.unwrap_or(0);
+        let id = state_value(db, WAL_ID)?;
         let log_path = Self::log_path(path);
         let opened = Log::open(&log_path, id, after)?;
         if let Some(w) = &opened.warning {
@@ -743,17 +736,7 @@ impl ListingIndex {
             path: path.display().to_string(),
             reason,
         };
-        let rebuilding = {
-            let tx = db.begin_read().map_err(|e| fail(e.to_string()))?;
-            match tx.open_table(STATE) {
-                Ok(t) => t
-                    .get("rebuild")
-                    .map_err(|e| fail(e.to_string()))?
-                    .is_some_and(|v| v.value() == 1),
-                Err(redb::TableError::TableDoesNotExist(_)) => false,
-                Err(e) => return Err(fail(e.to_string())),
-            }
-        };
+        let rebuilding = state_value(&db, "rebuild").map_err(fail)? == Some(1);
         migrate_intents(&db).map_err(|e| fail(format!("moving its write intents: {e}")))?;
         let log = Self::replay(path, &db).map_err(|e| fail(format!("replaying its log: {e}")))?;
         let db = Arc::new(db);
@@ -832,10 +815,11 @@ impl ListingIndex {
                 // Its log goes with it: its records are of that index.
                 let log = Self::log_path(path);
                 if log.exists() {
-                    let name = log
-                        .file_name()
-                        .map_or("listing.wal".into(), |n| n.to_string_lossy().into_owned());
-                    let log_to = quarantine.join(format!("{name}.{secs}"));
+                    let log_to = to.with_file_name(format!(
+                        "{}.{secs}",
+                        log.file_name()
+                            .map_or("listing.wal".into(), |n| n.to_string_lossy())
+                    ));
                     std::fs::rename(&log, &log_to).map_err(|q| {
                         fail(format!(
                             "{e}; moving {} to {}: {q}",
@@ -1682,18 +1666,27 @@ mod tests {
         }
     }
 
-    /// Once writes stop, redb is made durable within the checkpoint
-    /// interval: the log is no longer needed.
-    #[test]
-    fn an_idle_index_checkpoints_within_its_interval() {
+    /// An index checkpointing every `every`, in a new directory, with two
+    /// entries of bucket `b` written: x (size 1) and y (size 2).
+    fn two_written(
+        every: std::time::Duration,
+    ) -> (tempfile::TempDir, std::path::PathBuf, ListingIndex) {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("l.redb");
-        let every = std::time::Duration::from_millis(50);
         let idx = ListingIndex::open_checkpointing(&path, every).expect("open");
         idx.write("b", "x", Some(&stamped(1, 10)), 0)
             .expect("write");
         idx.write("b", "y", Some(&stamped(2, 11)), 0)
             .expect("write");
+        (dir, path, idx)
+    }
+
+    /// Once writes stop, redb is made durable within the checkpoint
+    /// interval: the log is no longer needed.
+    #[test]
+    fn an_idle_index_checkpoints_within_its_interval() {
+        let every = std::time::Duration::from_millis(50);
+        let (_dir, path, _idx) = two_written(every);
         std::thread::sleep(every * 10);
         let img = tempfile::tempdir().expect("tmp");
         let alone = ListingIndex::open(&crash_image(&path, img.path(), false)).expect("open");
@@ -1707,14 +1700,7 @@ mod tests {
     /// before it: the writes that were acknowledged.
     #[test]
     fn a_torn_log_record_ends_the_replay_at_the_record_before() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("l.redb");
-        let hour = std::time::Duration::from_secs(3600);
-        let idx = ListingIndex::open_checkpointing(&path, hour).expect("open");
-        idx.write("b", "x", Some(&stamped(1, 10)), 0)
-            .expect("write");
-        idx.write("b", "y", Some(&stamped(2, 11)), 0)
-            .expect("write");
+        let (_dir, path, _idx) = two_written(std::time::Duration::from_secs(3600));
         let img = tempfile::tempdir().expect("tmp");
         let file = crash_image(&path, img.path(), true);
         let log = ListingIndex::log_path(&file);

@@ -314,10 +314,6 @@ mod tests {
         Log::open(path, id, after).expect("open")
     }
 
-    fn payloads(o: &Opened) -> Vec<(u64, Vec<u8>)> {
-        o.records.clone()
-    }
-
     #[test]
     fn records_come_back_after_the_checkpointed_one_and_stop_at_damage() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -336,7 +332,8 @@ mod tests {
         drop(o);
         let again = read(&path, Some(id), 2);
         assert_eq!(
-            payloads(&again)
+            again
+                .records
                 .iter()
                 .map(|(l, p)| (*l, p.len()))
                 .collect::<Vec<_>>(),
@@ -356,7 +353,7 @@ mod tests {
         bytes[at4] ^= 0x40;
         std::fs::write(&path, &bytes).expect("write");
         let cut = read(&path, Some(id), 2);
-        assert_eq!(payloads(&cut), [(3, vec![3u8; 30])]);
+        assert_eq!(cut.records, [(3, vec![3u8; 30])]);
         assert_eq!(cut.log.next, 4);
         // A torn tail (the last record's end missing) likewise.
         std::fs::write(&path, &bytes[..at4]).expect("write");
@@ -380,7 +377,7 @@ mod tests {
         o.log.append(&[9u8; 10], true).expect("append");
         drop(o);
         let again = read(&path, Some(id), 6);
-        assert_eq!(payloads(&again), [(7, vec![8u8; 10]), (8, vec![9u8; 10])]);
+        assert_eq!(again.records, [(7, vec![8u8; 10]), (8, vec![9u8; 10])]);
         // An index fallen back to an older commit (4) still gets the pass
         // after the checkpoint, with a warning.
         let fell = read(&path, Some(id), 4);

@@ -118,8 +118,14 @@ warp_run() {
   l1=$(cut -d' ' -f1 /proc/loadavg)
   echo "$l0 $l1" >"$RES/$f.load"
   echo "$c0 $c1" >"$RES/$f.cpu"
-  "$WARP" analyze --no-color --analyze.v "$RES/$f.csv.zst" >"$RES/$f.txt" 2>&1 || true
-  log "$f: $(grep -m1 -E 'Cluster Total|Average:' "$RES/$f.txt" | sed 's/^[* ]*//') (load $l0 -> $l1)"
+  # warp up to 1.3 writes its operations as CSV, 1.4 and later as JSON.
+  local data="$RES/$f.csv.zst"
+  [ -e "$data" ] || data="$RES/$f.json.zst"
+  "$WARP" analyze --no-color --analyze.v "$data" >"$RES/$f.txt" 2>&1 || true
+  local total
+  total=$(grep -A2 -E 'Cluster Total|Report: Total' "$RES/$f.txt" | grep -m1 -E 'Cluster Total|Average:' || true)
+  [ -n "$total" ] || total=$(grep -m1 'Average:' "$RES/$f.txt" || true)
+  log "$f: $(echo "$total" | sed 's/^[* ]*//') (load $l0 -> $l1)"
 }
 
 log "work dir $WORK; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -159,17 +165,23 @@ def load(name):
     if not os.path.exists(p):
         return None
     t = open(p).read()
+    # The analysis of warp up to 1.3 ("Operation: PUT (N)", "Cluster
+    # Total: ...") or of 1.4 and later ("Report: PUT (N reqs)", a mixed
+    # run's sum in its "Report: Total" block).
     tot = re.search(r"Cluster Total: [\d.]+ \w+/s, ([\d.]+) obj/s", t)
+    if not tot and "Report: Total" in t:
+        tot = re.search(r"Average: [\d.]+ \w+/s, ([\d.]+) obj/s", t[t.find("Report: Total"):])
     if not tot:
         tot = re.search(r"Average: [\d.]+ \w+/s, ([\d.]+) obj/s", t)
     if not tot:
         return None
     # Latency of the PUT or GET block (for mixed, GET's).
     op = "PUT" if "-put-" in name else "GET"
-    block = t[t.find("Operation: " + op):] if ("Operation: " + op) in t else t
+    heads = [h for h in ("Operation: " + op, "Report: " + op + " (") if h in t]
+    block = t[t.find(heads[0]):] if heads else t
     lat = re.search(r"Avg: (\S+), 50%: (\S+), 90%: (\S+), 99%: (\S+),", block)
     errs = sum(int(x) for x in re.findall(r"Errors: (\d+)", t))
-    ops_done = re.findall(r"Operation: (\w+) \((\d+)\)", t)
+    ops_done = [(o, n) for o, n in re.findall(r"(?:Operation|Report): (\w+) \((\d+)(?: reqs)?\)", t) if o != "Total"]
     c = open(os.path.join(res, name + ".cpu")).read().split()
     return {"ops": float(tot.group(1)),
             "p50": ms(lat.group(2).rstrip(",")) if lat else None,

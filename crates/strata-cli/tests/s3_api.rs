@@ -1668,10 +1668,13 @@ print("ok", len(keys))
 }
 
 /// A coordinator killed between an object's change and its listing
-/// entry's, in either order (an S3 write makes both at once: crash points
-/// `s3-object-stored` and `s3-object-listed` in a PUT, `s3-object-deleted`
-/// and `s3-object-unlisted` in a DELETE), leaves a write intent, recorded
-/// durably before either; the node resolves it at its next start against
+/// entry's (crash points `s3-object-stored` and `s3-object-listed` in a
+/// PUT, `s3-object-deleted` and `s3-object-unlisted` in a DELETE; in this
+/// cluster of one the entry goes first, in one commit with the write's
+/// intent, then the object: `s3-object-listed` and `s3-object-unlisted`
+/// stop a write with its entry changed and its object not, the other two
+/// after both, before the intent is removed), leaves a write intent,
+/// recorded durably with or before either; the node resolves it at its next start against
 /// the object's head record, so the listing agrees with GetObject again:
 /// the stored object is listed with its size, the deleted one is not, the
 /// object listed but never stored is neither, the one unlisted but never

@@ -1189,6 +1189,68 @@ impl Client {
             .await
     }
 
+    /// [`Client::index_write_stamped`] together with the write's intent,
+    /// both in one durable commit of the index, when the node in this
+    /// process is the only live replica of the bucket's index row (a
+    /// cluster of one): the intent is then this node's own, as
+    /// [`Client::intent`] records it, and is removed the same way. Returns
+    /// false, having sent nothing, when the row has any other replica: the
+    /// caller records an intent first and writes the entry as usual
+    /// (docs/placement.md, "Write intents").
+    pub async fn index_write_intended(
+        &self,
+        bucket: &str,
+        key: &str,
+        entry: Option<&IndexEntry>,
+        stamp: u64,
+    ) -> Result<bool, ClientError> {
+        check(bucket, key)?;
+        let Some(local) = self.http.local_addr() else {
+            return Ok(false);
+        };
+        let map = self.current();
+        let reps = map.replicas(index_row(&map.table, bucket));
+        if reps.is_empty() || reps.iter().any(|a| a != local) {
+            return Ok(false);
+        }
+        let (method, body) = match entry {
+            Some(e) => (
+                Method::PUT,
+                Bytes::from(
+                    serde_json::to_vec(&IndexEntry { stamp, ..e.clone() }).unwrap_or_default(),
+                ),
+            ),
+            None => (Method::DELETE, Bytes::new()),
+        };
+        let url = format!(
+            "http://{local}{}?intent=1&stamp={stamp}",
+            index_path(bucket, key)
+        );
+        let failed = |reason: String| ClientError::Write {
+            name: format!("{bucket}/{key} (listing index and write intent)"),
+            reason,
+        };
+        let r = self
+            .http
+            .send(
+                method,
+                &url,
+                Some(map.table.version()),
+                body,
+                self.cfg.request_timeout,
+            )
+            .await
+            .map_err(failed)?;
+        if !r.status.is_success() {
+            return Err(failed(format!(
+                "{url}: {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body).trim_end()
+            )));
+        }
+        Ok(true)
+    }
+
     /// Sets `bucket/key`'s listing entry to what its head record says
     /// (`entry`, with the record's stamp) or removes it (`None`, with the
     /// stamp `stamp`), on every replica of the index row, each only over

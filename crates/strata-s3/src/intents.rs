@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_client::protocol::{listing_entry, now_stamp};
+use strata_client::protocol::{listing_entry, now_stamp, IndexEntry};
 use strata_client::Client;
 
 use crate::cluster::unavailable;
@@ -119,6 +119,42 @@ impl StrataS3 {
             stamp,
             recorded,
         })
+    }
+
+    /// Changes `bucket/key`'s listing entry to `entry` (or removes it:
+    /// `None`), stamped `stamp`, and records the write's intent in the same
+    /// durable commit, when this node alone holds the bucket's index row (a
+    /// cluster of one): the object's own change comes after, and a crash
+    /// between leaves the intent to resolve. `None`, having sent nothing,
+    /// when the row has other replicas: then [`StrataS3::intend`] first and
+    /// the entry beside the object's change.
+    pub(crate) async fn intend_listed(
+        &self,
+        client: &Arc<Client>,
+        bucket: &str,
+        key: &str,
+        entry: Option<&IndexEntry>,
+        stamp: u64,
+    ) -> s3s::S3Result<Option<Intent>> {
+        if !self.listing_index {
+            return Ok(None);
+        }
+        let intent = Intent {
+            client: client.clone(),
+            names: vec![(bucket.to_string(), key.to_string())],
+            stamp,
+            recorded: true,
+        };
+        match client.index_write_intended(bucket, key, entry, stamp).await {
+            Ok(true) => Ok(Some(intent)),
+            Ok(false) => Ok(None),
+            Err(e) => {
+                // The commit may have been made: resolved now, not after
+                // RESOLVE_AFTER.
+                intent.failed();
+                Err(unavailable(e))
+            }
+        }
     }
 
     /// Resolves every intent recorded before `before` (a stamp): returns

@@ -322,6 +322,30 @@ impl StrataS3 {
                 stamp,
             });
         }
+        // A cluster of one: the entry and the intent in one commit, then
+        // the head record.
+        let stamp = client.next_stamp();
+        let entry = entry_of(size, &meta, stamp);
+        if let Some(intent) = self
+            .intend_listed(client, bucket, key, Some(&entry), stamp)
+            .await?
+        {
+            crate::multipart::crash_point("s3-object-listed");
+            if let Err(e) = client.put_head(staged, stamp, head_meta).await {
+                intent.failed();
+                return Err(unavailable(e));
+            }
+            crate::multipart::crash_point("s3-object-stored");
+            intent.done();
+            return Ok(Stored {
+                md5,
+                size,
+                meta,
+                stamp,
+            });
+        }
+        // Other replicas of the index row: the intent first, on this node,
+        // then the head record and the entry at once.
         let intent = self.intend(client, bucket, &[key]).await?;
         let stamp = intent.stamp;
         let entry = entry_of(size, &meta, stamp);
@@ -950,6 +974,25 @@ impl S3 for StrataS3 {
         }
         let client = self.bucket(&input.bucket).await?;
         // S3 answers a delete of an absent key with success too.
+        // A cluster of one: the entry's removal and the intent in one
+        // commit, then the tombstone.
+        let stamp = client.next_stamp();
+        if let Some(intent) = self
+            .intend_listed(&client, &input.bucket, &input.key, None, stamp)
+            .await?
+        {
+            crate::multipart::crash_point("s3-object-unlisted");
+            if let Err(e) = client
+                .delete_stamped(&input.bucket, &input.key, stamp)
+                .await
+            {
+                intent.failed();
+                return Err(unavailable(e));
+            }
+            crate::multipart::crash_point("s3-object-deleted");
+            intent.done();
+            return Ok(S3Response::new(DeleteObjectOutput::default()));
+        }
         let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
         if let Err(e) = self
             .unstore(&client, &input.bucket, &input.key, intent.stamp)

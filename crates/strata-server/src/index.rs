@@ -997,6 +997,24 @@ impl ListingIndex {
             .map_err(|e| self.fail(e))
     }
 
+    /// A writer's change of `bucket/name` and its write intent (stamped as
+    /// the change: the entry's stamp, or `delete_stamp`) in one group, so
+    /// one durable commit makes both (docs/placement.md, "Write intents").
+    pub async fn write_intended_async(
+        &self,
+        bucket: &str,
+        name: &str,
+        entry: Option<&IndexEntry>,
+        delete_stamp: u64,
+    ) -> Result<(), ClusterError> {
+        let op = self.op(bucket, name, entry, delete_stamp, Order::Write)?;
+        let stamp = entry.map_or(delete_stamp, |e| e.stamp);
+        let rx = self.queue_with(vec![op], vec![(full(bucket, name.as_bytes()), stamp, true)])?;
+        rx.await
+            .map_err(|_| self.fail("its writer thread stopped"))?
+            .map_err(|e| self.fail(e))
+    }
+
     /// [`ListingIndex::write_async`], blocking (not from an async task).
     pub fn write(
         &self,
@@ -1316,10 +1334,24 @@ async fn write(
                 .into_response()
         }
     };
-    match idx
-        .change_async(&bucket, &name, entry.as_ref(), q.stamp, order)
-        .await
-    {
+    let done = match (q.intent, order) {
+        (None, order) => {
+            idx.change_async(&bucket, &name, entry.as_ref(), q.stamp, order)
+                .await
+        }
+        (Some(1), Order::Write) => {
+            idx.write_intended_async(&bucket, &name, entry.as_ref(), q.stamp)
+                .await
+        }
+        (Some(i), _) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("intent={i}: only intent=1, with a writer's change (no order)"),
+            )
+                .into_response()
+        }
+    };
+    match done {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => failed(e),
     }
@@ -1327,11 +1359,15 @@ async fn write(
 
 /// `?stamp=S` (a delete's stamp) and `?order=copy` (ordered as a copied
 /// change) or `?order=resolve&upto=S` (the resolution of a write intent
-/// of stamp S).
+/// of stamp S); `?intent=1`: a writer's change that also records its write
+/// intent, stamped S, in the same commit (sent only by a coordinator on
+/// this node: the node's resolver takes its intents as its own).
 #[derive(serde::Deserialize)]
 struct ChangeQuery {
     #[serde(default)]
     stamp: u64,
+    #[serde(default)]
+    intent: Option<u8>,
     #[serde(default)]
     order: Option<String>,
     #[serde(default)]
@@ -1664,6 +1700,56 @@ mod tests {
                 crate::index_log::HEADER
             );
         }
+    }
+
+    /// A writer's change sent with its intent (`?intent=1`: a cluster of
+    /// one's S3 write, docs/placement.md "Write intents") is one commit:
+    /// a crash image taken right after holds the entries and the intents;
+    /// the route refuses an intent with any other order or value.
+    #[tokio::test]
+    async fn a_change_with_its_intent_is_one_commit() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l.redb");
+        let every = std::time::Duration::from_secs(3600);
+        let idx = Arc::new(ListingIndex::open_checkpointing(&path, every).expect("open"));
+        idx.write_intended_async("b", "k", Some(&stamped(5, 40)), 0)
+            .await
+            .expect("write");
+        idx.write_intended_async("b", "gone", None, 41)
+            .await
+            .expect("delete");
+        let img = tempfile::tempdir().expect("tmp");
+        let back = ListingIndex::open(&crash_image(&path, img.path(), true)).expect("reopen");
+        assert_eq!(all(&back, "b"), [("k".to_string(), 5)]);
+        let held = |i: &ListingIndex| i.intents_before(u64::MAX).expect("intents");
+        assert_eq!(
+            held(&back),
+            [
+                ("b".to_string(), "k".to_string(), 40),
+                ("b".to_string(), "gone".to_string(), 41)
+            ]
+        );
+        let q = |intent, order: Option<&str>| ChangeQuery {
+            stamp: 42,
+            intent,
+            order: order.map(str::to_string),
+            upto: None,
+        };
+        let write = |q| write(idx.clone(), "b".into(), "c".into(), None, q);
+        assert_eq!(
+            write(q(Some(1), Some("copy"))).await.status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            write(q(Some(2), None)).await.status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert!(!held(&idx).iter().any(|(_, n, _)| n == "c"));
+        assert_eq!(
+            write(q(Some(1), None)).await.status(),
+            StatusCode::NO_CONTENT
+        );
+        assert!(held(&idx).contains(&("b".to_string(), "c".to_string(), 42)));
     }
 
     /// An index checkpointing every `every`, in a new directory, with two

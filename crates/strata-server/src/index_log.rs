@@ -3,8 +3,8 @@
 //!
 //! Each group of index changes the committer takes is appended here as one
 //! record and made durable by one `fdatasync` of a small sequential write,
-//! then applied to redb *without* a sync of its own. Once a second the
-//! committer makes redb durable (a checkpoint: one synced commit that also
+//! then applied to redb *without* a sync of its own. Every
+//! `CHECKPOINT_EVERY` (5 s) the committer makes redb durable (a checkpoint: one synced commit that also
 //! records the last record it holds, [`crate::index`]'s `wal_lsn`) and the
 //! log starts over at its beginning. At open, the records after the one redb
 //! holds are applied again. So a change waits for one small append per

@@ -62,6 +62,10 @@ pub struct NodeOptions {
     pub flash_capacity: Option<u64>,
     /// Segment size of the row stores (the tier mover moves whole segments).
     pub segment_size: u64,
+    /// Zeros written ahead of each active segment's needles, so that a
+    /// group commit's sync overwrites blocks instead of growing the file
+    /// (`strata_store::StoreConfig::prepare_ahead`; 0: none).
+    pub prepare_ahead: u64,
     /// Bytes kept back on each disk device for deletes and compaction on a
     /// full volume ([`crate::reserve`]; None: two segments, at most 1/32
     /// of the volume, at least 256 KiB; 0: none).
@@ -152,6 +156,7 @@ impl NodeOptions {
             capacity: None,
             flash_capacity: None,
             segment_size: 64 << 20,
+            prepare_ahead: crate::rows::Sizes::segments_of(0).prepare_ahead,
             space_reserve: None,
             mover_bytes_per_sec: 256 << 20,
             flash_burst: 0.25,
@@ -1318,8 +1323,15 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
                 let size = opts
                     .space_reserve
                     .unwrap_or_else(|| crate::reserve::default_size(fs, opts.segment_size));
-                let mut rs =
-                    RowStores::new(dir, &flash, opts.segment_size).with_metrics(metrics.clone());
+                let mut rs = RowStores::new(
+                    dir,
+                    &flash,
+                    crate::rows::Sizes {
+                        segment: opts.segment_size,
+                        prepare_ahead: opts.prepare_ahead,
+                    },
+                )
+                .with_metrics(metrics.clone());
                 if size > 0 {
                     rs = rs.with_reserve(Arc::new(crate::reserve::Reserve::open(
                         dir,

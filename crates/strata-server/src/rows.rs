@@ -209,7 +209,7 @@ pub struct RowStore {
     row: usize,
     path: PathBuf,
     flash_path: Option<PathBuf>,
-    segment_size: u64,
+    sizes: Sizes,
     shared: Arc<Store>,
     parts: RwLock<HashMap<String, Arc<Store>>>,
     tx: Mutex<mpsc::Sender<Job>>,
@@ -241,18 +241,39 @@ pub enum Scanned {
 /// Subdirectory of a row directory holding the parts of listed workloads.
 const PARTS_DIR: &str = "workloads";
 
+/// The sizes a node gives its row stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// Segment size (the tier mover moves whole segments).
+    pub segment: u64,
+    /// Zeros written ahead of an active segment's needles
+    /// ([`StoreConfig::prepare_ahead`]; 0: none).
+    pub prepare_ahead: u64,
+}
+
+impl Sizes {
+    /// Segments of `segment` bytes, the store's default prepared space.
+    pub fn segments_of(segment: u64) -> Sizes {
+        Sizes {
+            segment,
+            prepare_ahead: StoreConfig::new("", Tier::Disk).prepare_ahead,
+        }
+    }
+}
+
 fn open_store(
     row: usize,
     path: &Path,
     flash_path: Option<&Path>,
-    segment_size: u64,
+    sizes: Sizes,
 ) -> Result<Store, ClusterError> {
     let mut cfg = StoreConfig::new(path, Tier::Disk);
     if let Some(f) = flash_path {
         cfg = cfg.with_device(f, Tier::Flash);
     }
     cfg.create_dirs = true;
-    cfg.segment_size = segment_size;
+    cfg.segment_size = sizes.segment;
+    cfg.prepare_ahead = sizes.prepare_ahead;
     cfg.max_object_size = 16 << 20;
     let store = Store::open(cfg).map_err(|source| ClusterError::Store {
         row,
@@ -289,11 +310,11 @@ impl RowStore {
         row: usize,
         path: PathBuf,
         flash_path: Option<PathBuf>,
-        segment_size: u64,
+        sizes: Sizes,
         metrics: Option<Arc<Metrics>>,
         reserve: Option<Arc<Reserve>>,
     ) -> Result<RowStore, ClusterError> {
-        let shared = Arc::new(open_store(row, &path, flash_path.as_deref(), segment_size)?);
+        let shared = Arc::new(open_store(row, &path, flash_path.as_deref(), sizes)?);
         let mut parts = HashMap::new();
         if let Ok(rd) = std::fs::read_dir(path.join(PARTS_DIR)) {
             for e in rd.flatten() {
@@ -310,7 +331,7 @@ impl RowStore {
                         .as_ref()
                         .map(|f| f.join(PARTS_DIR).join(&name))
                         .as_deref(),
-                    segment_size,
+                    sizes,
                 )?;
                 parts.insert(name, Arc::new(store));
             }
@@ -329,7 +350,7 @@ impl RowStore {
             row,
             path,
             flash_path,
-            segment_size,
+            sizes,
             shared,
             parts: RwLock::new(parts),
             tx: Mutex::new(tx),
@@ -392,7 +413,7 @@ impl RowStore {
                 .as_ref()
                 .map(|f| f.join(PARTS_DIR).join(name))
                 .as_deref(),
-            self.segment_size,
+            self.sizes,
         )?);
         g.insert(name.to_string(), store.clone());
         Ok(store)
@@ -985,7 +1006,7 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
 pub struct RowStores {
     dir: PathBuf,
     flash: Vec<PathBuf>,
-    segment_size: u64,
+    sizes: Sizes,
     open: Mutex<HashMap<usize, Arc<RowStore>>>,
     metrics: Option<Arc<Metrics>>,
     reserve: Option<Arc<Reserve>>,
@@ -999,11 +1020,11 @@ impl RowStores {
     /// Row stores under `disk/rows/`, with the flash tier of each row under
     /// `flash[row % flash.len()]/rows/` when `flash` is not empty. Removals
     /// a crash interrupted are finished here.
-    pub fn new(disk: &Path, flash: &[PathBuf], segment_size: u64) -> RowStores {
+    pub fn new(disk: &Path, flash: &[PathBuf], sizes: Sizes) -> RowStores {
         let s = RowStores {
             dir: disk.join("rows"),
             flash: flash.iter().map(|f| f.join("rows")).collect(),
-            segment_size,
+            sizes,
             open: Mutex::new(HashMap::new()),
             metrics: None,
             reserve: None,
@@ -1063,7 +1084,7 @@ impl RowStores {
             row,
             self.row_dir(row),
             self.flash_dir(row),
-            self.segment_size,
+            self.sizes,
             self.metrics.clone(),
             self.reserve.clone(),
         )?);
@@ -1179,7 +1200,11 @@ mod tests {
     async fn newest_stamp_wins_whatever_the_order() {
         let d = tempfile::tempdir().unwrap();
         let flash = d.path().join("flash");
-        let rows = RowStores::new(&d.path().join("disk"), &[flash], 1 << 20);
+        let rows = RowStores::new(
+            &d.path().join("disk"),
+            &[flash],
+            Sizes::segments_of(1 << 20),
+        );
         let s = rows.row(3).unwrap();
         assert!(s
             .put("b", "k", 10, b"\x00v10", Tier::Flash, false)

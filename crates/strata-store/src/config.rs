@@ -62,6 +62,19 @@ pub struct StoreConfig {
     /// identity of a partition: ~50 MB at the default). Tests set it low to
     /// run merges over many partitions.
     pub run_partition_size: usize,
+    /// Bytes of an active segment's file written ahead of its needles
+    /// (zeros, synced) by a background thread, so that a batch's
+    /// `fdatasync` overwrites blocks the file already has instead of
+    /// growing it: on ext4 a sync that grows a file also commits the
+    /// journal (measured 3–14x slower at 1 MiB per sync,
+    /// docs/benchmarks.md). At most this much ahead, topped up when less
+    /// than min(half of it, max(4 MiB, 16 batches)) is left; never past the
+    /// segment size, never on tmpfs, and only while the file system keeps
+    /// 1/16 of its size free; the zeros past the last
+    /// needle are cut when the segment is sealed or the store closed, and
+    /// by the next open after a crash (docs/store-format.md, *Prepared
+    /// space*). 0 turns it off (default 32 MiB).
+    pub prepare_ahead: u64,
 }
 
 impl StoreConfig {
@@ -84,6 +97,7 @@ impl StoreConfig {
             max_open_files: 0,
             recent_hash_bits: 64,
             run_partition_size: 1 << 20,
+            prepare_ahead: 32 << 20,
         }
     }
 

@@ -71,7 +71,9 @@ pub struct SegmentInfo {
     pub tier: Tier,
     /// Segment file.
     pub path: PathBuf,
-    /// Bytes in the file.
+    /// Bytes of the superblock and the needles (an active segment's file
+    /// can be longer while the store runs: zeros prepared ahead of its
+    /// writes, `StoreConfig::prepare_ahead`).
     pub size: u64,
     /// Needles in the file.
     pub needles: u64,
@@ -201,6 +203,10 @@ pub struct OpenReport {
     pub orphan_needles: u64,
     /// Torn tails cut off: (segment id, offset cut at, bytes removed).
     pub torn_tails: Vec<(u64, u64, u64)>,
+    /// Zeros past active segments' last needles (prepared space,
+    /// `StoreConfig::prepare_ahead`) that a stop without `close` (a kill, a
+    /// crash) left, cut off: bytes. Not damage.
+    pub prepared_bytes_cut: u64,
     /// Damaged regions kept in place (not at a tail): (segment id, offset).
     pub corrupt_regions: Vec<(u64, u64)>,
     /// Files named like segments that are not readable segments (a bad
@@ -506,6 +512,52 @@ struct Segment {
     /// (`needle::BATCH_END`). A version-1 active segment takes none, and is
     /// sealed before a batch is written into it (`put_batch_on`).
     marks_batches: AtomicBool,
+    /// An active segment's prepared space: zeros written ahead of its
+    /// needles (`StoreConfig::prepare_ahead`).
+    tail: Tail,
+}
+
+/// The file bytes of an active segment past its last needle that are
+/// written (zeros) and synced, so that a batch's `fdatasync` overwrites
+/// blocks the file has instead of growing it (a sync that grows a file
+/// also commits the file system's journal). Batches are written below
+/// `prepared` without `lock`; zeros are written at `prepared` and above,
+/// and a batch that goes past `prepared` is written, only while holding
+/// it, so the two never touch the same bytes.
+struct Tail {
+    /// Length of the file: the needles, then the zeros.
+    prepared: AtomicU64,
+    /// True once the segment takes no more zeros (sealed, closed, or a
+    /// zeroing failed).
+    lock: Mutex<bool>,
+    /// A zeroing job for this segment is queued.
+    queued: AtomicBool,
+}
+
+impl Tail {
+    /// A tail whose file ends at `len` (the last needle's end).
+    fn at(len: u64) -> Tail {
+        Tail {
+            prepared: AtomicU64::new(len),
+            lock: Mutex::new(false),
+            queued: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes no more zeros and cuts those past `len` (the segment's last
+    /// needle), synced: what a seal or a close leaves is exactly the
+    /// needles. Waits for a zeroing in flight.
+    fn finish(&self, file: &File, len: u64, path: &std::path::Path) -> Result<()> {
+        let mut done = lock(&self.lock);
+        *done = true;
+        if self.prepared.load(Ordering::Acquire) > len {
+            file.set_len(len)
+                .and_then(|_| file.sync_data())
+                .map_err(StoreError::io("cutting the prepared space of", path))?;
+            self.prepared.store(len, Ordering::Release);
+        }
+        Ok(())
+    }
 }
 
 impl Segment {
@@ -992,6 +1044,7 @@ impl Store {
             report.scanned_segments += rep.scanned_segments;
             report.orphan_needles += rep.orphan_needles;
             report.torn_tails.extend(rep.torn_tails);
+            report.prepared_bytes_cut += rep.prepared_bytes_cut;
             report.corrupt_regions.extend(rep.corrupt_regions);
             report.quarantined.extend(rep.quarantined);
             match loaded {
@@ -1444,7 +1497,22 @@ impl Store {
         if let Some(bg) = self.bg.take() {
             let _ = bg.join();
         }
-        self.inner.write_checkpoints()
+        // A closed store's active segments end at their last needle.
+        let mut first_err = None;
+        for dev in &self.inner.devices {
+            let w = lock(&dev.writer);
+            let res = w
+                .file()
+                .and_then(|f| w.tail.finish(&f, w.len.load(Ordering::Acquire), &w.path));
+            if let Err(e) = res {
+                first_err.get_or_insert(e);
+            }
+        }
+        let ck = self.inner.write_checkpoints();
+        match first_err {
+            Some(e) => Err(e),
+            None => ck,
+        }
     }
 }
 
@@ -1721,6 +1789,9 @@ fn load_segment(
             // items of a batch are held until its end is seen.
             let marks = sb.marks_batches();
             let mut held: Vec<ScanItem> = Vec::new();
+            // Where the zeros of the prepared space start, if the tail is
+            // only that.
+            let mut zeros_from: Option<u64> = None;
             while let Some(item) = sc.next() {
                 let item = item?;
                 if let ScanItem::Corrupt {
@@ -1730,6 +1801,11 @@ fn load_segment(
                 } = item
                 {
                     cut = Some(offset);
+                    if all_zero(&file, offset, file_len)
+                        .map_err(StoreError::io("reading", &f.path))?
+                    {
+                        zeros_from = Some(offset);
+                    }
                     break;
                 }
                 let ends =
@@ -1767,7 +1843,13 @@ fn load_segment(
                 file.set_len(at)
                     .and_then(|_| file.sync_all())
                     .map_err(StoreError::io("cutting torn tail of", &f.path))?;
-                report.torn_tails.push((sb.id, at, file_len - at));
+                // Zeros are what the store wrote ahead of its needles;
+                // anything before them (an unfinished batch) is torn.
+                let torn_end = zeros_from.unwrap_or(file_len);
+                report.prepared_bytes_cut += file_len - torn_end;
+                if torn_end > at {
+                    report.torn_tails.push((sb.id, at, torn_end - at));
+                }
                 file_len = at;
                 dirty = true;
             }
@@ -1846,11 +1928,28 @@ fn load_segment(
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
         marks_batches: AtomicBool::new(sb.marks_batches()),
+        tail: Tail::at(file_len),
         moved_to: OnceLock::new(),
         dirty: AtomicBool::new(dirty),
         pending: Mutex::new(fresh_entries.then(|| entries.clone())),
     };
     Ok((seg, entries, old_checkpoint))
+}
+
+/// Whether `file` holds only zero bytes in `[from, to)`: the prepared space
+/// of an active segment (`Tail`), not a torn write.
+pub(crate) fn all_zero(file: &File, from: u64, to: u64) -> std::io::Result<bool> {
+    let mut buf = vec![0u8; (1 << 20).min(to.saturating_sub(from)) as usize];
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(buf.len());
+        segment::pread_exact(file, &mut buf[..n], at)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
 }
 
 /// Rewrites the superblock of an empty version-1 active segment as version 2,
@@ -1940,10 +2039,136 @@ fn new_active(
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
         marks_batches: AtomicBool::new(true),
+        tail: Tail::at(SUPERBLOCK_LEN as u64),
         moved_to: OnceLock::new(),
         dirty: AtomicBool::new(true),
         pending: Mutex::new(None),
     })
+}
+
+/// Writes zeros into `seg`'s file from its prepared end up to `target`
+/// (the zeroing thread's job), `PREPARE_CHUNK` bytes at a time, each chunk
+/// synced and then published, with the tail lock released in between: a
+/// batch that outruns the zeros waits for one chunk at most. Skipped when
+/// the segment takes no more (sealed, closed), on a file system in RAM, or
+/// when the file system would keep less than 1/16 of its size free; a
+/// failed write cuts what it added and turns preparation off for the
+/// segment.
+fn prepare_tail(seg: &Segment, target: u64, dir: &std::path::Path) {
+    let from = seg.tail.prepared.load(Ordering::Acquire);
+    let roomy = rustix::fs::statvfs(dir).is_ok_and(|st| {
+        let free = st.f_bavail.saturating_mul(st.f_frsize);
+        let size = st.f_blocks.saturating_mul(st.f_frsize);
+        free >= target.saturating_sub(from).saturating_add(size / 16)
+    });
+    if !roomy || in_memory(dir) {
+        return;
+    }
+    let Ok(file) = seg.file() else { return };
+    // The zeros go to the device straight from one buffer (O_DIRECT), not
+    // copied into the page cache first: that copy, and the pages it
+    // dirties, cost the server as much CPU as the needles' own (measured,
+    // docs/benchmarks.md). Where O_DIRECT is refused, they are written
+    // through the page cache.
+    let direct = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(&seg.path)
+            .ok()
+    };
+    loop {
+        let mut done = lock(&seg.tail.lock);
+        let from = seg.tail.prepared.load(Ordering::Acquire);
+        if *done || target <= from || seg.retired.load(Ordering::Acquire) {
+            return;
+        }
+        let to = target.min(from + PREPARE_CHUNK);
+        let res = write_zeros(&file, direct.as_ref(), from, to).and_then(|_| file.sync_data());
+        match res {
+            Ok(()) => seg.tail.prepared.store(to, Ordering::Release),
+            Err(_) => {
+                let _ = file.set_len(from);
+                *done = true;
+                return;
+            }
+        }
+    }
+}
+
+/// Bytes of zeros written and synced at a time by the zeroing thread.
+const PREPARE_CHUNK: u64 = 4 << 20;
+
+/// Writes zeros to `[from, to)` of `file` (at most `PREPARE_CHUNK` bytes):
+/// the whole 4 KiB blocks through `direct` (the file opened with
+/// O_DIRECT) if given, the unaligned ends (and everything without
+/// `direct`) through the page cache. Should an O_DIRECT write fail
+/// (a file system that takes it only for some alignments), the page cache
+/// takes the rest.
+fn write_zeros(file: &File, direct: Option<&File>, from: u64, to: u64) -> std::io::Result<()> {
+    const BLOCK: u64 = 4096;
+    static ZEROS: OnceLock<Vec<u8>> = OnceLock::new();
+    let buf = ZEROS.get_or_init(|| vec![0u8; (PREPARE_CHUNK + BLOCK) as usize]);
+    // The block-aligned part of the buffer (O_DIRECT's buffer alignment).
+    let skip = (buf.as_ptr() as u64).next_multiple_of(BLOCK) - buf.as_ptr() as u64;
+    let zeros = &buf[skip as usize..][..PREPARE_CHUNK as usize];
+    let a = from.next_multiple_of(BLOCK).min(to);
+    let b = (to / BLOCK * BLOCK).max(a);
+    if a > from {
+        file.write_all_at(&zeros[..(a - from) as usize], from)?;
+    }
+    let mut at = a;
+    if let Some(d) = direct.filter(|_| b > a) {
+        if d.write_all_at(&zeros[..(b - a) as usize], a).is_ok() {
+            at = b;
+        }
+    }
+    if to > at {
+        file.write_all_at(&zeros[..(to - at) as usize], at)?;
+    }
+    Ok(())
+}
+
+/// Whether `dir` is on a file system in RAM (tmpfs, ramfs), where a sync
+/// costs nothing and zeros written ahead would only take memory.
+fn in_memory(dir: &std::path::Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    rustix::fs::statfs(dir).is_ok_and(|st| {
+        let t = st.f_type as i64;
+        t == TMPFS_MAGIC || t == RAMFS_MAGIC
+    })
+}
+
+/// The process's one zeroing thread: it prepares the active segments of
+/// every store in the process, one job at a time (they share the devices).
+mod prepare {
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::{Mutex, OnceLock};
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+
+    /// Runs `job` on the zeroing thread (started on first use).
+    pub(super) fn submit(job: Job) {
+        let q = QUEUE.get_or_init(|| {
+            let (tx, rx) = channel::<Job>();
+            let spawned = std::thread::Builder::new()
+                .name("strata-prepare".into())
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        job();
+                    }
+                });
+            // Without the thread the jobs are dropped unrun: segments then
+            // grow by appending, as with preparation off.
+            drop(spawned);
+            Mutex::new(tx)
+        });
+        let _ = super::lock(q).send(job);
+    }
 }
 
 fn background(weak: Weak<Inner>) {
@@ -2362,15 +2587,28 @@ impl Inner {
                 .and_then(|_| segment::write_all_vectored_at(&file, &torn, start + done));
             crash_now("store-batch-torn");
         }
+        // Below the prepared space's end the batch overwrites zeros, and
+        // its sync flushes data only; past it, the zeroing thread is
+        // waited for and kept out until the file has grown.
+        let end = start + total;
+        let mut past =
+            (end > seg.tail.prepared.load(Ordering::Acquire)).then(|| lock(&seg.tail.lock));
         let res =
             segment::write_all_vectored_at(&file, &parts, start).and_then(|_| file.sync_data());
         if let Err(e) = res {
             // Leave the segment as it was: nothing of the batch is
-            // visible, and a partial write is cut (or cut on open).
+            // visible, and a partial write is cut (or cut on open), with
+            // the zeros past it.
+            let _t = past.take().unwrap_or_else(|| lock(&seg.tail.lock));
             let _ = file.set_len(start);
             let _ = file.sync_all();
+            seg.tail.prepared.store(start, Ordering::Release);
             return Err(StoreError::io("appending to", &seg.path)(e));
         }
+        if past.is_some() {
+            seg.tail.prepared.fetch_max(end, Ordering::AcqRel);
+        }
+        drop(past);
         self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
         self.counters.written[dev.tier.code() as usize].fetch_add(total, Ordering::Relaxed);
         let Body::Active(a) = &seg.body else {
@@ -2436,8 +2674,36 @@ impl Inner {
             // The batch is durable whatever happens here; a failed seal
             // (e.g. no space for a new segment) is retried next batch.
             let _ = self.seal(device, &mut w);
+        } else {
+            self.prepare_ahead(&seg, end, total);
         }
         Ok(())
+    }
+
+    /// Queues zeros past the active segment `seg`'s last needle (`end`)
+    /// when fewer than `lead` bytes are prepared ahead of it: min(half of
+    /// `prepare_ahead`, max(4 MiB, 16 batches of `batch` bytes)). The job
+    /// prepares up to `2 × lead` ahead, never past the segment size.
+    fn prepare_ahead(&self, seg: &Arc<Segment>, end: u64, batch: u64) {
+        let most = self.cfg.prepare_ahead;
+        if most == 0 {
+            return;
+        }
+        let lead = batch.saturating_mul(16).max(4 << 20).min(most / 2).max(1);
+        let target = end.saturating_add(2 * lead).min(self.cfg.segment_size);
+        let prepared = seg.tail.prepared.load(Ordering::Acquire);
+        if target <= prepared || prepared.saturating_sub(end) >= lead {
+            return;
+        }
+        if seg.tail.queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let seg = seg.clone();
+        let dir = self.devices[seg.device].path.clone();
+        prepare::submit(Box::new(move || {
+            seg.tail.queued.store(false, Ordering::Release);
+            prepare_tail(&seg, target, &dir);
+        }));
     }
 
     /// Seals the device's active segment and starts a new one. The caller
@@ -2465,6 +2731,10 @@ impl Inner {
         // finding 12).
         let _c = lock(&self.checkpointing);
         let old = w.clone();
+        // The sealed checkpoint covers exactly the file: no zeros past the
+        // last needle.
+        old.tail
+            .finish(&*old.file()?, old.len.load(Ordering::Acquire), &old.path)?;
         let slot = self.reserve_slot();
         let next = Arc::new(new_active(
             &self.cfg,
@@ -2474,6 +2744,8 @@ impl Inner {
             &self.fds,
         )?);
         write(&self.idx).table[slot as usize] = Some(next.clone());
+        // The new segment's zeros, before its first batch comes.
+        self.prepare_ahead(&next, SUPERBLOCK_LEN as u64, self.cfg.prepare_ahead);
         let _g = lock(&old.lock);
         let Body::Active(a) = &old.body else {
             return Ok(());
@@ -2498,6 +2770,7 @@ impl Inner {
             lock: Mutex::new(()),
             retired: AtomicBool::new(false),
             marks_batches: AtomicBool::new(old.marks_batches.load(Ordering::Relaxed)),
+            tail: Tail::at(old.len.load(Ordering::Acquire)),
             moved_to: OnceLock::new(),
             dirty: AtomicBool::new(true),
             pending: Mutex::new(Some(entries)),
@@ -3424,6 +3697,7 @@ impl Inner {
                 lock: Mutex::new(()),
                 retired: AtomicBool::new(false),
                 marks_batches: AtomicBool::new(true),
+                tail: Tail::at(new_len),
                 moved_to: OnceLock::new(),
                 dirty: AtomicBool::new(false),
                 pending: Mutex::new(None),

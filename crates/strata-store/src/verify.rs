@@ -62,6 +62,10 @@ pub struct VerifyReport {
     pub overwritten: Tally,
     /// Damaged regions and torn tails.
     pub corruptions: Vec<Corruption>,
+    /// Zeros past the newest segment's last needle: the space a running
+    /// (or killed) store prepared ahead of its writes (`Tail` in the
+    /// store), bytes. Not damage; an open cuts them.
+    pub prepared_bytes: u64,
 }
 
 impl VerifyReport {
@@ -178,6 +182,15 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
                         }
                         rep.live.add(nl);
                     }
+                }
+                ScanItem::Corrupt {
+                    offset, at_tail, ..
+                } if at_tail
+                    && Some(id) == last_id
+                    && crate::store::all_zero(&file, offset, len)
+                        .map_err(StoreError::io("reading", path))? =>
+                {
+                    rep.prepared_bytes += len - offset;
                 }
                 ScanItem::Corrupt {
                     offset,

@@ -53,6 +53,11 @@ pub struct Args {
     /// (e.g. to measure GETs over a partitioned run with few objects).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     run_partition_size: Option<u64>,
+    /// Zeros written ahead of the active segment's needles so that a
+    /// batch's fdatasync does not grow the file (the store's
+    /// `prepare_ahead`); 0: off, every batch appends.
+    #[arg(long, value_name = "SIZE", default_value = "32MiB", value_parser = parse_size)]
+    prepare_ahead: u64,
     /// Keep the store's files afterwards.
     #[arg(long)]
     keep: bool,
@@ -97,6 +102,7 @@ fn config(dir: &std::path::Path, a: &Args) -> StoreConfig {
     cfg.create_dirs = true;
     cfg.auto_compaction = false;
     cfg.max_object_size = cfg.max_object_size.max(a.size);
+    cfg.prepare_ahead = a.prepare_ahead;
     if let Some(n) = a.run_partition_size {
         cfg.run_partition_size = usize::try_from(n).unwrap_or(usize::MAX);
     }

@@ -326,7 +326,7 @@ fn verify_one(dir: PathBuf, json: bool) -> anyhow::Result<()> {
             "live_needles": rep.live.needles, "live_bytes": rep.live.bytes,
             "deleted_needles": rep.deleted.needles, "deleted_bytes": rep.deleted.bytes,
             "overwritten_needles": rep.overwritten.needles, "overwritten_bytes": rep.overwritten.bytes,
-            "corruptions": corr,
+            "corruptions": corr, "prepared_bytes": rep.prepared_bytes,
         });
         println!("{v}");
     } else {
@@ -351,6 +351,13 @@ fn verify_one(dir: PathBuf, json: bool) -> anyhow::Result<()> {
             rep.overwritten.needles,
             format_bytes(rep.overwritten.bytes)
         );
+        if rep.prepared_bytes > 0 {
+            println!(
+                "  prepared    {:>29} of zeros past the last needle (written ahead by a \
+                 running or killed store; cut when the store opens)",
+                format_bytes(rep.prepared_bytes)
+            );
+        }
         for c in &rep.corruptions {
             println!(
                 "  {} segment {:016x} ({}) offset {} length {}: {}",

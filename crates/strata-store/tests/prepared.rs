@@ -1,0 +1,218 @@
+//! Prepared space: zeros written (and synced) ahead of the active
+//! segment's needles so that a batch's fdatasync overwrites blocks the file
+//! has instead of growing it (`StoreConfig::prepare_ahead`,
+//! docs/store-format.md, *Prepared space*). What a running store's files
+//! hold is what a kill leaves (every batch is synced before it is
+//! acknowledged), so a copy of the directory taken while it runs is opened
+//! as after a crash.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use strata_store::verify::verify_dir;
+use strata_store::{PutItem, Store, StoreConfig, Tier};
+
+fn cfg(dir: &Path) -> StoreConfig {
+    let mut c = StoreConfig::new(dir, Tier::Disk);
+    c.auto_compaction = false;
+    c.segment_size = 256 << 20;
+    c.prepare_ahead = 8 << 20;
+    c
+}
+
+fn body(k: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (k as usize * 131 + i * 7) as u8).collect()
+}
+
+fn put(store: &Store, keys: std::ops::Range<u64>, len: usize) {
+    let bodies: Vec<Vec<u8>> = keys.clone().map(|k| body(k, len)).collect();
+    let items: Vec<PutItem<'_>> = keys
+        .zip(&bodies)
+        .map(|(key, data)| PutItem {
+            key,
+            alt_key: 0,
+            cookie: 7,
+            data,
+        })
+        .collect();
+    store.put_batch(Tier::Disk, &items).unwrap();
+}
+
+/// The active segment's (path, needle bytes).
+fn active(store: &Store) -> (std::path::PathBuf, u64) {
+    let s = store.segments().into_iter().find(|s| s.active).unwrap();
+    (s.path, s.size)
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+/// Waits until the active segment's file holds more than its needles.
+fn prepared(store: &Store) -> u64 {
+    let (path, size) = active(store);
+    let t = Instant::now();
+    while file_len(&path) <= size {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no space was prepared past the needles in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    file_len(&path)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn check(store: &Store, keys: std::ops::Range<u64>, len: usize) {
+    for k in keys {
+        let o = store
+            .get(k, 0, 7)
+            .unwrap()
+            .unwrap_or_else(|| panic!("key {k} lost"));
+        assert_eq!(o.data, body(k, len), "key {k}");
+    }
+}
+
+#[test]
+fn batches_land_in_prepared_zeros_and_a_crash_leaves_only_zeros_to_cut() {
+    let d = tempfile::tempdir().unwrap();
+    let live = d.path().join("live");
+    let store = Store::open({
+        let mut c = cfg(&live);
+        c.create_dirs = true;
+        c
+    })
+    .unwrap();
+    put(&store, 0..16, 64 << 10);
+    let len = prepared(&store);
+    let (path, size) = active(&store);
+    assert!(
+        len >= size + (2 << 20),
+        "{len} bytes in the file for {size} of needles: at least 2 MiB prepared"
+    );
+    // A batch inside the prepared space: one sync, the file does not grow.
+    let syncs = store.counters().fdatasyncs;
+    put(&store, 16..20, 1 << 10);
+    assert_eq!(store.counters().fdatasyncs, syncs + 1);
+    assert_eq!(
+        file_len(&path),
+        len,
+        "a batch below the prepared end grew the file"
+    );
+    let (_, size) = active(&store);
+    assert!(size < len);
+
+    // What a kill leaves: the needles, then zeros. The open cuts the zeros
+    // as prepared space, not as a torn tail, and keeps every batch.
+    let crashed = d.path().join("crashed");
+    copy_dir(&live, &crashed);
+    let v = verify_dir(&crashed, &mut |_, _| {}).unwrap();
+    assert!(v.corruptions.is_empty(), "{:?}", v.corruptions);
+    assert_eq!(v.prepared_bytes, len - size);
+    {
+        let back = Store::open(cfg(&crashed)).unwrap();
+        let r = back.open_report();
+        assert!(r.torn_tails.is_empty(), "{:?}", r.torn_tails);
+        assert_eq!(r.prepared_bytes_cut, len - size);
+        let (p, s) = active(&back);
+        assert_eq!((file_len(&p), s), (size, size));
+        check(&back, 0..16, 64 << 10);
+        check(&back, 16..20, 1 << 10);
+        // It prepares again and keeps taking writes.
+        put(&back, 20..36, 64 << 10);
+        prepared(&back);
+        check(&back, 20..36, 64 << 10);
+    }
+
+    // A torn batch in the prepared space (its first bytes written, the
+    // rest still zeros) is a torn tail, cut with the zeros after it.
+    let torn = d.path().join("torn");
+    copy_dir(&live, &torn);
+    let tp = torn.join(path.file_name().unwrap());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&tp).unwrap();
+        f.write_all_at(&[0xa5; 100], size).unwrap();
+    }
+    {
+        let back = Store::open(cfg(&torn)).unwrap();
+        let r = back.open_report();
+        assert_eq!(r.torn_tails.len(), 1, "{:?}", r.torn_tails);
+        assert_eq!(r.torn_tails[0].1, size);
+        assert_eq!(file_len(&tp), size);
+        check(&back, 0..16, 64 << 10);
+        check(&back, 16..20, 1 << 10);
+    }
+
+    // A close cuts the zeros: the files hold exactly the needles.
+    store.close().unwrap();
+    assert_eq!(file_len(&path), size);
+    let back = Store::open(cfg(&live)).unwrap();
+    assert_eq!(back.open_report().prepared_bytes_cut, 0);
+    assert!(back.open_report().torn_tails.is_empty());
+    check(&back, 0..16, 64 << 10);
+    check(&back, 16..20, 1 << 10);
+}
+
+#[test]
+fn a_sealed_segment_ends_at_its_last_needle_and_opens_from_its_checkpoint() {
+    let d = tempfile::tempdir().unwrap();
+    let mut c = cfg(d.path());
+    c.segment_size = 6 << 20;
+    c.prepare_ahead = 32 << 20;
+    let store = Store::open(c.clone()).unwrap();
+    // 2 MiB batches: the third passes the segment size and seals it.
+    for b in 0..3 {
+        put(&store, b * 32..(b + 1) * 32, 64 << 10);
+        if b == 0 {
+            // Never prepared past the segment size.
+            let len = prepared(&store);
+            assert!(len <= 6 << 20, "{len} bytes prepared in a 6 MiB segment");
+        }
+    }
+    let segs = store.segments();
+    let sealed: Vec<_> = segs.iter().filter(|s| !s.active).collect();
+    assert_eq!(sealed.len(), 1);
+    assert_eq!(file_len(&sealed[0].path), sealed[0].size);
+    store.checkpoint().unwrap();
+    // Copied as a kill would leave it: the sealed segment opens from its
+    // checkpoint (it covers exactly the file), nothing is scanned but the
+    // active segment.
+    let crashed = d.path().join("..").join(format!(
+        "{}-crashed",
+        d.path().file_name().unwrap().to_string_lossy()
+    ));
+    copy_dir(d.path(), &crashed);
+    let back = Store::open(cfg(&crashed)).unwrap();
+    assert!(back.open_report().torn_tails.is_empty());
+    assert!(
+        back.open_report().scanned_segments <= 1,
+        "{:?}",
+        back.open_report()
+    );
+    check(&back, 0..96, 64 << 10);
+    drop(back);
+    std::fs::remove_dir_all(&crashed).unwrap();
+}
+
+#[test]
+fn preparation_off_leaves_the_file_at_its_needles() {
+    let d = tempfile::tempdir().unwrap();
+    let mut c = cfg(d.path());
+    c.prepare_ahead = 0;
+    let store = Store::open(c).unwrap();
+    for b in 0..8 {
+        put(&store, b * 16..(b + 1) * 16, 64 << 10);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (p, size) = active(&store);
+    assert_eq!(file_len(&p), size);
+}

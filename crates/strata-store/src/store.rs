@@ -2744,8 +2744,6 @@ impl Inner {
             &self.fds,
         )?);
         write(&self.idx).table[slot as usize] = Some(next.clone());
-        // The new segment's zeros, before its first batch comes.
-        self.prepare_ahead(&next, SUPERBLOCK_LEN as u64, self.cfg.prepare_ahead);
         let _g = lock(&old.lock);
         let Body::Active(a) = &old.body else {
             return Ok(());

@@ -36,6 +36,11 @@ run() {
   local f=$1
   shift
   local l0 l1
+  # Each run starts on an idle device: what earlier runs left dirty in the
+  # page cache (SeaweedFS does not sync its writes: gigabytes after a
+  # 64 KiB PUT run) is written back first, not during the next server's
+  # run. SETTLE=0 skips it.
+  if [ "${SETTLE:-1}" = 1 ]; then sync; fi
   l0=$(cut -d' ' -f1 /proc/loadavg)
   "${GEN[@]}" "$STRATA" bench http --duration "$DUR" --json "$@" >"$RES/$f.json" 2>"$RES/$f.err" || {
     log "FAILED $f: $(tail -2 "$RES/$f.err")"

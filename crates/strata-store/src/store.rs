@@ -532,6 +532,9 @@ struct Tail {
     lock: Mutex<bool>,
     /// A zeroing job for this segment is queued.
     queued: AtomicBool,
+    /// The file opened again with O_DIRECT (None where that is refused),
+    /// for the zeros and for large batches written into them.
+    direct: OnceLock<Option<File>>,
 }
 
 impl Tail {
@@ -541,7 +544,22 @@ impl Tail {
             prepared: AtomicU64::new(len),
             lock: Mutex::new(false),
             queued: AtomicBool::new(false),
+            direct: OnceLock::new(),
         }
+    }
+
+    /// The segment file `path` opened for O_DIRECT writes, once.
+    fn direct(&self, path: &std::path::Path) -> Option<&File> {
+        self.direct
+            .get_or_init(|| {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+                    .open(path)
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// Takes no more zeros and cuts those past `len` (the segment's last
@@ -2070,14 +2088,7 @@ fn prepare_tail(seg: &Segment, target: u64, dir: &std::path::Path) {
     // dirties, cost the server as much CPU as the needles' own (measured,
     // docs/benchmarks.md). Where O_DIRECT is refused, they are written
     // through the page cache.
-    let direct = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-            .open(&seg.path)
-            .ok()
-    };
+    let direct = seg.tail.direct(&seg.path);
     loop {
         let mut done = lock(&seg.tail.lock);
         let from = seg.tail.prepared.load(Ordering::Acquire);
@@ -2085,7 +2096,7 @@ fn prepare_tail(seg: &Segment, target: u64, dir: &std::path::Path) {
             return;
         }
         let to = target.min(from + PREPARE_CHUNK);
-        let res = write_zeros(&file, direct.as_ref(), from, to).and_then(|_| file.sync_data());
+        let res = write_zeros(&file, direct, from, to).and_then(|_| file.sync_data());
         match res {
             Ok(()) => seg.tail.prepared.store(to, Ordering::Release),
             Err(_) => {
@@ -2099,6 +2110,61 @@ fn prepare_tail(seg: &Segment, target: u64, dir: &std::path::Path) {
 
 /// Bytes of zeros written and synced at a time by the zeroing thread.
 const PREPARE_CHUNK: u64 = 4 << 20;
+
+/// O_DIRECT's unit here: buffers, offsets and lengths are multiples of it.
+const DIRECT_BLOCK: u64 = 4096;
+
+/// Batches of at least this many bytes are written with O_DIRECT when
+/// their blocks are prepared (`write_direct`); smaller ones through the
+/// page cache, where a batch's copy costs less than rewriting the block
+/// it shares with the last batch.
+const DIRECT_MIN_BATCH: u64 = 64 << 10;
+
+thread_local! {
+    /// A writer thread's buffer for O_DIRECT batches (block-aligned part
+    /// used), kept between batches: its pages are touched once.
+    static DIRECT_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Writes a batch (`parts`, the bytes of `[start, end)`) of `seg` with
+/// O_DIRECT through `direct`, whole blocks from `start`'s block to `end`'s:
+/// the bytes before `start` in its block are read back first (the last
+/// batch's needles, with any flag written since), those after `end` are
+/// the prepared zeros. The segment's lock is held meanwhile, so that no
+/// flag write lands between that read and the write. Same bytes on disk
+/// as the page-cache path.
+fn write_direct(
+    seg: &Segment,
+    file: &File,
+    direct: &File,
+    parts: &[&[u8]],
+    start: u64,
+    end: u64,
+) -> std::io::Result<()> {
+    let a = start / DIRECT_BLOCK * DIRECT_BLOCK;
+    let b = end.next_multiple_of(DIRECT_BLOCK);
+    DIRECT_BUF.with(|cell| {
+        let mut v = cell.borrow_mut();
+        let need = (b - a + DIRECT_BLOCK) as usize;
+        if v.len() < need {
+            *v = vec![0u8; need.next_power_of_two()];
+        }
+        let skip = (v.as_ptr() as u64).next_multiple_of(DIRECT_BLOCK) - v.as_ptr() as u64;
+        let buf = &mut v[skip as usize..][..(b - a) as usize];
+        let _g = lock(&seg.lock);
+        let head = (start - a) as usize;
+        if head > 0 {
+            segment::pread_exact(file, &mut buf[..head], a)?;
+        }
+        let mut at = head;
+        for p in parts {
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        buf[at..].fill(0);
+        direct.write_all_at(buf, a)
+    })
+}
 
 /// Writes zeros to `[from, to)` of `file` (at most `PREPARE_CHUNK` bytes):
 /// the whole 4 KiB blocks through `direct` (the file opened with
@@ -2591,10 +2657,20 @@ impl Inner {
         // its sync flushes data only; past it, the zeroing thread is
         // waited for and kept out until the file has grown.
         let end = start + total;
-        let mut past =
-            (end > seg.tail.prepared.load(Ordering::Acquire)).then(|| lock(&seg.tail.lock));
-        let res =
-            segment::write_all_vectored_at(&file, &parts, start).and_then(|_| file.sync_data());
+        let prepared = seg.tail.prepared.load(Ordering::Acquire);
+        let mut past = (end > prepared).then(|| lock(&seg.tail.lock));
+        // A large batch whose blocks are all prepared goes to the device
+        // from one buffer (O_DIRECT): no page-cache pages to allocate, copy
+        // and write back for it.
+        let direct = (total >= DIRECT_MIN_BATCH && end.next_multiple_of(DIRECT_BLOCK) <= prepared)
+            .then(|| seg.tail.direct(&seg.path))
+            .flatten();
+        let res = match direct {
+            Some(d) => write_direct(&seg, &file, d, &parts, start, end)
+                .or_else(|_| segment::write_all_vectored_at(&file, &parts, start)),
+            None => segment::write_all_vectored_at(&file, &parts, start),
+        }
+        .and_then(|_| file.sync_data());
         if let Err(e) = res {
             // Leave the segment as it was: nothing of the batch is
             // visible, and a partial write is cut (or cut on open), with

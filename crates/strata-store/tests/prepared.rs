@@ -216,3 +216,58 @@ fn preparation_off_leaves_the_file_at_its_needles() {
     let (p, size) = active(&store);
     assert_eq!(file_len(&p), size);
 }
+
+/// Large batches into prepared space go to the device with O_DIRECT,
+/// rewriting the block they share with the batch before; a delete flag
+/// written into that block in between must survive it.
+#[test]
+fn a_flag_in_the_block_a_large_batch_shares_survives_its_write() {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(d.path())).unwrap();
+    put(&store, 0..8, 64 << 10);
+    prepared(&store);
+    let mut next = 8;
+    for round in 0..6u64 {
+        // Odd sizes, so that batches end inside a block.
+        let len = (96 << 10) + 24 * round as usize + 8;
+        let keys = next..next + 4;
+        let bodies: Vec<Vec<u8>> = keys.clone().map(|k| body(k, len)).collect();
+        let items: Vec<PutItem<'_>> = keys
+            .clone()
+            .zip(&bodies)
+            .map(|(key, data)| PutItem {
+                key,
+                alt_key: 0,
+                cookie: 7,
+                data,
+            })
+            .collect();
+        store.put_batch(Tier::Disk, &items).unwrap();
+        // The last needle of the batch ends in a block the next batch
+        // rewrites: delete it now.
+        assert_eq!(store.delete_batch(&[(next + 3, 0)]).unwrap(), vec![true]);
+        next += 4;
+    }
+    let check_all = |s: &Store| {
+        check(s, 0..8, 64 << 10);
+        for round in 0..6u64 {
+            let len = (96 << 10) + 24 * round as usize + 8;
+            let k0 = 8 + 4 * round;
+            check(s, k0..k0 + 3, len);
+            assert!(
+                s.get(k0 + 3, 0, 7).unwrap().is_none(),
+                "deleted {} is back",
+                k0 + 3
+            );
+        }
+    };
+    check_all(&store);
+    let crashed = d.path().join("crashed");
+    copy_dir(d.path(), &crashed);
+    let v = verify_dir(&crashed, &mut |_, _| {}).unwrap();
+    assert!(v.corruptions.is_empty(), "{:?}", v.corruptions);
+    assert_eq!(v.deleted.needles, 6);
+    check_all(&Store::open(cfg(&crashed)).unwrap());
+    store.close().unwrap();
+    check_all(&Store::open(cfg(d.path())).unwrap());
+}

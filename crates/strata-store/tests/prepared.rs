@@ -6,6 +6,9 @@
 //! acknowledged), so a copy of the directory taken while it runs is opened
 //! as after a crash.
 
+mod fixture_common;
+
+use fixture_common::copy_dir;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use strata_store::verify::verify_dir;
@@ -47,26 +50,24 @@ fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().len()
 }
 
-/// Waits until the active segment's file holds more than its needles.
+/// Waits until the active segment's file holds more than its needles and
+/// the zeroing thread is done with it (its length unchanged for 300 ms:
+/// zeros are added 4 MiB at a time).
 fn prepared(store: &Store) -> u64 {
     let (path, size) = active(store);
     let t = Instant::now();
-    while file_len(&path) <= size {
+    let mut last = (file_len(&path), Instant::now());
+    loop {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "no space was prepared past the needles in 20 s"
         );
         std::thread::sleep(Duration::from_millis(10));
-    }
-    file_len(&path)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        let now = file_len(&path);
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if now > size && last.1.elapsed() >= Duration::from_millis(300) {
+            return now;
         }
     }
 }
@@ -230,19 +231,7 @@ fn a_flag_in_the_block_a_large_batch_shares_survives_its_write() {
     for round in 0..6u64 {
         // Odd sizes, so that batches end inside a block.
         let len = (96 << 10) + 24 * round as usize + 8;
-        let keys = next..next + 4;
-        let bodies: Vec<Vec<u8>> = keys.clone().map(|k| body(k, len)).collect();
-        let items: Vec<PutItem<'_>> = keys
-            .clone()
-            .zip(&bodies)
-            .map(|(key, data)| PutItem {
-                key,
-                alt_key: 0,
-                cookie: 7,
-                data,
-            })
-            .collect();
-        store.put_batch(Tier::Disk, &items).unwrap();
+        put(&store, next..next + 4, len);
         // The last needle of the batch ends in a block the next batch
         // rewrites: delete it now.
         assert_eq!(store.delete_batch(&[(next + 3, 0)]).unwrap(), vec![true]);

@@ -201,7 +201,8 @@ pub fn checkpoints_of_version(dir: &Path, version: u32) -> usize {
         .count()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies the files (not the subdirectories) of `from` into `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();

@@ -2202,6 +2202,8 @@ fn in_memory(dir: &std::path::Path) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     rustix::fs::statfs(dir).is_ok_and(|st| {
+        // `f_type`'s width differs between targets (i64 on x86_64).
+        #[allow(clippy::unnecessary_cast)]
         let t = st.f_type as i64;
         t == TMPFS_MAGIC || t == RAMFS_MAGIC
     })

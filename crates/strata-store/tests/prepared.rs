@@ -231,22 +231,23 @@ fn a_flag_in_the_block_a_large_batch_shares_survives_its_write() {
     for round in 0..6u64 {
         // Odd sizes, so that batches end inside a block.
         let len = (96 << 10) + 24 * round as usize + 8;
-        put(&store, next..next + 4, len);
+        // Six needles, 576 KiB and more: past the O_DIRECT threshold.
+        put(&store, next..next + 6, len);
         // The last needle of the batch ends in a block the next batch
         // rewrites: delete it now.
-        assert_eq!(store.delete_batch(&[(next + 3, 0)]).unwrap(), vec![true]);
-        next += 4;
+        assert_eq!(store.delete_batch(&[(next + 5, 0)]).unwrap(), vec![true]);
+        next += 6;
     }
     let check_all = |s: &Store| {
         check(s, 0..8, 64 << 10);
         for round in 0..6u64 {
             let len = (96 << 10) + 24 * round as usize + 8;
-            let k0 = 8 + 4 * round;
-            check(s, k0..k0 + 3, len);
+            let k0 = 8 + 6 * round;
+            check(s, k0..k0 + 5, len);
             assert!(
-                s.get(k0 + 3, 0, 7).unwrap().is_none(),
+                s.get(k0 + 5, 0, 7).unwrap().is_none(),
                 "deleted {} is back",
-                k0 + 3
+                k0 + 5
             );
         }
     };

@@ -2116,14 +2116,12 @@ const DIRECT_BLOCK: u64 = 4096;
 
 /// Batches of at least this many bytes are written with O_DIRECT when
 /// their blocks are prepared (`write_direct`); smaller ones through the
-/// page cache. A batch this large comes from a write-heavy load, where the
-/// page cache's copy and pages cost the most; smaller batches keep their
-/// needles in the page cache for the reads that follow writes (a needle
-/// written with O_DIRECT is read from the device the first time: with the
-/// threshold at 64 KiB, warp's mixed 64 KiB S3 load ran 4,233–4,799
-/// operations/s against 5,216–5,232 without O_DIRECT and 5,291–5,474 at
-/// 512 KiB; docs/benchmarks.md, *Prepared space*).
-const DIRECT_MIN_BATCH: u64 = 512 << 10;
+/// page cache, where a batch's copy costs less than rewriting the block it
+/// shares with the last batch. 512 KiB (only a write-heavy load's batches)
+/// was tried, to keep more needles cached for the reads after writes, and
+/// measured worse in every side-by-side cell but one, equal there
+/// (docs/benchmarks.md, *Prepared space*).
+const DIRECT_MIN_BATCH: u64 = 64 << 10;
 
 thread_local! {
     /// A writer thread's buffer for O_DIRECT batches (block-aligned part

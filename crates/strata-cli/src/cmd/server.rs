@@ -99,8 +99,9 @@ pub struct Args {
     /// the segment, only while 1/16 of the volume is free; cut when the
     /// segment is sealed or the server stops. 0: off (for a file system
     /// where it does not pay, e.g. tmpfs).
-    #[arg(long, value_name = "SIZE", default_value = "32MiB")]
-    prepare_ahead: String,
+    #[arg(long, value_name = "SIZE", default_value = "32MiB",
+          value_parser = |s: &str| crate::units::parse_bytes(s).map_err(|e| format!("{e:#}")))]
+    prepare_ahead: u64,
     /// Space kept back on each disk device so that a full volume can still
     /// take deletes and compact (a file `space.reserve` in the device's
     /// directory). When the volume fills, deletes use it and other writes
@@ -370,7 +371,7 @@ fn options(
     if opts.segment_size < 64 << 10 {
         bail!("--segment-size must be at least 64KiB");
     }
-    opts.prepare_ahead = parse_bytes(&a.prepare_ahead).context("--prepare-ahead")?;
+    opts.prepare_ahead = a.prepare_ahead;
     opts.space_reserve = a
         .space_reserve
         .as_deref()

@@ -2129,6 +2129,13 @@ thread_local! {
     static DIRECT_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Where the first `DIRECT_BLOCK`-aligned byte of `buf` is (O_DIRECT's
+/// buffer alignment).
+fn block_aligned(buf: &[u8]) -> usize {
+    let p = buf.as_ptr() as u64;
+    (p.next_multiple_of(DIRECT_BLOCK) - p) as usize
+}
+
 /// Writes a batch (`parts`, the bytes of `[start, end)`) of `seg` with
 /// O_DIRECT through `direct`, whole blocks from `start`'s block to `end`'s:
 /// the bytes before `start` in its block are read back first (the last
@@ -2152,8 +2159,8 @@ fn write_direct(
         if v.len() < need {
             *v = vec![0u8; need.next_power_of_two()];
         }
-        let skip = (v.as_ptr() as u64).next_multiple_of(DIRECT_BLOCK) - v.as_ptr() as u64;
-        let buf = &mut v[skip as usize..][..(b - a) as usize];
+        let skip = block_aligned(&v);
+        let buf = &mut v[skip..][..(b - a) as usize];
         let _g = lock(&seg.lock);
         let head = (start - a) as usize;
         if head > 0 {
@@ -2179,9 +2186,7 @@ fn write_zeros(file: &File, direct: Option<&File>, from: u64, to: u64) -> std::i
     const BLOCK: u64 = 4096;
     static ZEROS: OnceLock<Vec<u8>> = OnceLock::new();
     let buf = ZEROS.get_or_init(|| vec![0u8; (PREPARE_CHUNK + BLOCK) as usize]);
-    // The block-aligned part of the buffer (O_DIRECT's buffer alignment).
-    let skip = (buf.as_ptr() as u64).next_multiple_of(BLOCK) - buf.as_ptr() as u64;
-    let zeros = &buf[skip as usize..][..PREPARE_CHUNK as usize];
+    let zeros = &buf[block_aligned(buf)..][..PREPARE_CHUNK as usize];
     let a = from.next_multiple_of(BLOCK).min(to);
     let b = (to / BLOCK * BLOCK).max(a);
     if a > from {

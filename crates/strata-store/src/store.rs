@@ -2183,12 +2183,11 @@ fn write_direct(
 /// (a file system that takes it only for some alignments), the page cache
 /// takes the rest.
 fn write_zeros(file: &File, direct: Option<&File>, from: u64, to: u64) -> std::io::Result<()> {
-    const BLOCK: u64 = 4096;
     static ZEROS: OnceLock<Vec<u8>> = OnceLock::new();
-    let buf = ZEROS.get_or_init(|| vec![0u8; (PREPARE_CHUNK + BLOCK) as usize]);
+    let buf = ZEROS.get_or_init(|| vec![0u8; (PREPARE_CHUNK + DIRECT_BLOCK) as usize]);
     let zeros = &buf[block_aligned(buf)..][..PREPARE_CHUNK as usize];
-    let a = from.next_multiple_of(BLOCK).min(to);
-    let b = (to / BLOCK * BLOCK).max(a);
+    let a = from.next_multiple_of(DIRECT_BLOCK).min(to);
+    let b = (to / DIRECT_BLOCK * DIRECT_BLOCK).max(a);
     if a > from {
         file.write_all_at(&zeros[..(a - from) as usize], from)?;
     }

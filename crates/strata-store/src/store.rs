@@ -535,14 +535,6 @@ struct Tail {
     /// The file opened again with O_DIRECT (None where that is refused),
     /// for the zeros and for large batches written into them.
     direct: OnceLock<Option<File>>,
-    /// The last block an O_DIRECT batch wrote, when the batch ended inside
-    /// it: (its offset, its bytes as the file holds them). The next batch
-    /// begins in that block and must write it whole again; an O_DIRECT
-    /// write drops the block from the page cache, so without this copy
-    /// each batch would first read it back from the device. Dropped by
-    /// every other write to the segment (a flag, a buffered batch), whose
-    /// bytes the copy would lack.
-    last_block: Mutex<Option<(u64, Vec<u8>)>>,
 }
 
 impl Tail {
@@ -553,7 +545,6 @@ impl Tail {
             lock: Mutex::new(false),
             queued: AtomicBool::new(false),
             direct: OnceLock::new(),
-            last_block: Mutex::new(None),
         }
     }
 
@@ -2172,34 +2163,16 @@ fn write_direct(
         let buf = &mut v[skip..][..(b - a) as usize];
         let _g = lock(&seg.lock);
         let head = (start - a) as usize;
-        let kept = lock(&seg.tail.last_block).take();
-        let kept = match kept {
-            Some((at, block)) if at == a && head > 0 => {
-                buf[..head].copy_from_slice(&block[..head]);
-                Some(block)
-            }
-            other => {
-                if head > 0 {
-                    segment::pread_exact(file, &mut buf[..head], a)?;
-                }
-                other.map(|(_, block)| block)
-            }
-        };
+        if head > 0 {
+            segment::pread_exact(file, &mut buf[..head], a)?;
+        }
         let mut at = head;
         for p in parts {
             buf[at..at + p.len()].copy_from_slice(p);
             at += p.len();
         }
         buf[at..].fill(0);
-        direct.write_all_at(buf, a)?;
-        if !end.is_multiple_of(DIRECT_BLOCK) {
-            let last = &buf[buf.len() - DIRECT_BLOCK as usize..];
-            let mut block = kept.unwrap_or_default();
-            block.clear();
-            block.extend_from_slice(last);
-            *lock(&seg.tail.last_block) = Some((b - DIRECT_BLOCK, block));
-        }
-        Ok(())
+        direct.write_all_at(buf, a)
     })
 }
 
@@ -2553,7 +2526,6 @@ impl Inner {
                     let was_live = h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) == 0;
                     out[i] = was_live;
                     if h.flags & flag == 0 {
-                        *lock(&seg.tail.last_block) = None;
                         seg.file()?
                             .write_all_at(&(h.flags | flag).to_le_bytes(), offset + FLAGS_OFFSET)
                             .map_err(StoreError::io("writing flags in", &seg.path))?;
@@ -2705,10 +2677,7 @@ impl Inner {
         let res = match direct {
             Some(d) => write_direct(&seg, &file, d, &parts, start, end)
                 .or_else(|_| segment::write_all_vectored_at(&file, &parts, start)),
-            None => {
-                *lock(&seg.tail.last_block) = None;
-                segment::write_all_vectored_at(&file, &parts, start)
-            }
+            None => segment::write_all_vectored_at(&file, &parts, start),
         }
         .and_then(|_| file.sync_data());
         if let Err(e) = res {

@@ -3,6 +3,17 @@
 //! Each subcommand lives in its own module under `cmd/`; this file only
 //! parses the command line and dispatches.
 
+/// mimalloc instead of glibc's allocator (docs/node.md, "Memory allocator"): the
+/// server's requests allocate and free buffers of 64 KiB to 8 MiB on many
+/// threads. glibc gave freed heap tops back to the system and faulted them
+/// in again on the next request (and, with a dynamic mmap threshold, kept
+/// large buffers in per-thread arenas); mimalloc reuses its pages per
+/// thread and returns unused ones after a short delay. Measured: server
+/// CPU per 64 KiB PUT 59-62 µs with glibc, 49-50 µs with mimalloc
+/// (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod cmd;
 mod progress;
 mod units;
@@ -49,21 +60,6 @@ enum Command {
     Torture(cmd::torture::Args),
 }
 
-/// Fixes glibc's mmap threshold at 1 MiB. Its default threshold is
-/// dynamic: after a large buffer is freed it rises (up to 32 MiB), and later
-/// buffers of that size come from per-thread heap arenas that keep the
-/// memory. A server that streams 8 MiB tracts through many threads then
-/// holds hundreds of MiB it no longer uses; with a fixed threshold every
-/// large buffer is mapped and returned to the system when freed.
-fn bound_allocator_retention() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator tunable; called once at start,
-    // before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
-}
-
 /// Raises the soft limit on open files to the hard limit, as Go programs
 /// and most servers do: a node may hold more segment files than the usual
 /// soft limit (1,024 on many systems, 20,000 here), and a store reopens the
@@ -83,7 +79,6 @@ fn raise_fd_limit() {
 }
 
 fn main() {
-    bound_allocator_retention();
     raise_fd_limit();
     let cli = Cli::parse();
     let result = match cli.command {

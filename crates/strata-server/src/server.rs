@@ -510,24 +510,9 @@ pub(crate) async fn read_local(
             }
         }
     }
-    // A read from flash or the page cache costs less than the hand-off to
-    // the blocking pool: it runs here, on the runtime's thread, unless a
-    // read lately found its record on disk or was slow (then every read
-    // goes to the pool for a while: a disk read must not hold a runtime
-    // thread).
-    let got = if node.inline_reads.open() {
-        let t0 = Instant::now();
-        let got = store.get(bucket, key);
-        let disk = matches!(&got, Ok(Some(s)) if s.tier == Tier::Disk);
-        node.inline_reads.observe(disk, t0.elapsed());
-        got
-    } else {
-        let st = store.clone();
-        let (b, k) = (bucket.to_string(), key.to_string());
-        match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
-            Ok(g) => g,
-            Err(e) => return LocalRead::Failed(e.to_string()),
-        }
+    let got = match row_get(node, store, bucket, key).await {
+        Ok(g) => g,
+        Err(e) => return LocalRead::Failed(e),
     };
     let got = match got {
         // A newer copy of the record in an erasure-coded stripe (its
@@ -588,6 +573,32 @@ pub(crate) async fn read_local(
         Some(s) => LocalRead::Deleted { stamp: s.stamp },
         None => LocalRead::Absent,
     }
+}
+
+/// `store.get(bucket, key)`. A read from flash or the page cache costs
+/// less than the hand-off to the blocking pool (two context switches): it
+/// runs here, on the runtime's thread, unless a read lately found its
+/// record on disk or was slow (then every read goes to the pool for a
+/// while: a disk read must not hold a runtime thread). Err: the pool's
+/// task failed.
+async fn row_get(
+    node: &Node,
+    store: &Arc<RowStore>,
+    bucket: &str,
+    key: &str,
+) -> Result<Result<Option<crate::rows::Stored>, ClusterError>, String> {
+    if node.inline_reads.open() {
+        let t0 = Instant::now();
+        let got = store.get(bucket, key);
+        let disk = matches!(&got, Ok(Some(s)) if s.tier == Tier::Disk);
+        node.inline_reads.observe(disk, t0.elapsed());
+        return Ok(got);
+    }
+    let st = store.clone();
+    let (b, k) = (bucket.to_string(), key.to_string());
+    tokio::task::spawn_blocking(move || st.get(&b, &k))
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// What the stripes of a row hold for one name, beside the row store's copy.
@@ -684,9 +695,7 @@ async fn delete_object(
         };
     }
     let stamp = stamp_of(&headers);
-    let st = store.clone();
-    let (b, k) = (bucket.clone(), key.clone());
-    let existed = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
+    let existed = match row_get(&node, &store, &bucket, &key).await {
         Ok(Ok(g)) => {
             // The newest copy, the row store's or an erasure-coded
             // stripe's (whose index tells a tombstone by its length).

@@ -246,3 +246,63 @@ fn objects_survive_a_restart_and_plans_load() {
     assert_eq!(put(a, "/w0/new2", b"x").status, 201);
     assert_eq!(get(a, "/w0/new2").header("x-strata-tier"), Some("flash"));
 }
+
+/// Drops the pages of every segment file under `dir` from the page cache
+/// (clean once the puts' fdatasync returned), as a node's memory pressure
+/// or an O_DIRECT write leaves them.
+fn drop_cached_segments(dir: &std::path::Path) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            n += drop_cached_segments(&p);
+        } else if p.extension().is_some_and(|x| x == "seg") {
+            let f = std::fs::File::open(&p).unwrap();
+            // SAFETY: posix_fadvise only reads its arguments; f is open.
+            let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0, "posix_fadvise {}", p.display());
+            n += 1;
+        }
+    }
+    n
+}
+
+fn reads_not_cached(addr: &str) -> f64 {
+    let m = get(addr, "/metrics").text();
+    m.lines()
+        .find_map(|l| l.strip_prefix("strata_reads_not_cached_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("strata_reads_not_cached_total in /metrics")
+}
+
+/// A GET whose needle is not in the page cache is served all the same,
+/// read by the blocking pool instead of the runtime thread (which would
+/// stop serving everything else while the device answers), and counted;
+/// once read, the next GET is served from the cache on the runtime thread.
+#[test]
+fn a_get_out_of_the_page_cache_is_read_off_the_runtime_thread() {
+    // On the disk's file system (not tmpfs, where nothing leaves the cache).
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &["--ram-cache", "0"]);
+    let a = &s.addr;
+    let body = content(11, 64 << 10);
+    assert_eq!(put(a, "/pc/obj", &body).status, 201);
+    assert_eq!(get(a, "/pc/obj").body, body);
+    let before = reads_not_cached(a);
+    assert!(drop_cached_segments(dir.path()) > 0, "no segment file");
+    let r = get(a, "/pc/obj");
+    assert_eq!((r.status, r.body == body), (200, true));
+    assert_eq!(
+        reads_not_cached(a),
+        before + 1.0,
+        "the uncached read was not handed off"
+    );
+    let r = get(a, "/pc/obj");
+    assert_eq!((r.status, r.body == body), (200, true));
+    assert_eq!(
+        reads_not_cached(a),
+        before + 1.0,
+        "a cached read was handed off"
+    );
+}

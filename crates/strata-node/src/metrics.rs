@@ -158,6 +158,9 @@ pub struct Metrics {
     /// Moves not started since the last move because the disk had no
     /// room for the segment (strata_store::move_headroom).
     pub mover_no_room: AtomicU64,
+    /// Reads a runtime thread found out of the page cache and handed to
+    /// the blocking pool (`strata_store::cached_only`).
+    pub reads_not_cached: AtomicU64,
     /// Multi-writes (group commits) issued to the store.
     pub commit_batches: AtomicU64,
     /// Objects in them.
@@ -361,6 +364,12 @@ impl Metrics {
             "strata_mover_waiting_for_room",
             "Moves not started since the last move because the disk had no room for the segment.",
             self.mover_no_room.load(Relaxed),
+        );
+        counter(
+            &mut o,
+            "strata_reads_not_cached_total",
+            "Reads whose needle was not in the page cache, handed from a runtime thread to the blocking pool.",
+            self.reads_not_cached.load(Relaxed),
         );
         counter(
             &mut o,

@@ -575,12 +575,14 @@ pub(crate) async fn read_local(
     }
 }
 
-/// `store.get(bucket, key)`. A read from flash or the page cache costs
-/// less than the hand-off to the blocking pool (two context switches): it
-/// runs here, on the runtime's thread, unless a read lately found its
-/// record on disk or was slow (then every read goes to the pool for a
-/// while: a disk read must not hold a runtime thread). Err: the pool's
-/// task failed.
+/// `store.get(bucket, key)`. A read from the page cache costs less than
+/// the hand-off to the blocking pool (two context switches): it runs here,
+/// on the runtime's thread, limited to the page cache
+/// ([`strata_store::cached_only`]); a needle that is not there (one just
+/// written with O_DIRECT, or not read for long) is read by the pool, where
+/// waiting for the device holds no runtime thread. After a read found its
+/// record on the disk tier or was slow, every read goes to the pool for a
+/// while. Err: the pool's task failed.
 async fn row_get(
     node: &Node,
     store: &Arc<RowStore>,
@@ -589,10 +591,22 @@ async fn row_get(
 ) -> Result<Result<Option<crate::rows::Stored>, ClusterError>, String> {
     if node.inline_reads.open() {
         let t0 = Instant::now();
-        let got = store.get(bucket, key);
-        let disk = matches!(&got, Ok(Some(s)) if s.tier == Tier::Disk);
-        node.inline_reads.observe(disk, t0.elapsed());
-        return Ok(got);
+        let got = strata_store::cached_only(|| store.get(bucket, key));
+        let uncached = matches!(
+            &got,
+            Err(ClusterError::Store {
+                source: strata_store::StoreError::NotCached,
+                ..
+            })
+        );
+        if !uncached {
+            let disk = matches!(&got, Ok(Some(s)) if s.tier == Tier::Disk);
+            node.inline_reads.observe(disk, t0.elapsed());
+            return Ok(got);
+        }
+        node.metrics
+            .reads_not_cached
+            .fetch_add(1, Ordering::Relaxed);
     }
     let st = store.clone();
     let (b, k) = (bucket.to_string(), key.to_string());

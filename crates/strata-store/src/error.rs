@@ -52,6 +52,11 @@ pub enum StoreError {
         /// What check failed.
         reason: String,
     },
+    /// A GET under [`crate::cached_only`] found its needle (or part of it)
+    /// out of the page cache: nothing was read, nothing changed; read again
+    /// outside it (where the read may wait for the device).
+    #[error("the needle is not in the page cache (a read that may not wait for the device)")]
+    NotCached,
     /// An object larger than the store's maximum.
     #[error("object of {size} bytes is over the maximum object size of {max} bytes")]
     ObjectTooLarge {

@@ -81,6 +81,7 @@ pub use config::{DeviceConfig, StoreConfig};
 pub use error::{Result, StoreError};
 pub use format::superblock::Tier;
 pub use store::{
-    move_headroom, Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem, Quarantined,
-    RewriteProgress, RewriteReport, SegmentInfo, Store, StoredNeedle, LOCK_FILE, QUARANTINE_DIR,
+    cached_only, move_headroom, Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem,
+    Quarantined, RewriteProgress, RewriteReport, SegmentInfo, Store, StoredNeedle, LOCK_FILE,
+    QUARANTINE_DIR,
 };

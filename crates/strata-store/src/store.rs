@@ -617,6 +617,38 @@ impl Segment {
         self.file.get(&self.path)
     }
 
+    /// The needle read of a GET: [`Segment::pread`], except under
+    /// [`cached_only`], where it is one `preadv2` with `RWF_NOWAIT`, which
+    /// copies what the page cache holds and never waits for the device:
+    /// a needle not wholly cached is [`StoreError::NotCached`]. A file
+    /// system that does not take the flag is read as usual.
+    fn pread_get(&self, offset: u64, len: u64, counters: &CounterCells) -> Result<Vec<u8>> {
+        if !CACHED_ONLY.get() {
+            return self.pread(offset, len, counters);
+        }
+        let mut buf = vec![0u8; len as usize];
+        let res = rustix::io::preadv2(
+            &*self.file()?,
+            &mut [std::io::IoSliceMut::new(&mut buf)],
+            offset,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        );
+        match res {
+            Ok(n) if n == buf.len() => {
+                counters.preads.fetch_add(1, Ordering::Relaxed);
+                counters.bytes_read.fetch_add(len, Ordering::Relaxed);
+                Ok(buf)
+            }
+            // Nothing, or a cached head of it: the caller reads it whole
+            // where it may wait.
+            Ok(_) | Err(rustix::io::Errno::AGAIN) => Err(StoreError::NotCached),
+            Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => {
+                self.pread(offset, len, counters)
+            }
+            Err(e) => Err(StoreError::io("reading", &self.path)(e.into())),
+        }
+    }
+
     fn pread(&self, offset: u64, len: u64, counters: &CounterCells) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
         let calls = pread_exact(&*self.file()?, &mut buf, offset)
@@ -2020,6 +2052,29 @@ fn crash_due(name: &str) -> bool {
     }
 }
 
+thread_local! {
+    /// Set by [`cached_only`] on this thread.
+    static CACHED_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread's GETs ([`Store::get`] and
+/// [`Store::get_unchecked`]) limited to needles in the page cache: a GET
+/// whose needle is not there returns [`StoreError::NotCached`] at once,
+/// without waiting for the device (and without side effects). For an async
+/// server's worker thread: it serves what is cached itself and hands the
+/// rest to threads that may block. Only the needle's read is limited; the
+/// rare header reads of an index check still wait.
+pub fn cached_only<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CACHED_ONLY.set(self.0);
+        }
+    }
+    let _reset = Reset(CACHED_ONLY.replace(true));
+    f()
+}
+
 /// Stops the process at crash point `name` (SIGABRT: no destructor runs,
 /// nothing more is written, as after kill -9).
 fn crash_now(name: &str) -> ! {
@@ -2404,6 +2459,8 @@ impl Inner {
         // Set once the recent table's one candidate proved a stranger: the
         // identity can then only be in the run (its second probe).
         let mut run_only = false;
+        // Probes made by this call, given back if its read is refused.
+        let mut probed = 0u64;
         loop {
             let (seg, loc, unconfirmed) = {
                 let ix = read(&self.idx);
@@ -2413,6 +2470,7 @@ impl Inner {
                     ix.find(key, alt, &self.counters)
                 };
                 self.counters.probes.fetch_add(probes, Ordering::Relaxed);
+                probed += probes;
                 let Some(loc) = found.loc() else {
                     return Ok(None);
                 };
@@ -2441,7 +2499,15 @@ impl Inner {
                 }
                 return Ok(None);
             };
-            let mut buf = seg.pread(offset, len, &self.counters)?;
+            let mut buf = match seg.pread_get(offset, len, &self.counters) {
+                Err(StoreError::NotCached) => {
+                    // Counted again by the read that follows.
+                    self.counters.gets.fetch_sub(1, Ordering::Relaxed);
+                    self.counters.probes.fetch_sub(probed, Ordering::Relaxed);
+                    return Err(StoreError::NotCached);
+                }
+                r => r?,
+            };
             self.trim_fds();
             let h = match needle::parse_header(&buf) {
                 Ok(h) => h,

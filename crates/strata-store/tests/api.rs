@@ -483,3 +483,49 @@ fn active_identities_come_back_from_the_checkpoint_or_the_headers() {
         store.put(Tier::Flash, 1000, 0, 5, b"more").unwrap();
     }
 }
+
+/// Drops every segment file's pages from the page cache (they are clean
+/// once the puts' fdatasync returned).
+fn drop_cached_pages(dir: &std::path::Path) {
+    let mut dropped = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "seg") {
+            let f = std::fs::File::open(&p).unwrap();
+            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+            dropped += 1;
+        }
+    }
+    assert!(dropped > 0, "no segment file in {}", dir.display());
+}
+
+/// A GET under `cached_only` (a server's runtime thread) serves a needle
+/// from the page cache and refuses one that is not there without reading
+/// it or counting it; outside it the same GET waits for the device (and
+/// leaves the needle cached).
+#[test]
+fn a_get_limited_to_the_page_cache_refuses_an_uncached_needle() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    store.put(Tier::Flash, 1, 0, 1, &data(1, 3000)).unwrap();
+    let cached = || strata_store::cached_only(|| store.get(1, 0, 1));
+    assert_eq!(cached().unwrap().unwrap().data, data(1, 3000));
+    drop_cached_pages(dir.path());
+    let before = store.counters();
+    assert!(
+        matches!(cached(), Err(StoreError::NotCached)),
+        "a needle out of the page cache was read"
+    );
+    let after = store.counters();
+    assert_eq!(
+        (after.index_lookups, after.index_probes, after.preads),
+        (before.index_lookups, before.index_probes, before.preads)
+    );
+    assert_eq!(store.get(1, 0, 1).unwrap().unwrap().data, data(1, 3000));
+    assert_eq!(cached().unwrap().unwrap().data, data(1, 3000));
+    // An absent key reads nothing: absent, not "not cached".
+    assert_eq!(
+        strata_store::cached_only(|| store.get(2, 0, 2)).unwrap(),
+        None
+    );
+}

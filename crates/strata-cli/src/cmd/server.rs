@@ -156,10 +156,7 @@ pub struct Args {
     /// and workload shares one store and costs neither (docs/node.md).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_workloads: usize,
-    /// HTTP worker threads (0: one per core, and at least 4). A read that
-    /// misses the page cache blocks its worker in `pread` until the device
-    /// answers; with more workers than cores the others go on serving
-    /// meanwhile (docs/node.md, "Worker threads").
+    /// HTTP worker threads (0: one per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
     /// Join the cluster whose metadata service (`strata meta`) is at ADDR:
@@ -576,7 +573,9 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     let token = admin_token(&a);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
-    rt.worker_threads(worker_threads(a.threads));
+    if a.threads > 0 {
+        rt.worker_threads(a.threads);
+    }
     let rt = rt.build().context("starting the async runtime")?;
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     let meta = match &a.meta {
@@ -666,20 +665,4 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         s3.abort();
     }
     served.context("the HTTP loop stopped")
-}
-
-/// The async runtime's worker count: `asked`, or with 0 one per core and
-/// at least `MIN_WORKERS`. A GET or HEAD whose needle is not in the page
-/// cache (an O_DIRECT write leaves none there) blocks its worker in
-/// `pread`; with one worker per core a 1-core node then served nothing for
-/// the device's read latency. Measured (docs/benchmarks.md, "Worker
-/// threads"): S3 mixed 64 KiB +6.6%, 64 KiB PUTs +7-10%, 1 KiB GETs equal.
-fn worker_threads(asked: usize) -> usize {
-    const MIN_WORKERS: usize = 4;
-    if asked > 0 {
-        return asked;
-    }
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .max(MIN_WORKERS)
 }

@@ -50,6 +50,15 @@ fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().len()
 }
 
+/// A store holding objects 0..8 of 64 KiB, once the zeroing thread has
+/// prepared space past them (the O_DIRECT tests start there).
+fn eight_objects_then_prepared(dir: &std::path::Path) -> Store {
+    let store = Store::open(cfg(dir)).unwrap();
+    put(&store, 0..8, 64 << 10);
+    prepared(&store);
+    store
+}
+
 /// Waits until the active segment's file holds more than its needles and
 /// the zeroing thread is done with it (its length unchanged for 300 ms:
 /// zeros are added 4 MiB at a time).
@@ -224,9 +233,7 @@ fn preparation_off_leaves_the_file_at_its_needles() {
 #[test]
 fn a_flag_in_the_block_a_large_batch_shares_survives_its_write() {
     let d = tempfile::tempdir().unwrap();
-    let store = Store::open(cfg(d.path())).unwrap();
-    put(&store, 0..8, 64 << 10);
-    prepared(&store);
+    let store = eight_objects_then_prepared(d.path());
     let mut next = 8;
     for round in 0..6u64 {
         // Odd sizes, so that batches end inside a block.
@@ -269,9 +276,7 @@ fn a_small_batch_between_large_ones_is_kept_whole() {
     // batch written in between (through the page cache) lands in the same
     // block: the next large batch must carry its bytes, not the copy's.
     let d = tempfile::tempdir().unwrap();
-    let store = Store::open(cfg(d.path())).unwrap();
-    put(&store, 0..8, 64 << 10);
-    prepared(&store);
+    let store = eight_objects_then_prepared(d.path());
     let mut next = 8;
     for round in 0..6u64 {
         let len = (96 << 10) + 40 * round as usize + 8;

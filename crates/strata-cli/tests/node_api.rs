@@ -251,7 +251,6 @@ fn objects_survive_a_restart_and_plans_load() {
 /// (clean once the puts' fdatasync returned), as a node's memory pressure
 /// or an O_DIRECT write leaves them.
 fn drop_cached_segments(dir: &std::path::Path) -> usize {
-    use std::os::fd::AsRawFd;
     let mut n = 0;
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -259,9 +258,8 @@ fn drop_cached_segments(dir: &std::path::Path) -> usize {
             n += drop_cached_segments(&p);
         } else if p.extension().is_some_and(|x| x == "seg") {
             let f = std::fs::File::open(&p).unwrap();
-            // SAFETY: posix_fadvise only reads its arguments; f is open.
-            let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            assert_eq!(rc, 0, "posix_fadvise {}", p.display());
+            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
+                .unwrap_or_else(|e| panic!("fadvise {}: {e}", p.display()));
             n += 1;
         }
     }

@@ -1,4 +1,5 @@
-//! Orphan data tracts are reclaimed (issue 15): an overwrite of a striped
+//! A delete removes a striped object's tracts itself, and orphan data
+//! tracts are reclaimed (issue 15): an overwrite of a striped
 //! object and the first upload of another, both cut short by kill -9 of
 //! their coordinator after some of their tracts were stored everywhere,
 //! leave tracts that no manifest refers to. The scrub deletes them once
@@ -160,5 +161,64 @@ fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
         let (code, _, _) = http_full(addr, "GET", "/photos/fresh", None, "", b"");
         assert_eq!(code, 404, "through {addr}");
     }
+    drop(nodes);
+}
+
+/// A delete tombstones a striped object's tracts on every replica itself,
+/// at once (no scrub runs here): each replica answers the head's delete
+/// with the manifest it replaced, and nothing reads the object first.
+#[test]
+fn a_delete_removes_the_tracts_of_a_striped_object_everywhere() {
+    let dir = scratch();
+    let (_meta, meta) = start_meta_with(
+        &["--initial-nodes", "3", "--tract-size", "64KiB"],
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let nodes: Vec<(Proc, String)> = (0..3)
+        .map(|i| {
+            let data = dir.path().join(format!("n{i}")).display().to_string();
+            start_node_with(
+                &meta,
+                &["--data", &data, "--scrub-every", "0"],
+                &dir.path().join(format!("n{i}.log")),
+            )
+        })
+        .collect();
+    wait_until(Duration::from_secs(30), "a table", || {
+        status(&meta)["table_version"] == 1
+    });
+    for (_, addr) in &nodes {
+        wait_until(Duration::from_secs(30), "the nodes to listen", || {
+            std::net::TcpStream::connect(addr.as_str()).is_ok()
+        });
+    }
+    let (a, b) = (nodes[0].1.clone(), nodes[1].1.clone());
+    let big = seeded_body(7, 300_000);
+    let (code, _, answer) = http_full(&a, "PUT", "/photos/big", None, "", &big);
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
+    let small = seeded_body(8, 1_000);
+    let (code, _, _) = http_full(&a, "PUT", "/photos/small", None, "", &small);
+    assert_eq!(code, 201);
+    for (_, n) in &nodes {
+        assert_eq!(live_tracts(&meta, n).len(), 5, "through {n}");
+    }
+
+    let (code, _, _) = http_full(&b, "DELETE", "/photos/big", None, "", b"");
+    assert_eq!(code, 204, "the striped object existed");
+    for (_, n) in &nodes {
+        assert_eq!(live_tracts(&meta, n), Vec::<String>::new(), "on {n}");
+        let (code, _, _) = http_full(n, "GET", "/photos/big", None, "", b"");
+        assert_eq!(code, 404, "through {n}");
+    }
+    let (code, _, _) = http_full(&a, "DELETE", "/photos/big", None, "", b"");
+    assert_eq!(code, 404, "deleted already");
+
+    let (code, _, _) = http_full(&b, "DELETE", "/photos/small", None, "", b"");
+    assert_eq!(code, 204, "the small object existed");
+    let (code, _, _) = http_full(&a, "DELETE", "/photos/small", None, "", b"");
+    assert_eq!(code, 404, "deleted already");
+    let (code, _, _) = http_full(&a, "DELETE", "/photos/never", None, "", b"");
+    assert_eq!(code, 404, "never written");
     drop(nodes);
 }

@@ -16,7 +16,7 @@ use crate::protocol::{
     extend_path, index_list_path, index_path, index_row, inline_meta_record, inline_record,
     manifest_record, new_cookie, new_tract_version, object_path, parse_head, tract_data,
     tract_record, valid_name, versioned_tract_key, ExtendRequest, ExtendResponse, Head, IndexEntry,
-    ListPage, ListQuery, Manifest, ObjectMeta, RECORD_TRACT,
+    ListPage, ListQuery, Manifest, ObjectMeta, RECORD_MANIFEST, RECORD_TRACT,
 };
 use crate::ClientError;
 
@@ -1480,26 +1480,34 @@ impl Client {
     ) -> Result<bool, ClientError> {
         check(bucket, key)?;
         let h = object_hash(bucket, key);
-        let rec = self.get_record(bucket, key, h, -1).await?;
         // The head first: once it is a tombstone on every replica the
         // object is gone whole; a delete cut short before then leaves it
         // whole (never a manifest whose tracts are gone).
         //
-        // The tombstone is written even when no replica served the object:
+        // The tombstone is written even when no replica holds the object:
         // "absent" may be an unfinished delete's newer tombstone on one
         // replica hiding the object the others still hold, and once this
         // delete has answered, no read may find that object again
-        // (docs/reliability.md, finding 5).
-        self.delete_record(bucket, key, h, -1, stamp).await?;
-        let Some(rec) = rec else {
+        // (docs/reliability.md, finding 5). Each replica answers with what
+        // the tombstone replaced there; the newest of those answers says
+        // whether the object existed (as a read of it would have) and, if
+        // it was split, which tracts to delete.
+        let Some(prior) = self.delete_record(bucket, key, h, -1, stamp).await? else {
             return Ok(false);
         };
-        if let Ok(Head::Manifest(m)) = parse_head(&rec) {
-            self.delete_tracts(bucket, key, h, &m).await;
+        if let Some(rec) = prior {
+            if let Ok(Head::Manifest(m)) = parse_head(&rec) {
+                self.delete_tracts(bucket, key, h, &m).await;
+            }
         }
         Ok(true)
     }
 
+    /// Writes a tombstone with `stamp` at every replica of the record's
+    /// row. Returns what it replaced, from the replica whose replaced copy
+    /// is newest: None if that copy was a tombstone or no replica held
+    /// one, Some(Some(manifest record)) if it was a manifest, Some(None)
+    /// if it was another live record.
     async fn delete_record(
         &self,
         bucket: &str,
@@ -1507,8 +1515,12 @@ impl Client {
         h: u64,
         tract: i64,
         stamp: u64,
-    ) -> Result<(), ClientError> {
+    ) -> Result<Option<Option<Bytes>>, ClientError> {
         let start = Instant::now();
+        // The newest replaced copy any replica reported, over every pass
+        // (a replica retried after it wrote the tombstone reports the
+        // tombstone itself, of this stamp: not older, so not counted).
+        let mut newest: Option<(u64, Option<Option<Bytes>>)> = None;
         loop {
             let map = self.current();
             let version = map.table.version();
@@ -1530,7 +1542,16 @@ impl Client {
                     )
                     .await
                 {
-                    Ok(r) if r.status.is_success() || r.status == StatusCode::NOT_FOUND => {}
+                    Ok(r) if r.status.is_success() || r.status == StatusCode::NOT_FOUND => {
+                        if let Some(s) = r.stamp.filter(|&s| s < stamp) {
+                            if newest.as_ref().is_none_or(|(n, _)| s > *n) {
+                                let live = r.status.is_success().then(|| {
+                                    (r.body.first() == Some(&RECORD_MANIFEST)).then_some(r.body)
+                                });
+                                newest = Some((s, live));
+                            }
+                        }
+                    }
                     Ok(r) if r.status == StatusCode::CONFLICT => stale = true,
                     // A replica whose device is full even for a tombstone
                     // (its reserve for deletes used up): the client's to
@@ -1554,7 +1575,7 @@ impl Client {
                 continue;
             }
             match failed {
-                None => return Ok(()),
+                None => return Ok(newest.and_then(|(_, live)| live)),
                 Some(reason) if start.elapsed() >= self.cfg.deadline => {
                     return Err(ClientError::Write {
                         name: format!("{bucket}/{name}"),

@@ -709,23 +709,35 @@ async fn delete_object(
         };
     }
     let stamp = stamp_of(&headers);
-    let existed = match row_get(&node, &store, &bucket, &key).await {
-        Ok(Ok(g)) => {
-            // The newest copy, the row store's or an erasure-coded
-            // stripe's (whose index tells a tombstone by its length).
-            let (k, alt, _) = identity(&bucket, &key);
-            let tomb_len = crate::rows::encode(&bucket, &key, 0, &tombstone_record()).len() as u32;
-            let row_copy = g.map(|s| (s.stamp, !is_tombstone(&s.record)));
-            let stripe_copy = node
-                .ec
-                .lookup(store.row(), k, alt)
-                .map(|l| (l.stamp, l.len != tomb_len));
-            row_copy
-                .max(stripe_copy)
-                .is_some_and(|(s, live)| live && s < stamp)
-        }
+    // The newest copy older than this delete, the row store's or an
+    // erasure-coded stripe's (whose index tells a tombstone by its
+    // length): its stamp and whether it is live go back to the client,
+    // with the record itself when it is a manifest (the client deletes its
+    // tracts), so that a delete costs no read of the object before it.
+    let before = match row_get(&node, &store, &bucket, &key).await {
+        Ok(Ok(g)) => g.filter(|s| s.stamp < stamp),
         Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    let (k, alt, _) = identity(&bucket, &key);
+    let stripe = node
+        .ec
+        .lookup(store.row(), k, alt)
+        .filter(|l| l.stamp < stamp && before.as_ref().is_none_or(|s| s.stamp < l.stamp));
+    let prior: Option<(u64, Option<Bytes>)> = match (stripe, before) {
+        (Some(l), _) => {
+            let tomb_len = crate::rows::encode(&bucket, &key, 0, &tombstone_record()).len() as u32;
+            if l.len == tomb_len {
+                Some((l.stamp, None))
+            } else {
+                match crate::ec::read_record(&node, l, &bucket, &key).await {
+                    Ok(r) => Some((l.stamp, Some(r))),
+                    Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e),
+                }
+            }
+        }
+        (None, Some(s)) => Some((s.stamp, (!is_tombstone(&s.record)).then_some(s.record))),
+        (None, None) => None,
     };
     let res = store
         .put(
@@ -743,11 +755,17 @@ async fn delete_object(
             if let (Some(t), false) = (node.tracer.as_ref(), is_tract(&key)) {
                 t.delete(object_id(&bucket, &key).key, node.workload_id(&bucket));
             }
-            if existed {
-                text(StatusCode::OK, "deleted")
-            } else {
-                text(StatusCode::NOT_FOUND, "not found")
+            let mut r = match &prior {
+                Some((_, Some(rec))) if rec.first() == Some(&RECORD_MANIFEST) => {
+                    (StatusCode::OK, rec.clone()).into_response()
+                }
+                Some((_, Some(_))) => text(StatusCode::OK, "deleted"),
+                _ => text(StatusCode::NOT_FOUND, "not found"),
+            };
+            if let Some(v) = prior.and_then(|(s, _)| s.to_string().parse().ok()) {
+                r.headers_mut().insert(STAMP_HEADER, v);
             }
+            r
         }
         Err(e @ ClusterError::Full { .. }) => text(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),

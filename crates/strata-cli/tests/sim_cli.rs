@@ -1,22 +1,13 @@
 //! `strata sim` and `strata mrc` end to end: the real binary on the shared
 //! CloudPhysics trace, its outputs, and its errors on bad input.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod lab_common;
 
-fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("run strata")
-}
+use lab_common::strata;
+use std::process::Output;
 
 fn trace(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces")
-        .join(name);
-    assert!(p.exists(), "shared trace missing: {}", p.display());
-    p.to_string_lossy().into_owned()
+    lab_common::trace(name).to_string_lossy().into_owned()
 }
 
 fn ok(o: &Output) -> String {

@@ -4,12 +4,17 @@
 
 use std::path::PathBuf;
 
-/// `../shared/traces` beside the repository.
+/// The shared traces: `$STRATA_TRACES`, else `../shared/traces` beside
+/// the repository.
 pub fn traces() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    let p = match std::env::var_os("STRATA_TRACES") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"),
+    };
     assert!(
         p.join("EXPECTED.md").exists(),
-        "the shared traces are missing: expected them at {} (../shared/traces beside the repository)",
+        "the shared traces are missing: expected them at {} (../shared/traces beside the \
+         repository, or set STRATA_TRACES)",
         p.display()
     );
     p

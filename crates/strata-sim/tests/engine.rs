@@ -2,6 +2,8 @@
 //! RAM over flash, flash wear, crashes, set-associative mapping, write
 //! policies, Belady, and the multi-threaded runner.
 
+mod common;
+
 use strata_policy::{PolicySpec, Unit};
 use strata_sim::{
     run, with_next_access, Access, AccessSource, Kind, Medium, OnFlashHit, RunOptions, SetMapping,
@@ -272,8 +274,7 @@ fn deletes_remove_objects_when_writes_are_separated() {
 
 #[test]
 fn belady_bounds_every_policy_on_a_real_trace_and_threads_change_nothing() {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/cloudPhysicsIO.vscsi");
+    let path = common::traces().join("cloudPhysicsIO.vscsi");
     let batches = with_next_access(AccessSource::open(&path, None).expect("open")).expect("read");
     let all: Vec<Access> = batches.concat();
     let configs: Vec<SimConfig> = strata_policy::all_specs()

@@ -13,6 +13,7 @@ mod cluster_common;
 
 use cluster_common::*;
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 use strata_client::protocol::{ListEntry, DIGEST_RANGES};
 
@@ -63,30 +64,35 @@ fn cut_upload(addr: &str, path: &str, data: &[u8], sent: usize) -> std::net::Tcp
     s
 }
 
-#[test]
-fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
-    let dir = scratch();
-    let (_meta, meta) = start_meta_with(
+/// The arguments of node `i`: its data directory under `dir`, then `extra`.
+fn node_args(dir: &Path, i: usize, extra: &[&str]) -> Vec<String> {
+    let data = dir.join(format!("n{i}")).display().to_string();
+    ["--data", data.as_str()]
+        .iter()
+        .chain(extra)
+        .map(|a| a.to_string())
+        .collect()
+}
+
+/// Starts node `i` with [`node_args`], its log in `dir/LOG`.
+fn start_node(meta: &str, dir: &Path, i: usize, extra: &[&str], log: &str) -> (Proc, String) {
+    let args = node_args(dir, i, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    start_node_with(meta, &args, &dir.join(log))
+}
+
+/// A metadata service for three nodes (replication 3, 64 KiB tracts) and
+/// the three nodes, started with `extra`; returned once the table is out
+/// and every node listens.
+fn three_nodes(dir: &Path, extra: &[&str]) -> (Proc, String, Vec<(Proc, String)>) {
+    let (meta_proc, meta) = start_meta_with(
         &["--initial-nodes", "3", "--tract-size", "64KiB"],
-        &dir.path().join("meta"),
-        &dir.path().join("meta.log"),
+        &dir.join("meta"),
+        &dir.join("meta.log"),
     );
-    let node_args = |i: usize| {
-        vec![
-            "--data".to_string(),
-            dir.path().join(format!("n{i}")).display().to_string(),
-            "--scrub-every".into(),
-            "1".into(),
-            "--orphan-grace".into(),
-            "2".into(),
-        ]
-    };
-    let start = |i: usize, log: &str| {
-        let args = node_args(i);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        start_node_with(&meta, &args, &dir.path().join(log))
-    };
-    let mut nodes: Vec<(Proc, String)> = (0..3).map(|i| start(i, &format!("n{i}.log"))).collect();
+    let nodes: Vec<(Proc, String)> = (0..3)
+        .map(|i| start_node(&meta, dir, i, extra, &format!("n{i}.log")))
+        .collect();
     wait_until(Duration::from_secs(30), "a table", || {
         status(&meta)["table_version"] == 1
     });
@@ -95,6 +101,14 @@ fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
             std::net::TcpStream::connect(addr.as_str()).is_ok()
         });
     }
+    (meta_proc, meta, nodes)
+}
+
+#[test]
+fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
+    let dir = scratch();
+    let extra = ["--scrub-every", "1", "--orphan-grace", "2"];
+    let (_meta, meta, mut nodes) = three_nodes(dir.path(), &extra);
     let (a, b, c) = (nodes[0].1.clone(), nodes[1].1.clone(), nodes[2].1.clone());
 
     // Version 1: five tracts, acknowledged.
@@ -125,7 +139,7 @@ fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
 
     // A comes back; after the grace, the scrubs delete every tract no
     // manifest refers to, on every node.
-    let (p, a2) = start(0, "n0-again.log");
+    let (p, a2) = start_node(&meta, dir.path(), 0, &extra, "n0-again.log");
     nodes[0] = (p, a2.clone());
     wait_until(Duration::from_secs(60), "A to listen again", || {
         std::net::TcpStream::connect(a2.as_str()).is_ok()
@@ -170,29 +184,7 @@ fn tracts_of_uploads_cut_short_by_a_kill_are_reclaimed_after_the_grace() {
 #[test]
 fn a_delete_removes_the_tracts_of_a_striped_object_everywhere() {
     let dir = scratch();
-    let (_meta, meta) = start_meta_with(
-        &["--initial-nodes", "3", "--tract-size", "64KiB"],
-        &dir.path().join("meta"),
-        &dir.path().join("meta.log"),
-    );
-    let nodes: Vec<(Proc, String)> = (0..3)
-        .map(|i| {
-            let data = dir.path().join(format!("n{i}")).display().to_string();
-            start_node_with(
-                &meta,
-                &["--data", &data, "--scrub-every", "0"],
-                &dir.path().join(format!("n{i}.log")),
-            )
-        })
-        .collect();
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
-    for (_, addr) in &nodes {
-        wait_until(Duration::from_secs(30), "the nodes to listen", || {
-            std::net::TcpStream::connect(addr.as_str()).is_ok()
-        });
-    }
+    let (_meta, meta, nodes) = three_nodes(dir.path(), &["--scrub-every", "0"]);
     let (a, b) = (nodes[0].1.clone(), nodes[1].1.clone());
     let big = seeded_body(7, 300_000);
     let (code, _, answer) = http_full(&a, "PUT", "/photos/big", None, "", &big);

@@ -714,8 +714,8 @@ async fn delete_object(
     // length): its stamp and whether it is live go back to the client,
     // with the record itself when it is a manifest (the client deletes its
     // tracts), so that a delete costs no read of the object before it.
-    let before = match row_get(&node, &store, &bucket, &key).await {
-        Ok(Ok(g)) => g.filter(|s| s.stamp < stamp),
+    let held = match row_get(&node, &store, &bucket, &key).await {
+        Ok(Ok(g)) => g,
         Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
@@ -723,8 +723,11 @@ async fn delete_object(
     let stripe = node
         .ec
         .lookup(store.row(), k, alt)
-        .filter(|l| l.stamp < stamp && before.as_ref().is_none_or(|s| s.stamp < l.stamp));
-    let prior: Option<(u64, Option<Bytes>)> = match (stripe, before) {
+        .filter(|l| held.as_ref().is_none_or(|s| s.stamp < l.stamp));
+    // A copy as new as the delete or newer (a later write) is not
+    // replaced: nothing is reported.
+    let prior: Option<(u64, Option<Bytes>)> = match (stripe, held) {
+        (Some(l), _) if l.stamp >= stamp => None,
         (Some(l), _) => {
             let tomb_len = crate::rows::encode(&bucket, &key, 0, &tombstone_record()).len() as u32;
             if l.len == tomb_len {
@@ -736,6 +739,7 @@ async fn delete_object(
                 }
             }
         }
+        (None, Some(s)) if s.stamp >= stamp => None,
         (None, Some(s)) => Some((s.stamp, (!is_tombstone(&s.record)).then_some(s.record))),
         (None, None) => None,
     };

@@ -635,8 +635,7 @@ impl Segment {
         );
         match res {
             Ok(n) if n == buf.len() => {
-                counters.preads.fetch_add(1, Ordering::Relaxed);
-                counters.bytes_read.fetch_add(len, Ordering::Relaxed);
+                counters.read(1, len);
                 Ok(buf)
             }
             // Nothing, or a cached head of it: the caller reads it whole
@@ -653,8 +652,7 @@ impl Segment {
         let mut buf = vec![0u8; len as usize];
         let calls = pread_exact(&*self.file()?, &mut buf, offset)
             .map_err(StoreError::io("reading", &self.path))?;
-        counters.preads.fetch_add(calls, Ordering::Relaxed);
-        counters.bytes_read.fetch_add(len, Ordering::Relaxed);
+        counters.read(calls, len);
         Ok(buf)
     }
 
@@ -922,6 +920,14 @@ struct CounterCells {
     probes: AtomicU64,
     gets: AtomicU64,
     merges: AtomicU64,
+}
+
+impl CounterCells {
+    /// Counts `calls` reads of `len` bytes in all.
+    fn read(&self, calls: u64, len: u64) {
+        self.preads.fetch_add(calls, Ordering::Relaxed);
+        self.bytes_read.fetch_add(len, Ordering::Relaxed);
+    }
 }
 
 struct Device {

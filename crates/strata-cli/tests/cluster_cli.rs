@@ -196,9 +196,7 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
             data,
         ));
     }
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     assert!(status(&meta)["backend"]
         .as_str()
         .unwrap_or("")

@@ -71,9 +71,7 @@ fn a_delete_missed_by_a_killed_replica_reaches_it_and_its_tombstone_is_collected
         start_node_with(&meta, &args, &dir.path().join(log))
     };
     let mut nodes: Vec<(Proc, String)> = (0..3).map(|i| start(i, &format!("n{i}.log"))).collect();
-    wait_until(Duration::from_secs(30), "a table", || {
-        std::net::TcpStream::connect(&meta).is_ok() && status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     let f = dir.path().join("obj");
     std::fs::write(&f, b"to be deleted").expect("write");
     ok(strata().args(["put", "--meta", &meta, "b/victim"]).arg(&f));
@@ -171,9 +169,7 @@ fn a_delete_racing_a_row_copy_stays_deleted_and_old_rows_go_only_after_the_copy(
         );
         nodes.push((p, a, data));
     }
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     // ~2.4 MiB per row (3 rows), written in key order.
     ok(strata().args([
         "load",
@@ -367,9 +363,7 @@ fn a_delete_that_finds_the_object_hidden_still_deletes_it_everywhere() {
             &dir.path().join(format!("n{i}.log")),
         ));
     }
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     let f = dir.path().join("obj");
     std::fs::write(&f, b"hidden, not deleted").expect("write");
     ok(strata().args(["put", "--meta", &meta, "b/victim"]).arg(&f));

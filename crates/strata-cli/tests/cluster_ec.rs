@@ -72,9 +72,7 @@ fn start_cluster_with(ec_after: &str, extra: &[&str]) -> Cluster {
         let (p, addr) = start_node_with(&meta, &refs, &dir.path().join(format!("n{i}.log")));
         nodes.push((Some(p), addr, data));
     }
-    wait_until(Duration::from_secs(60), "a table over 6 nodes", || {
-        status(&meta)["table_version"].as_u64().unwrap_or(0) >= 1
-    });
+    wait_for_table(&meta, dir.path());
     Cluster {
         _dir: dir,
         _meta: meta_proc,

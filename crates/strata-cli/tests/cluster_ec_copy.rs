@@ -97,9 +97,7 @@ fn a_replica_still_being_copied_never_serves_an_older_stripe_record() {
         let (p, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
         nodes.push((Some(p), addr, data));
     }
-    wait_until(Duration::from_secs(60), "a table over 4 nodes", || {
-        status(&meta)["table_version"].as_u64().unwrap_or(0) >= 1
-    });
+    wait_for_table(&meta, dir.path());
     let (table, map) = map_of(&meta);
     let row_of = |name: &str| table.tract_row(strata_placement::object_hash(BUCKET, name), -1);
     let key = "k";

@@ -93,9 +93,7 @@ fn three_nodes(dir: &Path, extra: &[&str]) -> (Proc, String, Vec<(Proc, String)>
     let nodes: Vec<(Proc, String)> = (0..3)
         .map(|i| start_node(&meta, dir, i, extra, &format!("n{i}.log")))
         .collect();
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir);
     for (_, addr) in &nodes {
         wait_until(Duration::from_secs(30), "the nodes to listen", || {
             std::net::TcpStream::connect(addr.as_str()).is_ok()

@@ -505,9 +505,7 @@ fn a_damaged_replica_is_read_around_and_rewritten_from_a_peer() {
         let (p, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
         nodes.push((p, addr, data));
     }
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     let body = object(7, 4000);
     put(&nodes[0].1, "/b/damaged", &body);
 

@@ -38,9 +38,7 @@ fn an_overwrite_cut_short_by_a_kill_keeps_the_acknowledged_version_whole() {
         let (p, addr) = start_node(&meta, &data, &dir.path().join(format!("n{i}.log")));
         nodes.push((p, addr, data));
     }
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     let (a, b, c) = (nodes[0].1.clone(), nodes[1].1.clone(), nodes[2].1.clone());
     for addr in [&a, &b, &c] {
         wait_until(Duration::from_secs(30), "the nodes to listen", || {

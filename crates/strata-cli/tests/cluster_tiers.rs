@@ -111,9 +111,7 @@ fn devices_tiers_plan_ram_cache_mover_and_traces() {
         let (proc_, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
         nodes.push((proc_, addr, n));
     }
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
 
     // Every device registered, with its tier class; rows hold the two
     // disk-class devices of each node, never two of one node.
@@ -415,9 +413,7 @@ fn per_workload_flash_bytes_and_ttl_in_a_three_node_cluster() {
         let (proc_, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
         nodes.push((proc_, addr));
     }
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     // `fresh` may hold 4 MiB but only for 3 s (its TTL); `big` holds at
     // most 192 KiB per node, with no TTL.
     let plan = serde_json::json!({

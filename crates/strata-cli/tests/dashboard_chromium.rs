@@ -290,9 +290,7 @@ fn cluster_dashboard_serves_the_same_page() {
         std::net::TcpStream::connect(&meta).is_ok()
     });
     let (_node, addr) = start_node(&meta, &dir.path().join("n0"), &dir.path().join("n0.log"));
-    wait_until(Duration::from_secs(30), "a table", || {
-        status(&meta)["table_version"] == 1
-    });
+    wait_for_table(&meta, dir.path());
     let load = |verify: bool| {
         let mut c = strata();
         c.args([

@@ -122,6 +122,35 @@ pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Waits for the metadata service at `meta` to publish its first table
+/// (every initial node registered). On a timeout it panics with what the
+/// service knows and every `*.log` under `dir`, so that a cluster that never
+/// formed (a node that failed to start, or never registered) says why.
+pub fn wait_for_table(meta: &str, dir: &Path) {
+    let start = Instant::now();
+    let limit = Duration::from_secs(60);
+    loop {
+        let out = run(strata().args(["cluster", "status", "--meta", meta, "--json"]));
+        let st: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
+        if st
+            .as_ref()
+            .and_then(|s| s["table_version"].as_u64())
+            .is_some_and(|v| v >= 1)
+        {
+            return;
+        }
+        if start.elapsed() > limit {
+            panic!(
+                "timed out after {limit:?} waiting for a table; status: {}\n{}\n{}",
+                st.map(|s| s.to_string()).unwrap_or_default(),
+                String::from_utf8_lossy(&out.stderr),
+                logs(dir)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub fn start_meta(etcd: Option<&str>, initial: usize, dir: &Path, log: &Path) -> (Proc, String) {
     let initial = initial.to_string();
     let mut args = vec!["--initial-nodes", initial.as_str()];

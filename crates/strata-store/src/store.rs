@@ -3714,6 +3714,8 @@ impl Inner {
         // (source ordinal, new ordinal, new offset, identity) of every
         // needle kept.
         let mut kept: Vec<(u32, u32, u64, u64, u32)> = Vec::new();
+        // (ordinal, key, alt) of every needle a compaction drops.
+        let mut dropped: Vec<(u32, u64, u32)> = Vec::new();
         let mut pending: Vec<u8> = Vec::with_capacity(1 << 20);
         let mut pending_at = SUPERBLOCK_LEN as u64;
         // Held to the end: readers and flag writes that find the source
@@ -3759,6 +3761,8 @@ impl Inner {
                         let new_off = new_idx.end();
                         let (new_ord, _) = new_idx.push(header.key, header.alt_key, len);
                         kept.push((this, new_ord, new_off, header.key, header.alt_key));
+                    } else {
+                        dropped.push((this, header.key, header.alt_key));
                     }
                 } else if !compacting {
                     // A move keeps damaged regions byte for byte.
@@ -3918,6 +3922,25 @@ impl Inner {
                             };
                             ix.set(k, a, to, Some(here), &self.counters)?;
                         }
+                    }
+                    // A dropped needle's recent entry, if it still has one
+                    // (an open that trusted a checkpoint older than the
+                    // needle's delete enters it; the read path fixes that
+                    // only when the needle is read): once the old slot is
+                    // gone the entry could no longer be read, and a lookup
+                    // of another identity whose hash remainder it shares
+                    // took it for that identity's newest version, so that
+                    // a compaction dropped that live needle too (found by
+                    // tests/model.rs with colliding hashes).
+                    for &(ord, k, a) in &dropped {
+                        let h = ix.hid(k, a);
+                        ix.recent.remove(
+                            h,
+                            Loc {
+                                slot: src.slot,
+                                ord,
+                            },
+                        );
                     }
                     ix.table[src.slot as usize] = None;
                     if let Some(run) = &ix.run {

@@ -14,7 +14,7 @@ pub struct DeviceConfig {
 }
 
 /// How to open a store. [`StoreConfig::new`] gives working defaults.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct StoreConfig {
     /// Device directories; the RAM index covers all of them.
     pub devices: Vec<DeviceConfig>,
@@ -75,7 +75,22 @@ pub struct StoreConfig {
     /// by the next open after a crash (docs/store-format.md, *Prepared
     /// space*). 0 turns it off (default 32 MiB).
     pub prepare_ahead: u64,
+    /// Tells which of two needles of one identity is the newer from their
+    /// data (`Greater`: the first), or cannot (`None`, or `Equal`). Without
+    /// it (default), a put that replaces a version in another segment
+    /// flags that needle superseded and `fdatasync`s its segment before the
+    /// put is acknowledged, because the flags are all an open has to
+    /// settle two live-looking needles of an identity (segment ids do not
+    /// follow time across devices). With it, the flag is written at once
+    /// but synced later (by the background thread, before any delete and
+    /// at close), and an open settles two unflagged needles by this order
+    /// (docs/store-format.md, *Needle*). The row stores of `strata server`
+    /// order by their records' stamps.
+    pub version_order: Option<VersionOrder>,
 }
+
+/// Orders two needles' data by version; see [`StoreConfig::version_order`].
+pub type VersionOrder = fn(&[u8], &[u8]) -> Option<std::cmp::Ordering>;
 
 impl StoreConfig {
     /// A single-device store at `path` with the given tier and defaults.
@@ -98,6 +113,7 @@ impl StoreConfig {
             recent_hash_bits: 64,
             run_partition_size: 1 << 20,
             prepare_ahead: 32 << 20,
+            version_order: None,
         }
     }
 

@@ -77,7 +77,7 @@ mod spill;
 mod store;
 pub mod verify;
 
-pub use config::{DeviceConfig, StoreConfig};
+pub use config::{DeviceConfig, StoreConfig, VersionOrder};
 pub use error::{Result, StoreError};
 pub use format::superblock::Tier;
 pub use store::{

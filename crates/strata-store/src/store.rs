@@ -953,6 +953,10 @@ struct Inner {
     maintenance: Mutex<()>,
     /// One writer of active segments' checkpoints at a time.
     checkpointing: Mutex<()>,
+    /// Segments holding superseded flags written but not yet synced (only
+    /// with a [`StoreConfig::version_order`]): synced by the background
+    /// thread, before any delete and at close.
+    flags_pending: Mutex<Vec<Arc<Segment>>>,
     stop: AtomicBool,
     /// Exclusive advisory locks on each directory's lock file, held while
     /// the store is open (released by the kernel if the process dies).
@@ -1196,6 +1200,7 @@ impl Store {
             update: Mutex::new(()),
             maintenance: Mutex::new(()),
             checkpointing: Mutex::new(()),
+            flags_pending: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             _locks: locks,
         });
@@ -1572,6 +1577,9 @@ impl Store {
             if let Err(e) = res {
                 first_err.get_or_insert(e);
             }
+        }
+        if let Err(e) = self.inner.sync_pending_flags() {
+            first_err.get_or_insert(e);
         }
         let ck = self.inner.write_checkpoints();
         match first_err {
@@ -2348,6 +2356,7 @@ fn background(weak: Weak<Inner>) {
             // Errors here are retried on the next round; the segments
             // themselves stay authoritative.
             let _ = inner.write_checkpoints();
+            let _ = inner.sync_pending_flags();
             if inner.merge_due() {
                 let _ = inner.merge();
             }
@@ -2579,7 +2588,10 @@ impl Inner {
     /// segment touched. Returns, per target, whether the needle was the
     /// identity's and unflagged before. Follows segments retired by a seal,
     /// compaction or move to their new handle.
-    fn flag_many(&self, targets: &[FlagTarget], flag: u32) -> Result<Vec<bool>> {
+    /// Sets `flag` on each target's needle; returns which were live. With
+    /// `sync` their segments are `fdatasync`ed before it returns, else they
+    /// join [`Inner::flags_pending`].
+    fn flag_many(&self, targets: &[FlagTarget], flag: u32, sync: bool) -> Result<Vec<bool>> {
         let mut out = vec![false; targets.len()];
         let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, t) in targets.iter().enumerate() {
@@ -2641,10 +2653,14 @@ impl Inner {
                 }
                 self.trim_fds();
                 if wrote {
-                    seg.file()?
-                        .sync_data()
-                        .map_err(StoreError::io("writing flags in", &seg.path))?;
-                    self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+                    if sync {
+                        seg.file()?
+                            .sync_data()
+                            .map_err(StoreError::io("writing flags in", &seg.path))?;
+                        self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        lock(&self.flags_pending).push(seg.clone());
+                    }
                     seg.dirty.store(true, Ordering::Relaxed);
                 }
                 break;
@@ -2653,8 +2669,42 @@ impl Inner {
         Ok(out)
     }
 
+    /// Syncs the segments of the superseded flags written without a sync
+    /// (a segment moved or compacted since: the one that replaced it).
+    fn sync_pending_flags(&self) -> Result<()> {
+        let pending = std::mem::take(&mut *lock(&self.flags_pending));
+        let mut done: std::collections::HashSet<*const Segment> = Default::default();
+        for (i, first) in pending.iter().enumerate() {
+            let mut seg = first.clone();
+            while seg.retired.load(Ordering::Acquire) {
+                match seg.moved_to.get() {
+                    Some((next, _)) => seg = next.clone(),
+                    None => break,
+                }
+            }
+            if !done.insert(Arc::as_ptr(&seg)) {
+                continue;
+            }
+            let res = seg.file().and_then(|f| {
+                f.sync_data()
+                    .map_err(StoreError::io("writing flags in", &seg.path))
+            });
+            if let Err(e) = res {
+                // Kept for the next try: a delete must not pass them.
+                lock(&self.flags_pending).extend(pending[i..].iter().cloned());
+                return Err(e);
+            }
+            self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     fn delete_batch(&self, ids: &[(u64, u32)]) -> Result<Vec<bool>> {
         let _u = lock(&self.update);
+        // A deleted flag must not be durable before the superseded flags
+        // written ahead of it: after a crash the older versions they hide
+        // would be the only unflagged needles of their identities.
+        self.sync_pending_flags()?;
         let mut targets = Vec::new();
         let mut which = Vec::new();
         {
@@ -2670,7 +2720,7 @@ impl Inner {
                 }
             }
         }
-        let res = self.flag_many(&targets, FLAG_DELETED)?;
+        let res = self.flag_many(&targets, FLAG_DELETED, true)?;
         let mut out = vec![false; ids.len()];
         let mut ix = write(&self.idx);
         for ((t, &i), ok) in targets.iter().zip(&which).zip(res) {
@@ -2851,7 +2901,9 @@ impl Inner {
                     }
                 }
             }
-            self.flag_many(&targets, FLAG_SUPERSEDED)?;
+            // With a version order an open can settle an unsynced flag's
+            // identity from the needles' data, so the flag's sync waits.
+            self.flag_many(&targets, FLAG_SUPERSEDED, self.cfg.version_order.is_none())?;
             let mut ix = write(&self.idx);
             for ((it, &loc), hint) in items.iter().zip(&locs).zip(hints) {
                 if let Some(hint) = hint {
@@ -3158,24 +3210,49 @@ impl Inner {
         read(&self.idx).seg(loc.slot).map_or(0, |s| s.id)
     }
 
+    /// The data of the needle at `loc` if it is (key, alt)'s, checked.
+    fn needle_data(&self, loc: Loc, key: u64, alt: u32) -> Result<Option<Vec<u8>>> {
+        let Some(seg) = read(&self.idx).seg(loc.slot).cloned() else {
+            return Ok(None);
+        };
+        let Some((offset, len)) = seg.needle(loc.ord) else {
+            return Ok(None);
+        };
+        let buf = seg.pread(offset, len, &self.counters)?;
+        let (h, data) = needle::parse(&buf).map_err(|e| seg.corrupt(offset, e))?;
+        Ok(((h.key, h.alt_key) == (key, alt)).then(|| data.to_vec()))
+    }
+
     /// Two needles both claim to be the live version of (key, alt): the one
     /// whose header says so wins; if both do (a crash between a put's write
-    /// and its flagging of the version it replaced, or a store written by
-    /// format 1, where an older needle in a lower segment was not flagged),
-    /// the one in the higher segment (then later in the segment) wins and
-    /// the other is flagged superseded now.
+    /// and its flagging of the version it replaced, a flag not yet synced
+    /// under a [`StoreConfig::version_order`], or a store written by format
+    /// 1, where an older needle in a lower segment was not flagged), the
+    /// newer by the version order wins, else (no order, or it cannot tell)
+    /// the one in the higher segment (then later in the segment); the other
+    /// is flagged superseded now.
     fn pick(&self, key: u64, alt: u32, x: Loc, y: Loc) -> Result<Option<Loc>> {
         let lx = self.probe_header(x, key, alt)? == Some(true);
         let ly = self.probe_header(y, key, alt)? == Some(true);
         Ok(match (lx, ly) {
             (true, true) => {
-                let (win, lose) = if (self.seg_id(x), x.ord) > (self.seg_id(y), y.ord) {
-                    (x, y)
-                } else {
-                    (y, x)
+                let by_data = match self.cfg.version_order {
+                    Some(order) => match (
+                        self.needle_data(x, key, alt)?,
+                        self.needle_data(y, key, alt)?,
+                    ) {
+                        (Some(a), Some(b)) => order(&a, &b).filter(|o| o.is_ne()),
+                        _ => None,
+                    },
+                    None => None,
                 };
+                let x_newer = match by_data {
+                    Some(o) => o.is_gt(),
+                    None => (self.seg_id(x), x.ord) > (self.seg_id(y), y.ord),
+                };
+                let (win, lose) = if x_newer { (x, y) } else { (y, x) };
                 let target = read(&self.idx).target(lose, key, alt);
-                self.flag_many(&[target], FLAG_SUPERSEDED)?;
+                self.flag_many(&[target], FLAG_SUPERSEDED, true)?;
                 Some(win)
             }
             (true, false) => Some(x),

@@ -1,0 +1,51 @@
+//! What a power loss can do to flags whose sync a version order deferred
+//! (`StoreConfig::version_order`), done to a closed store's files: flags
+//! rewritten in place, index checkpoints and the run removed.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// Flags bit 1 of a needle header (docs/store-format.md, *Needle*).
+pub const SUPERSEDED: u32 = 2;
+
+/// For every needle of the `.seg` files of `dir` (key, alt, flags, data),
+/// writes the flags `f` returns, if any; returns how many it rewrote.
+pub fn rewrite_flags(dir: &Path, f: impl Fn(u64, u32, u32, &[u8]) -> Option<u32>) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "seg") {
+            continue;
+        }
+        let bytes = std::fs::read(&p).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let mut at = 64;
+        while at + 40 <= bytes.len() && &bytes[at..at + 4] == b"NEDL" {
+            let size = (word(at + 24) & 0x7fff_ffff) as usize;
+            let key = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+            let (alt, flags) = (word(at + 16), word(at + 20));
+            if let Some(new) = f(key, alt, flags, &bytes[at + 32..at + 32 + size]) {
+                file.write_all_at(&new.to_le_bytes(), at as u64 + 20)
+                    .unwrap();
+                n += 1;
+            }
+            at += (40 + size + 7) & !7;
+        }
+    }
+    n
+}
+
+/// Removes the index checkpoints and the run: the next open scans every
+/// segment, as after a crash before any checkpoint.
+pub fn drop_indexes(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".idx") || name == "strata.run" {
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+}

@@ -2585,12 +2585,10 @@ impl Inner {
 
     /// Sets `flag` in the needles named (each checked against its header:
     /// a fingerprint match may name a stranger), with one fdatasync per
-    /// segment touched. Returns, per target, whether the needle was the
-    /// identity's and unflagged before. Follows segments retired by a seal,
-    /// compaction or move to their new handle.
-    /// Sets `flag` on each target's needle; returns which were live. With
-    /// `sync` their segments are `fdatasync`ed before it returns, else they
-    /// join [`Inner::flags_pending`].
+    /// segment touched, or, without `sync`, the segments added to
+    /// [`Inner::flags_pending`] instead. Returns, per target, whether the
+    /// needle was the identity's and unflagged before. Follows segments
+    /// retired by a seal, compaction or move to their new handle.
     fn flag_many(&self, targets: &[FlagTarget], flag: u32, sync: bool) -> Result<Vec<bool>> {
         let mut out = vec![false; targets.len()];
         let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
@@ -2670,9 +2668,12 @@ impl Inner {
     }
 
     /// Syncs the segments of the superseded flags written without a sync
-    /// (a segment moved or compacted since: the one that replaced it).
+    /// (a segment moved or compacted since: the one that replaced it). The
+    /// list stays locked until they are synced, so that a delete calling
+    /// this while the background thread does waits for those syncs too.
     fn sync_pending_flags(&self) -> Result<()> {
-        let pending = std::mem::take(&mut *lock(&self.flags_pending));
+        let mut list = lock(&self.flags_pending);
+        let pending = std::mem::take(&mut *list);
         let mut done: std::collections::HashSet<*const Segment> = Default::default();
         for (i, first) in pending.iter().enumerate() {
             let mut seg = first.clone();
@@ -2691,7 +2692,7 @@ impl Inner {
             });
             if let Err(e) = res {
                 // Kept for the next try: a delete must not pass them.
-                lock(&self.flags_pending).extend(pending[i..].iter().cloned());
+                list.extend(pending[i..].iter().cloned());
                 return Err(e);
             }
             self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);

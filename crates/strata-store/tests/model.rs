@@ -100,7 +100,9 @@ fn check_all(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 200, ..ProptestConfig::default() })]
+    // 128 cases each (about 18 s in all): 24 did not meet the compaction
+    // bug of docs/reliability.md finding 14, 300 did.
+    #![proptest_config(ProptestConfig { cases: 128, max_shrink_iters: 200, ..ProptestConfig::default() })]
 
     #[test]
     fn store_agrees_with_model(ops in prop::collection::vec(op(), 1..40)) {

@@ -2657,7 +2657,13 @@ impl Inner {
                             .map_err(StoreError::io("writing flags in", &seg.path))?;
                         self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
                     } else {
-                        lock(&self.flags_pending).push(seg.clone());
+                        // Once per segment until the next sync, not once
+                        // per batch: the list stays as short as the set of
+                        // segments with unsynced flags.
+                        let mut list = lock(&self.flags_pending);
+                        if !list.iter().any(|s| Arc::ptr_eq(s, &seg)) {
+                            list.push(seg.clone());
+                        }
                     }
                     seg.dirty.store(true, Ordering::Relaxed);
                 }

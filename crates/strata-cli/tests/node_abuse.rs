@@ -620,6 +620,63 @@ fn connections_past_the_limit_drop_the_idle_first_and_keep_health_checks() {
     }
 }
 
+/// The head deadline and the keep-alive deadline are apart: a kept-alive
+/// connection waits for its next request the whole idle timeout (a client
+/// pool that keeps connections for less never races a close), while a head
+/// begun on it must still arrive within the header timeout.
+#[test]
+fn keep_alive_lasts_the_idle_timeout_and_a_late_head_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        dir.path(),
+        &["--header-timeout", "2", "--idle-timeout", "6"],
+    );
+    let a = s.addr.clone();
+    let mut c = open_with(&a, HEALTH);
+    assert_eq!(
+        read_response(&mut c, Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
+    // Twice the header timeout without a request: still served.
+    std::thread::sleep(Duration::from_secs(4));
+    c.write_all(HEALTH.as_bytes()).unwrap();
+    assert_eq!(
+        read_response(&mut c, Duration::from_secs(5)).map(|r| r.0),
+        Some(200),
+        "a kept-alive connection was closed before --idle-timeout"
+    );
+    // Half a head, then nothing: dropped at the header timeout, not kept
+    // for the idle timeout.
+    c.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+    let t = Instant::now();
+    assert!(
+        closed_within(&mut c, Duration::from_secs(5)),
+        "a late head was not dropped"
+    );
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_millis(4000),
+        "a late head was dropped after {took:?}"
+    );
+    // A connection that says nothing after its request is closed at the
+    // idle timeout.
+    let mut quiet = open_with(&a, HEALTH);
+    assert_eq!(
+        read_response(&mut quiet, Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
+    let t = Instant::now();
+    assert!(
+        closed_within(&mut quiet, Duration::from_secs(12)),
+        "an idle connection stayed open"
+    );
+    assert!(
+        t.elapsed() >= Duration::from_secs(5),
+        "an idle connection was closed after {:?}",
+        t.elapsed()
+    );
+}
+
 #[test]
 fn wrong_cookies_from_one_address_are_rate_limited() {
     let dir = tempfile::tempdir().unwrap();

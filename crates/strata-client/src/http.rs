@@ -261,10 +261,36 @@ impl Http {
         let req = req
             .body(Full::new(body))
             .map_err(|e| format!("{url}: {e}"))?;
-        self.pool
-            .request(req)
+        self.request(req)
             .await
             .map_err(|e| format!("{url}: {}", error_chain(&e)))
+    }
+
+    /// Sends `req` on a pooled connection. A GET or HEAD that fails once
+    /// sent (a kept-alive connection the server closed as the request went
+    /// out) is sent once more, as Go's `http.Transport` does; a request
+    /// that changes something is not, since the server may have applied it.
+    async fn request(
+        &self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<Incoming>, hyper_util::client::legacy::Error> {
+        let again = matches!(*req.method(), Method::GET | Method::HEAD).then(|| {
+            let mut b = Request::builder()
+                .method(req.method().clone())
+                .uri(req.uri().clone())
+                .version(req.version());
+            if let Some(h) = b.headers_mut() {
+                *h = req.headers().clone();
+            }
+            b.body(req.body().clone())
+        });
+        match self.pool.request(req).await {
+            Err(e) if !e.is_connect() => match again {
+                Some(Ok(req)) => self.pool.request(req).await,
+                _ => Err(e),
+            },
+            r => r,
+        }
     }
 
     /// GET a JSON document.
@@ -336,7 +362,6 @@ impl Http {
             .map_err(|e| format!("{url}: {e}"))?;
         let fut = async {
             let resp = self
-                .pool
                 .request(req)
                 .await
                 .map_err(|e| format!("{url}: {}", error_chain(&e)))?;

@@ -12,6 +12,15 @@
 //! health check is answered at once however many clients wait; beyond that
 //! the loop stops accepting and new connections wait in the kernel's
 //! accept queue until one ends.
+//!
+//! The two deadlines are kept apart, as nginx keeps `client_header_timeout`
+//! and `keepalive_timeout`: a request head must arrive whole within the
+//! header timeout of the connection opening or of the head's first byte,
+//! and a keep-alive connection between requests is closed after the idle
+//! timeout. (hyper's own header timeout also runs while a keep-alive
+//! connection waits for its next request, which closed every idle
+//! connection at the header timeout: a client's pool that kept
+//! connections longer raced the close and lost requests.)
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -57,6 +66,24 @@ struct Conn {
     close: Notify,
     /// Set once told, so a connection is picked for closing only once.
     closing: AtomicBool,
+    /// When the request head now arriving began (the connection opened,
+    /// or the first byte after the last request), in ms since the loop
+    /// started; [`NO_HEAD`] between requests.
+    head_since_ms: AtomicU64,
+    /// Set when the head came too late: the connection is dropped, not
+    /// shut down gracefully (there is no request to finish).
+    head_expired: AtomicBool,
+}
+
+/// [`Conn::head_since_ms`] when no head is on its way.
+const NO_HEAD: u64 = u64::MAX;
+
+impl Conn {
+    /// Whether no request is in a handler and no head is on its way.
+    fn between_requests(&self) -> bool {
+        self.busy.load(Ordering::Acquire) == 0
+            && self.head_since_ms.load(Ordering::Acquire) == NO_HEAD
+    }
 }
 
 /// The live connections, and what the loop counts.
@@ -106,17 +133,28 @@ impl Registry {
         }
     }
 
-    /// Tells every connection idle at least `min_idle_ms` to close.
-    fn close_idle_for(&self, now_ms: u64, min_idle_ms: u64) {
+    /// Tells every connection idle between requests at least
+    /// `min_idle_ms` to close, and drops every one whose request head has
+    /// been arriving for `head_ms` or more.
+    fn sweep(&self, now_ms: u64, min_idle_ms: u64, head_ms: u64) {
         let g = self.conns.lock();
         for c in g.values() {
-            if c.busy.load(Ordering::Acquire) == 0
-                && !c.closing.load(Ordering::Acquire)
-                && now_ms.saturating_sub(c.idle_since_ms.load(Ordering::Acquire)) >= min_idle_ms
-            {
+            if c.closing.load(Ordering::Acquire) {
+                continue;
+            }
+            let head = c.head_since_ms.load(Ordering::Acquire);
+            let late_head = head != NO_HEAD
+                && c.busy.load(Ordering::Acquire) == 0
+                && now_ms.saturating_sub(head) >= head_ms;
+            let idle = c.between_requests()
+                && now_ms.saturating_sub(c.idle_since_ms.load(Ordering::Acquire)) >= min_idle_ms;
+            if late_head || idle {
+                c.head_expired.store(late_head, Ordering::Release);
                 c.closing.store(true, Ordering::Release);
                 c.close.notify_one();
-                self.dropped_idle.fetch_add(1, Ordering::Relaxed);
+                if idle {
+                    self.dropped_idle.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -162,7 +200,7 @@ where
     S::Future: Send + 'static,
     S::Error: Send + 'static,
 {
-    type Response = Response<Either<B, Full<Bytes>>>;
+    type Response = Response<Either<Answering<B>, Full<Bytes>>>;
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
@@ -173,22 +211,59 @@ where
         req.extensions_mut().insert(ClientAddr(self.peer));
         let conn = self.conn.clone();
         conn.busy.fetch_add(1, Ordering::AcqRel);
+        // The head is whole; the next one's deadline starts at its first
+        // byte ([`Watched`]).
+        conn.head_since_ms.store(NO_HEAD, Ordering::Release);
         let epoch = self.epoch;
         let fut = self.inner.call(req);
         Box::pin(async move {
-            // Counted down however the handler ends (even dropped).
-            struct Done(Arc<Conn>, Instant);
-            impl Drop for Done {
-                fn drop(&mut self) {
-                    self.0
-                        .idle_since_ms
-                        .store(self.1.elapsed().as_millis() as u64, Ordering::Release);
-                    self.0.busy.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-            let _done = Done(conn, epoch);
-            fut.await.map(|r| r.map(Either::Left))
+            // Counted down however the request ends: its handler failing or
+            // dropped, or its answer's body written whole (or dropped).
+            let done = Done(conn, epoch);
+            fut.await
+                .map(|r| r.map(|body| Either::Left(Answering { body, _done: done })))
         })
+    }
+}
+
+/// A request in progress: counts down its connection's busy count when
+/// dropped, and marks when it went idle.
+struct Done(Arc<Conn>, Instant);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0
+            .idle_since_ms
+            .store(self.1.elapsed().as_millis() as u64, Ordering::Release);
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An answer's body, which keeps its request busy until hyper has written
+/// it whole and dropped it: a connection streaming a long answer is
+/// neither idle nor waiting for a head.
+pub struct Answering<B> {
+    body: B,
+    _done: Done,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Answering<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -203,7 +278,7 @@ pub async fn serve<S, B>(
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     serve_tls(listener, limits, svc, None, shutdown).await
@@ -223,21 +298,28 @@ pub async fn serve_tls<S, B>(
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let reg = Arc::new(Registry::default());
     let epoch = Instant::now();
     let max = limits.max_connections.max(1);
-    // Idle connections past the idle timeout are closed.
+    // Idle connections past the idle timeout are closed, and those whose
+    // request head is late are dropped.
     let sweeper = {
         let reg = reg.clone();
         let idle = limits.idle_timeout;
+        let head = limits.header_timeout;
         tokio::spawn(async move {
-            let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+            let every =
+                (idle.min(head) / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
             loop {
                 tokio::time::sleep(every).await;
-                reg.close_idle_for(epoch.elapsed().as_millis() as u64, idle.as_millis() as u64);
+                reg.sweep(
+                    epoch.elapsed().as_millis() as u64,
+                    idle.as_millis() as u64,
+                    head.as_millis() as u64,
+                );
             }
         })
     };
@@ -280,11 +362,15 @@ pub async fn serve_tls<S, B>(
         let health_only =
             reg.len() >= max && !reg.close_idlest(epoch.elapsed().as_millis() as u64, MIN_IDLE_MS);
         let _ = stream.set_nodelay(true);
+        let opened = epoch.elapsed().as_millis() as u64;
         let conn = Arc::new(Conn {
             busy: AtomicU32::new(0),
-            idle_since_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64),
+            idle_since_ms: AtomicU64::new(opened),
             close: Notify::new(),
             closing: AtomicBool::new(false),
+            // The first head is due within the header timeout of opening.
+            head_since_ms: AtomicU64::new(opened),
+            head_expired: AtomicBool::new(false),
         });
         let id = next_id;
         next_id += 1;
@@ -305,19 +391,30 @@ pub async fn serve_tls<S, B>(
         tokio::spawn(async move {
             // One HTTP/1 connection over `io` until it ends or is told to
             // close.
+            // The registry's sweep keeps the head deadline of a connection
+            // it tracks; hyper keeps it only on a health-only connection
+            // (one request, no keep-alive, not in the registry).
             macro_rules! drive {
                 ($io:expr) => {{
+                    let io = Watched {
+                        inner: $io,
+                        conn: conn.clone(),
+                        epoch,
+                    };
                     let served = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
-                        .header_read_timeout(limits.header_timeout)
+                        .header_read_timeout(health_only.then_some(limits.header_timeout))
                         .keep_alive(!health_only)
-                        .serve_connection(TokioIo::new($io), tracked);
+                        .serve_connection(TokioIo::new(io), tracked);
                     tokio::pin!(served);
                     tokio::select! {
                         _ = served.as_mut() => {}
                         _ = conn.close.notified() => {
-                            served.as_mut().graceful_shutdown();
-                            let _ = served.await;
+                            // A late head has no request to finish.
+                            if !conn.head_expired.load(Ordering::Acquire) {
+                                served.as_mut().graceful_shutdown();
+                                let _ = served.await;
+                            }
                         }
                     }
                 }};
@@ -340,6 +437,72 @@ pub async fn serve_tls<S, B>(
             }
             reg.freed.notify_waiters();
         });
+    }
+}
+
+/// A connection's stream that notes when the first byte of a request head
+/// arrives (bytes read while no request is in a handler and no head is on
+/// its way), starting that head's deadline.
+struct Watched<T> {
+    inner: T,
+    conn: Arc<Conn>,
+    epoch: Instant,
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before && self.conn.between_requests() {
+            let now = self.epoch.elapsed().as_millis() as u64;
+            let _ = self.conn.head_since_ms.compare_exchange(
+                NO_HEAD,
+                now,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+        r
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

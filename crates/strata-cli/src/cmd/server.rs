@@ -133,7 +133,9 @@ pub struct Args {
     /// Seconds a client has to send a request body (else 408).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     body_timeout: u64,
-    /// Seconds a client has to send its request head.
+    /// Seconds a client has to send its request head, counted from the
+    /// connection opening or from the head's first byte (the wait between
+    /// requests on a kept-alive connection is --idle-timeout's).
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     header_timeout: u64,
     /// Most connections served at once on each listener (object API, S3).

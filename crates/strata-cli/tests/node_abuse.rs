@@ -236,7 +236,10 @@ fn buckets_cost_no_threads_or_files() {
     fill_buckets(&s.addr, 100, 10_000);
     let (t1, f1, r1) = footprint(s.pid());
     // 9,900 more buckets: no thread, (almost) no descriptor, little RAM.
-    assert_eq!(t1, t0, "threads grew from {t0} to {t1}");
+    // (tokio's blocking pool starts a thread when a blocking call finds
+    // none idle, and keeps it 10 s: one or two may come and go meanwhile,
+    // as a CI rehearsal saw once; a thread per bucket would be thousands.)
+    assert!(t1 <= t0 + 2, "threads grew from {t0} to {t1}");
     assert!(f1 <= f0 + 4, "file descriptors grew from {f0} to {f1}");
     assert!(
         r1 < r0 + (48 << 20),

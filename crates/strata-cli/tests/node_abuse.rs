@@ -490,6 +490,50 @@ fn a_corrupt_needle_is_an_error_that_names_no_internal_path() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("corruption in 1 of"));
 }
 
+/// A row of the server names its version order (the records' stamps), and
+/// `strata store` opens it with that order; an order it does not know is
+/// refused rather than replaced by segment order.
+#[test]
+fn strata_store_opens_a_server_row_with_its_version_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(dir.path(), &["--ram-cache", "0"]);
+    assert_eq!(put(&s.addr, "/b/kept", &content(3, 500)).status, 201);
+    assert_eq!(put(&s.addr, "/b/kept", &content(4, 500)).status, 201);
+    s.kill9();
+    let rows: Vec<_> = files_under(dir.path())
+        .into_iter()
+        .filter(|f| f.file_name().is_some_and(|n| n == "strata.order"))
+        .collect();
+    assert!(!rows.is_empty(), "no row names its version order");
+    for f in &rows {
+        assert_eq!(std::fs::read_to_string(f).unwrap(), "record-stamp\n");
+    }
+    let row = rows[0].parent().unwrap();
+    let ls = |row: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["store", "ls"])
+            .arg(row)
+            .output()
+            .unwrap()
+    };
+    let out = ls(row);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&rows[0], "bogus\n").unwrap();
+    let out = ls(row);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("`bogus`") && err.contains("does not know"),
+        "{err}"
+    );
+    std::fs::write(&rows[0], "record-stamp\n").unwrap();
+    let s = Server::start(dir.path(), &["--ram-cache", "0"]);
+    assert_eq!(get(&s.addr, "/b/kept").body, content(4, 500));
+}
+
 /// A raw keep-alive connection: sends `head` (and nothing more), returns
 /// the stream.
 fn open_with(addr: &str, head: &str) -> TcpStream {

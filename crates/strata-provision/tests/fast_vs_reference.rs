@@ -74,8 +74,14 @@ fn assert_same(
         slow.lambda
     );
     prop_assert_eq!(fast.iterations, slow.iterations);
+    // The bound is the objective increment of a partial last step over a
+    // non-concave part; where the bisection ends, one solver's last step
+    // can leave a budget of rounding size on such a part and the other's
+    // none: a bound of ~1e-9 of the objective against 0 (the saved case:
+    // 1.1e-8 against 0 beside an objective of 9.35, the solutions equal
+    // to the last digit). So bounds agree to 1e-8 of the objective.
     prop_assert!(
-        close(fast.error_bound, slow.error_bound, reads_scale),
+        close(fast.error_bound, slow.error_bound, 10.0 * reads_scale),
         "error bound fast {} slow {}",
         fast.error_bound,
         slow.error_bound

@@ -261,6 +261,12 @@ impl Sizes {
     }
 }
 
+/// The version order of every row store: by the records' stamps.
+pub const RECORD_STAMPS: strata_store::VersionOrder = strata_store::VersionOrder {
+    name: "record-stamp",
+    cmp: stamp_order,
+};
+
 /// Orders two needles of one name by their records' stamps (None: equal,
 /// or not a record; the store then falls back to its own order).
 fn stamp_order(a: &[u8], b: &[u8]) -> Option<std::cmp::Ordering> {
@@ -285,7 +291,7 @@ fn open_store(
     // The writer keeps a record only if its stamp is at least the one it
     // replaces, so stamps order a name's needles: a put need not wait for
     // the superseded flag of the version it replaces to be synced.
-    cfg.version_order = Some(stamp_order);
+    cfg.version_order = Some(RECORD_STAMPS);
     let store = Store::open(cfg).map_err(|source| ClusterError::Store {
         row,
         path: path.display().to_string(),

@@ -85,12 +85,35 @@ pub struct StoreConfig {
     /// but synced later (by the background thread, before any delete and
     /// at close), and an open settles two unflagged needles by this order
     /// (docs/store-format.md, *Needle*). The row stores of `strata server`
-    /// order by their records' stamps.
+    /// order by their records' stamps. The order's name is kept in each
+    /// device directory ([`ORDER_FILE`]), and an open without that order
+    /// (or with another) is refused: an open settles ties for good (it
+    /// flags the loser), and by segment id it could keep an older version.
     pub version_order: Option<VersionOrder>,
 }
 
+/// The file of a device directory that names the store's version order.
+pub const ORDER_FILE: &str = "strata.order";
+
 /// Orders two needles' data by version; see [`StoreConfig::version_order`].
-pub type VersionOrder = fn(&[u8], &[u8]) -> Option<std::cmp::Ordering>;
+#[derive(Clone, Copy, Debug)]
+pub struct VersionOrder {
+    /// Its name, kept in [`ORDER_FILE`] (one line).
+    pub name: &'static str,
+    /// Which of two needles' data is the newer (`Greater`: the first), or
+    /// `None` (or `Equal`) when it cannot tell.
+    pub cmp: fn(&[u8], &[u8]) -> Option<std::cmp::Ordering>,
+}
+
+/// The version order named in the device directory `dir`, if any (a store
+/// opened with one; see [`StoreConfig::version_order`]).
+pub fn recorded_order(dir: &std::path::Path) -> std::io::Result<Option<String>> {
+    match std::fs::read_to_string(dir.join(ORDER_FILE)) {
+        Ok(s) => Ok(Some(s.trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
 
 impl StoreConfig {
     /// A single-device store at `path` with the given tier and defaults.

@@ -15,6 +15,18 @@ pub enum StoreError {
     /// Another process has the store directory open.
     #[error("store directory {0} is in use by another process (its strata.lock is held)")]
     InUse(PathBuf),
+    /// The store orders versions by an order this open was not given
+    /// (`StoreConfig::version_order`, named in the directory's
+    /// `strata.order`).
+    #[error("store directory {dir} orders versions by `{recorded}` (its strata.order), and was opened {given}: opening it so could keep an older version of an object after a crash")]
+    VersionOrder {
+        /// The device directory.
+        dir: PathBuf,
+        /// The order its file names.
+        recorded: String,
+        /// How it was opened ("without an order", "with `x`").
+        given: String,
+    },
     /// The node index's recent table could not take an entry.
     #[error("node index: {0}")]
     Index(#[from] crate::recent::RecentError),

@@ -77,7 +77,7 @@ mod spill;
 mod store;
 pub mod verify;
 
-pub use config::{DeviceConfig, StoreConfig, VersionOrder};
+pub use config::{recorded_order, DeviceConfig, StoreConfig, VersionOrder, ORDER_FILE};
 pub use error::{Result, StoreError};
 pub use format::superblock::Tier;
 pub use store::{

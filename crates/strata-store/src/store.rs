@@ -1034,6 +1034,7 @@ impl Store {
         for d in &cfg.devices {
             locks.push(lock_dir(&d.path)?);
         }
+        check_order(&cfg)?;
         let mut report = OpenReport::default();
         let found = discover(&cfg, &mut report)?;
         let max_id = found.keys().next_back().copied();
@@ -1661,6 +1662,34 @@ fn lock_dir(dir: &std::path::Path) -> Result<File> {
             Err(e) => return Err(StoreError::io("locking", &path)(e.into())),
         }
     }
+}
+
+/// Refuses a store whose directories name a version order other than
+/// the one given (or none given), and names the given order in those that
+/// name none yet (before anything is written that needs it).
+fn check_order(cfg: &StoreConfig) -> Result<()> {
+    for d in &cfg.devices {
+        let path = d.path.join(crate::config::ORDER_FILE);
+        let recorded =
+            crate::config::recorded_order(&d.path).map_err(StoreError::io("reading", &path))?;
+        match (recorded, cfg.version_order) {
+            (Some(r), Some(o)) if r == o.name => {}
+            (Some(recorded), given) => {
+                return Err(StoreError::VersionOrder {
+                    dir: d.path.clone(),
+                    recorded,
+                    given: given.map_or("without an order".to_string(), |o| {
+                        format!("with `{}`", o.name)
+                    }),
+                })
+            }
+            (None, Some(o)) => {
+                crate::segment::write_file_atomic(&path, format!("{}\n", o.name).as_bytes())?
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(())
 }
 
 /// A segment file found on open.
@@ -3248,7 +3277,7 @@ impl Inner {
                         self.needle_data(x, key, alt)?,
                         self.needle_data(y, key, alt)?,
                     ) {
-                        (Some(a), Some(b)) => order(&a, &b).filter(|o| o.is_ne()),
+                        (Some(a), Some(b)) => (order.cmp)(&a, &b).filter(|o| o.is_ne()),
                         _ => None,
                     },
                     None => None,

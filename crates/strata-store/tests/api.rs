@@ -510,13 +510,27 @@ fn a_get_limited_to_the_page_cache_refuses_an_uncached_needle() {
     store.put(Tier::Flash, 1, 0, 1, &data(1, 3000)).unwrap();
     let cached = || strata_store::cached_only(|| store.get(1, 0, 1));
     assert_eq!(cached().unwrap().unwrap().data, data(1, 3000));
-    drop_cached_pages(dir.path());
-    let before = store.counters();
-    assert!(
-        matches!(cached(), Err(StoreError::NotCached)),
-        "a needle out of the page cache was read"
-    );
-    let after = store.counters();
+    // The kernel may keep a page that fadvise asked it to drop (one still
+    // in a CPU's batch of pages not yet on the LRU lists, often under
+    // load): dropped again until a read finds it gone (a read that finds
+    // it is right to serve it).
+    let mut tries = 0;
+    let (before, after) = loop {
+        drop_cached_pages(dir.path());
+        let before = store.counters();
+        match cached() {
+            Err(StoreError::NotCached) => break (before, store.counters()),
+            Ok(Some(o)) if tries < 50 => {
+                assert_eq!(o.data, data(1, 3000));
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => panic!(
+                "a needle out of the page cache was read: {:?}",
+                r.map(|o| o.map(|o| o.data.len()))
+            ),
+        }
+    };
     assert_eq!(
         (after.index_lookups, after.index_probes, after.preads),
         (before.index_lookups, before.index_probes, before.preads)

@@ -124,12 +124,6 @@ proptest! {
     }
 }
 
-/// Orders data by its first 8 bytes (a version number, LE).
-fn by_version(a: &[u8], b: &[u8]) -> Option<std::cmp::Ordering> {
-    let v = |d: &[u8]| Some(u64::from_le_bytes(d.get(..8)?.try_into().ok()?));
-    Some(v(a)?.cmp(&v(b)?))
-}
-
 fn run_model(ops: Vec<Op>, hash_bits: u32) -> Result<(), TestCaseError> {
     run_model_with(ops, hash_bits, false)
 }
@@ -140,7 +134,7 @@ fn run_model_with(ops: Vec<Op>, hash_bits: u32, ordered: bool) -> Result<(), Tes
     let config = || {
         let mut c = config_hash_bits(flash.path(), disk.path(), hash_bits);
         if ordered {
-            c.version_order = Some(by_version);
+            c.version_order = Some(flags_common::BY_VERSION);
         }
         c
     };

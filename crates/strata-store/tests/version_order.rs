@@ -6,7 +6,7 @@
 
 mod flags_common;
 
-use flags_common::{drop_indexes, rewrite_flags};
+use flags_common::{drop_indexes, rewrite_flags, BY_VERSION};
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,11 +22,6 @@ fn data(ver: u64) -> Vec<u8> {
     v
 }
 
-fn by_version(a: &[u8], b: &[u8]) -> Option<std::cmp::Ordering> {
-    let v = |d: &[u8]| Some(u64::from_le_bytes(d.get(..8)?.try_into().ok()?));
-    Some(v(a)?.cmp(&v(b)?))
-}
-
 fn config(a: &Path, b: &Path, ordered: bool) -> StoreConfig {
     let mut c = StoreConfig::new(a, Tier::Flash).with_device(b, Tier::Disk);
     // No background round (which syncs pending flags) during a test.
@@ -34,7 +29,7 @@ fn config(a: &Path, b: &Path, ordered: bool) -> StoreConfig {
     c.auto_compaction = false;
     c.prepare_ahead = 0;
     if ordered {
-        c.version_order = Some(by_version);
+        c.version_order = Some(BY_VERSION);
     }
     c
 }
@@ -122,17 +117,63 @@ fn an_open_settles_two_unflagged_needles_by_the_version_order() {
     );
     s.close().unwrap();
     // The open flagged version 1 (synced): a store without an order now
-    // finds the one unflagged needle too.
+    // finds the one unflagged needle too, once let past the refusal below.
+    unname_order(a.path(), b.path());
     let s = Store::open(config(a.path(), b.path(), false)).unwrap();
+    assert_eq!(s.get(7, ALT, COOKIE).unwrap().unwrap().data, data(2));
+}
+
+/// Removes the order's name from both directories (as if the store had
+/// been written without one).
+fn unname_order(a: &Path, b: &Path) {
+    for d in [a, b] {
+        assert_eq!(
+            strata_store::recorded_order(d).unwrap().as_deref(),
+            Some(BY_VERSION.name)
+        );
+        std::fs::remove_file(d.join(strata_store::ORDER_FILE)).unwrap();
+    }
+}
+
+#[test]
+fn a_store_written_with_an_order_opens_only_with_it() {
+    // Opened without its order (or with another), the store below would
+    // settle the tie by segment id and flag the newer version for good.
+    let (a, b) = lost_flag();
+    let Err(err) = Store::open(config(a.path(), b.path(), false)) else {
+        panic!("opened without its order");
+    };
+    assert!(
+        matches!(&err, strata_store::StoreError::VersionOrder { recorded, .. } if recorded == "test-version"),
+        "{err}"
+    );
+    let mut other = config(a.path(), b.path(), true);
+    other.version_order = Some(strata_store::VersionOrder {
+        name: "another",
+        cmp: BY_VERSION.cmp,
+    });
+    let Err(err) = Store::open(other) else {
+        panic!("opened with another order");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("`test-version`") && err.contains("with `another`"),
+        "{err}"
+    );
+    // Nothing was changed by the refusals: with the order, the newer wins.
+    let s = Store::open(config(a.path(), b.path(), true)).unwrap();
     assert_eq!(s.get(7, ALT, COOKIE).unwrap().unwrap().data, data(2));
 }
 
 #[test]
 fn without_an_order_the_higher_segment_wins_a_tie() {
-    // The same state opened without an order: the fallback rule takes the
-    // needle in the higher segment, here the older version. This is why a
-    // store without an order syncs the flag before acknowledging a put.
+    // The same state, opened without an order once the directories no
+    // longer name one: the fallback rule takes the needle in the higher
+    // segment, here the older version. This is why a store without an
+    // order syncs the flag before acknowledging a put, and why a store
+    // with one refuses to open without it.
     let (a, b) = lost_flag();
+    unname_order(a.path(), b.path());
     let s = Store::open(config(a.path(), b.path(), false)).unwrap();
     assert_eq!(s.get(7, ALT, COOKIE).unwrap().unwrap().data, data(1));
 }

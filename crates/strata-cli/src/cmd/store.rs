@@ -147,6 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut cfg = StoreConfig::new(&dir, tier);
             cfg.create_dirs = true;
             cfg.auto_compaction = false;
+            cfg.version_order = order_of(&dir)?;
             cfg.max_object_size = max_object_size;
             let store =
                 Store::open(cfg).with_context(|| format!("opening store {}", dir.display()))?;
@@ -190,9 +191,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// The version order the store in `dir` was written with, if any: a row
+/// of `strata server` orders by its records' stamps, and opening it
+/// without that order could keep an older version after a crash (the
+/// store refuses to).
+fn order_of(dir: &std::path::Path) -> anyhow::Result<Option<strata_store::VersionOrder>> {
+    let stamps = strata_server::rows::RECORD_STAMPS;
+    match strata_store::recorded_order(dir)
+        .with_context(|| format!("reading {}", dir.join(strata_store::ORDER_FILE).display()))?
+    {
+        None => Ok(None),
+        Some(name) if name == stamps.name => Ok(Some(stamps)),
+        Some(name) => bail!(
+            "store {} orders versions by `{name}`, which this strata does not know: it cannot open it safely",
+            dir.display()
+        ),
+    }
+}
+
 fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
     let mut cfg = StoreConfig::new(&dir, tier);
     cfg.auto_compaction = false;
+    cfg.version_order = order_of(&dir)?;
     let store = Store::open(cfg).with_context(|| format!("opening store {}", dir.display()))?;
     let r = store.open_report();
     for (seg, at, bytes) in &r.torn_tails {

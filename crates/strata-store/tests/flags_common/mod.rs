@@ -7,6 +7,15 @@
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+/// Orders data by its first 8 bytes (a version number, LE).
+pub const BY_VERSION: strata_store::VersionOrder = strata_store::VersionOrder {
+    name: "test-version",
+    cmp: |a, b| {
+        let v = |d: &[u8]| Some(u64::from_le_bytes(d.get(..8)?.try_into().ok()?));
+        Some(v(a)?.cmp(&v(b)?))
+    },
+};
+
 /// Flags bit 1 of a needle header (docs/store-format.md, *Needle*).
 pub const SUPERSEDED: u32 = 2;
 

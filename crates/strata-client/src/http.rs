@@ -68,13 +68,31 @@ impl Default for Http {
     }
 }
 
+/// How long this process's clients keep an idle connection (milliseconds;
+/// 0: the default, 30 s). See [`set_pool_idle`].
+static POOL_IDLE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Makes the clients this process creates from now on keep an idle
+/// connection at most `idle` (and at most 30 s). A node sets half its own
+/// `--idle-timeout`: its peers, run with the same flags, close an idle
+/// connection after that, and a request sent on a connection as the server
+/// closes it fails.
+pub fn set_pool_idle(idle: Duration) {
+    let ms = idle.as_millis().clamp(1, 30_000) as u64;
+    POOL_IDLE_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl Http {
     /// A client with keep-alive connections, no proxy, Nagle off.
     pub fn new() -> Http {
         let mut conn = HttpConnector::new();
         conn.set_nodelay(true);
+        let idle = match POOL_IDLE_MS.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => Duration::from_secs(30),
+            ms => Duration::from_millis(ms),
+        };
         let pool = Pool::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_idle_timeout(idle)
             .pool_max_idle_per_host(256)
             .build(conn);
         Http {

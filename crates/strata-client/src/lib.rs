@@ -36,5 +36,5 @@ pub mod protocol;
 
 pub use client::{Client, ClientConfig, ClientStats, Staged};
 pub use error::ClientError;
-pub use http::{Http, HttpResponse, LocalNode};
+pub use http::{set_pool_idle, Http, HttpResponse, LocalNode};
 pub use strata_meta::state::{BucketRecord, KeyRecord, Permission};

@@ -150,7 +150,9 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", default_value = "2GiB")]
     max_buffered_bytes: String,
     /// Seconds a keep-alive connection may stay without a request before
-    /// it is closed.
+    /// it is closed. The node lets go of its own idle connections to its
+    /// peers after half of it (at most 30 s), so that it never sends on one
+    /// a peer with the same setting is closing.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     idle_timeout: u64,
     /// Most workloads a tier plan may list. A listed workload gets a segment
@@ -453,6 +455,9 @@ fn options(
         idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
         ..strata_node::HttpLimits::default()
     };
+    // This node's clients (to its peers and the metadata service, which
+    // close idle connections after the same --idle-timeout) let go first.
+    strata_client::set_pool_idle(opts.http.idle_timeout / 2);
     opts.gateway = strata_server::gateway::GatewayLimits {
         max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
         require_cookies: a.require_cookies,

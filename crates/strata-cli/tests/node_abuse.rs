@@ -724,6 +724,33 @@ fn keep_alive_lasts_the_idle_timeout_and_a_late_head_is_dropped() {
     );
 }
 
+/// A connection closed to make room while its first head is arriving (a
+/// graceful close, which waits for the request) is still dropped at the
+/// header timeout, not kept open by a head that never ends.
+#[test]
+fn a_head_closed_for_room_is_still_dropped_at_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        dir.path(),
+        &["--max-connections", "1", "--header-timeout", "2"],
+    );
+    let a = s.addr.clone();
+    let t = Instant::now();
+    let mut slow = open_with(&a, "GET /healthz HTTP/1.1\r\n");
+    std::thread::sleep(Duration::from_millis(500));
+    // At the limit: the slow connection (idle 500 ms) is closed for this one.
+    let mut other = open_with(&a, HEALTH);
+    assert_eq!(
+        read_response(&mut other, Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
+    assert!(
+        closed_within(&mut slow, Duration::from_secs(5)),
+        "a head that never ends kept its connection open"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
 #[test]
 fn wrong_cookies_from_one_address_are_rate_limited() {
     let dir = tempfile::tempdir().unwrap();

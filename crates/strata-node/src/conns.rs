@@ -135,26 +135,27 @@ impl Registry {
 
     /// Tells every connection idle between requests at least
     /// `min_idle_ms` to close, and drops every one whose request head has
-    /// been arriving for `head_ms` or more.
+    /// been arriving for `head_ms` or more (also one already told to close
+    /// gracefully: a head that never ends would keep it open).
     fn sweep(&self, now_ms: u64, min_idle_ms: u64, head_ms: u64) {
         let g = self.conns.lock();
         for c in g.values() {
-            if c.closing.load(Ordering::Acquire) {
-                continue;
-            }
             let head = c.head_since_ms.load(Ordering::Acquire);
             let late_head = head != NO_HEAD
+                && !c.head_expired.load(Ordering::Acquire)
                 && c.busy.load(Ordering::Acquire) == 0
                 && now_ms.saturating_sub(head) >= head_ms;
-            let idle = c.between_requests()
-                && now_ms.saturating_sub(c.idle_since_ms.load(Ordering::Acquire)) >= min_idle_ms;
-            if late_head || idle {
-                c.head_expired.store(late_head, Ordering::Release);
+            if late_head {
+                c.head_expired.store(true, Ordering::Release);
                 c.closing.store(true, Ordering::Release);
                 c.close.notify_one();
-                if idle {
-                    self.dropped_idle.fetch_add(1, Ordering::Relaxed);
-                }
+            } else if !c.closing.load(Ordering::Acquire)
+                && c.between_requests()
+                && now_ms.saturating_sub(c.idle_since_ms.load(Ordering::Acquire)) >= min_idle_ms
+            {
+                c.closing.store(true, Ordering::Release);
+                c.close.notify_one();
+                self.dropped_idle.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -407,13 +408,20 @@ pub async fn serve_tls<S, B>(
                         .keep_alive(!health_only)
                         .serve_connection(TokioIo::new(io), tracked);
                     tokio::pin!(served);
-                    tokio::select! {
-                        _ = served.as_mut() => {}
-                        _ = conn.close.notified() => {
-                            // A late head has no request to finish.
-                            if !conn.head_expired.load(Ordering::Acquire) {
-                                served.as_mut().graceful_shutdown();
-                                let _ = served.await;
+                    let mut graceful = false;
+                    loop {
+                        tokio::select! {
+                            _ = served.as_mut() => break,
+                            _ = conn.close.notified() => {
+                                // A late head has no request to finish:
+                                // dropped, even during a graceful close.
+                                if conn.head_expired.load(Ordering::Acquire) {
+                                    break;
+                                }
+                                if !graceful {
+                                    served.as_mut().graceful_shutdown();
+                                    graceful = true;
+                                }
                             }
                         }
                     }

@@ -247,7 +247,23 @@ impl Http {
         headers: &[(&str, &str)],
         body: Bytes,
     ) -> Result<hyper::Response<Incoming>, String> {
-        let mut req = Request::builder().method(method).uri(url);
+        self.request(url, || {
+            self.build(&method, url, version, stamp, headers, &body)
+        })
+        .await
+    }
+
+    /// The request [`start_stamped`](Self::start_stamped) sends, signed.
+    fn build(
+        &self,
+        method: &Method,
+        url: &str,
+        version: Option<u64>,
+        stamp: Option<u64>,
+        headers: &[(&str, &str)],
+        body: &Bytes,
+    ) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
+        let mut req = Request::builder().method(method.clone()).uri(url);
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -261,14 +277,10 @@ impl Http {
             req = req.header("content-type", "application/octet-stream");
         }
         if let Some(sec) = &self.secret {
-            let m = req
-                .method_ref()
-                .map(|m| m.as_str().to_string())
-                .unwrap_or_default();
             req = req.header(
                 strata_meta::cluster_auth::AUTH_HEADER,
                 sec.sign(&strata_meta::cluster_auth::Signed {
-                    method: &m,
+                    method: method.as_str(),
                     path: path_of(url),
                     version,
                     stamp,
@@ -276,39 +288,29 @@ impl Http {
                 }),
             );
         }
-        let req = req
-            .body(Full::new(body))
-            .map_err(|e| format!("{url}: {e}"))?;
-        self.request(req)
-            .await
-            .map_err(|e| format!("{url}: {}", error_chain(&e)))
+        req.body(Full::new(body.clone()))
     }
 
-    /// Sends `req` on a pooled connection. A GET or HEAD that fails once
-    /// sent (a kept-alive connection the server closed as the request went
-    /// out) is sent once more, as Go's `http.Transport` does; a request
-    /// that changes something is not, since the server may have applied it.
+    /// Sends the request `build` makes on a pooled connection. A GET or
+    /// HEAD that fails once sent (a kept-alive connection the server
+    /// closed as the request went out) is built and sent once more, as
+    /// Go's `http.Transport` does; a request that changes something is
+    /// not, since the server may have applied it.
     async fn request(
         &self,
-        req: Request<Full<Bytes>>,
-    ) -> Result<hyper::Response<Incoming>, hyper_util::client::legacy::Error> {
-        let again = matches!(*req.method(), Method::GET | Method::HEAD).then(|| {
-            let mut b = Request::builder()
-                .method(req.method().clone())
-                .uri(req.uri().clone())
-                .version(req.version());
-            if let Some(h) = b.headers_mut() {
-                *h = req.headers().clone();
+        url: &str,
+        build: impl Fn() -> Result<Request<Full<Bytes>>, hyper::http::Error>,
+    ) -> Result<hyper::Response<Incoming>, String> {
+        let req = build().map_err(|e| format!("{url}: {e}"))?;
+        let replay = matches!(*req.method(), Method::GET | Method::HEAD);
+        let sent = match self.pool.request(req).await {
+            Err(e) if replay && !e.is_connect() => {
+                let req = build().map_err(|e| format!("{url}: {e}"))?;
+                self.pool.request(req).await
             }
-            b.body(req.body().clone())
-        });
-        match self.pool.request(req).await {
-            Err(e) if !e.is_connect() => match again {
-                Some(Ok(req)) => self.pool.request(req).await,
-                _ => Err(e),
-            },
             r => r,
-        }
+        };
+        sent.map_err(|e| format!("{url}: {}", error_chain(&e)))
     }
 
     /// GET a JSON document.
@@ -357,32 +359,29 @@ impl Http {
         body: &B,
         timeout: Duration,
     ) -> Result<T, String> {
-        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
-        let mut req = Request::builder()
-            .method(method.clone())
-            .uri(url)
-            .header("content-type", "application/json");
-        req = req.header("accept", "application/json");
-        if let Some(sec) = &self.secret {
-            req = req.header(
-                strata_meta::cluster_auth::AUTH_HEADER,
-                sec.sign(&strata_meta::cluster_auth::Signed {
-                    method: method.as_str(),
-                    path: path_of(url),
-                    version: None,
-                    stamp: None,
-                    len: bytes.len() as u64,
-                }),
-            );
-        }
-        let req = req
-            .body(Full::new(Bytes::from(bytes)))
-            .map_err(|e| format!("{url}: {e}"))?;
+        let bytes = Bytes::from(serde_json::to_vec(body).map_err(|e| e.to_string())?);
+        let build = || {
+            let mut req = Request::builder()
+                .method(method.clone())
+                .uri(url)
+                .header("content-type", "application/json");
+            req = req.header("accept", "application/json");
+            if let Some(sec) = &self.secret {
+                req = req.header(
+                    strata_meta::cluster_auth::AUTH_HEADER,
+                    sec.sign(&strata_meta::cluster_auth::Signed {
+                        method: method.as_str(),
+                        path: path_of(url),
+                        version: None,
+                        stamp: None,
+                        len: bytes.len() as u64,
+                    }),
+                );
+            }
+            req.body(Full::new(bytes.clone()))
+        };
         let fut = async {
-            let resp = self
-                .request(req)
-                .await
-                .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+            let resp = self.request(url, build).await?;
             let status = resp.status();
             let body = resp
                 .into_body()

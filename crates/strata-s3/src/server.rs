@@ -112,6 +112,59 @@ fn with_request_id(body: &[u8], id: &str) -> Option<bytes::Bytes> {
     Some(out.into())
 }
 
+const SIG_MISMATCH: &[u8] = b"<Code>SignatureDoesNotMatch</Code>";
+
+/// The operator's line for a refused signature: the request as the server
+/// read it (method, path and query, the signed header names and the date),
+/// never the signature itself. A client whose request was changed on the
+/// way (a proxy, a desynchronised connection) shows here.
+fn refused_signature(
+    (method, uri, auth, date): &(
+        http::Method,
+        http::Uri,
+        Option<http::HeaderValue>,
+        Option<http::HeaderValue>,
+    ),
+) -> String {
+    let text = |v: &Option<http::HeaderValue>| {
+        v.as_ref()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_else(|| "-".into())
+    };
+    let auth = text(auth);
+    let signed = auth
+        .split("SignedHeaders=")
+        .nth(1)
+        .map(|s| s.split(',').next().unwrap_or(""))
+        .unwrap_or("-");
+    let method: String = method.as_str().escape_debug().collect();
+    // A presigned URL's signature (V4 or V2) is a credential until it
+    // expires.
+    let query = uri.query().map(|q| {
+        q.split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _))
+                    if k.eq_ignore_ascii_case("X-Amz-Signature")
+                        || k.eq_ignore_ascii_case("Signature") =>
+                {
+                    format!("{k}=(hidden)")
+                }
+                _ => p.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    let uri = match query {
+        Some(q) => format!("{}?{q}", uri.path()),
+        None => uri.path().to_string(),
+    };
+    let uri: String = uri.escape_debug().collect();
+    format!(
+        "signature does not match: {method} {uri} (signed headers {signed}, x-amz-date {})",
+        text(date).escape_debug()
+    )
+}
+
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestIds {
     type Response = s3s::HttpResponse;
     type Error = s3s::HttpError;
@@ -120,11 +173,27 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = format!("{n:016X}");
+        // What the log says of a request whose signature is refused
+        // (cheap clones: the URI and header values share their bytes).
+        let asked = (
+            req.method().clone(),
+            req.uri().clone(),
+            req.headers().get(http::header::AUTHORIZATION).cloned(),
+            req.headers().get("x-amz-date").cloned(),
+        );
         let fut = hyper::service::Service::call(&self.inner, req);
         Box::pin(async move {
             let mut resp = fut.await?;
             if resp.status().as_u16() >= 400 {
-                if let Some(b) = resp.body().bytes().and_then(|b| with_request_id(&b, &id)) {
+                let body = resp.body().bytes();
+                if resp.status() == http::StatusCode::FORBIDDEN
+                    && body
+                        .as_ref()
+                        .is_some_and(|b| b.windows(SIG_MISMATCH.len()).any(|w| w == SIG_MISMATCH))
+                {
+                    eprintln!("strata s3: request {id}: {}", refused_signature(&asked));
+                }
+                if let Some(b) = body.and_then(|b| with_request_id(&b, &id)) {
                     resp.headers_mut().remove(http::header::CONTENT_LENGTH);
                     *resp.body_mut() = s3s::Body::from(b);
                 }

@@ -1287,6 +1287,39 @@ calls = [
 for i, f in enumerate(calls):
     got = code(f)
     assert got == NI, (i, got)
+# Refused before its body was read, a request's connection is closed after
+# the answer, and the answer says so (the client sent `Expect:
+# 100-continue` and no body); a write that succeeds keeps its connection.
+import socket, urllib.parse, botocore.auth, botocore.awsrequest, botocore.credentials
+def raw_put(extra):
+    url = urllib.parse.urlsplit(os.environ["ENDPOINT"])
+    req = botocore.awsrequest.AWSRequest(method="PUT", url=os.environ["ENDPOINT"] + "/nimpl/raw",
+        data=b"z", headers=dict(extra, **{{"Expect": "100-continue", "Content-Length": "1"}}))
+    botocore.auth.S3SigV4Auth(botocore.credentials.Credentials(os.environ["ACCESS"], os.environ["SECRET"]), "s3", "us-east-1").add_auth(req)
+    head = "PUT /nimpl/raw HTTP/1.1\r\nHost: %s\r\n" % url.netloc
+    head += "".join("%s: %s\r\n" % (k, v) for k, v in req.prepare().headers.items() if k.lower() != "host")
+    sock = socket.create_connection((url.hostname, url.port), timeout=10)
+    sock.sendall((head + "\r\n").encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += sock.recv(65536)
+    if got.startswith(b"HTTP/1.1 100"):
+        sock.sendall(b"z")
+        got = got.split(b"\r\n\r\n", 1)[1]
+        while b"\r\n\r\n" not in got:
+            got += sock.recv(65536)
+    status, headers = got.split(b"\r\n", 1)
+    return status, headers.lower(), sock
+status, headers, sock = raw_put({{"x-amz-server-side-encryption": "AES256"}})
+assert status.startswith(b"HTTP/1.1 501") and b"connection: close" in headers, (status, headers)
+rest = b"x"
+while rest and b"</Error>" not in rest:
+    rest = sock.recv(65536)
+assert sock.recv(65536) == b"", "the connection stayed open"
+status, headers, sock = raw_put({{}})
+assert status.startswith(b"HTTP/1.1 200") and b"connection: close" not in headers, (status, headers)
+assert s3.get_object(Bucket="nimpl", Key="raw")["Body"].read() == b"z"
+s3.delete_object(Bucket="nimpl", Key="raw")
 # A conditional entry of DeleteObjects is an error of its own.
 r = s3.delete_objects(Bucket="nimpl", Delete={{"Objects": [{{"Key": "k", "ETag": '"%s"' % hashlib.md5(b"x").hexdigest()}}]}})
 assert [(e["Key"], e["Code"]) for e in r["Errors"]] == [("k", "NotImplemented")] and not r.get("Deleted"), r

@@ -261,3 +261,103 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     drop(nodes);
     let _ = logs(dir.path());
 }
+
+/// A node whose disk stops answering (its directory gone under it, the
+/// process still up) reports it in its heartbeat: the metadata service marks
+/// that disk dead, not the node, and recovery puts every row back on three
+/// live disks; nothing acknowledged is lost.
+#[test]
+fn a_disk_that_stops_answering_is_reported_and_its_rows_recover() {
+    let dir = scratch();
+    let (_meta, meta) = start_meta(
+        None,
+        4,
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes = Vec::new();
+    for i in 0..4 {
+        let data = dir.path().join(format!("node{i}"));
+        nodes.push(start_node(
+            &meta,
+            &data,
+            &dir.path().join(format!("node{i}.log")),
+        ));
+    }
+    wait_until(Duration::from_secs(30), "the first table", || {
+        status(&meta)["table_version"].as_u64() == Some(1)
+    });
+    let load = |verify: bool| {
+        let mut args = vec![
+            "load",
+            "--meta",
+            &meta,
+            "--objects",
+            "2000",
+            "--size",
+            "1024",
+        ];
+        if verify {
+            args.push("--verify");
+        }
+        ok(strata().args(&args))
+    };
+    load(false);
+
+    // Node 1's one device disappears; the process keeps running.
+    let victim = dir.path().join("node1");
+    std::fs::rename(&victim, dir.path().join("node1.gone")).expect("rename");
+    let disk_state = |st: &serde_json::Value| -> Vec<(String, String)> {
+        st["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .map(|n| {
+                let disks: Vec<String> = n["disks"]
+                    .as_array()
+                    .expect("disks")
+                    .iter()
+                    .map(|d| d["state"].as_str().unwrap_or("?").to_string())
+                    .collect();
+                (
+                    n["state"].as_str().unwrap_or("?").to_string(),
+                    disks.join(","),
+                )
+            })
+            .collect()
+    };
+    wait_until(
+        Duration::from_secs(60),
+        "the failed disk to be marked dead",
+        || {
+            disk_state(&status(&meta))
+                .iter()
+                .any(|(_, disks)| disks == "dead")
+        },
+    );
+    ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "120"]));
+    let st = status(&meta);
+    let states = disk_state(&st);
+    assert_eq!(
+        states.iter().filter(|(_, d)| d == "dead").count(),
+        1,
+        "exactly one disk is dead: {states:?}"
+    );
+    assert!(
+        states.iter().all(|(node, _)| node == "up"),
+        "every node is still up (a disk failed, not a node): {states:?}"
+    );
+    assert_eq!(st["rows_under_replicated"].as_u64(), Some(0), "{st}");
+    assert_eq!(st["recovery"]["complete"], true, "{st}");
+    assert!(st["table_version"].as_u64().unwrap_or(0) >= 2, "{st}");
+    load(true);
+    // The node says which of its disks failed, once.
+    let log = std::fs::read_to_string(dir.path().join("node1.log")).expect("log");
+    assert_eq!(
+        log.matches("failed (a device did not take a write").count(),
+        1,
+        "{}",
+        logs(dir.path())
+    );
+    drop(nodes);
+}

@@ -114,6 +114,51 @@ fn with_request_id(body: &[u8], id: &str) -> Option<bytes::Bytes> {
 
 const SIG_MISMATCH: &[u8] = b"<Code>SignatureDoesNotMatch</Code>";
 
+/// At most this many refused signatures are logged per second: a client
+/// with a wrong secret (or an attacker) cannot fill the log.
+const REFUSED_PER_SECOND: u64 = 20;
+
+static REFUSED_LOG: LogBudget = LogBudget(std::sync::atomic::AtomicU64::new(0));
+
+/// Lines left this second: the second (since the Unix epoch) in the high
+/// 44 bits, the lines logged in it in the low 20.
+struct LogBudget(std::sync::atomic::AtomicU64);
+
+#[derive(Debug, PartialEq)]
+enum Admit {
+    Yes,
+    /// The last line of this second.
+    Last,
+    No,
+}
+
+impl LogBudget {
+    fn admit(&self) -> Admit {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.admit_at(now)
+    }
+
+    fn admit_at(&self, second: u64) -> Admit {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut cur = self.0.load(Relaxed);
+        loop {
+            let (at, n) = (cur >> 20, cur & 0xF_FFFF);
+            let n = if at == second & 0xFFF_FFFF_FFFF { n } else { 0 };
+            if n >= REFUSED_PER_SECOND {
+                return Admit::No;
+            }
+            let next = ((second & 0xFFF_FFFF_FFFF) << 20) | (n + 1);
+            match self.0.compare_exchange_weak(cur, next, Relaxed, Relaxed) {
+                Ok(_) if n + 1 == REFUSED_PER_SECOND => return Admit::Last,
+                Ok(_) => return Admit::Yes,
+                Err(c) => cur = c,
+            }
+        }
+    }
+}
+
 /// The operator's line for a refused signature: the request as the server
 /// read it (method, path and query, the signed header names and the date),
 /// never the signature itself. A client whose request was changed on the
@@ -210,7 +255,16 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
                         .as_ref()
                         .is_some_and(|b| b.windows(SIG_MISMATCH.len()).any(|w| w == SIG_MISMATCH))
                 {
-                    eprintln!("strata s3: request {id}: {}", refused_signature(&asked));
+                    match REFUSED_LOG.admit() {
+                        Admit::Yes => {
+                            eprintln!("strata s3: request {id}: {}", refused_signature(&asked))
+                        }
+                        Admit::Last => eprintln!(
+                            "strata s3: request {id}: {} (more refused signatures this second are not logged)",
+                            refused_signature(&asked)
+                        ),
+                        Admit::No => {}
+                    }
                 }
                 if let Some(b) = body.and_then(|b| with_request_id(&b, &id)) {
                     resp.headers_mut().remove(http::header::CONTENT_LENGTH);
@@ -310,5 +364,20 @@ mod tests {
         assert_eq!(bucket("127.0.0.1:8490"), None);
         assert_eq!(bucket("other.example.org"), None);
         assert_eq!(bucket("notlocalhost"), None);
+    }
+}
+
+#[cfg(test)]
+mod log_budget_tests {
+    use super::*;
+
+    #[test]
+    fn twenty_lines_a_second_then_none_until_the_next() {
+        let b = LogBudget(std::sync::atomic::AtomicU64::new(0));
+        let got: Vec<Admit> = (0..25).map(|_| b.admit_at(1_000)).collect();
+        assert!(got[..19].iter().all(|a| *a == Admit::Yes));
+        assert_eq!(got[19], Admit::Last);
+        assert!(got[20..].iter().all(|a| *a == Admit::No));
+        assert_eq!(b.admit_at(1_001), Admit::Yes);
     }
 }

@@ -984,6 +984,8 @@ impl ClusterNode {
 
     async fn heartbeat_loop(self: Arc<Self>, every: Duration) {
         let mut tick = tokio::time::interval(every);
+        // The disks the last heartbeat reported failed (logged on change).
+        let mut reported: Vec<DiskId> = Vec::new();
         loop {
             tick.tick().await;
             let Some((node_id, ids)) = self.disk_ids() else {
@@ -993,7 +995,35 @@ impl ClusterNode {
             let completed: Vec<Transfer> = std::mem::take(&mut *lock(&self.completed));
             let bytes = self.completed_bytes.swap(0, Ordering::Relaxed);
             let scrub = lock(&self.scrub_report).take();
-            let failed = tokio::task::block_in_place(|| self.failed_disks(&ids));
+            // The devices' checks touch the disks: on the blocking pool,
+            // not in place (block_in_place handed the runtime's worker to
+            // another thread at every heartbeat).
+            let failed = {
+                let (me, ids) = (self.clone(), ids.clone());
+                tokio::task::spawn_blocking(move || me.failed_disks(&ids))
+                    .await
+                    .unwrap_or_default()
+            };
+            if failed != reported {
+                let names = |d: &[DiskId]| {
+                    d.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let new: Vec<DiskId> = failed
+                    .iter()
+                    .copied()
+                    .filter(|d| !reported.contains(d))
+                    .collect();
+                if !new.is_empty() {
+                    eprintln!(
+                        "strata server: disk(s) {} failed (a device did not take a write and read it back, or the flash in front of them failed): reported to the metadata service",
+                        names(&new)
+                    );
+                }
+                reported = failed.clone();
+            }
             let req = HeartbeatRequest {
                 node_id,
                 failed_disks: failed,

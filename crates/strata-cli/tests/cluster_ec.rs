@@ -513,6 +513,35 @@ fn the_replica_scrub_resurrects_no_encoded_record() {
     let (n, len) = (600, 4000);
     put_all(&c, n, len);
     settle(&c);
+    // What the scrub asks again after listing a range: the stripes a
+    // replica has installed, as its digest says them.
+    let (table, _) = map_of(&c.meta);
+    let mut with_stripes = 0;
+    for x in c.nodes.iter().filter(|x| x.0.is_some()) {
+        for row in 0..table.row_count() {
+            let get = |what: &str| {
+                let (code, _, b) = http_full(
+                    &x.1,
+                    "GET",
+                    &format!("/cluster/v1/rows/{row}/{what}"),
+                    None,
+                    "",
+                    b"",
+                );
+                assert_eq!(
+                    code,
+                    200,
+                    "{what} of row {row}: {}",
+                    String::from_utf8_lossy(&b)
+                );
+                serde_json::from_slice::<serde_json::Value>(&b).expect("JSON")
+            };
+            let (now, digest) = (get("stripes"), get("digest"));
+            assert_eq!(now, digest["stripes"], "row {row} on {}", x.1);
+            with_stripes += usize::from(now.as_array().is_some_and(|a| !a.is_empty()));
+        }
+    }
+    assert!(with_stripes > 0, "no row has a stripe installed");
     wait_until(Duration::from_secs(60), "scrub passes", || {
         scrub_sum(&c, "rows_checked") > 0
     });

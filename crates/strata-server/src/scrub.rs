@@ -117,6 +117,19 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
                     }
                 })?);
             }
+            // A replica that installed a stripe since its digest dropped
+            // the stripe's records from its list: the lists would differ
+            // by those, and copying them back would bring them back next
+            // to their stripe copy. The range waits for the next pass.
+            let mut moved = false;
+            for (addr, d) in addrs.iter().zip(&digests) {
+                let url = format!("http://{addr}/cluster/v1/rows/{row}/stripes");
+                let now: Result<Vec<u64>, String> = node.http.get_json(&url, TIMEOUT).await;
+                moved |= now.as_ref() != Ok(&d.stripes);
+            }
+            if moved {
+                continue;
+            }
             let full = addrs.len() == map.table.replication();
             let fix = repair_range(node, version, row, &addrs, &lists, full).await?;
             report.missing += fix.missing;

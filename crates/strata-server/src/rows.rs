@@ -664,6 +664,52 @@ impl RowStore {
         Ok(best)
     }
 
+    /// [`RowStore::get`] reading at most `n` bytes of each needle's data:
+    /// the record is whole (and its checksum verified) when the second
+    /// value is true, else only its first bytes, read for its stamp and
+    /// kind (see [`Store::get_prefix`]).
+    pub fn get_start(
+        &self,
+        bucket: &str,
+        key: &str,
+        n: usize,
+    ) -> Result<Option<(Stored, bool)>, ClusterError> {
+        let (k, alt, _) = identity(bucket, key);
+        let mut best: Option<(Stored, bool)> = None;
+        for part in self.candidates(bucket) {
+            let Some(p) = part.get_prefix(k, alt, n).map_err(|e| self.err(e))? else {
+                continue;
+            };
+            let Some(d) = decode(&p.data) else {
+                if p.verified {
+                    return Err(ClusterError::BadRecord {
+                        row: self.row,
+                        reason: format!("needle of {bucket}/{key} has no name header"),
+                    });
+                }
+                // A name longer than the prefix: read it whole.
+                return Ok(self.get(bucket, key)?.map(|s| (s, true)));
+            };
+            if (d.bucket, d.key) != (bucket, key) {
+                continue;
+            }
+            let (stamp, at) = (d.stamp, p.data.len() - d.record.len());
+            if best.as_ref().is_none_or(|(b, _)| stamp > b.stamp) {
+                best = Some((
+                    Stored {
+                        stamp,
+                        record: Bytes::from(p.data).slice(at..),
+                        tier: p.tier,
+                        segment: p.segment,
+                        part: part_id(&part),
+                    },
+                    p.verified,
+                ));
+            }
+        }
+        Ok(best)
+    }
+
     /// The write counter (see [`RowStore::get`] and the RAM cache).
     pub fn write_count(&self) -> u64 {
         self.writes.load(Ordering::Acquire)
@@ -762,6 +808,38 @@ fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)
     }
 }
 
+/// Bytes of a record's start read to learn its stamp: the row layout's
+/// bucket (at most 63 bytes), key (at most 1,024) and stamp fit.
+const STAMP_PREFIX: usize = 1200;
+
+/// [`current_stamp`] for a write stamped `stamp`: a long record is read
+/// only up to its stamp (a DELETE or overwrite of an 8 MiB object read 8
+/// MiB in the row's writer, holding up every write of the row). Its data's
+/// checksum is then not verified, so a stamp that would refuse the write
+/// is read again whole and checked: a damaged record is replaced, never
+/// kept on the strength of a damaged stamp.
+fn stamp_before_put(
+    store: &Store,
+    key: u64,
+    alt: u32,
+    stamp: u64,
+) -> Result<Option<(u64, bool)>, WriteFail> {
+    match store.get_prefix(key, alt, STAMP_PREFIX) {
+        Ok(Some(p)) => match decode(&p.data) {
+            // A tombstone is a few bytes: a record read in part is none.
+            Some(d) if !p.verified && d.stamp <= stamp => Ok(Some((d.stamp, false))),
+            Some(d) if p.verified => Ok(Some((
+                d.stamp,
+                strata_client::protocol::is_tombstone(d.record),
+            ))),
+            _ => current_stamp(store, key, alt),
+        },
+        Ok(None) => Ok(None),
+        Err(StoreError::Corrupt { .. }) => Ok(None),
+        Err(e) => Err(WriteFail::of(&e)),
+    }
+}
+
 /// The row's writer: drains every waiting job and applies them with one
 /// multi-write per tier (one fdatasync per device), then answers them all.
 ///
@@ -832,9 +910,9 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&M
                     let mut in_other = false;
                     let have = match newest.get(&(r.key, r.alt)) {
                         Some(&s) => Ok(Some(s)),
-                        None => current_stamp(&r.target, r.key, r.alt).and_then(|t| {
+                        None => stamp_before_put(&r.target, r.key, r.alt, r.stamp).and_then(|t| {
                             let o = match &r.other {
-                                Some(o) => current_stamp(o, r.key, r.alt)?,
+                                Some(o) => stamp_before_put(o, r.key, r.alt, r.stamp)?,
                                 None => None,
                             };
                             in_other = o.is_some();

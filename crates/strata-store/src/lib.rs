@@ -81,7 +81,7 @@ pub use config::{recorded_order, DeviceConfig, StoreConfig, VersionOrder, ORDER_
 pub use error::{Result, StoreError};
 pub use format::superblock::Tier;
 pub use store::{
-    cached_only, move_headroom, Counters, MemoryUsage, NeedleIter, Object, OpenReport, PutItem,
-    Quarantined, RewriteProgress, RewriteReport, SegmentInfo, Store, StoredNeedle, LOCK_FILE,
-    QUARANTINE_DIR,
+    cached_only, move_headroom, Counters, MemoryUsage, NeedleIter, Object, OpenReport, Prefix,
+    PutItem, Quarantined, RewriteProgress, RewriteReport, SegmentInfo, Store, StoredNeedle,
+    LOCK_FILE, QUARANTINE_DIR,
 };

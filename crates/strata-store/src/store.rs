@@ -58,6 +58,22 @@ pub struct Object {
     pub cookie: u32,
 }
 
+/// The start of an object's data, as [`Store::get_prefix`] read it.
+#[derive(Clone, Debug)]
+pub struct Prefix {
+    /// The first bytes of the data (all of it when it was short enough).
+    pub data: Vec<u8>,
+    /// The length of the whole data.
+    pub size: u32,
+    /// The needle was read whole and its data's checksum verified (else
+    /// only its header's).
+    pub verified: bool,
+    /// Tier of the device it was read from.
+    pub tier: Tier,
+    /// Segment it was read from.
+    pub segment: u64,
+}
+
 /// A segment as [`Store::segments`] lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SegmentInfo {
@@ -1319,6 +1335,26 @@ impl Store {
         self.inner.get(key, alt_key, None)
     }
 
+    /// The first `n` bytes of an object's data without reading the rest
+    /// (no cookie checked): a caller that needs only what the data starts
+    /// with (a version stamp) does not read megabytes for it. A needle whose
+    /// whole fits in `n` bytes of data is read whole and checked as by
+    /// [`Store::get`]; a longer one is read up to `n` bytes of its data,
+    /// its header checked (magics, header checksum, identity, flags) but
+    /// not its data's checksum: [`Prefix::verified`] says which.
+    pub fn get_prefix(&self, key: u64, alt_key: u32, n: usize) -> Result<Option<Prefix>> {
+        Ok(self
+            .inner
+            .read(key, alt_key, None, Some(n))?
+            .map(|(o, size, verified)| Prefix {
+                data: o.data,
+                size,
+                verified,
+                tier: o.tier,
+                segment: o.segment,
+            }))
+    }
+
     /// Whether a live object with this identity exists (reads its needle).
     pub fn contains(&self, key: u64, alt_key: u32) -> Result<bool> {
         Ok(self.inner.get(key, alt_key, None)?.is_some())
@@ -2498,6 +2534,19 @@ impl Inner {
     }
 
     fn get(&self, key: u64, alt: u32, cookie: Option<u32>) -> Result<Option<Object>> {
+        Ok(self.read(key, alt, cookie, None)?.map(|(o, ..)| o))
+    }
+
+    /// [`Inner::get`], reading at most `limit` bytes of the data when
+    /// given (see [`Store::get_prefix`]); with the data's whole length and
+    /// whether its checksum was verified.
+    fn read(
+        &self,
+        key: u64,
+        alt: u32,
+        cookie: Option<u32>,
+        limit: Option<usize>,
+    ) -> Result<Option<(Object, u32, bool)>> {
         self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let mut waits = 0u32;
         // Set once the recent table's one candidate proved a stranger: the
@@ -2543,7 +2592,15 @@ impl Inner {
                 }
                 return Ok(None);
             };
-            let mut buf = match seg.pread_get(offset, len, &self.counters) {
+            // Read whole unless a limit leaves out more than the footer.
+            let want = match limit {
+                Some(n) if (HEADER_LEN + n + needle::FOOTER_LEN) as u64 + 7 < len => {
+                    (HEADER_LEN + n) as u64
+                }
+                _ => len,
+            };
+            let whole = want == len;
+            let mut buf = match seg.pread_get(offset, want, &self.counters) {
                 Err(StoreError::NotCached) => {
                     // Counted again by the read that follows.
                     self.counters.gets.fetch_sub(1, Ordering::Relaxed);
@@ -2566,8 +2623,19 @@ impl Inner {
                 }
                 return Ok(None); // a fingerprint false positive: another needle
             }
-            if let Err(e) = needle::parse(&buf) {
-                return Err(seg.corrupt(offset, e));
+            if whole {
+                if let Err(e) = needle::parse(&buf) {
+                    return Err(seg.corrupt(offset, e));
+                }
+            } else if needle::needle_len(h.size) != len {
+                // The header names another length than the index holds.
+                return Err(seg.corrupt(
+                    offset,
+                    needle::NeedleError::Truncated {
+                        need: needle::needle_len(h.size),
+                        have: len,
+                    },
+                ));
             }
             if h.is_deleted() || h.is_superseded() {
                 let still = read(&self.idx).current(key, alt, &self.counters) == Some(loc);
@@ -2590,13 +2658,17 @@ impl Inner {
             }
             buf.truncate(HEADER_LEN + h.size as usize);
             buf.drain(..HEADER_LEN);
-            return Ok(Some(Object {
-                data: buf,
-                tier: seg.tier,
-                segment: seg.id,
-                device: seg.device,
-                cookie: h.cookie,
-            }));
+            return Ok(Some((
+                Object {
+                    data: buf,
+                    tier: seg.tier,
+                    segment: seg.id,
+                    device: seg.device,
+                    cookie: h.cookie,
+                },
+                h.size,
+                whole,
+            )));
         }
     }
 

@@ -543,3 +543,64 @@ fn a_get_limited_to_the_page_cache_refuses_an_uncached_needle() {
         None
     );
 }
+
+/// `get_prefix` reads only the start of a long needle (its header checked,
+/// not its data's checksum), reads a short one whole and checked, and finds
+/// deleted, absent and damaged-header needles as `get` does.
+#[test]
+fn a_prefix_reads_the_start_of_a_long_needle_only() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path());
+    c.segment_size = 4 << 20;
+    c.prepare_ahead = 0;
+    let store = Store::open(c).unwrap();
+    let long = data(1, 200 << 10);
+    store.put(Tier::Flash, 1, 0, 11, &long).unwrap();
+    store.put(Tier::Flash, 2, 0, 22, &data(2, 40)).unwrap();
+
+    let before = store.counters();
+    let p = store.get_prefix(1, 0, 64).unwrap().unwrap();
+    let after = store.counters();
+    assert_eq!(p.data, long[..64]);
+    assert_eq!(p.size, 200 << 10);
+    assert!(!p.verified);
+    assert_eq!(after.preads - before.preads, 1);
+    assert!(
+        after.bytes_read - before.bytes_read <= 96,
+        "read {} bytes",
+        after.bytes_read - before.bytes_read
+    );
+    // Short enough: whole and verified.
+    let q = store.get_prefix(2, 0, 64).unwrap().unwrap();
+    assert_eq!((q.data, q.size, q.verified), (data(2, 40), 40, true));
+    assert!(store.get_prefix(3, 0, 64).unwrap().is_none());
+
+    // A damaged byte past the prefix: get refuses the needle, the prefix
+    // (which never read it) does not.
+    let seg = store.segments().into_iter().find(|s| s.active).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg.path)
+        .unwrap();
+    let data_at = 64 + 32; // superblock, then the needle's header
+    file.write_all_at(&[!long[150_000]], data_at + 150_000)
+        .unwrap();
+    assert!(matches!(
+        store.get(1, 0, 11),
+        Err(StoreError::Corrupt { .. })
+    ));
+    assert_eq!(
+        store.get_prefix(1, 0, 64).unwrap().unwrap().data,
+        long[..64]
+    );
+    // A damaged header: refused by both.
+    file.write_all_at(&[0xff], 64 + 8).unwrap();
+    assert!(matches!(
+        store.get_prefix(1, 0, 64),
+        Err(StoreError::Corrupt { .. })
+    ));
+    // Deleted: absent to both.
+    assert!(store.delete(2, 0).unwrap());
+    assert!(store.get_prefix(2, 0, 64).unwrap().is_none());
+}

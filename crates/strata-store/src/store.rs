@@ -2627,8 +2627,8 @@ impl Inner {
                 if let Err(e) = needle::parse(&buf) {
                     return Err(seg.corrupt(offset, e));
                 }
-            } else if needle::needle_len(h.size) != len {
-                // The header names another length than the index holds.
+            } else if needle::needle_len(h.size) > len {
+                // The header names more than the index's slot holds.
                 return Err(seg.corrupt(
                     offset,
                     needle::NeedleError::Truncated {

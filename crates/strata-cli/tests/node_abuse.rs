@@ -862,3 +862,44 @@ fn the_flash_capacity_is_remembered_across_restarts() {
     assert_eq!(capacity(&s.addr), 10 << 20);
     assert!(get(&s.addr, "/b/o23").body == content(23, 1 << 20));
 }
+
+/// An error answered to a request whose body was not read (here a refused
+/// name, the body announced with `Expect: 100-continue` and never sent)
+/// says `Connection: close` and the connection closes; a write that
+/// succeeds keeps its connection for the next request.
+#[test]
+fn an_error_before_the_body_is_read_closes_the_connection_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &[]);
+    let a = s.addr.clone();
+    let mut c = open_with(
+        &a,
+        "PUT /cluster/x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+    );
+    let (status, text) = read_response(&mut c, Duration::from_secs(5)).expect("an answer");
+    assert!((400..500).contains(&status), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    assert!(
+        closed_within(&mut c, Duration::from_secs(5)),
+        "the connection stayed open"
+    );
+
+    let mut ok = open_with(
+        &a,
+        "PUT /b/kept HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    let (status, text) = read_response(&mut ok, Duration::from_secs(5)).expect("an answer");
+    assert_eq!(status, 201, "{text}");
+    assert!(
+        !text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    ok.write_all(HEALTH.as_bytes()).unwrap();
+    assert_eq!(
+        read_response(&mut ok, Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
+}

@@ -216,15 +216,45 @@ where
         // byte ([`Watched`]).
         conn.head_since_ms.store(NO_HEAD, Ordering::Release);
         let epoch = self.epoch;
+        let sends_body = carries_body(&req);
         let fut = self.inner.call(req);
         Box::pin(async move {
             // Counted down however the request ends: its handler failing or
             // dropped, or its answer's body written whole (or dropped).
             let done = Done(conn, epoch);
-            fut.await
-                .map(|r| r.map(|body| Either::Left(Answering { body, _done: done })))
+            fut.await.map(|mut r| {
+                if sends_body && r.status().as_u16() >= 400 {
+                    close_after(&mut r);
+                }
+                r.map(|body| Either::Left(Answering { body, _done: done }))
+            })
         })
     }
+}
+
+/// Whether a request carries a body (a length above 0, or chunked).
+fn carries_body<T>(req: &Request<T>) -> bool {
+    req.headers().contains_key(hyper::header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
+/// Marks an error answer to a request that carries a body as the
+/// connection's last. Such an answer may come before the body was read
+/// (a refused signature or token, an unsupported header, a full disk),
+/// and hyper then closes the connection after it rather than wait for a
+/// body nobody reads; saying so keeps the client from sending its next
+/// request on a connection about to close (a client that sent `Expect:
+/// 100-continue` sends no body after a final answer, and a pooled
+/// connection's next write would fail). An error after the body was read
+/// costs the client one new connection.
+fn close_after<B>(r: &mut Response<B>) {
+    r.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
 }
 
 /// A request in progress: counts down its connection's busy count when

@@ -226,28 +226,9 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
             req.headers().get(http::header::AUTHORIZATION).cloned(),
             req.headers().get("x-amz-date").cloned(),
         );
-        // A request that carries a body: an error may be answered before
-        // the body was read (a refused signature, an unsupported header).
-        let sends_body = req.headers().contains_key(http::header::TRANSFER_ENCODING)
-            || req
-                .headers()
-                .get(http::header::CONTENT_LENGTH)
-                .is_some_and(|v| v.as_bytes() != b"0");
         let fut = hyper::service::Service::call(&self.inner, req);
         Box::pin(async move {
             let mut resp = fut.await?;
-            if sends_body && resp.status().as_u16() >= 400 {
-                // Such a connection is closed after the answer (hyper does
-                // not wait for a body nobody reads); saying so keeps the
-                // client from sending its next request on it (a client
-                // that sent `Expect: 100-continue` sends no body after a
-                // final answer, and would otherwise find the connection
-                // gone under its next request).
-                resp.headers_mut().insert(
-                    http::header::CONNECTION,
-                    http::HeaderValue::from_static("close"),
-                );
-            }
             if resp.status().as_u16() >= 400 {
                 let body = resp.body().bytes();
                 if resp.status() == http::StatusCode::FORBIDDEN

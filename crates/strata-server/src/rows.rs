@@ -808,9 +808,10 @@ fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)
     }
 }
 
-/// Bytes of a record's start read to learn its stamp: the row layout's
-/// bucket (at most 63 bytes), key (at most 1,024) and stamp fit.
-const STAMP_PREFIX: usize = 1200;
+/// Bytes of a needle's data read to learn its record's stamp and kind:
+/// the row layout's bucket (at most 63 bytes), key (at most 1,024), stamp
+/// and the record's kind byte fit.
+pub const RECORD_START: usize = 1200;
 
 /// [`current_stamp`] for a write stamped `stamp`: a long record is read
 /// only up to its stamp (a DELETE or overwrite of an 8 MiB object read 8
@@ -824,7 +825,7 @@ fn stamp_before_put(
     alt: u32,
     stamp: u64,
 ) -> Result<Option<(u64, bool)>, WriteFail> {
-    match store.get_prefix(key, alt, STAMP_PREFIX) {
+    match store.get_prefix(key, alt, RECORD_START) {
         Ok(Some(p)) => match decode(&p.data) {
             // A tombstone is a few bytes: a record read in part is none.
             Some(d) if !p.verified && d.stamp <= stamp => Ok(Some((d.stamp, false))),

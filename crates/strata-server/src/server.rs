@@ -616,10 +616,6 @@ async fn row_get(
         .map_err(|e| e.to_string())
 }
 
-/// Bytes of a record's start a delete reads: the row layout's name and
-/// stamp, and the record's kind byte.
-const DELETE_PREFIX: usize = 1200;
-
 /// The held copy a delete replaces, as [`row_get`] reads it but without
 /// reading a long record whole: its stamp, and its record whole only when
 /// it is short (a tombstone) or a manifest (whose tracts the client
@@ -632,9 +628,10 @@ async fn row_start(
 ) -> Result<Result<Option<crate::rows::Stored>, ClusterError>, String> {
     let st = store.clone();
     let (b, k) = (bucket.to_string(), key.to_string());
-    let start = tokio::task::spawn_blocking(move || st.get_start(&b, &k, DELETE_PREFIX))
-        .await
-        .map_err(|e| e.to_string())?;
+    let start =
+        tokio::task::spawn_blocking(move || st.get_start(&b, &k, crate::rows::RECORD_START))
+            .await
+            .map_err(|e| e.to_string())?;
     match start {
         Ok(Some((s, false))) if s.record.first() == Some(&RECORD_MANIFEST) => {
             row_get(node, store, bucket, key).await

@@ -68,24 +68,7 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
     let t0 = Instant::now();
     let dir = scratch();
     let etcd = start_etcd();
-    let (_meta, meta) = start_meta(
-        Some(&etcd.url),
-        6,
-        &dir.path().join("meta"),
-        &dir.path().join("meta.log"),
-    );
-    let mut nodes = Vec::new();
-    for i in 0..6 {
-        let data = dir.path().join(format!("node{i}"));
-        nodes.push(start_node(
-            &meta,
-            &data,
-            &dir.path().join(format!("node{i}.log")),
-        ));
-    }
-    wait_until(Duration::from_secs(30), "the first table", || {
-        status(&meta)["table_version"].as_u64() == Some(1)
-    });
+    let ((_meta, meta), mut nodes) = start_cluster_of(Some(&etcd.url), 6, dir.path());
     let st = status(&meta);
     assert_eq!(st["replication"], 3);
     assert_eq!(st["nodes"].as_array().map(Vec::len), Some(6));
@@ -269,24 +252,7 @@ fn six_nodes_lose_one_and_recover_with_nothing_lost() {
 #[test]
 fn a_disk_that_stops_answering_is_reported_and_its_rows_recover() {
     let dir = scratch();
-    let (_meta, meta) = start_meta(
-        None,
-        4,
-        &dir.path().join("meta"),
-        &dir.path().join("meta.log"),
-    );
-    let mut nodes = Vec::new();
-    for i in 0..4 {
-        let data = dir.path().join(format!("node{i}"));
-        nodes.push(start_node(
-            &meta,
-            &data,
-            &dir.path().join(format!("node{i}.log")),
-        ));
-    }
-    wait_until(Duration::from_secs(30), "the first table", || {
-        status(&meta)["table_version"].as_u64() == Some(1)
-    });
+    let ((_meta, meta), nodes) = start_cluster_of(None, 4, dir.path());
     let load = |verify: bool| {
         let mut args = vec![
             "load",

@@ -273,7 +273,11 @@ impl Http {
         if let Some(s) = stamp {
             req = req.header(crate::protocol::STAMP_HEADER, s);
         }
-        if !body.is_empty() {
+        if !body.is_empty()
+            && !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
             req = req.header("content-type", "application/octet-stream");
         }
         if let Some(sec) = &self.secret {
@@ -360,26 +364,11 @@ impl Http {
         timeout: Duration,
     ) -> Result<T, String> {
         let bytes = Bytes::from(serde_json::to_vec(body).map_err(|e| e.to_string())?);
-        let build = || {
-            let mut req = Request::builder()
-                .method(method.clone())
-                .uri(url)
-                .header("content-type", "application/json");
-            req = req.header("accept", "application/json");
-            if let Some(sec) = &self.secret {
-                req = req.header(
-                    strata_meta::cluster_auth::AUTH_HEADER,
-                    sec.sign(&strata_meta::cluster_auth::Signed {
-                        method: method.as_str(),
-                        path: path_of(url),
-                        version: None,
-                        stamp: None,
-                        len: bytes.len() as u64,
-                    }),
-                );
-            }
-            req.body(Full::new(bytes.clone()))
-        };
+        const JSON: [(&str, &str); 2] = [
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ];
+        let build = || self.build(&method, url, None, None, &JSON, &bytes);
         let fut = async {
             let resp = self.request(url, build).await?;
             let status = resp.status();

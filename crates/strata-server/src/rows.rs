@@ -629,45 +629,15 @@ impl RowStore {
     /// Reads the record of a name, tombstones included (blocking: call
     /// from a blocking thread): the newest of the parts it can be in.
     pub fn get(&self, bucket: &str, key: &str) -> Result<Option<Stored>, ClusterError> {
-        let (k, alt, cookie) = identity(bucket, key);
-        let mut best: Option<Stored> = None;
-        for part in self.candidates(bucket) {
-            let Some(obj) = part.get(k, alt, cookie).map_err(|e| self.err(e))? else {
-                continue;
-            };
-            let (tier, segment) = (obj.tier, obj.segment);
-            let found = match decode(&obj.data) {
-                Some(d) if d.bucket == bucket && d.key == key => {
-                    Some((d.stamp, obj.data.len() - d.record.len()))
-                }
-                Some(_) => None,
-                None => {
-                    return Err(ClusterError::BadRecord {
-                        row: self.row,
-                        reason: format!("needle of {bucket}/{key} has no name header"),
-                    })
-                }
-            };
-            if let Some((stamp, at)) = found {
-                if best.as_ref().is_none_or(|b| stamp > b.stamp) {
-                    // The record is the needle's tail: a view, no copy.
-                    best = Some(Stored {
-                        stamp,
-                        record: Bytes::from(obj.data).slice(at..),
-                        tier,
-                        segment,
-                        part: part_id(&part),
-                    });
-                }
-            }
-        }
-        Ok(best)
+        Ok(self.get_start(bucket, key, usize::MAX)?.map(|(s, _)| s))
     }
 
     /// [`RowStore::get`] reading at most `n` bytes of each needle's data:
     /// the record is whole (and its checksum verified) when the second
     /// value is true, else only its first bytes, read for its stamp and
-    /// kind (see [`Store::get_prefix`]).
+    /// kind (see [`Store::get_prefix`]). The name in the needle is the
+    /// check that it is this name's (the identity's cookie is derived
+    /// from the same name).
     pub fn get_start(
         &self,
         bucket: &str,
@@ -688,13 +658,14 @@ impl RowStore {
                     });
                 }
                 // A name longer than the prefix: read it whole.
-                return Ok(self.get(bucket, key)?.map(|s| (s, true)));
+                return self.get_start(bucket, key, usize::MAX);
             };
             if (d.bucket, d.key) != (bucket, key) {
                 continue;
             }
             let (stamp, at) = (d.stamp, p.data.len() - d.record.len());
             if best.as_ref().is_none_or(|(b, _)| stamp > b.stamp) {
+                // The record is the needle's tail: a view, no copy.
                 best = Some((
                     Stored {
                         stamp,

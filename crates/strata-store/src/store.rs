@@ -2594,7 +2594,9 @@ impl Inner {
             };
             // Read whole unless a limit leaves out more than the footer.
             let want = match limit {
-                Some(n) if (HEADER_LEN + n + needle::FOOTER_LEN) as u64 + 7 < len => {
+                Some(n)
+                    if (HEADER_LEN + needle::FOOTER_LEN + 7).saturating_add(n) < len as usize =>
+                {
                     (HEADER_LEN + n) as u64
                 }
                 _ => len,

@@ -184,6 +184,30 @@ pub fn start_meta_with(args: &[&str], dir: &Path, log: &Path) -> (Proc, String) 
     (p, addr)
 }
 
+/// A metadata service (on `etcd` if given) and `n` nodes of one disk each,
+/// `dir/node{i}` (logs `dir/node{i}.log`, the service's `dir/meta.log`),
+/// returned once the first table is out.
+pub fn start_cluster_of(
+    etcd: Option<&str>,
+    n: usize,
+    dir: &Path,
+) -> ((Proc, String), Vec<(Proc, String)>) {
+    let meta = start_meta(etcd, n, &dir.join("meta"), &dir.join("meta.log"));
+    let nodes = (0..n)
+        .map(|i| {
+            start_node(
+                &meta.1,
+                &dir.join(format!("node{i}")),
+                &dir.join(format!("node{i}.log")),
+            )
+        })
+        .collect();
+    wait_until(Duration::from_secs(30), "the first table", || {
+        status(&meta.1)["table_version"].as_u64() == Some(1)
+    });
+    (meta, nodes)
+}
+
 pub fn start_node(meta: &str, data: &Path, log: &Path) -> (Proc, String) {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");

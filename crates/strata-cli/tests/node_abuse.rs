@@ -3,7 +3,9 @@
 //! clients sending one byte a second. The server keeps answering the
 //! others promptly and never crashes.
 
+mod flip_common;
 mod node_common;
+use flip_common::*;
 use node_common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -436,20 +438,6 @@ fn names_and_cookies_are_taken_exactly() {
     assert_eq!(get(a, "/b/a%25zz").status, 404);
 }
 
-/// Files under `dir` (recursively).
-fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn a_corrupt_needle_is_an_error_that_names_no_internal_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -459,17 +447,10 @@ fn a_corrupt_needle_is_an_error_that_names_no_internal_path() {
     assert_eq!(put(a, "/b/victim", &body).status, 201);
     assert_eq!(put(a, "/b/bystander", &content(8, 4096)).status, 201);
     // Flip one byte in the middle of the object's bytes on the device.
-    let probe = &body[2000..2032];
-    let mut flipped = false;
-    for f in files_under(dir.path()) {
-        let mut bytes = std::fs::read(&f).unwrap();
-        if let Some(at) = bytes.windows(probe.len()).position(|w| w == probe) {
-            bytes[at + 5] ^= 0x40;
-            std::fs::write(&f, &bytes).unwrap();
-            flipped = true;
-        }
-    }
-    assert!(flipped, "the object's bytes were not found on disk");
+    assert!(
+        flip_on_disk(dir.path(), &body[2000..2032], 5),
+        "the object's bytes were not found on disk"
+    );
     let r = get(a, "/b/victim");
     assert_eq!(r.status, 500);
     let text = r.text();
@@ -492,6 +473,49 @@ fn a_corrupt_needle_is_an_error_that_names_no_internal_path() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("CORRUPT"), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("corruption in 1 of"));
+}
+
+/// A HEAD reads the start of the object's head record (kind, cookie,
+/// metadata), not the object: a HEAD of a 4 MiB object whose bytes are
+/// damaged 3 MiB in answers its length and cookie, while a GET finds the
+/// damage. Until this change a HEAD read and checked the whole record, up
+/// to 8 MiB from the device.
+#[test]
+fn a_head_reads_the_record_start_not_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &["--ram-cache", "0"]);
+    let a = s.addr.as_str();
+    let body = content(9, 4 << 20);
+    let p = put(a, "/b/big", &body);
+    assert_eq!(p.status, 201);
+    let cookie = p.header("x-strata-cookie").unwrap().to_string();
+    assert!(flip_on_disk(dir.path(), &body[3 << 20..(3 << 20) + 32], 5));
+    let h = request(a, "HEAD", "/b/big", &[], None).unwrap();
+    assert_eq!(h.status, 200, "{}", h.text());
+    assert_eq!(h.header("content-length"), Some("4194304"));
+    assert_eq!(h.header("x-strata-cookie"), Some(cookie.as_str()));
+    // Under --require-cookies' rules a HEAD with a wrong cookie is still
+    // absent, from the start alone.
+    let wrong = format!("{:08x}", u32::from_str_radix(&cookie, 16).unwrap() ^ 1);
+    let w = request(a, "HEAD", &format!("/b/big?cookie={wrong}"), &[], None).unwrap();
+    assert_eq!(w.status, 404);
+    // A range answers from the length alone.
+    let r = request(a, "HEAD", "/b/big", &[("Range", "bytes=-10")], None).unwrap();
+    assert_eq!(r.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some("bytes 4194294-4194303/4194304")
+    );
+    // The damage is real: a GET reads the record whole and checks it.
+    assert_eq!(get(a, "/b/big").status, 500);
+    // Small objects and absent ones answer as before.
+    assert_eq!(put(a, "/b/small", b"tiny").status, 201);
+    let h = request(a, "HEAD", "/b/small", &[], None).unwrap();
+    assert_eq!((h.status, h.header("content-length")), (200, Some("4")));
+    assert_eq!(
+        request(a, "HEAD", "/b/none", &[], None).unwrap().status,
+        404
+    );
 }
 
 /// A row of the server names its version order (the records' stamps), and

@@ -2,9 +2,11 @@
 //! S3 clients started by the tests: boto3 and the aws CLI.
 
 mod cluster_common;
+mod flip_common;
 mod s3;
 
 use cluster_common::*;
+use flip_common::*;
 use s3::*;
 use std::time::Duration;
 
@@ -1057,6 +1059,56 @@ assert s3.get_object(Bucket="cond", Key="k", IfMatch=etag)["Body"].read() == bod
 print("ok")
 "#
     ));
+    assert_eq!(out.trim(), "ok");
+}
+
+/// HeadObject reads the start of the object's head record (kind, cookie,
+/// metadata), not the object: the length, ETag, content type and metadata
+/// of a 4 MiB object whose bytes are damaged 3 MiB in come back (until
+/// this change a HEAD read and checked the whole record, and failed
+/// here). A record whose metadata runs past what a HEAD reads first (a
+/// 20 KB Content-Disposition) is read whole.
+#[test]
+fn head_object_reads_the_record_start() {
+    let c = S3Cluster::start();
+    let out = c.python(&format!(
+        r#"{PRELUDE}
+s3.create_bucket(Bucket="heads")
+body = os.urandom(4 << 20)
+etag = s3.put_object(Bucket="heads", Key="big", Body=body, ContentType="image/x-big",
+                     Metadata={{"colour": "blue"}})["ETag"]
+disp = "attachment; filename=" + "x" * 20000
+s3.put_object(Bucket="heads", Key="wide", Body=body[:1 << 20], ContentDisposition=disp)
+print(etag, body[3 << 20:(3 << 20) + 32].hex())
+"#
+    ));
+    let (etag, probe) = out.trim().split_once(' ').expect("etag and probe");
+    let probe: Vec<u8> = (0..probe.len() / 2)
+        .map(|i| u8::from_str_radix(&probe[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    assert!(
+        flip_on_disk(c.dir.path(), &probe, 5),
+        "the object's bytes were not found on disk"
+    );
+    let out = c.python_env(
+        &format!(
+            r#"{PRELUDE}
+h = s3.head_object(Bucket="heads", Key="big")
+assert h["ContentLength"] == 4 << 20, h
+assert h["ETag"] == os.environ["ETAG"], h
+assert h["ContentType"] == "image/x-big", h
+assert h["Metadata"] == {{"colour": "blue"}}, h
+r = s3.head_object(Bucket="heads", Key="big", Range="bytes=0-9")
+assert (r["ContentLength"], r["ContentRange"]) == (10, "bytes 0-9/4194304"), r
+w = s3.head_object(Bucket="heads", Key="wide")
+assert w["ContentLength"] == 1 << 20, w
+assert w["ContentDisposition"] == "attachment; filename=" + "x" * 20000
+assert code(lambda: s3.head_object(Bucket="heads", Key="none"))[1] == 404
+print("ok")
+"#
+        ),
+        &[("ETAG", etag)],
+    );
     assert_eq!(out.trim(), "ok");
 }
 

@@ -14,9 +14,10 @@ use strata_placement::{object_hash, DiskId, PlacementTable};
 use crate::http::Http;
 use crate::protocol::{
     extend_path, index_list_path, index_path, index_row, inline_meta_record, inline_record,
-    manifest_record, new_cookie, new_tract_version, object_path, parse_head, tract_data,
-    tract_record, valid_name, versioned_tract_key, ExtendRequest, ExtendResponse, Head, IndexEntry,
-    ListPage, ListQuery, Manifest, ObjectMeta, RECORD_MANIFEST, RECORD_TRACT,
+    manifest_record, new_cookie, new_tract_version, object_path, parse_head, parse_head_start,
+    tract_data, tract_record, valid_name, versioned_tract_key, ExtendRequest, ExtendResponse, Head,
+    HeadInfo, IndexEntry, ListPage, ListQuery, Manifest, ObjectMeta, HEAD_START, HEAD_START_PARAM,
+    RECORD_MANIFEST, RECORD_TRACT,
 };
 use crate::ClientError;
 
@@ -850,6 +851,39 @@ impl Client {
             })
     }
 
+    /// What a HEAD answers of `bucket/key`, with the head record's stamp:
+    /// [`Client::head_stamped`] without the object's bytes. The replica
+    /// reads the record's first [`HEAD_START`] bytes only (a HEAD of an 8
+    /// MiB inline object read 8 MiB), and the record whole when its
+    /// metadata runs past them.
+    pub async fn head_info(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<(HeadInfo, u64)>, ClientError> {
+        check(bucket, key)?;
+        let h = object_hash(bucket, key);
+        let Some((rec, stamp, len)) = self
+            .read_stamped(bucket, key, h, -1, Some(HEAD_START))
+            .await?
+        else {
+            return Ok(None);
+        };
+        // A replica that does not know `start` answers the record whole.
+        let len = len.unwrap_or(rec.len() as u64);
+        match parse_head_start(&rec, len) {
+            Ok(Some(info)) => Ok(Some((info, stamp))),
+            Ok(None) => Ok(self
+                .head_stamped(bucket, key)
+                .await?
+                .map(|(h, stamp)| (h.info(), stamp))),
+            Err(reason) => Err(ClientError::Manifest {
+                name: format!("{bucket}/{key}"),
+                reason,
+            }),
+        }
+    }
+
     /// Reads data tract `t` of an object whose manifest is `m`, checking
     /// its length against the manifest.
     pub async fn get_tract(
@@ -958,6 +992,23 @@ impl Client {
         h: u64,
         tract: i64,
     ) -> Result<Option<(Bytes, u64)>, ClientError> {
+        Ok(self
+            .read_stamped(bucket, name, h, tract, None)
+            .await?
+            .map(|(rec, stamp, _)| (rec, stamp)))
+    }
+
+    /// [`Client::get_stamped`], asking for the record's first `limit`
+    /// bytes only when given: then the third value is the whole record's
+    /// length, if the replica said it (else the record is whole).
+    async fn read_stamped(
+        &self,
+        bucket: &str,
+        name: &str,
+        h: u64,
+        tract: i64,
+        limit: Option<usize>,
+    ) -> Result<Option<(Bytes, u64, Option<u64>)>, ClientError> {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(50);
         loop {
@@ -974,7 +1025,10 @@ impl Client {
             {
                 reps.swap(0, i);
             }
-            let path = object_path(row, bucket, name);
+            let mut path = object_path(row, bucket, name);
+            if let Some(n) = limit {
+                path = format!("{path}?{HEAD_START_PARAM}={n}");
+            }
             let mut not_found = 0;
             let mut stale = false;
             // The newest tombstone seen: a replica that missed the delete
@@ -998,7 +1052,7 @@ impl Client {
                         if r.status == StatusCode::OK
                             && deleted_at.is_none_or(|d| r.stamp.unwrap_or(0) > d) =>
                     {
-                        return Ok(Some((r.body, r.stamp.unwrap_or(0))))
+                        return Ok(Some((r.body, r.stamp.unwrap_or(0), r.record_len)))
                     }
                     Ok(r) if r.status == StatusCode::OK => not_found += 1,
                     Ok(r) if r.status == StatusCode::NOT_FOUND => {

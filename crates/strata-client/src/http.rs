@@ -58,6 +58,9 @@ pub struct HttpResponse {
     /// The tier a replica put a record on or read it from
     /// ([`crate::protocol::TIER_HEADER`]: `flash`, `disk`, ...), if it said.
     pub tier: Option<String>,
+    /// The whole record's length when the body is its first bytes
+    /// ([`crate::protocol::RECORD_LENGTH_HEADER`]).
+    pub record_len: Option<u64>,
     /// Body.
     pub body: Bytes,
 }
@@ -205,6 +208,11 @@ impl Http {
                 .get(crate::protocol::TIER_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
+            let record_len = resp
+                .headers()
+                .get(crate::protocol::RECORD_LENGTH_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.parse().ok());
             let body = resp
                 .into_body()
                 .collect()
@@ -216,6 +224,7 @@ impl Http {
                 table_version,
                 stamp,
                 tier,
+                record_len,
                 body,
             })
         };

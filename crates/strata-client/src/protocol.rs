@@ -313,6 +313,96 @@ impl Head {
             Head::Manifest(m) => m.cookie,
         }
     }
+
+    /// The head without the object's bytes.
+    pub fn info(&self) -> HeadInfo {
+        HeadInfo {
+            cookie: self.cookie(),
+            len: self.len(),
+            meta: self.meta().cloned(),
+        }
+    }
+}
+
+/// What a HEAD answers: an object's head record without its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeadInfo {
+    /// The object's cookie (0: none).
+    pub cookie: u32,
+    /// The object's length in bytes.
+    pub len: u64,
+    /// What an S3 client stored with the object.
+    pub meta: Option<ObjectMeta>,
+}
+
+/// Bytes of an object's head record a HEAD reads ([`HEAD_START_PARAM`]):
+/// the kind, cookie and an S3 client's metadata of an inline object fit
+/// (S3 allows 2 KiB of user metadata; a record whose metadata runs
+/// past is read whole), and a HEAD of an 8 MiB inline object reads 16
+/// KiB of it, not 8 MiB.
+pub const HEAD_START: usize = 16 << 10;
+
+/// Query parameter of a record read (`?start=N`) asking for the record's
+/// first N bytes only; the answer then says the whole record's length in
+/// [`RECORD_LENGTH_HEADER`]. A node that does not know it answers the
+/// whole record without that header.
+pub const HEAD_START_PARAM: &str = "start";
+
+/// Header of a record read's answer when it holds only the record's
+/// first bytes: the whole record's length.
+pub const RECORD_LENGTH_HEADER: &str = "x-strata-record-length";
+
+/// Parses the first bytes `start` of a head record of `len` bytes (not a
+/// tombstone): `Ok(None)` when they do not hold what a HEAD answers (a
+/// manifest, or metadata running past them), and the record must be read
+/// whole. `start` whole (`start.len() >= len`) parses as [`parse_head`].
+pub fn parse_head_start(start: &Bytes, len: u64) -> Result<Option<HeadInfo>, String> {
+    if start.len() as u64 >= len {
+        return parse_head(start).map(|h| Some(h.info()));
+    }
+    let cookie = |rec: &Bytes| {
+        let mut c = [0u8; 4];
+        c.copy_from_slice(&rec[1..5]);
+        u32::from_le_bytes(c)
+    };
+    match start.first() {
+        Some(&RECORD_INLINE) => Ok(Some(HeadInfo {
+            cookie: 0,
+            len: len - 1,
+            meta: None,
+        })),
+        Some(&RECORD_INLINE_COOKIE) if start.len() >= 5 => Ok(Some(HeadInfo {
+            cookie: cookie(start),
+            len: len - 5,
+            meta: None,
+        })),
+        Some(&RECORD_INLINE_META) if start.len() >= 9 => {
+            let mut l = [0u8; 4];
+            l.copy_from_slice(&start[5..9]);
+            let end = 9u64 + u32::from_le_bytes(l) as u64;
+            if end > len {
+                return Err(format!(
+                    "metadata of {} bytes overruns a record of {len}",
+                    end - 9
+                ));
+            }
+            if end > start.len() as u64 {
+                return Ok(None);
+            }
+            let meta = serde_json::from_slice(&start[9..end as usize])
+                .map_err(|e| format!("bad object metadata: {e}"))?;
+            Ok(Some(HeadInfo {
+                cookie: cookie(start),
+                len: len - end,
+                meta: Some(meta),
+            }))
+        }
+        Some(&RECORD_INLINE_COOKIE) | Some(&RECORD_INLINE_META) | Some(&RECORD_MANIFEST) => {
+            Ok(None)
+        }
+        Some(k) => Err(format!("unknown record kind {k}")),
+        None => Err("empty record".into()),
+    }
 }
 
 /// Parses the record at an object's metadata row (not a tombstone).
@@ -562,12 +652,8 @@ pub struct IntentChange {
 /// The listing entry of an object from its head record and the record's
 /// stamp: none for an object written over the native API (no S3
 /// metadata), which is not listed.
-pub fn listing_entry(head: &Head, stamp: u64) -> Option<IndexEntry> {
-    let meta = match head {
-        Head::Inline { meta, .. } => meta.as_ref(),
-        Head::Manifest(m) => m.meta.as_ref(),
-    }?;
-    Some(entry_of(head.len(), meta, stamp))
+pub fn listing_entry(head: &HeadInfo, stamp: u64) -> Option<IndexEntry> {
+    Some(entry_of(head.len, head.meta.as_ref()?, stamp))
 }
 
 /// The listing entry of an object of `size` bytes whose head record
@@ -689,6 +775,64 @@ mod tests {
         // Manifests without metadata (written before it existed) still parse.
         let old = Bytes::from_static(b"\x01{\"len\":3,\"tract_size\":1,\"tracts\":3}");
         assert_eq!(parse_head(&old).unwrap().meta(), None);
+    }
+
+    #[test]
+    fn a_head_parses_from_its_records_first_bytes() {
+        let data = vec![7u8; 50_000];
+        let mut meta = ObjectMeta {
+            etag: "e".into(),
+            ..ObjectMeta::default()
+        };
+        meta.user.insert("k".into(), "v".into());
+        let records = [
+            inline_record(0, &data),
+            inline_record(9, &data),
+            inline_meta_record(9, &meta, &data),
+        ];
+        for rec in &records {
+            let whole = parse_head(rec).unwrap().info();
+            assert_eq!(whole.len, data.len() as u64);
+            for n in [HEAD_START, 100] {
+                let start = rec.slice(..n);
+                let got = parse_head_start(&start, rec.len() as u64).unwrap();
+                assert_eq!(
+                    got.as_ref(),
+                    Some(&whole),
+                    "first {n} bytes of kind {}",
+                    rec[0]
+                );
+            }
+            // Whole, it is parse_head.
+            assert_eq!(
+                parse_head_start(rec, rec.len() as u64).unwrap(),
+                Some(whole)
+            );
+        }
+        // Metadata past the bytes read: read the record whole.
+        let long = inline_meta_record(9, &meta, &data);
+        assert_eq!(
+            parse_head_start(&long.slice(..12), long.len() as u64).unwrap(),
+            None
+        );
+        // The kind and cookie are enough without metadata.
+        let five = parse_head_start(&records[1].slice(..5), 50_005).unwrap();
+        assert_eq!(five.map(|h| (h.cookie, h.len)), Some((9, 50_000)));
+        // Too short for the cookie, or a manifest: read whole.
+        assert_eq!(
+            parse_head_start(&records[1].slice(..3), 50_005).unwrap(),
+            None
+        );
+        let m = Bytes::from_static(b"\x01{\"len\":3,\"tract_size\":1,\"tracts\":3}");
+        assert_eq!(
+            parse_head_start(&m.slice(..5), m.len() as u64).unwrap(),
+            None
+        );
+        // A metadata length past the whole record, or an unknown kind: errors.
+        let mut bad = long.slice(..HEAD_START).to_vec();
+        bad[5..9].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(parse_head_start(&Bytes::from(bad), long.len() as u64).is_err());
+        assert!(parse_head_start(&Bytes::from_static(b"\x09abc"), 10).is_err());
     }
 
     #[test]

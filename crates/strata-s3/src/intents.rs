@@ -77,7 +77,7 @@ impl Intent {
 /// intent `stamp` may have left but never over a later write.
 async fn resolve(client: &Client, bucket: &str, key: &str, stamp: u64) -> Result<(), String> {
     let head = client
-        .head_stamped(bucket, key)
+        .head_info(bucket, key)
         .await
         .map_err(|e| e.to_string())?;
     match head {

@@ -25,7 +25,7 @@ use s3s::dto::{
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use strata_client::protocol::{entry_of, ListQuery, ObjectMeta};
+use strata_client::protocol::{entry_of, HeadInfo, ListQuery, ObjectMeta};
 
 use crate::list;
 use crate::meta::{self, Checks, Conditions};
@@ -177,6 +177,22 @@ impl StrataS3 {
         let client = self.bucket(bucket).await?;
         let (head, stamp) = client
             .head_stamped(bucket, key)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| s3_error!(NoSuchKey))?;
+        Ok((client, head, stamp))
+    }
+
+    /// [`StrataS3::object`] without the object's bytes (a HEAD): the
+    /// replica reads the head record's start only.
+    pub(crate) async fn object_info(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> S3Result<(Arc<Client>, HeadInfo, u64)> {
+        let client = self.bucket(bucket).await?;
+        let (head, stamp) = client
+            .head_info(bucket, key)
             .await
             .map_err(unavailable)?
             .ok_or_else(|| s3_error!(NoSuchKey))?;
@@ -745,8 +761,8 @@ impl S3 for StrataS3 {
             ));
         }
         null_version(input.version_id.as_deref())?;
-        let (_, head, stamp) = self.object(&input.bucket, &input.key).await?;
-        let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
+        let (_, head, stamp) = self.object_info(&input.bucket, &input.key).await?;
+        let e_tag = meta::etag(head.meta.as_ref(), head.cookie, stamp);
         Conditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
@@ -754,7 +770,7 @@ impl S3 for StrataS3 {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         }
         .check(&e_tag, modified_secs(stamp), false)?;
-        let size = head.len();
+        let size = head.len;
         let (len, content_range) = match &input.range {
             None => (size, None),
             Some(r) => {
@@ -763,7 +779,7 @@ impl S3 for StrataS3 {
                 (r.end - r.start, Some(cr))
             }
         };
-        let meta = head.meta();
+        let meta = head.meta.as_ref();
         let shown = Shown::of(meta);
         let mode = input
             .checksum_mode
@@ -1134,7 +1150,7 @@ impl S3 for StrataS3 {
     ) -> S3Result<S3Response<GetObjectAclOutput>> {
         let input = req.input;
         null_version(input.version_id.as_deref())?;
-        let (client, _, _) = self.object(&input.bucket, &input.key).await?;
+        let (client, _, _) = self.object_info(&input.bucket, &input.key).await?;
         let public = self.is_public(&client, &input.bucket).await?;
         Ok(S3Response::new(GetObjectAclOutput {
             grants: Some(grants(public)),
@@ -1164,7 +1180,7 @@ impl S3 for StrataS3 {
                 "object ACL grants are not supported (objects are readable as their bucket is)"
             ));
         }
-        let (client, _, _) = self.object(&input.bucket, &input.key).await?;
+        let (client, _, _) = self.object_info(&input.bucket, &input.key).await?;
         let acl = input
             .acl
             .ok_or_else(|| s3_error!(MissingSecurityHeader, "give x-amz-acl (a canned ACL)"))?;

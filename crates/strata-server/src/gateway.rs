@@ -27,7 +27,7 @@ use axum::Router;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use std::time::Instant;
-use strata_client::protocol::{parse_head, Head};
+use strata_client::protocol::{parse_head, parse_head_start, Head, HeadInfo, HEAD_START};
 use strata_client::{Client, ClientConfig, ClientError, Http, HttpResponse, LocalNode};
 use strata_node::http::{
     check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
@@ -153,13 +153,52 @@ impl Gateway {
         bucket: &str,
         name: &str,
     ) -> Option<Result<(Head, Served), Response>> {
-        let node = self.node.as_ref()?;
-        let (store, only_here) = self.head_row_here(bucket, name).await?;
-        match read_local(node, &store, bucket, name, false, Instant::now()).await {
-            LocalRead::Found { record, served, .. } => match parse_head(&record) {
-                Ok(h) => Some(Ok((h, served))),
+        Some(match self.record_here(bucket, name, None).await? {
+            Ok((record, _, served)) => Ok((parse_head(&record).ok()?, served)),
+            Err(answer) => Err(answer),
+        })
+    }
+
+    /// [`Gateway::read_here`] for a HEAD: the head without the object's
+    /// bytes, from the record's first [`HEAD_START`] bytes (the record
+    /// whole when its metadata runs past them).
+    async fn head_here(
+        &self,
+        bucket: &str,
+        name: &str,
+    ) -> Option<Result<(HeadInfo, Served), Response>> {
+        match self.record_here(bucket, name, Some(HEAD_START)).await? {
+            Ok((start, len, served)) => match parse_head_start(&start, len) {
+                Ok(Some(info)) => Some(Ok((info, served))),
+                Ok(None) => Some(
+                    self.read_here(bucket, name)
+                        .await?
+                        .map(|(h, served)| (h.info(), served)),
+                ),
                 Err(_) => None,
             },
+            Err(answer) => Some(Err(answer)),
+        }
+    }
+
+    /// The head record of `bucket/name` (its first `limit` bytes, with the
+    /// whole record's length) read on this node, as [`Gateway::read_here`]
+    /// says.
+    async fn record_here(
+        &self,
+        bucket: &str,
+        name: &str,
+        limit: Option<usize>,
+    ) -> Option<Result<(Bytes, u64, Served), Response>> {
+        let node = self.node.as_ref()?;
+        let (store, only_here) = self.head_row_here(bucket, name).await?;
+        match read_local(node, &store, bucket, name, false, limit, Instant::now()).await {
+            LocalRead::Found {
+                record,
+                len,
+                served,
+                ..
+            } => Some(Ok((record, len, served))),
             LocalRead::Deleted { .. } | LocalRead::Absent if only_here => {
                 Some(Err(reason(StatusCode::NOT_FOUND, "no such object")))
             }
@@ -406,8 +445,8 @@ async fn owner_check(
     }
     let cookie = cookie_of(query)?;
     let client = gw.client().await?;
-    let stored = match client.head(bucket, name).await {
-        Ok(Some(h)) => h.cookie(),
+    let stored = match client.head_info(bucket, name).await {
+        Ok(Some((h, _))) => h.cookie,
         Ok(None) if overwrite => return Ok(()),
         Ok(None) => return Err(reason(StatusCode::NOT_FOUND, "no such object")),
         Err(e) => return Err(client_error(e)),
@@ -622,24 +661,43 @@ async fn get(
         Ok(r) => r,
         Err(r) => return r,
     };
-    let head_only = req.method() == Method::HEAD;
-    let (head, served) = match gw.read_here(bucket, name).await {
-        Some(Ok((h, served))) => (h, Some(served)),
-        Some(Err(answer)) => return answer,
-        None => {
-            let client = match gw.client().await {
-                Ok(c) => c,
-                Err(r) => return r,
-            };
-            match client.head(bucket, name).await {
-                Ok(Some(h)) => (h, None),
-                Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
-                Err(e) => return client_error(e),
+    // A HEAD reads the head record's start only (its data is neither
+    // read nor checked); a GET reads it whole.
+    let (info, head, served) = if req.method() == Method::HEAD {
+        match gw.head_here(bucket, name).await {
+            Some(Ok((info, served))) => (info, None, Some(served)),
+            Some(Err(answer)) => return answer,
+            None => {
+                let client = match gw.client().await {
+                    Ok(c) => c,
+                    Err(r) => return r,
+                };
+                match client.head_info(bucket, name).await {
+                    Ok(Some((info, _))) => (info, None, None),
+                    Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
+                    Err(e) => return client_error(e),
+                }
+            }
+        }
+    } else {
+        match gw.read_here(bucket, name).await {
+            Some(Ok((h, served))) => (h.info(), Some(h), Some(served)),
+            Some(Err(answer)) => return answer,
+            None => {
+                let client = match gw.client().await {
+                    Ok(c) => c,
+                    Err(r) => return r,
+                };
+                match client.head(bucket, name).await {
+                    Ok(Some(h)) => (h.info(), Some(h), None),
+                    Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
+                    Err(e) => return client_error(e),
+                }
             }
         }
     };
     // Haystack §3.4.1: a wrong cookie reads exactly as an absent object.
-    let stored = head.cookie();
+    let stored = info.cookie;
     let denied = match cookie {
         Some(c) => stored != 0 && c != stored,
         None => gw.limits.require_cookies && stored != 0,
@@ -650,7 +708,7 @@ async fn get(
         }
         return reason(StatusCode::NOT_FOUND, "no such object");
     }
-    let size = head.len();
+    let size = info.len;
     let (status, start, end) = match &range_h {
         None => (StatusCode::OK, 0, size),
         Some(r) => match parse_range(r, size) {
@@ -658,11 +716,9 @@ async fn get(
             Err(e) => return unsatisfiable(e, size),
         },
     };
-    let body = if head_only {
-        Body::empty()
-    } else if let Head::Inline { data, .. } = &head {
+    let body = if let Some(Head::Inline { data, .. }) = &head {
         Body::from(data.slice(start as usize..end as usize))
-    } else {
+    } else if let Some(head) = head {
         let client = match gw.client().await {
             Ok(c) => c,
             Err(r) => return r,
@@ -671,6 +727,8 @@ async fn get(
             .read_range(bucket, name, head, start, end)
             .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
         Body::from_stream(tracts)
+    } else {
+        Body::empty()
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
@@ -741,7 +799,7 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
     // names, not overwrite them.
     if gw.limits.require_cookies {
         for (name, _) in &items {
-            match client.head(&bucket, name).await {
+            match client.head_info(&bucket, name).await {
                 Ok(None) => {}
                 Ok(Some(_)) => {
                     return reason(
@@ -817,6 +875,10 @@ impl LocalNode for InProcess {
                 strata_client::protocol::TABLE_VERSION_HEADER,
             );
             let stamp = num(resp.headers(), strata_client::protocol::STAMP_HEADER);
+            let record_len = num(
+                resp.headers(),
+                strata_client::protocol::RECORD_LENGTH_HEADER,
+            );
             let tier = resp
                 .headers()
                 .get(TIER_HEADER)
@@ -830,6 +892,7 @@ impl LocalNode for InProcess {
                 table_version,
                 stamp,
                 tier,
+                record_len,
                 body,
             })
         })

@@ -423,7 +423,7 @@ fn index_from_heads(node: &ClusterNode) -> Result<Vec<crate::index::ExportLine>,
                     return true;
                 };
                 // Objects written over the native API are not listed.
-                if let Some(e) = listing_entry(&head, stamp) {
+                if let Some(e) = listing_entry(&head.info(), stamp) {
                     out.push(crate::index::ExportLine {
                         e: Some(e),
                         b: bucket,

@@ -629,23 +629,23 @@ impl RowStore {
     /// Reads the record of a name, tombstones included (blocking: call
     /// from a blocking thread): the newest of the parts it can be in.
     pub fn get(&self, bucket: &str, key: &str) -> Result<Option<Stored>, ClusterError> {
-        Ok(self.get_start(bucket, key, usize::MAX)?.map(|(s, _)| s))
+        Ok(self.get_start(bucket, key, usize::MAX)?.map(|(s, _, _)| s))
     }
 
     /// [`RowStore::get`] reading at most `n` bytes of each needle's data:
     /// the record is whole (and its checksum verified) when the second
     /// value is true, else only its first bytes, read for its stamp and
-    /// kind (see [`Store::get_prefix`]). The name in the needle is the
-    /// check that it is this name's (the identity's cookie is derived
-    /// from the same name).
+    /// kind (see [`Store::get_prefix`]); the third is the whole record's
+    /// length. The name in the needle is the check that it is this name's
+    /// (the identity's cookie is derived from the same name).
     pub fn get_start(
         &self,
         bucket: &str,
         key: &str,
         n: usize,
-    ) -> Result<Option<(Stored, bool)>, ClusterError> {
+    ) -> Result<Option<(Stored, bool, u64)>, ClusterError> {
         let (k, alt, _) = identity(bucket, key);
-        let mut best: Option<(Stored, bool)> = None;
+        let mut best: Option<(Stored, bool, u64)> = None;
         for part in self.candidates(bucket) {
             let Some(p) = part.get_prefix(k, alt, n).map_err(|e| self.err(e))? else {
                 continue;
@@ -664,7 +664,8 @@ impl RowStore {
                 continue;
             }
             let (stamp, at) = (d.stamp, p.data.len() - d.record.len());
-            if best.as_ref().is_none_or(|(b, _)| stamp > b.stamp) {
+            let len = (p.size as u64).saturating_sub(at as u64);
+            if best.as_ref().is_none_or(|(b, _, _)| stamp > b.stamp) {
                 // The record is the needle's tail: a view, no copy.
                 best = Some((
                     Stored {
@@ -675,6 +676,7 @@ impl RowStore {
                         part: part_id(&part),
                     },
                     p.verified,
+                    len,
                 ));
             }
         }

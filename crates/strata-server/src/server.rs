@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use strata_client::protocol::{
     is_data_record, is_tombstone, manifest_record, new_cookie, now_stamp, object_path, parse_head,
-    put_frame, record_hash, record_range, tombstone_record, ExtendRequest, ExtendResponse,
-    ListEntry, Manifest, ObjectMeta, RowDigest, DIGEST_RANGES, RECORD_MANIFEST, STAMP_HEADER,
-    TABLE_VERSION_HEADER,
+    parse_head_start, put_frame, record_hash, record_range, tombstone_record, ExtendRequest,
+    ExtendResponse, ListEntry, Manifest, ObjectMeta, RowDigest, DIGEST_RANGES,
+    RECORD_LENGTH_HEADER, RECORD_MANIFEST, STAMP_HEADER, TABLE_VERSION_HEADER,
 };
 use strata_node::metrics::Served;
 use strata_node::object::ObjectId;
@@ -352,6 +352,10 @@ struct GetQuery {
     /// Answer tombstones too, with the stamp (scrub repair).
     #[serde(default)]
     raw: Option<u8>,
+    /// Answer the record's first `start` bytes only, with the whole
+    /// record's length in `RECORD_LENGTH_HEADER` (a HEAD).
+    #[serde(default)]
+    start: Option<usize>,
 }
 
 async fn get_object(
@@ -366,13 +370,18 @@ async fn get_object(
         Err(r) => return r,
     };
     let raw = q.raw.is_some();
-    match read_local(&node, &store, &bucket, &key, raw, start).await {
+    match read_local(&node, &store, &bucket, &key, raw, q.start, start).await {
         LocalRead::Found {
             stamp,
             record,
+            len,
             served,
         } => {
             let mut r = (StatusCode::OK, record).into_response();
+            if q.start.is_some() {
+                r.headers_mut()
+                    .insert(RECORD_LENGTH_HEADER, axum::http::HeaderValue::from(len));
+            }
             if let Ok(v) = stamp.to_string().parse() {
                 r.headers_mut().insert(STAMP_HEADER, v);
             }
@@ -410,11 +419,13 @@ async fn get_object(
 
 /// What a read of one record from a row store on this node found.
 pub(crate) enum LocalRead {
-    /// The record (with `raw`, a tombstone too), its stamp and where it
-    /// was read from.
+    /// The record (with `raw`, a tombstone too), or its first bytes when
+    /// the read was limited; the whole record's length, its stamp and
+    /// where it was read from.
     Found {
         stamp: u64,
         record: Bytes,
+        len: u64,
         served: Served,
     },
     /// A tombstone (without `raw`).
@@ -438,24 +449,31 @@ pub(crate) enum LocalRead {
 /// read cache, then the row's parts; admits what it read to the caches when
 /// no write raced it, counts and traces the read. The one read path of the
 /// row protocol (`GET /cluster/v1/rows/...`) and of the public API's local
-/// replicas ([`crate::gateway`]).
+/// replicas ([`crate::gateway`]). With a `limit`, a record longer than it
+/// is read from the device only up to it (a HEAD: the record's kind,
+/// cookie and metadata), its data unchecked, and not cached; a cached
+/// record is served from the cache.
 pub(crate) async fn read_local(
     node: &Node,
     store: &Arc<RowStore>,
     bucket: &str,
     key: &str,
     raw: bool,
+    limit: Option<usize>,
     start: Instant,
 ) -> LocalRead {
     let id = object_id(bucket, key);
     let traced = !is_tract(key);
-    let finish = |stamp: u64, record: Bytes, served: Served| {
+    let limit = limit.unwrap_or(usize::MAX);
+    let found = |stamp: u64, record: Bytes, len: u64, served: Served| {
         node.metrics.served(served);
         node.metrics.workload(bucket).read(served);
         let us = start.elapsed().as_micros() as u64;
         node.metrics.get_latency.observe(us);
         if let (Some(t), true) = (node.tracer.as_ref(), traced) {
-            if let Ok(len) = parse_head(&record).map(|h| h.len()) {
+            // A HEAD whose metadata runs past its limit is read again
+            // whole, and traced then.
+            if let Ok(Some(len)) = parse_head_start(&record, len).map(|h| h.map(|h| h.len)) {
                 t.get(
                     id.key,
                     node.workload_id(bucket),
@@ -470,8 +488,14 @@ pub(crate) async fn read_local(
         LocalRead::Found {
             stamp,
             record,
+            len,
             served,
         }
+    };
+    let finish = |stamp: u64, record: Bytes, served: Served| {
+        let len = record.len() as u64;
+        let record = record.slice(..record.len().min(limit));
+        found(stamp, record, len, served)
     };
     // The caches serve and take records of this row only under its
     // current cache generation, and not at all while this node's copy of
@@ -511,15 +535,18 @@ pub(crate) async fn read_local(
             }
         }
     }
-    let got = match row_get(node, store, bucket, key).await {
+    let got = match row_get(node, store, bucket, key, limit).await {
         Ok(g) => g,
         Err(e) => return LocalRead::Failed(e),
     };
     let got = match got {
         // A newer copy of the record in an erasure-coded stripe (its
         // replica copy was dropped once the stripe was durable).
-        Ok(g) => match stripe_copy(node, store, bucket, key, g.as_ref().map(|s| s.stamp)).await {
-            Ok(FromStripe::Record(s)) => Some(s),
+        Ok(g) => match stripe_copy(node, store, bucket, key, g.as_ref().map(|s| s.0.stamp)).await {
+            Ok(FromStripe::Record(s)) => {
+                let len = s.record.len() as u64;
+                Some((s, len))
+            }
             Ok(FromStripe::Nothing) => g,
             Ok(FromStripe::Withheld) => return LocalRead::Copying,
             Ok(FromStripe::NotKnown) => return LocalRead::NotYetKnown,
@@ -539,8 +566,9 @@ pub(crate) async fn read_local(
         }
     };
     match got {
-        Some(s) if raw || !is_tombstone(&s.record) => {
-            if let (Some(tag), true) = (tag, store.write_count() == before) {
+        Some((s, len)) if raw || !is_tombstone(&s.record) => {
+            let whole = s.record.len() as u64 == len;
+            if let (Some(tag), true, true) = (tag, whole, store.write_count() == before) {
                 // No write to the row raced this read: safe to cache.
                 let cache_ram = node.ram.is_some() && node.admits(s.part, s.segment);
                 let cache_flash = node.fcache.is_some() && s.tier == Tier::Disk;
@@ -569,14 +597,16 @@ pub(crate) async fn read_local(
                 }
                 Tier::Disk => Served::Disk,
             };
-            finish(s.stamp, s.record, served)
+            let record = s.record.slice(..s.record.len().min(limit));
+            found(s.stamp, record, len, served)
         }
-        Some(s) => LocalRead::Deleted { stamp: s.stamp },
+        Some((s, _)) => LocalRead::Deleted { stamp: s.stamp },
         None => LocalRead::Absent,
     }
 }
 
-/// `store.get(bucket, key)`. A read from the page cache costs less than
+/// `store.get(bucket, key)`, or its first `limit` bytes of a longer
+/// record (with the whole record's length). A read from the page cache costs less than
 /// the hand-off to the blocking pool (two context switches): it runs here,
 /// on the runtime's thread, limited to the page cache
 /// ([`strata_store::cached_only`]); a needle that is not there (one just
@@ -589,10 +619,19 @@ async fn row_get(
     store: &Arc<RowStore>,
     bucket: &str,
     key: &str,
-) -> Result<Result<Option<crate::rows::Stored>, ClusterError>, String> {
+    limit: usize,
+) -> Result<Result<Option<(crate::rows::Stored, u64)>, ClusterError>, String> {
+    // The needle's data starts with the name and stamp (at most
+    // RECORD_START bytes), then the record.
+    let n = limit.saturating_add(crate::rows::RECORD_START);
+    let get = move |store: &RowStore, bucket: &str, key: &str| {
+        store
+            .get_start(bucket, key, n)
+            .map(|g| g.map(|(s, _, len)| (s, len)))
+    };
     if node.inline_reads.open() {
         let t0 = Instant::now();
-        let got = strata_store::cached_only(|| store.get(bucket, key));
+        let got = strata_store::cached_only(|| get(store, bucket, key));
         let uncached = matches!(
             &got,
             Err(ClusterError::Store {
@@ -601,7 +640,7 @@ async fn row_get(
             })
         );
         if !uncached {
-            let disk = matches!(&got, Ok(Some(s)) if s.tier == Tier::Disk);
+            let disk = matches!(&got, Ok(Some((s, _))) if s.tier == Tier::Disk);
             node.inline_reads.observe(disk, t0.elapsed());
             return Ok(got);
         }
@@ -611,7 +650,7 @@ async fn row_get(
     }
     let st = store.clone();
     let (b, k) = (bucket.to_string(), key.to_string());
-    tokio::task::spawn_blocking(move || st.get(&b, &k))
+    tokio::task::spawn_blocking(move || get(&st, &b, &k))
         .await
         .map_err(|e| e.to_string())
 }
@@ -633,10 +672,11 @@ async fn row_start(
             .await
             .map_err(|e| e.to_string())?;
     match start {
-        Ok(Some((s, false))) if s.record.first() == Some(&RECORD_MANIFEST) => {
-            row_get(node, store, bucket, key).await
+        Ok(Some((s, false, _))) if s.record.first() == Some(&RECORD_MANIFEST) => {
+            let got = row_get(node, store, bucket, key, usize::MAX).await?;
+            Ok(got.map(|g| g.map(|(s, _)| s)))
         }
-        Ok(s) => Ok(Ok(s.map(|(s, _)| s))),
+        Ok(s) => Ok(Ok(s.map(|(s, _, _)| s))),
         Err(e) => Ok(Err(e)),
     }
 }

@@ -1,0 +1,35 @@
+//! Damage on the device, for the tests that flip stored bytes under a
+//! running node (node_abuse.rs, s3_api.rs).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Files under `dir` (recursively).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Flips one bit of the byte `at` bytes into every copy of `probe` found
+/// first in each file under `dir`; false if no file holds it.
+pub fn flip_on_disk(dir: &Path, probe: &[u8], at: usize) -> bool {
+    let mut flipped = false;
+    for f in files_under(dir) {
+        let mut bytes = std::fs::read(&f).unwrap();
+        if let Some(i) = bytes.windows(probe.len()).position(|w| w == probe) {
+            bytes[i + at] ^= 0x40;
+            std::fs::write(&f, &bytes).unwrap();
+            flipped = true;
+        }
+    }
+    flipped
+}

@@ -549,8 +549,9 @@ struct Tail {
     /// A zeroing job for this segment is queued.
     queued: AtomicBool,
     /// The file opened again with O_DIRECT (None where that is refused),
-    /// for the zeros and for large batches written into them.
-    direct: OnceLock<Option<File>>,
+    /// for the zeros and for large batches written into them; counted in
+    /// the store's open files while it is open.
+    direct: OnceLock<Option<(File, Arc<FdBudget>)>>,
     /// The last block an O_DIRECT batch wrote, when the batch ended inside
     /// it: (its offset, its bytes as the file holds them). The next batch
     /// begins in that block and must write it whole again; an O_DIRECT
@@ -573,18 +574,22 @@ impl Tail {
         }
     }
 
-    /// The segment file `path` opened for O_DIRECT writes, once.
-    fn direct(&self, path: &std::path::Path) -> Option<&File> {
+    /// The segment file `path` opened for O_DIRECT writes, once, and
+    /// counted in `budget` until the tail is dropped.
+    fn direct(&self, path: &std::path::Path, budget: &Arc<FdBudget>) -> Option<&File> {
         self.direct
             .get_or_init(|| {
                 use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
+                let f = std::fs::OpenOptions::new()
                     .write(true)
                     .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
                     .open(path)
-                    .ok()
+                    .ok()?;
+                budget.open.fetch_add(1, Ordering::Relaxed);
+                Some((f, budget.clone()))
             })
             .as_ref()
+            .map(|(f, _)| f)
     }
 
     /// Takes no more zeros and cuts those past `len` (the segment's last
@@ -603,7 +608,20 @@ impl Tail {
     }
 }
 
+impl Drop for Tail {
+    fn drop(&mut self) {
+        if let Some(Some((_, budget))) = self.direct.get() {
+            budget.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Segment {
+    /// The segment's file opened for O_DIRECT writes ([`Tail::direct`]).
+    fn direct(&self) -> Option<&File> {
+        self.tail.direct(&self.path, &self.file.budget)
+    }
+
     fn needle(&self, ord: u32) -> Option<(u64, u64)> {
         match &self.body {
             Body::Active(a) => read(a).needle(ord),
@@ -2231,7 +2249,7 @@ fn prepare_tail(seg: &Segment, target: u64, dir: &std::path::Path) {
     // dirties, cost the server as much CPU as the needles' own (measured,
     // docs/benchmarks.md). Where O_DIRECT is refused, they are written
     // through the page cache.
-    let direct = seg.tail.direct(&seg.path);
+    let direct = seg.direct();
     loop {
         let mut done = lock(&seg.tail.lock);
         let from = seg.tail.prepared.load(Ordering::Acquire);
@@ -2936,7 +2954,7 @@ impl Inner {
         // from one buffer (O_DIRECT): no page-cache pages to allocate, copy
         // and write back for it.
         let direct = (total >= DIRECT_MIN_BATCH && end.next_multiple_of(DIRECT_BLOCK) <= prepared)
-            .then(|| seg.tail.direct(&seg.path))
+            .then(|| seg.direct())
             .flatten();
         let res = match direct {
             Some(d) => write_direct(&seg, &file, d, &parts, start, end)
@@ -4242,5 +4260,69 @@ mod tests {
         }
         drop(reopened);
         drop(store);
+    }
+
+    /// Descriptors of this process open on segment files under `dir`
+    /// (not the lock file).
+    fn fds_under(dir: &std::path::Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(dir) && p.extension().is_some_and(|x| x == "seg"))
+            .count()
+    }
+
+    /// The store's count of its open files (what the budget of
+    /// `max_open_files` is held to) is every descriptor it holds,
+    /// including each active segment's second one, opened with O_DIRECT
+    /// for the prepared zeros and large batches, and closed with it.
+    #[test]
+    fn the_open_files_count_includes_the_direct_descriptors() {
+        let dir = tempfile::tempdir().unwrap();
+        if in_memory(dir.path()) {
+            return; // no prepared space, so no O_DIRECT descriptor
+        }
+        let mut cfg = StoreConfig::new(dir.path(), Tier::Flash);
+        cfg.segment_size = 4 << 20;
+        cfg.auto_compaction = false;
+        let store = Store::open(cfg).unwrap();
+        let counted = |s: &Store| s.inner.fds.open.load(Ordering::Relaxed);
+        let big = vec![7u8; 256 << 10];
+        // Batches of 256 KiB into prepared space are written with
+        // O_DIRECT: wait for the zeroing thread to prepare some.
+        let t = Instant::now();
+        let mut k = 0u64;
+        while store.segments()[0].active
+            && lock(&store.inner.devices[0].writer)
+                .tail
+                .direct
+                .get()
+                .is_none()
+        {
+            store.put(Tier::Flash, k, 0, 1, &big).unwrap();
+            k += 1;
+            std::thread::sleep(Duration::from_millis(5));
+            assert!(t.elapsed() < Duration::from_secs(20), "no O_DIRECT batch");
+        }
+        assert_eq!(counted(&store), fds_under(dir.path()));
+        // Sealing drops the segment's tail and its descriptor; the next
+        // active segment counts its own.
+        for _ in 0..40 {
+            store.put(Tier::Flash, k, 0, 1, &big).unwrap();
+            k += 1;
+        }
+        assert!(store.segments().len() >= 2);
+        store.checkpoint().unwrap();
+        let t = Instant::now();
+        while counted(&store) != fds_under(dir.path()) {
+            // A zeroing job may hold a retired segment for a moment.
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "counted {}, open {}",
+                counted(&store),
+                fds_under(dir.path())
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

@@ -605,15 +605,15 @@ pub(crate) async fn read_local(
     }
 }
 
-/// `store.get(bucket, key)`, or its first `limit` bytes of a longer
-/// record (with the whole record's length). A read from the page cache costs less than
-/// the hand-off to the blocking pool (two context switches): it runs here,
-/// on the runtime's thread, limited to the page cache
-/// ([`strata_store::cached_only`]); a needle that is not there (one just
-/// written with O_DIRECT, or not read for long) is read by the pool, where
-/// waiting for the device holds no runtime thread. After a read found its
-/// record on the disk tier or was slow, every read goes to the pool for a
-/// while. Err: the pool's task failed.
+/// `store.get(bucket, key)`, or the first `limit` bytes of a longer
+/// record, with the whole record's length. A read from the page cache
+/// costs less than the hand-off to the blocking pool (two context
+/// switches): it runs here, on the runtime's thread, limited to the page
+/// cache ([`strata_store::cached_only`]); a needle that is not there (one
+/// just written with O_DIRECT, or not read for long) is read by the pool,
+/// where waiting for the device holds no runtime thread. After a read
+/// found its record on the disk tier or was slow, every read goes to the
+/// pool for a while. Err: the pool's task failed.
 async fn row_get(
     node: &Node,
     store: &Arc<RowStore>,

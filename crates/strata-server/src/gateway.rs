@@ -646,6 +646,41 @@ impl std::fmt::Display for BodyFault {
     }
 }
 
+/// The head of `bucket/name` for a GET (`whole`: the record whole, with
+/// an inline object's bytes) or a HEAD (the record's start only: its data
+/// is neither read nor checked), and where it was read on this node:
+/// from this node when its row is here, else from the cluster.
+async fn head_of(
+    gw: &Gw,
+    bucket: &str,
+    name: &str,
+    whole: bool,
+) -> Result<(HeadInfo, Option<Head>, Option<Served>), Response> {
+    let here = if whole {
+        let got = gw.read_here(bucket, name).await;
+        got.map(|r| r.map(|(h, s)| (h.info(), Some(h), Some(s))))
+    } else {
+        let got = gw.head_here(bucket, name).await;
+        got.map(|r| r.map(|(info, s)| (info, None, Some(s))))
+    };
+    if let Some(answer) = here {
+        return answer;
+    }
+    let client = gw.client().await?;
+    let got = if whole {
+        let got = client.head(bucket, name).await;
+        got.map(|h| h.map(|h| (h.info(), Some(h), None)))
+    } else {
+        let got = client.head_info(bucket, name).await;
+        got.map(|h| h.map(|(info, _)| (info, None, None)))
+    };
+    match got {
+        Ok(Some(h)) => Ok(h),
+        Ok(None) => Err(reason(StatusCode::NOT_FOUND, "no such object")),
+        Err(e) => Err(client_error(e)),
+    }
+}
+
 async fn get(
     gw: Gw,
     bucket: &str,
@@ -661,40 +696,10 @@ async fn get(
         Ok(r) => r,
         Err(r) => return r,
     };
-    // A HEAD reads the head record's start only (its data is neither
-    // read nor checked); a GET reads it whole.
-    let (info, head, served) = if req.method() == Method::HEAD {
-        match gw.head_here(bucket, name).await {
-            Some(Ok((info, served))) => (info, None, Some(served)),
-            Some(Err(answer)) => return answer,
-            None => {
-                let client = match gw.client().await {
-                    Ok(c) => c,
-                    Err(r) => return r,
-                };
-                match client.head_info(bucket, name).await {
-                    Ok(Some((info, _))) => (info, None, None),
-                    Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
-                    Err(e) => return client_error(e),
-                }
-            }
-        }
-    } else {
-        match gw.read_here(bucket, name).await {
-            Some(Ok((h, served))) => (h.info(), Some(h), Some(served)),
-            Some(Err(answer)) => return answer,
-            None => {
-                let client = match gw.client().await {
-                    Ok(c) => c,
-                    Err(r) => return r,
-                };
-                match client.head(bucket, name).await {
-                    Ok(Some(h)) => (h.info(), Some(h), None),
-                    Ok(None) => return reason(StatusCode::NOT_FOUND, "no such object"),
-                    Err(e) => return client_error(e),
-                }
-            }
-        }
+    let (info, head, served) = match head_of(&gw, bucket, name, req.method() != Method::HEAD).await
+    {
+        Ok(h) => h,
+        Err(answer) => return answer,
     };
     // Haystack §3.4.1: a wrong cookie reads exactly as an absent object.
     let stored = info.cookie;

@@ -565,3 +565,82 @@ fn a_damaged_replica_is_read_around_and_rewritten_from_a_peer() {
         }
     }
 }
+
+/// A HEAD through any node reads the start of the object's head record,
+/// not the object, from the node's own replica or over the node protocol
+/// (`?start=N`, answered with `x-strata-record-length`): with replication
+/// 2 over 4 nodes, two nodes hold the row and two ask a replica. The
+/// object's bytes are damaged on both replicas 3 MiB in; every node still
+/// answers its HEAD with the length and cookie (a HEAD read and checked
+/// the whole record before, and failed here), while each replica's read
+/// of the whole record fails.
+#[test]
+fn a_head_through_any_node_reads_the_record_start() {
+    let dir = scratch();
+    let (_meta, meta) = start_meta_with(
+        &["--initial-nodes", "4", "--replication", "2"],
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut procs = Vec::new();
+    for i in 0..4 {
+        let data = dir.path().join(format!("n{i}"));
+        let args = [
+            "--data",
+            data.to_str().expect("utf-8"),
+            "--scrub-every",
+            "0",
+            "--ram-cache",
+            "0",
+        ];
+        procs.push(start_node_with(
+            &meta,
+            &args,
+            &dir.path().join(format!("n{i}.log")),
+        ));
+    }
+    let nodes: Vec<String> = procs.iter().map(|p| p.1.clone()).collect();
+    wait_for_table(&meta, dir.path());
+    let body = object(9, 4 << 20);
+    let cookie = put(&nodes[0], "/b/big", &body);
+    let (t, map) = map_of(&meta);
+    let row = t.row_of(strata_placement::object_hash("b", "big"));
+    let holders: Vec<String> = t.row(row).iter().map(|&d| addr_of(&map, &t, d)).collect();
+    assert_eq!(holders.len(), 2);
+    assert!(nodes.iter().any(|n| !holders.contains(n)));
+    // Flip a byte 3 MiB into the object on every replica.
+    let probe = &body[3 << 20..(3 << 20) + 64];
+    let mut flipped = 0;
+    for i in 0..4 {
+        let rows = dir.path().join(format!("n{i}")).join("rows");
+        for e in std::fs::read_dir(rows).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                let mut bytes = std::fs::read(f.path()).expect("read");
+                if let Some(at) = bytes.windows(probe.len()).position(|w| w == probe) {
+                    bytes[at + 10] ^= 0x55;
+                    std::fs::write(f.path(), &bytes).expect("flip");
+                    flipped += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(flipped, 2, "the object's bytes on both replicas");
+    for via in &nodes {
+        let (code, head, body) = http_full(via, "HEAD", "/b/big", None, "", b"");
+        assert_eq!(
+            code,
+            200,
+            "HEAD via {via} (holds the row: {})",
+            holders.contains(via)
+        );
+        assert_eq!(body.len(), 0);
+        assert_eq!(header(&head, "content-length"), Some("4194304"));
+        assert_eq!(header(&head, "x-strata-cookie"), Some(cookie.as_str()));
+    }
+    // The damage is real: each replica's read of the whole record fails
+    // its checksum.
+    let path = format!("/cluster/v1/rows/{row}/objects/b/big");
+    for h in &holders {
+        assert_eq!(http_full(h, "GET", &path, Some(1), "", b"").0, 500, "{h}");
+    }
+}

@@ -1781,6 +1781,156 @@ print("ok", len(keys))
     assert_eq!(out.trim(), "ok 48", "{out}");
 }
 
+/// A coordinator lost for good between an object's change and its
+/// listing entry's: its write intent is gone with it, but the mirror it
+/// recorded on a replica of the bucket's index row is resolved there once
+/// old enough, so the listing agrees with GetObject again without the
+/// coordinator (docs/placement.md, "Write intents"). Replication 2 on 4
+/// nodes; the two nodes outside the bucket's index row are restarted with
+/// a crash point each (a PUT stopped with its object stored and not
+/// listed, a DELETE with its tombstone written and the entry kept) and
+/// never come back. The resolver's grace is cut to 1.5 s for the test.
+#[test]
+fn a_lost_coordinators_write_is_resolved_by_its_mirror() {
+    let dir = scratch();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("meta")).expect("meta dir");
+    let (_meta_p, meta) = start_meta_with(
+        &["--initial-nodes", "4", "--replication", "2"],
+        &root.join("meta"),
+        &root.join("meta.log"),
+    );
+    let spawn = |i: usize, addr: &str, s3: &str, crash: Option<&str>| {
+        let data = root.join(format!("n{i}"));
+        std::fs::create_dir_all(&data).expect("node dir");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(root.join(format!("node{i}.log")))
+            .expect("log");
+        let mut cmd = strata();
+        cmd.args(["server", "--meta", &meta, "--listen", addr, "--data"])
+            .arg(&data)
+            .arg("--disk")
+            .arg(&data)
+            .args(["--s3-listen", s3])
+            .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
+            .env("STRATA_ROOT_SECRET_KEY", SECRET)
+            .env("STRATA_TEST_RESOLVE_AFTER_MS", "1500")
+            .env("STRATA_TEST_RESOLVE_EVERY_MS", "300")
+            .stdout(std::process::Stdio::null())
+            .stderr(log);
+        if let Some(point) = crash {
+            cmd.env("STRATA_CRASH_AT", point);
+        }
+        Proc {
+            child: cmd.spawn().expect("strata server"),
+            name: format!("node {addr}"),
+        }
+    };
+    let mut nodes: Vec<(Proc, String, String)> = (0..4)
+        .map(|i| {
+            let (addr, s3) = (
+                format!("127.0.0.1:{}", free_port()),
+                format!("127.0.0.1:{}", free_port()),
+            );
+            (spawn(i, &addr, &s3, None), addr, s3)
+        })
+        .collect();
+    let all_logs = || logs(root);
+    let ready = |n: &(Proc, String, String)| {
+        std::net::TcpStream::connect(&n.1).is_ok()
+            && std::net::TcpStream::connect(&n.2).is_ok()
+            && http_full(&n.1, "PUT", "/ready/probe", None, "", b"x").0 == 201
+    };
+    wait_until(Duration::from_secs(60), "a table over 4 nodes", || {
+        status(&meta)["table_version"].as_u64().unwrap_or(0) >= 1 && nodes.iter().all(ready)
+    });
+    let (table, map) = map_of(&meta);
+    let row = strata_client::protocol::index_row(&table, "lost");
+    let holders: Vec<String> = table
+        .row(row)
+        .iter()
+        .map(|&d| addr_of(&map, &table, d))
+        .collect();
+    let outside: Vec<usize> = (0..4).filter(|i| !holders.contains(&nodes[*i].1)).collect();
+    assert_eq!(outside.len(), 2, "{holders:?}");
+    let holder = (0..4)
+        .find(|i| holders.contains(&nodes[*i].1))
+        .expect("a holder");
+    python_at(
+        &nodes[holder].2,
+        &format!(
+            r#"{PRELUDE}
+s3.create_bucket(Bucket="lost")
+s3.put_object(Bucket="lost", Key="old", Body=b"to be deleted")
+s3.put_object(Bucket="lost", Key="kept", Body=b"kept")
+"#
+        ),
+        &all_logs(),
+    );
+    // The two coordinators, restarted with a crash point each.
+    for (&i, point) in outside
+        .iter()
+        .zip(["s3-object-stored", "s3-object-deleted"])
+    {
+        let (addr, s3) = (nodes[i].1.clone(), nodes[i].2.clone());
+        nodes[i].0.kill();
+        nodes[i].0 = spawn(i, &addr, &s3, Some(point));
+        wait_until(Duration::from_secs(60), "the coordinator back", || {
+            ready(&nodes[i])
+        });
+    }
+    for (&i, op) in outside.iter().zip([
+        r#"s3.put_object(Bucket="lost", Key="new", Body=b"stored, not listed")"#,
+        r#"s3.delete_object(Bucket="lost", Key="old")"#,
+    ]) {
+        let out = python_at(
+            &nodes[i].2,
+            &format!(
+                r#"{PRELUDE}
+try:
+    {op}
+    print("answered")
+except Exception as e:
+    print("no answer")
+"#
+            ),
+            &all_logs(),
+        );
+        assert_eq!(out.trim(), "no answer", "{}", all_logs());
+        let status = nodes[i].0.child.wait().expect("wait");
+        assert!(!status.success(), "node {i} did not crash");
+    }
+    // Neither comes back: the mirrors, on the index row's replicas,
+    // resolve both writes.
+    let out = python_at(
+        &nodes[holder].2,
+        &format!(
+            r#"{PRELUDE}
+import time
+deadline = time.time() + 60
+while True:
+    got = [(o["Key"], o["Size"]) for o in s3.list_objects_v2(Bucket="lost").get("Contents", [])]
+    if got == [("kept", 4), ("new", 18)] or time.time() > deadline:
+        break
+    time.sleep(0.3)
+assert got == [("kept", 4), ("new", 18)], got
+assert s3.get_object(Bucket="lost", Key="new")["Body"].read() == b"stored, not listed"
+assert code(lambda: s3.get_object(Bucket="lost", Key="old"))[0] == "NoSuchKey"
+print("ok")
+"#
+        ),
+        &all_logs(),
+    );
+    assert_eq!(out.trim(), "ok", "{}", all_logs());
+    assert!(
+        all_logs().contains("mirrored for another node"),
+        "no node said it resolved a mirror:\n{}",
+        all_logs()
+    );
+}
+
 /// A coordinator killed between an object's change and its listing
 /// entry's (crash points `s3-object-stored` and `s3-object-listed` in a
 /// PUT, `s3-object-deleted` and `s3-object-unlisted` in a DELETE; in this

@@ -1359,22 +1359,72 @@ impl Client {
     }
 
     /// Records (`add`) or removes the write intent of stamp `stamp` for
-    /// `names` on the node in this process, durably. False (and nothing
-    /// done) for a client with no node in its process.
+    /// `names` on the node in this process, durably: its own, or one it
+    /// holds `mirrored` for another node. False (and nothing done) for a
+    /// client with no node in its process.
     pub async fn intent(
         &self,
         names: &[(String, String)],
         stamp: u64,
         add: bool,
+        mirrored: bool,
     ) -> Result<bool, ClientError> {
         let Some(local) = self.http.local_addr().map(str::to_string) else {
             return Ok(false);
         };
-        let url = format!("http://{local}/cluster/v1/intents");
+        self.intent_at(&local, names, stamp, add, mirrored).await?;
+        Ok(true)
+    }
+
+    /// Records (`add`) or removes a mirror of this node's write intent on
+    /// another node, which resolves it should this one be lost with its
+    /// disk in the middle of the write (docs/placement.md, "Write
+    /// intents"): on `to`, else on the first replica of `bucket`'s index
+    /// row other than this node that takes it. Returns the node that
+    /// holds it, or None when no other node took it (the write goes on
+    /// with this node's intent alone, as in a cluster of one).
+    pub async fn mirror_intent(
+        &self,
+        bucket: &str,
+        names: &[(String, String)],
+        stamp: u64,
+        add: bool,
+        to: Option<&str>,
+    ) -> Option<String> {
+        let local = self.http.local_addr()?.to_string();
+        let candidates = match to {
+            Some(to) => vec![to.to_string()],
+            None => {
+                let map = self.current();
+                map.replicas(index_row(&map.table, bucket))
+                    .into_iter()
+                    .filter(|a| *a != local)
+                    .collect()
+            }
+        };
+        for addr in candidates {
+            if self.intent_at(&addr, names, stamp, add, true).await.is_ok() {
+                return Some(addr);
+            }
+        }
+        None
+    }
+
+    /// One intent change sent to the node at `addr`.
+    async fn intent_at(
+        &self,
+        addr: &str,
+        names: &[(String, String)],
+        stamp: u64,
+        add: bool,
+        mirrored: bool,
+    ) -> Result<(), ClientError> {
+        let url = format!("http://{addr}/cluster/v1/intents");
         let body = serde_json::to_vec(&crate::protocol::IntentChange {
             names: names.to_vec(),
             stamp,
             add,
+            mirrored,
         })
         .unwrap_or_default();
         let r = self
@@ -1397,19 +1447,22 @@ impl Client {
                 reason: format!("{url}: {}: {}", r.status, String::from_utf8_lossy(&r.body)),
             });
         }
-        Ok(true)
+        Ok(())
     }
 
     /// The write intents of the node in this process recorded with a
-    /// stamp below `before`: (bucket, key, stamp); none without a node.
+    /// stamp below `before`: (bucket, key, stamp), its own or those it
+    /// holds `mirrored` for other nodes; none without a node.
     pub async fn intents_before(
         &self,
         before: u64,
+        mirrored: bool,
     ) -> Result<Vec<(String, String, u64)>, ClientError> {
         let Some(local) = self.http.local_addr().map(str::to_string) else {
             return Ok(Vec::new());
         };
-        let url = format!("http://{local}/cluster/v1/intents?before={before}");
+        let kind = if mirrored { "&mirrored=1" } else { "" };
+        let url = format!("http://{local}/cluster/v1/intents?before={before}{kind}");
         let fail = |reason: String| ClientError::Read {
             name: "write intents".into(),
             reason,

@@ -647,6 +647,10 @@ pub struct IntentChange {
     pub stamp: u64,
     /// Record (`true`) or remove.
     pub add: bool,
+    /// Held for another node, the write's coordinator (a mirror of its
+    /// intent: docs/placement.md, "Write intents"), not this node's own.
+    #[serde(default)]
+    pub mirrored: bool,
 }
 
 /// The listing entry of an object from its head record and the record's

@@ -10,6 +10,16 @@
 //! the object is gone, on every replica of the bucket's index row, each
 //! change applied only over nothing older, so a later write of the name
 //! is never undone.
+//!
+//! An intent on the coordinator alone would be lost with it: a node lost
+//! with its disk in the middle of a write would leave its object and
+//! listing entry disagreeing for ever. So a coordinator whose bucket's
+//! index row has other live replicas also records a *mirror* of the
+//! intent on one of them (the first that takes it), and removes it with
+//! its own. A node resolves the mirrors it holds only once they are
+//! older than [`RESOLVE_AFTER`] (never at its start, as it does its own:
+//! their writes may still be in flight on a live coordinator), so a
+//! mirror resolves only what its coordinator did not.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +37,22 @@ pub const RESOLVE_EVERY: Duration = Duration::from_secs(10);
 /// long before): it is resolved.
 pub const RESOLVE_AFTER: Duration = Duration::from_secs(60);
 
+/// [`RESOLVE_EVERY`] and [`RESOLVE_AFTER`], or, for tests that cannot wait
+/// a minute, the milliseconds in `STRATA_TEST_RESOLVE_EVERY_MS` and
+/// `STRATA_TEST_RESOLVE_AFTER_MS`.
+fn resolver_times() -> (Duration, Duration) {
+    let ms = |var: &str, default: Duration| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(default, Duration::from_millis)
+    };
+    (
+        ms("STRATA_TEST_RESOLVE_EVERY_MS", RESOLVE_EVERY),
+        ms("STRATA_TEST_RESOLVE_AFTER_MS", RESOLVE_AFTER),
+    )
+}
+
 /// A recorded intent; [`Intent::done`] removes it. Its stamp is the
 /// write's: the object's head record (or tombstone) and its listing entry
 /// both carry it, so that a resolution can tell what the write itself
@@ -36,18 +62,31 @@ pub(crate) struct Intent {
     names: Vec<(String, String)>,
     pub(crate) stamp: u64,
     recorded: bool,
+    /// The node holding its mirror, if one does.
+    mirror: Option<String>,
 }
 
 impl Intent {
-    /// Removes the intent (in the background: if it is lost, the resolver
-    /// finds the entry already right).
+    /// Removes the intent and its mirror (in the background: if either is
+    /// lost, its resolution finds the entry already right).
     pub(crate) fn done(self) {
         if !self.recorded {
             return;
         }
-        tokio::spawn(async move {
-            let _ = self.client.intent(&self.names, self.stamp, false).await;
-        });
+        tokio::spawn(async move { self.remove().await });
+    }
+
+    async fn remove(&self) {
+        let own = self.client.intent(&self.names, self.stamp, false, false);
+        let mirror = async {
+            if let (Some(to), Some((bucket, _))) = (&self.mirror, self.names.first()) {
+                let names = &self.names;
+                self.client
+                    .mirror_intent(bucket, names, self.stamp, false, Some(to))
+                    .await;
+            }
+        };
+        let _ = tokio::join!(own, mirror);
     }
 
     /// The write failed, and its object and listing entry may disagree
@@ -67,7 +106,7 @@ impl Intent {
                     return;
                 }
             }
-            let _ = self.client.intent(&self.names, self.stamp, false).await;
+            self.remove().await;
         });
     }
 }
@@ -105,20 +144,35 @@ impl StrataS3 {
             .map(|k| (bucket.to_string(), k.to_string()))
             .collect();
         let stamp = client.next_stamp();
-        let recorded = if self.listing_index {
-            client
-                .intent(&names, stamp, true)
-                .await
-                .map_err(unavailable)?
-        } else {
-            false
-        };
-        Ok(Intent {
+        if !self.listing_index {
+            return Ok(Intent {
+                client: client.clone(),
+                names,
+                stamp,
+                recorded: false,
+                mirror: None,
+            });
+        }
+        // This node's intent and its mirror at once.
+        let (own, mirror) = tokio::join!(
+            client.intent(&names, stamp, true, false),
+            client.mirror_intent(bucket, &names, stamp, true, None)
+        );
+        let intent = Intent {
             client: client.clone(),
             names,
             stamp,
-            recorded,
-        })
+            recorded: true,
+            mirror,
+        };
+        match own {
+            Ok(recorded) => Ok(Intent { recorded, ..intent }),
+            Err(e) => {
+                // The mirror alone is no record: removed.
+                intent.done();
+                Err(unavailable(e))
+            }
+        }
     }
 
     /// Changes `bucket/key`'s listing entry to `entry` (or removes it:
@@ -144,6 +198,7 @@ impl StrataS3 {
             names: vec![(bucket.to_string(), key.to_string())],
             stamp,
             recorded: true,
+            mirror: None,
         };
         match client.index_write_intended(bucket, key, entry, stamp).await {
             Ok(true) => Ok(Some(intent)),
@@ -157,44 +212,58 @@ impl StrataS3 {
         }
     }
 
-    /// Resolves every intent recorded before `before` (a stamp): returns
-    /// how many were resolved.
-    pub async fn resolve_intents(&self, before: u64) -> Result<usize, String> {
+    /// Resolves every intent of this node's own recorded before `before`
+    /// (a stamp), and every one it holds for another node recorded before
+    /// `mirrored_before`: returns how many of each were resolved.
+    pub async fn resolve_intents(
+        &self,
+        before: u64,
+        mirrored_before: u64,
+    ) -> Result<(usize, usize), String> {
         let client = self
             .cluster()
             .client()
             .await
             .map_err(|e| format!("{e:?}"))?;
-        let left = client
-            .intents_before(before)
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut resolved = 0;
-        for (bucket, key, stamp) in left {
-            resolve(&client, &bucket, &key, stamp).await?;
-            client
-                .intent(&[(bucket, key)], stamp, false)
+        let mut resolved = [0, 0];
+        for (mirrored, before) in [(false, before), (true, mirrored_before)] {
+            let left = client
+                .intents_before(before, mirrored)
                 .await
                 .map_err(|e| e.to_string())?;
-            resolved += 1;
+            for (bucket, key, stamp) in left {
+                resolve(&client, &bucket, &key, stamp).await?;
+                client
+                    .intent(&[(bucket, key)], stamp, false, mirrored)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                resolved[usize::from(mirrored)] += 1;
+            }
         }
-        Ok(resolved)
+        Ok((resolved[0], resolved[1]))
     }
 }
 
-/// Resolves the intents a previous run left at once, then those older
-/// than [`RESOLVE_AFTER`] every [`RESOLVE_EVERY`], for ever.
+/// Resolves this node's intents a previous run left at once, then those
+/// older than [`RESOLVE_AFTER`] every [`RESOLVE_EVERY`], for ever; the
+/// mirrors it holds for other nodes only once older than
+/// [`RESOLVE_AFTER`].
 pub async fn resolve_loop(s3: StrataS3) {
+    let (every, after) = resolver_times();
+    let aged = || now_stamp().saturating_sub(after.as_micros() as u64);
     let mut before = now_stamp();
     loop {
-        match s3.resolve_intents(before).await {
-            Ok(0) => {}
-            Ok(n) => eprintln!(
+        match s3.resolve_intents(before, aged()).await {
+            Ok((0, 0)) => {}
+            Ok((n, 0)) => eprintln!(
                 "strata: S3 write intents: {n} left by an interrupted write resolved against the objects' head records"
+            ),
+            Ok((n, m)) => eprintln!(
+                "strata: S3 write intents: {n} left by an interrupted write, and {m} mirrored for another node that did not finish them, resolved against the objects' head records"
             ),
             Err(e) => eprintln!("strata: S3 write intents not resolved yet: {e}"),
         }
-        tokio::time::sleep(RESOLVE_EVERY).await;
-        before = now_stamp().saturating_sub(RESOLVE_AFTER.as_micros() as u64);
+        tokio::time::sleep(every).await;
+        before = aged();
     }
 }

@@ -70,6 +70,68 @@ const DELETED_AT: TableDefinition<&[u8], u64> = TableDefinition::new("deleted_at
 /// removing them does not copy a random page each, as keys by name did.
 const INTENTS: TableDefinition<&[u8], ()> = TableDefinition::new("intents_by_stamp");
 
+/// The write intents this node holds for S3 writes another node
+/// coordinates (a *mirror* of that node's [`INTENTS`], docs/placement.md,
+/// "Write intents"), laid out as [`INTENTS`]: should the coordinator be
+/// lost with its disk in the middle of a write, this node resolves them.
+/// Unlike its own, it resolves them only once older than the resolver's
+/// grace, never at its start: their writes may still be in flight.
+const MIRRORED_INTENTS: TableDefinition<&[u8], ()> =
+    TableDefinition::new("mirrored_intents_by_stamp");
+
+/// What a group does with a write intent, and its byte in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntentOp {
+    /// Removes this node's own intent (log byte 0).
+    Remove,
+    /// Records this node's own intent (1).
+    Add,
+    /// Records a mirrored intent, [`MIRRORED_INTENTS`] (2).
+    AddMirrored,
+    /// Removes a mirrored intent (3).
+    RemoveMirrored,
+}
+
+impl IntentOp {
+    /// The op recording (`add`) or removing an intent, this node's own or
+    /// one `mirrored` for another node.
+    pub fn of(add: bool, mirrored: bool) -> IntentOp {
+        match (add, mirrored) {
+            (false, false) => IntentOp::Remove,
+            (true, false) => IntentOp::Add,
+            (true, true) => IntentOp::AddMirrored,
+            (false, true) => IntentOp::RemoveMirrored,
+        }
+    }
+
+    fn byte(self) -> u8 {
+        match self {
+            IntentOp::Remove => 0,
+            IntentOp::Add => 1,
+            IntentOp::AddMirrored => 2,
+            IntentOp::RemoveMirrored => 3,
+        }
+    }
+
+    fn from_byte(b: u8) -> Option<IntentOp> {
+        Some(match b {
+            0 => IntentOp::Remove,
+            1 => IntentOp::Add,
+            2 => IntentOp::AddMirrored,
+            3 => IntentOp::RemoveMirrored,
+            _ => return None,
+        })
+    }
+
+    fn adds(self) -> bool {
+        matches!(self, IntentOp::Add | IntentOp::AddMirrored)
+    }
+
+    fn mirrored(self) -> bool {
+        matches!(self, IntentOp::AddMirrored | IntentOp::RemoveMirrored)
+    }
+}
+
 /// The intents of the index's first layout (until November 2026): key as
 /// in [`ENTRIES`], value the stamp; moved into [`INTENTS`] when the index
 /// opens.
@@ -210,9 +272,9 @@ struct Op {
 /// Changes applied together, and where their writer waits.
 struct Write {
     ops: Vec<Op>,
-    /// Intents to record (`true`) or to remove if they still hold that
-    /// stamp (`false`): key, stamp.
-    intents: Vec<(Vec<u8>, u64, bool)>,
+    /// Intents to record or to remove if they still hold that stamp:
+    /// key, stamp, op.
+    intents: Vec<(Vec<u8>, u64, IntentOp)>,
     /// Where the writer waits; `None` for a write nobody waits for (an
     /// intent's removal), which commits with the next durable group.
     done: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
@@ -236,7 +298,7 @@ fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
 /// intents, each in the order they were queued.
 fn encode_group(group: &[Write]) -> Vec<u8> {
     let ops: Vec<&Op> = group.iter().flat_map(|w| &w.ops).collect();
-    let intents: Vec<&(Vec<u8>, u64, bool)> = group.iter().flat_map(|w| &w.intents).collect();
+    let intents: Vec<&(Vec<u8>, u64, IntentOp)> = group.iter().flat_map(|w| &w.intents).collect();
     let mut b = Vec::with_capacity(
         8 + ops
             .iter()
@@ -265,16 +327,16 @@ fn encode_group(group: &[Write]) -> Vec<u8> {
         }
     }
     b.extend_from_slice(&(intents.len() as u32).to_le_bytes());
-    for (key, stamp, add) in intents {
+    for (key, stamp, op) in intents {
         put_bytes(&mut b, key);
         b.extend_from_slice(&stamp.to_le_bytes());
-        b.push(u8::from(*add));
+        b.push(op.byte());
     }
     b
 }
 
 /// A record's changes and intents ([`encode_group`]).
-type Group = (Vec<Op>, Vec<(Vec<u8>, u64, bool)>);
+type Group = (Vec<Op>, Vec<(Vec<u8>, u64, IntentOp)>);
 
 /// Reads back what [`encode_group`] wrote.
 fn decode_group(buf: &[u8]) -> Result<Group, String> {
@@ -335,12 +397,9 @@ fn decode_group(buf: &[u8]) -> Result<Group, String> {
     for _ in 0..n {
         let key = c.bytes()?;
         let stamp = c.u64()?;
-        let add = match c.u8()? {
-            0 => false,
-            1 => true,
-            k => return Err(format!("an intent marked {k}")),
-        };
-        intents.push((key, stamp, add));
+        let k = c.u8()?;
+        let op = IntentOp::from_byte(k).ok_or_else(|| format!("an intent marked {k}"))?;
+        intents.push((key, stamp, op));
     }
     if !c.0.is_empty() {
         return Err(format!("{} bytes after a record's intents", c.0.len()));
@@ -353,7 +412,7 @@ fn decode_group(buf: &[u8]) -> Result<Group, String> {
 fn apply_group<'a>(
     tx: &redb::WriteTransaction,
     ops: impl IntoIterator<Item = &'a Op>,
-    intents: impl IntoIterator<Item = &'a (Vec<u8>, u64, bool)>,
+    intents: impl IntoIterator<Item = &'a (Vec<u8>, u64, IntentOp)>,
     lsn: u64,
     now: u64,
 ) -> Result<(), String> {
@@ -361,15 +420,21 @@ fn apply_group<'a>(
     let mut d = tx.open_table(DELETED).map_err(|e| e.to_string())?;
     let mut at = tx.open_table(DELETED_AT).map_err(|e| e.to_string())?;
     let mut held = tx.open_table(INTENTS).map_err(|e| e.to_string())?;
+    let mut mirrored = tx.open_table(MIRRORED_INTENTS).map_err(|e| e.to_string())?;
     for op in ops {
         apply(&mut t, &mut d, &mut at, op, now).map_err(|e| e.to_string())?;
     }
-    for (key, stamp, add) in intents {
+    for (key, stamp, op) in intents {
         let k = intent_key(*stamp, key);
-        if *add {
-            held.insert(k.as_slice(), ()).map(drop)
+        let table = if op.mirrored() {
+            &mut mirrored
         } else {
-            held.remove(k.as_slice()).map(drop)
+            &mut held
+        };
+        if op.adds() {
+            table.insert(k.as_slice(), ()).map(drop)
+        } else {
+            table.remove(k.as_slice()).map(drop)
         }
         .map_err(|e| e.to_string())?;
     }
@@ -861,7 +926,7 @@ impl ListingIndex {
     fn queue_with(
         &self,
         ops: Vec<Op>,
-        intents: Vec<(Vec<u8>, u64, bool)>,
+        intents: Vec<(Vec<u8>, u64, IntentOp)>,
     ) -> Result<tokio::sync::oneshot::Receiver<Result<(), String>>, ClusterError> {
         let (done, rx) = tokio::sync::oneshot::channel();
         self.writes
@@ -879,19 +944,22 @@ impl ListingIndex {
     /// Records (`add`, durably before it returns) or removes intents:
     /// `names` of (bucket, name), all with the intent's `stamp` (a removal
     /// removes that intent only, not one of another write of the name:
-    /// each is kept under its own stamp). A removal returns at
-    /// once and commits with the next durable group (at most
-    /// [`LAZY_WAIT`] later): one lost in a crash leaves an intent whose
-    /// resolution finds the entry already right.
+    /// each is kept under its own stamp), this node's own or `mirrored`
+    /// for another node. A removal returns at once and commits with the
+    /// next durable group (at most [`LAZY_WAIT`] later): one lost in a
+    /// crash leaves an intent whose resolution finds the entry already
+    /// right.
     pub async fn intents(
         &self,
         names: &[(String, String)],
         stamp: u64,
         add: bool,
+        mirrored: bool,
     ) -> Result<(), ClusterError> {
+        let op = IntentOp::of(add, mirrored);
         let intents = names
             .iter()
-            .map(|(b, n)| (full(b, n.as_bytes()), stamp, add))
+            .map(|(b, n)| (full(b, n.as_bytes()), stamp, op))
             .collect();
         if !add {
             return self
@@ -912,10 +980,15 @@ impl ListingIndex {
     }
 
     /// The intents recorded with a stamp below `before`: (bucket, name,
-    /// stamp).
-    pub fn intents_before(&self, before: u64) -> Result<Vec<(String, String, u64)>, ClusterError> {
+    /// stamp); this node's own, or those it holds `mirrored` for others.
+    pub fn intents_before(
+        &self,
+        before: u64,
+        mirrored: bool,
+    ) -> Result<Vec<(String, String, u64)>, ClusterError> {
         let tx = self.db.begin_read().map_err(|e| self.fail(e))?;
-        let t = match tx.open_table(INTENTS) {
+        let table = if mirrored { MIRRORED_INTENTS } else { INTENTS };
+        let t = match tx.open_table(table) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(self.fail(e)),
@@ -1009,7 +1082,8 @@ impl ListingIndex {
     ) -> Result<(), ClusterError> {
         let op = self.op(bucket, name, entry, delete_stamp, Order::Write)?;
         let stamp = entry.map_or(delete_stamp, |e| e.stamp);
-        let rx = self.queue_with(vec![op], vec![(full(bucket, name.as_bytes()), stamp, true)])?;
+        let intent = (full(bucket, name.as_bytes()), stamp, IntentOp::Add);
+        let rx = self.queue_with(vec![op], vec![intent])?;
         rx.await
             .map_err(|_| self.fail("its writer thread stopped"))?
             .map_err(|e| self.fail(e))
@@ -1401,20 +1475,24 @@ async fn set_intents(State(r): State<Routes>, body: Bytes) -> Response {
             return (StatusCode::BAD_REQUEST, format!("bad intent change: {e}")).into_response()
         }
     };
-    match r.idx.intents(&c.names, c.stamp, c.add).await {
+    match r.idx.intents(&c.names, c.stamp, c.add, c.mirrored).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => failed(e),
     }
 }
 
+/// `?before=S`, and `&mirrored=1` for the intents held for other nodes.
 #[derive(serde::Deserialize)]
 struct BeforeQuery {
     before: u64,
+    #[serde(default)]
+    mirrored: Option<u8>,
 }
 
 async fn list_intents(State(r): State<Routes>, Query(q): Query<BeforeQuery>) -> Response {
     let idx = r.idx;
-    match tokio::task::spawn_blocking(move || idx.intents_before(q.before)).await {
+    let mirrored = q.mirrored.is_some();
+    match tokio::task::spawn_blocking(move || idx.intents_before(q.before, mirrored)).await {
         Ok(Ok(list)) => axum::Json(list).into_response(),
         Ok(Err(e)) => failed(e),
         Err(e) => failed(e),
@@ -1534,7 +1612,7 @@ mod tests {
         let names = |k: &str| vec![("bk".to_string(), k.to_string())];
         let held = |idx: &ListingIndex| -> Vec<String> {
             let mut v: Vec<String> = idx
-                .intents_before(u64::MAX)
+                .intents_before(u64::MAX, false)
                 .expect("intents")
                 .into_iter()
                 .map(|(_, n, _)| n)
@@ -1545,28 +1623,87 @@ mod tests {
         {
             let idx = ListingIndex::open(&path).expect("open");
             rt.block_on(async {
-                idx.intents(&names("a"), 10, true).await.expect("add a");
-                idx.intents(&names("b"), 11, true).await.expect("add b");
+                idx.intents(&names("a"), 10, true, false)
+                    .await
+                    .expect("add a");
+                idx.intents(&names("b"), 11, true, false)
+                    .await
+                    .expect("add b");
                 // A removal answers at once; the next durable write (here
                 // the record of c) commits it.
-                idx.intents(&names("a"), 10, false).await.expect("remove a");
-                idx.intents(&names("c"), 12, true).await.expect("add c");
+                idx.intents(&names("a"), 10, false, false)
+                    .await
+                    .expect("remove a");
+                idx.intents(&names("c"), 12, true, false)
+                    .await
+                    .expect("add c");
             });
             assert_eq!(held(&idx), ["b", "c"]);
             // Alone, a removal commits after LAZY_WAIT; one with a stamp
             // the intent no longer holds removes nothing.
             rt.block_on(async {
-                idx.intents(&names("b"), 11, false).await.expect("remove b");
-                idx.intents(&names("c"), 99, false).await.expect("stale");
+                idx.intents(&names("b"), 11, false, false)
+                    .await
+                    .expect("remove b");
+                idx.intents(&names("c"), 99, false, false)
+                    .await
+                    .expect("stale");
             });
             std::thread::sleep(LAZY_WAIT * 10);
             assert_eq!(held(&idx), ["c"]);
             // One still held when the index closes is committed first.
-            rt.block_on(idx.intents(&names("c"), 12, false))
+            rt.block_on(idx.intents(&names("c"), 12, false, false))
                 .expect("remove c");
         }
         let again = ListingIndex::open(&path).expect("reopen");
         assert!(held(&again).is_empty());
+    }
+
+    /// Intents held for another node are kept apart from this node's own
+    /// (its resolver treats them differently), through the log and a
+    /// reopen, and removed by their own stamp.
+    #[test]
+    fn mirrored_intents_are_kept_apart_from_the_nodes_own() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l.redb");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let names = |k: &str| vec![("bk".to_string(), k.to_string())];
+        let list = |idx: &ListingIndex, mirrored: bool| {
+            idx.intents_before(u64::MAX, mirrored).expect("intents")
+        };
+        let one = |k: &str, s: u64| vec![("bk".to_string(), k.to_string(), s)];
+        {
+            let idx = ListingIndex::open(&path).expect("open");
+            rt.block_on(async {
+                idx.intents(&names("own"), 10, true, false)
+                    .await
+                    .expect("own");
+                idx.intents(&names("m1"), 20, true, true).await.expect("m1");
+                idx.intents(&names("m2"), 30, true, true).await.expect("m2");
+                // A removal of the wrong kind, or stamp, removes nothing.
+                idx.intents(&names("m1"), 20, false, false)
+                    .await
+                    .expect("wrong kind");
+                idx.intents(&names("m2"), 31, false, true)
+                    .await
+                    .expect("wrong stamp");
+                idx.intents(&names("m2"), 30, false, true)
+                    .await
+                    .expect("m2 done");
+                idx.intents(&names("x"), 40, true, false)
+                    .await
+                    .expect("a durable write");
+            });
+            assert_eq!(list(&idx, false), [one("own", 10), one("x", 40)].concat());
+            assert_eq!(list(&idx, true), one("m1", 20));
+            assert_eq!(idx.intents_before(20, true).expect("intents"), []);
+        }
+        let again = ListingIndex::open(&path).expect("reopen");
+        assert_eq!(list(&again, true), one("m1", 20));
+        assert_eq!(list(&again, false).len(), 2);
     }
 
     #[test]
@@ -1589,8 +1726,8 @@ mod tests {
             ("bk".to_string(), "y".to_string(), 20),
             ("bk".to_string(), "x".to_string(), 30),
         ];
-        assert_eq!(idx.intents_before(u64::MAX).expect("intents"), want);
-        assert_eq!(idx.intents_before(30).expect("intents"), want[..1]);
+        assert_eq!(idx.intents_before(u64::MAX, false).expect("intents"), want);
+        assert_eq!(idx.intents_before(30, false).expect("intents"), want[..1]);
         let tx = idx.db.begin_read().expect("read");
         assert!(matches!(
             tx.open_table(INTENTS_BY_NAME),
@@ -1649,13 +1786,13 @@ mod tests {
             .await
             .expect("merge");
             let names = |n: &str| vec![("b".to_string(), n.to_string())];
-            idx.intents(&names("kept"), 300, true)
+            idx.intents(&names("kept"), 300, true, false)
                 .await
                 .expect("intent");
-            idx.intents(&names("gone"), 301, true)
+            idx.intents(&names("gone"), 301, true, false)
                 .await
                 .expect("intent");
-            idx.intents(&names("gone"), 301, false)
+            idx.intents(&names("gone"), 301, false, false)
                 .await
                 .expect("removal");
         });
@@ -1686,7 +1823,7 @@ mod tests {
             assert_eq!(all(&back, "b"), want_b);
             assert_eq!(all(&back, "c"), [("copied".to_string(), 7)]);
             let held: Vec<String> = back
-                .intents_before(u64::MAX)
+                .intents_before(u64::MAX, false)
                 .expect("intents")
                 .into_iter()
                 .map(|(_, n, _)| n)
@@ -1721,7 +1858,7 @@ mod tests {
         let img = tempfile::tempdir().expect("tmp");
         let back = ListingIndex::open(&crash_image(&path, img.path(), true)).expect("reopen");
         assert_eq!(all(&back, "b"), [("k".to_string(), 5)]);
-        let held = |i: &ListingIndex| i.intents_before(u64::MAX).expect("intents");
+        let held = |i: &ListingIndex| i.intents_before(u64::MAX, false).expect("intents");
         assert_eq!(
             held(&back),
             [
@@ -1812,12 +1949,18 @@ mod tests {
                     op("b\0x", Some("{}"), 1, Order::Write),
                     op("b\0y", None, 2, Order::Copy),
                 ],
-                intents: vec![(b"b\0i".to_vec(), 9, true)],
+                intents: vec![
+                    (b"b\0i".to_vec(), 9, IntentOp::Add),
+                    (b"b\0k".to_vec(), 11, IntentOp::AddMirrored),
+                ],
                 done: None,
             },
             Write {
                 ops: vec![op("b\0z", Some(""), 3, Order::Resolve { upto: 77 })],
-                intents: vec![(b"b\0j".to_vec(), 10, false)],
+                intents: vec![
+                    (b"b\0j".to_vec(), 10, IntentOp::Remove),
+                    (b"b\0k".to_vec(), 11, IntentOp::RemoveMirrored),
+                ],
                 done: None,
             },
         ];
@@ -1835,7 +1978,12 @@ mod tests {
         assert_eq!(seen, want);
         assert_eq!(
             intents,
-            [(b"b\0i".to_vec(), 9, true), (b"b\0j".to_vec(), 10, false)]
+            [
+                (b"b\0i".to_vec(), 9, IntentOp::Add),
+                (b"b\0k".to_vec(), 11, IntentOp::AddMirrored),
+                (b"b\0j".to_vec(), 10, IntentOp::Remove),
+                (b"b\0k".to_vec(), 11, IntentOp::RemoveMirrored),
+            ]
         );
         // Cut short or with a byte more, it is refused.
         assert!(decode_group(&bytes[..bytes.len() - 1]).is_err());

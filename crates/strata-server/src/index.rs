@@ -948,7 +948,9 @@ impl ListingIndex {
     /// for another node. A removal returns at once and commits with the
     /// next durable group (at most [`LAZY_WAIT`] later): one lost in a
     /// crash leaves an intent whose resolution finds the entry already
-    /// right.
+    /// right. A mirror is recorded the same way: it is lost only if this
+    /// node fails within that time as well as the write's coordinator,
+    /// and the coordinator's write does not wait for a sync here.
     pub async fn intents(
         &self,
         names: &[(String, String)],
@@ -961,7 +963,7 @@ impl ListingIndex {
             .iter()
             .map(|(b, n)| (full(b, n.as_bytes()), stamp, op))
             .collect();
-        if !add {
+        if !add || mirrored {
             return self
                 .writes
                 .as_ref()

@@ -70,4 +70,16 @@ setup_work() {
   RES="$WORK/results"
   mkdir -p "$RES"
   trap 'stop_servers; rm -rf "$WORK"' EXIT
+  # A Strata store stops preparing space (zeros ahead of its needles) on
+  # a file system with less than 1/16 free, and its PUTs then append
+  # (docs/store-format.md, "Prepared space"): a run that writes the file
+  # system down past that line measures another store. Say so up front.
+  local free size need
+  free=$(df -Pk "$WORK" | awk 'NR == 2 {print $4}')
+  size=$(df -Pk "$WORK" | awk 'NR == 2 {print $2}')
+  need=$((size / 16 + ${BENCH_WRITES_GB:-12} * 1024 * 1024))
+  if [ "$free" -lt "$need" ]; then
+    log "warning: $((free / 1024 / 1024)) GB free under $WORK; the runs write about ${BENCH_WRITES_GB:-12} GB," \
+      "and Strata stops preparing space below $((size / 16 / 1024 / 1024)) GB free: free some space for figures comparable to docs/benchmarks.md"
+  fi
 }

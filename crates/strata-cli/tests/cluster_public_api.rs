@@ -4,8 +4,10 @@
 //! objects stream through in tracts with bounded memory.
 
 mod cluster_common;
+mod flip_common;
 
 use cluster_common::*;
+use flip_common::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
@@ -483,29 +485,45 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     let _ = child.wait();
 }
 
+/// A node of [`quiet_cluster`]: its process, address and directory.
+type QuietNode = (Proc, String, std::path::PathBuf);
+
+/// A metadata service (`--initial-nodes n` and `meta_args`) and `n`
+/// nodes, `dir/n{i}` (logs `dir/n{i}.log`), with no scrub and no RAM cache
+/// (what a test damages on disk stays damaged, and every read reads it),
+/// returned once the first table is out.
+fn quiet_cluster(
+    dir: &std::path::Path,
+    n: usize,
+    meta_args: &[&str],
+) -> ((Proc, String), Vec<QuietNode>) {
+    let count = n.to_string();
+    let mut args = vec!["--initial-nodes", count.as_str()];
+    args.extend_from_slice(meta_args);
+    let meta = start_meta_with(&args, &dir.join("meta"), &dir.join("meta.log"));
+    let nodes = (0..n)
+        .map(|i| {
+            let data = dir.join(format!("n{i}"));
+            let args = [
+                "--data",
+                data.to_str().expect("utf-8"),
+                "--scrub-every",
+                "0",
+                "--ram-cache",
+                "0",
+            ];
+            let (p, addr) = start_node_with(&meta.1, &args, &dir.join(format!("n{i}.log")));
+            (p, addr, data)
+        })
+        .collect();
+    wait_for_table(&meta.1, dir);
+    (meta, nodes)
+}
+
 #[test]
 fn a_damaged_replica_is_read_around_and_rewritten_from_a_peer() {
     let dir = scratch();
-    let (_meta, meta) = start_meta_with(
-        &["--initial-nodes", "3"],
-        &dir.path().join("meta"),
-        &dir.path().join("meta.log"),
-    );
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        let data = dir.path().join(format!("n{i}"));
-        let args = [
-            "--data",
-            data.to_str().expect("utf-8"),
-            "--scrub-every",
-            "0",
-            "--ram-cache",
-            "0",
-        ];
-        let (p, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}.log")));
-        nodes.push((p, addr, data));
-    }
-    wait_for_table(&meta, dir.path());
+    let ((_meta, meta), nodes) = quiet_cluster(dir.path(), 3, &[]);
     let body = object(7, 4000);
     put(&nodes[0].1, "/b/damaged", &body);
 
@@ -577,30 +595,8 @@ fn a_damaged_replica_is_read_around_and_rewritten_from_a_peer() {
 #[test]
 fn a_head_through_any_node_reads_the_record_start() {
     let dir = scratch();
-    let (_meta, meta) = start_meta_with(
-        &["--initial-nodes", "4", "--replication", "2"],
-        &dir.path().join("meta"),
-        &dir.path().join("meta.log"),
-    );
-    let mut procs = Vec::new();
-    for i in 0..4 {
-        let data = dir.path().join(format!("n{i}"));
-        let args = [
-            "--data",
-            data.to_str().expect("utf-8"),
-            "--scrub-every",
-            "0",
-            "--ram-cache",
-            "0",
-        ];
-        procs.push(start_node_with(
-            &meta,
-            &args,
-            &dir.path().join(format!("n{i}.log")),
-        ));
-    }
+    let ((_meta, meta), procs) = quiet_cluster(dir.path(), 4, &["--replication", "2"]);
     let nodes: Vec<String> = procs.iter().map(|p| p.1.clone()).collect();
-    wait_for_table(&meta, dir.path());
     let body = object(9, 4 << 20);
     let cookie = put(&nodes[0], "/b/big", &body);
     let (t, map) = map_of(&meta);
@@ -610,21 +606,11 @@ fn a_head_through_any_node_reads_the_record_start() {
     assert!(nodes.iter().any(|n| !holders.contains(n)));
     // Flip a byte 3 MiB into the object on every replica.
     let probe = &body[3 << 20..(3 << 20) + 64];
-    let mut flipped = 0;
-    for i in 0..4 {
-        let rows = dir.path().join(format!("n{i}")).join("rows");
-        for e in std::fs::read_dir(rows).into_iter().flatten().flatten() {
-            for f in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
-                let mut bytes = std::fs::read(f.path()).expect("read");
-                if let Some(at) = bytes.windows(probe.len()).position(|w| w == probe) {
-                    bytes[at + 10] ^= 0x55;
-                    std::fs::write(f.path(), &bytes).expect("flip");
-                    flipped += 1;
-                }
-            }
-        }
-    }
-    assert_eq!(flipped, 2, "the object's bytes on both replicas");
+    assert_eq!(
+        flip_on_disk(dir.path(), probe, 10),
+        2,
+        "the object's bytes on both replicas"
+    );
     for via in &nodes {
         let (code, head, body) = http_full(via, "HEAD", "/b/big", None, "", b"");
         assert_eq!(

@@ -448,7 +448,7 @@ fn a_corrupt_needle_is_an_error_that_names_no_internal_path() {
     assert_eq!(put(a, "/b/bystander", &content(8, 4096)).status, 201);
     // Flip one byte in the middle of the object's bytes on the device.
     assert!(
-        flip_on_disk(dir.path(), &body[2000..2032], 5),
+        flip_on_disk(dir.path(), &body[2000..2032], 5) > 0,
         "the object's bytes were not found on disk"
     );
     let r = get(a, "/b/victim");
@@ -489,7 +489,10 @@ fn a_head_reads_the_record_start_not_the_object() {
     let p = put(a, "/b/big", &body);
     assert_eq!(p.status, 201);
     let cookie = p.header("x-strata-cookie").unwrap().to_string();
-    assert!(flip_on_disk(dir.path(), &body[3 << 20..(3 << 20) + 32], 5));
+    assert_eq!(
+        flip_on_disk(dir.path(), &body[3 << 20..(3 << 20) + 32], 5),
+        1
+    );
     let h = request(a, "HEAD", "/b/big", &[], None).unwrap();
     assert_eq!(h.status, 200, "{}", h.text());
     assert_eq!(h.header("content-length"), Some("4194304"));

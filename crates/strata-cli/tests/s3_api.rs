@@ -1087,7 +1087,7 @@ print(etag, body[3 << 20:(3 << 20) + 32].hex())
         .map(|i| u8::from_str_radix(&probe[2 * i..2 * i + 2], 16).unwrap())
         .collect();
     assert!(
-        flip_on_disk(c.dir.path(), &probe, 5),
+        flip_on_disk(c.dir.path(), &probe, 5) == 1,
         "the object's bytes were not found on disk"
     );
     let out = c.python_env(
@@ -1648,6 +1648,40 @@ fn python_at(endpoint: &str, script: &str, logs: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A node of a multi-node S3 cluster: `strata server` with S3 on `s3`,
+/// data and disk `root/n{i}`, log appended to `root/node{i}.log`, and
+/// `env` (crash points, test knobs).
+fn s3_member(
+    meta: &str,
+    root: &std::path::Path,
+    i: usize,
+    (addr, s3): (&str, &str),
+    env: &[(&str, &str)],
+) -> Proc {
+    let data = root.join(format!("n{i}"));
+    std::fs::create_dir_all(&data).expect("node dir");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join(format!("node{i}.log")))
+        .expect("log");
+    let mut cmd = strata();
+    cmd.args(["server", "--meta", meta, "--listen", addr, "--data"])
+        .arg(&data)
+        .arg("--disk")
+        .arg(&data)
+        .args(["--s3-listen", s3])
+        .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
+        .env("STRATA_ROOT_SECRET_KEY", SECRET)
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    Proc {
+        child: cmd.spawn().expect("strata server"),
+        name: format!("node {addr}"),
+    }
+}
+
 /// A bucket's listing index lives on the replicas of its index row. When
 /// one of them is lost for good, recovery copies the row's index entries
 /// (and tombstones) to the disk that replaces it, with the row's records,
@@ -1666,33 +1700,13 @@ fn a_replacement_replica_gets_the_listing_index() {
         &root.join("meta"),
         &root.join("meta.log"),
     );
-    let mut nodes = Vec::new();
-    for i in 0..4 {
-        let data = root.join(format!("n{i}"));
-        std::fs::create_dir_all(&data).expect("node dir");
-        let s3 = format!("127.0.0.1:{}", free_port());
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = strata()
-            .args(["server", "--meta", &meta, "--listen", &addr, "--data"])
-            .arg(&data)
-            .arg("--disk")
-            .arg(&data)
-            .args(["--s3-listen", &s3])
-            .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
-            .env("STRATA_ROOT_SECRET_KEY", SECRET)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(root.join(format!("node{i}.log"))).expect("log"))
-            .spawn()
-            .expect("strata server");
-        nodes.push((
-            Proc {
-                child,
-                name: format!("node {addr}"),
-            },
-            addr,
-            s3,
-        ));
-    }
+    let mut nodes: Vec<(Proc, String, String)> = (0..4)
+        .map(|i| {
+            let s3 = format!("127.0.0.1:{}", free_port());
+            let addr = format!("127.0.0.1:{}", free_port());
+            (s3_member(&meta, root, i, (&addr, &s3), &[]), addr, s3)
+        })
+        .collect();
     let all_logs = || logs(root);
     wait_until(Duration::from_secs(60), "a table over 4 nodes", || {
         status(&meta)["table_version"].as_u64().unwrap_or(0) >= 1
@@ -1800,33 +1814,14 @@ fn a_lost_coordinators_write_is_resolved_by_its_mirror() {
         &root.join("meta"),
         &root.join("meta.log"),
     );
+    let knobs = [
+        ("STRATA_TEST_RESOLVE_AFTER_MS", "1500"),
+        ("STRATA_TEST_RESOLVE_EVERY_MS", "300"),
+    ];
     let spawn = |i: usize, addr: &str, s3: &str, crash: Option<&str>| {
-        let data = root.join(format!("n{i}"));
-        std::fs::create_dir_all(&data).expect("node dir");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(root.join(format!("node{i}.log")))
-            .expect("log");
-        let mut cmd = strata();
-        cmd.args(["server", "--meta", &meta, "--listen", addr, "--data"])
-            .arg(&data)
-            .arg("--disk")
-            .arg(&data)
-            .args(["--s3-listen", s3])
-            .env("STRATA_ROOT_ACCESS_KEY", ACCESS)
-            .env("STRATA_ROOT_SECRET_KEY", SECRET)
-            .env("STRATA_TEST_RESOLVE_AFTER_MS", "1500")
-            .env("STRATA_TEST_RESOLVE_EVERY_MS", "300")
-            .stdout(std::process::Stdio::null())
-            .stderr(log);
-        if let Some(point) = crash {
-            cmd.env("STRATA_CRASH_AT", point);
-        }
-        Proc {
-            child: cmd.spawn().expect("strata server"),
-            name: format!("node {addr}"),
-        }
+        let mut env = knobs.to_vec();
+        env.extend(crash.map(|p| ("STRATA_CRASH_AT", p)));
+        s3_member(&meta, root, i, (addr, s3), &env)
     };
     let mut nodes: Vec<(Proc, String, String)> = (0..4)
         .map(|i| {

@@ -1548,6 +1548,19 @@ async fn export(State(r): State<Routes>, UrlPath(row): UrlPath<usize>) -> Respon
 mod tests {
     use super::*;
 
+    /// A runtime for the index's async calls.
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// One name of bucket `bk`, as the intent calls take names.
+    fn one_name(k: &str) -> Vec<(String, String)> {
+        vec![("bk".to_string(), k.to_string())]
+    }
+
     fn entry(size: u64) -> IndexEntry {
         IndexEntry {
             size,
@@ -1607,11 +1620,7 @@ mod tests {
     fn intent_removals_commit_with_the_next_write_or_alone_soon_after() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("l.redb");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let names = |k: &str| vec![("bk".to_string(), k.to_string())];
+        let rt = runtime();
         let held = |idx: &ListingIndex| -> Vec<String> {
             let mut v: Vec<String> = idx
                 .intents_before(u64::MAX, false)
@@ -1625,18 +1634,18 @@ mod tests {
         {
             let idx = ListingIndex::open(&path).expect("open");
             rt.block_on(async {
-                idx.intents(&names("a"), 10, true, false)
+                idx.intents(&one_name("a"), 10, true, false)
                     .await
                     .expect("add a");
-                idx.intents(&names("b"), 11, true, false)
+                idx.intents(&one_name("b"), 11, true, false)
                     .await
                     .expect("add b");
                 // A removal answers at once; the next durable write (here
                 // the record of c) commits it.
-                idx.intents(&names("a"), 10, false, false)
+                idx.intents(&one_name("a"), 10, false, false)
                     .await
                     .expect("remove a");
-                idx.intents(&names("c"), 12, true, false)
+                idx.intents(&one_name("c"), 12, true, false)
                     .await
                     .expect("add c");
             });
@@ -1644,17 +1653,17 @@ mod tests {
             // Alone, a removal commits after LAZY_WAIT; one with a stamp
             // the intent no longer holds removes nothing.
             rt.block_on(async {
-                idx.intents(&names("b"), 11, false, false)
+                idx.intents(&one_name("b"), 11, false, false)
                     .await
                     .expect("remove b");
-                idx.intents(&names("c"), 99, false, false)
+                idx.intents(&one_name("c"), 99, false, false)
                     .await
                     .expect("stale");
             });
             std::thread::sleep(LAZY_WAIT * 10);
             assert_eq!(held(&idx), ["c"]);
             // One still held when the index closes is committed first.
-            rt.block_on(idx.intents(&names("c"), 12, false, false))
+            rt.block_on(idx.intents(&one_name("c"), 12, false, false))
                 .expect("remove c");
         }
         let again = ListingIndex::open(&path).expect("reopen");
@@ -1668,11 +1677,7 @@ mod tests {
     fn mirrored_intents_are_kept_apart_from_the_nodes_own() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("l.redb");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let names = |k: &str| vec![("bk".to_string(), k.to_string())];
+        let rt = runtime();
         let list = |idx: &ListingIndex, mirrored: bool| {
             idx.intents_before(u64::MAX, mirrored).expect("intents")
         };
@@ -1680,22 +1685,26 @@ mod tests {
         {
             let idx = ListingIndex::open(&path).expect("open");
             rt.block_on(async {
-                idx.intents(&names("own"), 10, true, false)
+                idx.intents(&one_name("own"), 10, true, false)
                     .await
                     .expect("own");
-                idx.intents(&names("m1"), 20, true, true).await.expect("m1");
-                idx.intents(&names("m2"), 30, true, true).await.expect("m2");
+                idx.intents(&one_name("m1"), 20, true, true)
+                    .await
+                    .expect("m1");
+                idx.intents(&one_name("m2"), 30, true, true)
+                    .await
+                    .expect("m2");
                 // A removal of the wrong kind, or stamp, removes nothing.
-                idx.intents(&names("m1"), 20, false, false)
+                idx.intents(&one_name("m1"), 20, false, false)
                     .await
                     .expect("wrong kind");
-                idx.intents(&names("m2"), 31, false, true)
+                idx.intents(&one_name("m2"), 31, false, true)
                     .await
                     .expect("wrong stamp");
-                idx.intents(&names("m2"), 30, false, true)
+                idx.intents(&one_name("m2"), 30, false, true)
                     .await
                     .expect("m2 done");
-                idx.intents(&names("x"), 40, true, false)
+                idx.intents(&one_name("x"), 40, true, false)
                     .await
                     .expect("a durable write");
             });
@@ -1759,10 +1768,7 @@ mod tests {
         let path = dir.path().join("l.redb");
         let hour = std::time::Duration::from_secs(3600);
         let idx = ListingIndex::open_checkpointing(&path, hour).expect("open");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
+        let rt = runtime();
         for i in 0..20u64 {
             idx.write("b", &format!("n{i:02}"), Some(&stamped(i, 100 + i)), 0)
                 .expect("write");

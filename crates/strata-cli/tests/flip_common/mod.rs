@@ -19,16 +19,16 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Flips one bit of the byte `at` bytes into every copy of `probe` found
-/// first in each file under `dir`; false if no file holds it.
-pub fn flip_on_disk(dir: &Path, probe: &[u8], at: usize) -> bool {
-    let mut flipped = false;
+/// Flips one bit of the byte `at` bytes into the first copy of `probe`
+/// in each file under `dir` that holds one: returns how many files.
+pub fn flip_on_disk(dir: &Path, probe: &[u8], at: usize) -> usize {
+    let mut flipped = 0;
     for f in files_under(dir) {
         let mut bytes = std::fs::read(&f).unwrap();
         if let Some(i) = bytes.windows(probe.len()).position(|w| w == probe) {
             bytes[i + at] ^= 0x40;
             std::fs::write(&f, &bytes).unwrap();
-            flipped = true;
+            flipped += 1;
         }
     }
     flipped

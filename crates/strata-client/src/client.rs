@@ -1358,10 +1358,11 @@ impl Client {
             })
     }
 
-    /// Records (`add`) or removes the write intent of stamp `stamp` for
-    /// `names` on the node in this process, durably: its own, or one it
-    /// holds `mirrored` for another node. False (and nothing done) for a
-    /// client with no node in its process.
+    /// Records (`add`, durably before it returns) or removes the write
+    /// intent of stamp `stamp` for `names` on the node in this process:
+    /// its own, or one it holds `mirrored` for another node (recorded, as
+    /// removals are, with the node's next durable group). False (and
+    /// nothing done) for a client with no node in its process.
     pub async fn intent(
         &self,
         names: &[(String, String)],

@@ -2238,7 +2238,7 @@ fn prepare_tail(seg: &Segment, target: u64, dir: &std::path::Path) {
     let roomy = rustix::fs::statvfs(dir).is_ok_and(|st| {
         let free = st.f_bavail.saturating_mul(st.f_frsize);
         let size = st.f_blocks.saturating_mul(st.f_frsize);
-        free >= target.saturating_sub(from).saturating_add(size / 16)
+        room_to_prepare(free, size, target.saturating_sub(from))
     });
     if !roomy || in_memory(dir) {
         return;
@@ -2380,6 +2380,23 @@ fn write_zeros(file: &File, direct: Option<&File>, from: u64, to: u64) -> std::i
         file.write_all_at(&zeros[..(to - at) as usize], at)?;
     }
     Ok(())
+}
+
+/// The most free space a file system must keep, beyond the zeros, for
+/// the store to go on preparing space on it ([`room_to_prepare`]).
+const PREPARE_KEEP_MAX: u64 = 4 << 30;
+
+/// Whether `want` more bytes of zeros may be written on a file system of
+/// `size` bytes with `free` free: if it keeps 1/16 of its size free after
+/// them, or 4 GiB on one larger than 64 GiB. The zeros are at most
+/// `2 × prepare_ahead` per active segment, and needles overwrite them; the
+/// margin is for everything else the file system holds. Until 29 November
+/// 2026 it was 1/16 whatever the size: a 252 GB volume with 15 GB free
+/// stopped preparing, and its 64 KiB PUTs at 64 clients fell from 16,000
+/// to 5,000–7,000 a second (docs/benchmarks.md), as a 16 TB disk would
+/// have 1 TB before it was full.
+fn room_to_prepare(free: u64, size: u64, want: u64) -> bool {
+    free >= want.saturating_add((size / 16).min(PREPARE_KEEP_MAX))
 }
 
 /// Whether `dir` is on a file system in RAM (tmpfs, ramfs), where a sync
@@ -4260,6 +4277,23 @@ mod tests {
         }
         drop(reopened);
         drop(store);
+    }
+
+    /// Zeros are written ahead while the file system keeps 1/16 of its
+    /// size free, or 4 GiB on a large one.
+    #[test]
+    fn prepared_space_needs_a_sixteenth_free_up_to_4_gib() {
+        const G: u64 = 1 << 30;
+        // A 32 GiB volume keeps 2 GiB.
+        assert!(room_to_prepare(2 * G + (32 << 20), 32 * G, 32 << 20));
+        assert!(!room_to_prepare(2 * G + (31 << 20), 32 * G, 32 << 20));
+        // A 252 GB one and a 16 TB one keep 4 GiB, not 15.75 GB or 1 TB.
+        assert!(room_to_prepare(5 * G, 252 * G, 32 << 20));
+        assert!(room_to_prepare(5 * G, 16_000 * G, 32 << 20));
+        assert!(!room_to_prepare(4 * G, 16_000 * G, 32 << 20));
+        // Nothing to spare: never.
+        assert!(!room_to_prepare(0, 0, 1));
+        assert!(!room_to_prepare(u64::MAX - 1, 64 * G, u64::MAX));
     }
 
     /// Descriptors of this process open on segment files under `dir`

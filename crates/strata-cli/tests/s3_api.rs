@@ -1682,6 +1682,40 @@ fn s3_member(
     }
 }
 
+/// A member of [`s3_members`]: its process, address and S3 address.
+type S3Member = (Proc, String, String);
+
+/// Whether a member serves: both listeners up and a native PUT taken.
+fn s3_member_ready(n: &S3Member) -> bool {
+    std::net::TcpStream::connect(&n.1).is_ok()
+        && std::net::TcpStream::connect(&n.2).is_ok()
+        && http_full(&n.1, "PUT", "/ready/probe", None, "", b"x").0 == 201
+}
+
+/// A metadata service with replication 2 and four [`s3_member`]s under
+/// `root` (each with `env`), returned once the table is out and every
+/// member serves.
+fn s3_members(root: &std::path::Path, env: &[(&str, &str)]) -> ((Proc, String), Vec<S3Member>) {
+    std::fs::create_dir_all(root.join("meta")).expect("meta dir");
+    let meta = start_meta_with(
+        &["--initial-nodes", "4", "--replication", "2"],
+        &root.join("meta"),
+        &root.join("meta.log"),
+    );
+    let nodes: Vec<S3Member> = (0..4)
+        .map(|i| {
+            let s3 = format!("127.0.0.1:{}", free_port());
+            let addr = format!("127.0.0.1:{}", free_port());
+            (s3_member(&meta.1, root, i, (&addr, &s3), env), addr, s3)
+        })
+        .collect();
+    wait_until(Duration::from_secs(60), "a table over 4 nodes", || {
+        status(&meta.1)["table_version"].as_u64().unwrap_or(0) >= 1
+            && nodes.iter().all(s3_member_ready)
+    });
+    (meta, nodes)
+}
+
 /// A bucket's listing index lives on the replicas of its index row. When
 /// one of them is lost for good, recovery copies the row's index entries
 /// (and tombstones) to the disk that replaces it, with the row's records,
@@ -1694,26 +1728,8 @@ fn s3_member(
 fn a_replacement_replica_gets_the_listing_index() {
     let dir = scratch();
     let root = dir.path();
-    std::fs::create_dir_all(root.join("meta")).expect("meta dir");
-    let (_meta_p, meta) = start_meta_with(
-        &["--initial-nodes", "4", "--replication", "2"],
-        &root.join("meta"),
-        &root.join("meta.log"),
-    );
-    let mut nodes: Vec<(Proc, String, String)> = (0..4)
-        .map(|i| {
-            let s3 = format!("127.0.0.1:{}", free_port());
-            let addr = format!("127.0.0.1:{}", free_port());
-            (s3_member(&meta, root, i, (&addr, &s3), &[]), addr, s3)
-        })
-        .collect();
+    let ((_meta_p, meta), mut nodes) = s3_members(root, &[]);
     let all_logs = || logs(root);
-    wait_until(Duration::from_secs(60), "a table over 4 nodes", || {
-        status(&meta)["table_version"].as_u64().unwrap_or(0) >= 1
-            && nodes
-                .iter()
-                .all(|n| http_full(&n.1, "PUT", "/ready/probe", None, "", b"x").0 == 201)
-    });
     let (table, map) = map_of(&meta);
     let row = strata_client::protocol::index_row(&table, "copied");
     let holders: Vec<String> = table
@@ -1808,39 +1824,12 @@ print("ok", len(keys))
 fn a_lost_coordinators_write_is_resolved_by_its_mirror() {
     let dir = scratch();
     let root = dir.path();
-    std::fs::create_dir_all(root.join("meta")).expect("meta dir");
-    let (_meta_p, meta) = start_meta_with(
-        &["--initial-nodes", "4", "--replication", "2"],
-        &root.join("meta"),
-        &root.join("meta.log"),
-    );
     let knobs = [
         ("STRATA_TEST_RESOLVE_AFTER_MS", "1500"),
         ("STRATA_TEST_RESOLVE_EVERY_MS", "300"),
     ];
-    let spawn = |i: usize, addr: &str, s3: &str, crash: Option<&str>| {
-        let mut env = knobs.to_vec();
-        env.extend(crash.map(|p| ("STRATA_CRASH_AT", p)));
-        s3_member(&meta, root, i, (addr, s3), &env)
-    };
-    let mut nodes: Vec<(Proc, String, String)> = (0..4)
-        .map(|i| {
-            let (addr, s3) = (
-                format!("127.0.0.1:{}", free_port()),
-                format!("127.0.0.1:{}", free_port()),
-            );
-            (spawn(i, &addr, &s3, None), addr, s3)
-        })
-        .collect();
+    let ((_meta_p, meta), mut nodes) = s3_members(root, &knobs);
     let all_logs = || logs(root);
-    let ready = |n: &(Proc, String, String)| {
-        std::net::TcpStream::connect(&n.1).is_ok()
-            && std::net::TcpStream::connect(&n.2).is_ok()
-            && http_full(&n.1, "PUT", "/ready/probe", None, "", b"x").0 == 201
-    };
-    wait_until(Duration::from_secs(60), "a table over 4 nodes", || {
-        status(&meta)["table_version"].as_u64().unwrap_or(0) >= 1 && nodes.iter().all(ready)
-    });
     let (table, map) = map_of(&meta);
     let row = strata_client::protocol::index_row(&table, "lost");
     let holders: Vec<String> = table
@@ -1871,9 +1860,10 @@ s3.put_object(Bucket="lost", Key="kept", Body=b"kept")
     {
         let (addr, s3) = (nodes[i].1.clone(), nodes[i].2.clone());
         nodes[i].0.kill();
-        nodes[i].0 = spawn(i, &addr, &s3, Some(point));
+        let env = [knobs.as_slice(), &[("STRATA_CRASH_AT", point)]].concat();
+        nodes[i].0 = s3_member(&meta, root, i, (&addr, &s3), &env);
         wait_until(Duration::from_secs(60), "the coordinator back", || {
-            ready(&nodes[i])
+            s3_member_ready(&nodes[i])
         });
     }
     for (&i, op) in outside.iter().zip([

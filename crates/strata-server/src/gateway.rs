@@ -646,6 +646,30 @@ impl std::fmt::Display for BodyFault {
     }
 }
 
+/// What a GET or a HEAD read of an object's head record.
+enum Found {
+    /// The record whole (a GET): with an inline object's bytes.
+    Whole(Head),
+    /// What a HEAD answers, from the record's start.
+    Start(HeadInfo),
+}
+
+impl Found {
+    fn cookie(&self) -> u32 {
+        match self {
+            Found::Whole(h) => h.cookie(),
+            Found::Start(i) => i.cookie,
+        }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Found::Whole(h) => h.len(),
+            Found::Start(i) => i.len,
+        }
+    }
+}
+
 /// The head of `bucket/name` for a GET (`whole`: the record whole, with
 /// an inline object's bytes) or a HEAD (the record's start only: its data
 /// is neither read nor checked), and where it was read on this node:
@@ -655,13 +679,13 @@ async fn head_of(
     bucket: &str,
     name: &str,
     whole: bool,
-) -> Result<(HeadInfo, Option<Head>, Option<Served>), Response> {
+) -> Result<(Found, Option<Served>), Response> {
     let here = if whole {
         let got = gw.read_here(bucket, name).await;
-        got.map(|r| r.map(|(h, s)| (h.info(), Some(h), Some(s))))
+        got.map(|r| r.map(|(h, s)| (Found::Whole(h), Some(s))))
     } else {
         let got = gw.head_here(bucket, name).await;
-        got.map(|r| r.map(|(info, s)| (info, None, Some(s))))
+        got.map(|r| r.map(|(info, s)| (Found::Start(info), Some(s))))
     };
     if let Some(answer) = here {
         return answer;
@@ -669,10 +693,10 @@ async fn head_of(
     let client = gw.client().await?;
     let got = if whole {
         let got = client.head(bucket, name).await;
-        got.map(|h| h.map(|h| (h.info(), Some(h), None)))
+        got.map(|h| h.map(|h| (Found::Whole(h), None)))
     } else {
         let got = client.head_info(bucket, name).await;
-        got.map(|h| h.map(|(info, _)| (info, None, None)))
+        got.map(|h| h.map(|(info, _)| (Found::Start(info), None)))
     };
     match got {
         Ok(Some(h)) => Ok(h),
@@ -696,13 +720,12 @@ async fn get(
         Ok(r) => r,
         Err(r) => return r,
     };
-    let (info, head, served) = match head_of(&gw, bucket, name, req.method() != Method::HEAD).await
-    {
+    let (found, served) = match head_of(&gw, bucket, name, req.method() != Method::HEAD).await {
         Ok(h) => h,
         Err(answer) => return answer,
     };
     // Haystack §3.4.1: a wrong cookie reads exactly as an absent object.
-    let stored = info.cookie;
+    let stored = found.cookie();
     let denied = match cookie {
         Some(c) => stored != 0 && c != stored,
         None => gw.limits.require_cookies && stored != 0,
@@ -713,7 +736,7 @@ async fn get(
         }
         return reason(StatusCode::NOT_FOUND, "no such object");
     }
-    let size = info.len;
+    let size = found.len();
     let (status, start, end) = match &range_h {
         None => (StatusCode::OK, 0, size),
         Some(r) => match parse_range(r, size) {
@@ -721,19 +744,21 @@ async fn get(
             Err(e) => return unsatisfiable(e, size),
         },
     };
-    let body = if let Some(Head::Inline { data, .. }) = &head {
-        Body::from(data.slice(start as usize..end as usize))
-    } else if let Some(head) = head {
-        let client = match gw.client().await {
-            Ok(c) => c,
-            Err(r) => return r,
-        };
-        let tracts = client
-            .read_range(bucket, name, head, start, end)
-            .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
-        Body::from_stream(tracts)
-    } else {
-        Body::empty()
+    let body = match found {
+        Found::Start(_) => Body::empty(),
+        Found::Whole(Head::Inline { data, .. }) => {
+            Body::from(data.slice(start as usize..end as usize))
+        }
+        Found::Whole(head) => {
+            let client = match gw.client().await {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            let tracts = client
+                .read_range(bucket, name, head, start, end)
+                .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
+            Body::from_stream(tracts)
+        }
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;

@@ -4323,16 +4323,14 @@ mod tests {
         let counted = |s: &Store| s.inner.fds.open.load(Ordering::Relaxed);
         let big = vec![7u8; 256 << 10];
         // Batches of 256 KiB into prepared space are written with
-        // O_DIRECT: wait for the zeroing thread to prepare some.
+        // O_DIRECT: wait for the zeroing thread to prepare some, until the
+        // active segment holds its O_DIRECT descriptor.
         let t = Instant::now();
         let mut k = 0u64;
-        while store.segments()[0].active
-            && lock(&store.inner.devices[0].writer)
-                .tail
-                .direct
-                .get()
-                .is_none()
-        {
+        while !matches!(
+            lock(&store.inner.devices[0].writer).tail.direct.get(),
+            Some(Some(_))
+        ) {
             store.put(Tier::Flash, k, 0, 1, &big).unwrap();
             k += 1;
             std::thread::sleep(Duration::from_millis(5));

@@ -1682,6 +1682,17 @@ fn s3_member(
     }
 }
 
+/// The addresses of the replicas of `bucket`'s index row.
+fn index_holders(meta: &str, bucket: &str) -> Vec<String> {
+    let (table, map) = map_of(meta);
+    let row = strata_client::protocol::index_row(&table, bucket);
+    table
+        .row(row)
+        .iter()
+        .map(|&d| addr_of(&map, &table, d))
+        .collect()
+}
+
 /// A member of [`s3_members`]: its process, address and S3 address.
 type S3Member = (Proc, String, String);
 
@@ -1730,13 +1741,7 @@ fn a_replacement_replica_gets_the_listing_index() {
     let root = dir.path();
     let ((_meta_p, meta), mut nodes) = s3_members(root, &[]);
     let all_logs = || logs(root);
-    let (table, map) = map_of(&meta);
-    let row = strata_client::protocol::index_row(&table, "copied");
-    let holders: Vec<String> = table
-        .row(row)
-        .iter()
-        .map(|&d| addr_of(&map, &table, d))
-        .collect();
+    let holders = index_holders(&meta, "copied");
     let node_at = |addr: &str| nodes.iter().position(|n| n.1 == addr).expect("node");
     let (first, second) = (node_at(&holders[0]), node_at(&holders[1]));
     let bystander = (0..4)
@@ -1774,11 +1779,8 @@ for i in range(1, 60, 5):
         },
     );
     ok(strata().args(["cluster", "wait", "--meta", &meta, "--timeout", "120"]));
-    let (after, map2) = map_of(&meta);
-    let replacement = after
-        .row(row)
-        .iter()
-        .map(|&d| addr_of(&map2, &after, d))
+    let replacement = index_holders(&meta, "copied")
+        .into_iter()
         .find(|a| *a != holders[1])
         .expect("the row's new replica");
     assert_ne!(replacement, holders[0], "the dead node is still in the row");
@@ -1830,13 +1832,7 @@ fn a_lost_coordinators_write_is_resolved_by_its_mirror() {
     ];
     let ((_meta_p, meta), mut nodes) = s3_members(root, &knobs);
     let all_logs = || logs(root);
-    let (table, map) = map_of(&meta);
-    let row = strata_client::protocol::index_row(&table, "lost");
-    let holders: Vec<String> = table
-        .row(row)
-        .iter()
-        .map(|&d| addr_of(&map, &table, d))
-        .collect();
+    let holders = index_holders(&meta, "lost");
     let outside: Vec<usize> = (0..4).filter(|i| !holders.contains(&nodes[*i].1)).collect();
     assert_eq!(outside.len(), 2, "{holders:?}");
     let holder = (0..4)

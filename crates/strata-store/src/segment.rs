@@ -200,6 +200,11 @@ pub enum ScanItem {
         reason: NeedleError,
         /// True when no valid needle follows (a torn or damaged tail).
         at_tail: bool,
+        /// The header of the needle that starts the region, when it
+        /// parses or one flipped bit explains its damage
+        /// ([`needle::repair_header`]) and the needle it describes ends
+        /// within the region: the identity whose newest needle this was.
+        header: Option<NeedleHeader>,
     },
 }
 
@@ -332,6 +337,10 @@ impl Scanner {
                 }))
             }
             Err(reason) => {
+                let header = match self.window(pos, HEADER_LEN) {
+                    Ok(w) => needle::repair_header(w),
+                    Err(e) => return Some(Err(e)),
+                };
                 // Resynchronise: next aligned position with a whole valid needle.
                 let mut q = pos + 8;
                 let found = loop {
@@ -358,6 +367,7 @@ impl Scanner {
                     len: next - pos,
                     reason,
                     at_tail: found.is_none(),
+                    header: header.filter(|h| pos + h.needle_len() <= next),
                 }))
             }
         }

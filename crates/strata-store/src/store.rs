@@ -1964,8 +1964,14 @@ fn load_segment(
                     }
                     break;
                 }
-                let ends =
-                    !marks || matches!(&item, ScanItem::Needle { header, .. } if header.batch_end);
+                let ends = !marks
+                    || match &item {
+                        ScanItem::Needle { header, .. } => header.batch_end,
+                        ScanItem::Corrupt {
+                            header: Some(h), ..
+                        } => h.batch_end,
+                        ScanItem::Corrupt { .. } => false,
+                    };
                 held.push(item);
                 if !ends {
                     continue;
@@ -1980,11 +1986,35 @@ fn load_segment(
                                 idx.map.remove(&(header.key, header.alt_key));
                             }
                         }
-                        ScanItem::Corrupt { offset, len, .. } => {
+                        ScanItem::Corrupt {
+                            offset,
+                            len,
+                            header,
+                            ..
+                        } => {
                             report.corrupt_regions.push((sb.id, offset));
-                            // Keep the region as an unindexed entry so
-                            // offsets stay contiguous.
-                            idx.offsets.push(((offset + len) / 8) as u32);
+                            // A damaged needle whose header names its
+                            // identity stays that identity's newest needle:
+                            // a read of it fails its checksum (a cluster
+                            // node then reads another replica and rewrites
+                            // its copy) instead of finding an older needle
+                            // of the identity earlier in the segment and
+                            // serving that as the newest
+                            // (docs/reliability.md, finding 18).
+                            if let Some(h) = header {
+                                let nl = h.needle_len();
+                                idx.push(h.key, h.alt_key, nl);
+                                if h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
+                                    idx.map.remove(&(h.key, h.alt_key));
+                                }
+                                if len > nl {
+                                    idx.offsets.push(((offset + len) / 8) as u32);
+                                }
+                            } else {
+                                // Keep the region as an unindexed entry so
+                                // offsets stay contiguous.
+                                idx.offsets.push(((offset + len) / 8) as u32);
+                            }
                         }
                     }
                 }

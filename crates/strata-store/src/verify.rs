@@ -197,6 +197,7 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
                     len: l,
                     reason,
                     at_tail,
+                    ..
                 } => rep.corruptions.push(Corruption {
                     path: path.clone(),
                     segment: sb.id,

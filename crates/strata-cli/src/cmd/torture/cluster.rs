@@ -5,13 +5,13 @@
 //! harness's clients use (cutting it partitions the clients from it).
 
 use super::load::{self, Load, Mix, Model, Targets};
-use super::procs::{Meta, Server};
+use super::procs::{files, Meta, Server};
 use super::proxy::{Mode, Proxy};
 use super::{Ctx, Trial};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -287,6 +287,191 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: &str) -> anyhow::Resul
     std::thread::sleep(Duration::from_millis(rng.random_range(200..800)));
     l.finish();
     c.settle(t, Duration::from_secs(90));
+    let unreadable = load::verify(&model, &c.targets, Duration::from_secs(20), rng.random());
+    t.absorb(&model, unreadable)
+}
+
+/// A GET of the node protocol at `addr`, signed with the cluster's
+/// secret: the JSON it answers, or None.
+pub fn signed_get(c: &Cluster, addr: &str, path: &str) -> Option<serde_json::Value> {
+    use strata_meta::cluster_auth::{ClusterSecret, Signed, AUTH_HEADER};
+    let secret = ClusterSecret::new(&c.env.cluster_secret).ok()?;
+    let auth = secret.sign(&Signed {
+        method: "GET",
+        path,
+        version: None,
+        stamp: None,
+        len: 0,
+    });
+    let r = super::http::request(
+        addr,
+        "GET",
+        path,
+        &[(AUTH_HEADER, auth)],
+        &[],
+        Duration::from_secs(10),
+    )
+    .ok()?;
+    (r.status == 200)
+        .then(|| serde_json::from_slice(&r.body).ok())
+        .flatten()
+}
+
+/// The rows whose replicas disagree: for each row of the current table,
+/// every live replica's digest (`/cluster/v1/rows/R/digest`: record counts
+/// and sums per hash range) compared, with the corrupt-needle count left
+/// out (a damaged needle stays in its segment until a compaction; the
+/// scrub writes a good copy after it). A replica that does not answer
+/// counts as disagreeing.
+fn rows_out_of_step(c: &Cluster) -> Result<Vec<String>, String> {
+    let map = signed_get(c, &c.meta.addr, "/v1/map").ok_or("the map: no answer")?;
+    let table: strata_placement::PlacementTable =
+        serde_json::from_value(map["table"].clone()).map_err(|e| format!("the table: {e}"))?;
+    let addr_of = |d: strata_placement::DiskId| -> Option<String> {
+        let node = table.disk(d)?.node.0;
+        map["nodes"].as_array()?.iter().find(|n| n["id"] == node)?["addr"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let mut out = Vec::new();
+    for row in 0..table.row_count() {
+        let path = format!("/cluster/v1/rows/{row}/digest");
+        let digests: Vec<Option<serde_json::Value>> = table
+            .live_replicas(row)
+            .into_iter()
+            .map(|d| {
+                let mut v = signed_get(c, &addr_of(d)?, &path)?;
+                v["corrupt"] = serde_json::json!(0);
+                Some(v)
+            })
+            .collect();
+        if digests.iter().any(Option::is_none) || digests.windows(2).any(|w| w[0] != w[1]) {
+            out.push(format!("row {row}"));
+        }
+    }
+    Ok(out)
+}
+
+/// Where a bit of `cluster-flip` lands.
+#[derive(Clone, Copy, Debug)]
+enum FlipAt {
+    /// Past a segment's superblock: a needle's header, key, data or
+    /// checksum, or prepared zeros.
+    Needle,
+    /// A segment's 64-byte superblock (the segment is quarantined).
+    Superblock,
+    /// An index checkpoint (rebuilt from its segment).
+    Checkpoint,
+}
+
+/// Bits flipped in a stopped cluster node's own files: 1 to 8 bits, each
+/// in a random segment (past its superblock, or now and then in it) or
+/// index checkpoint of the node's rows. Replication 3 keeps two good
+/// copies of whatever a flip hits, so nothing may be lost: every key is
+/// read back through the damaged node alone (its own copy fails its
+/// checksum or is missing, and the read goes to another replica; a wrong
+/// or older byte must never be served), and then the scrub (every 1 s
+/// here) must bring every replica of every row back to the same records
+/// within 60 s.
+pub fn flip(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(t.seed);
+    let mut c = Cluster::start_with(
+        ctx,
+        dir,
+        ctx.nodes,
+        &["--tract-size", "8MiB"],
+        &["--scrub-every", "1"],
+    )?;
+    let model = Arc::new(Model::default());
+    let l = Load::start(
+        model.clone(),
+        c.targets.clone(),
+        Mix::new(4, 3, 1, 2, 2),
+        ctx.workers,
+        rng.random(),
+        "",
+        Duration::from_secs(15),
+    );
+    std::thread::sleep(Duration::from_millis(rng.random_range(300..1200)));
+    l.finish();
+    c.settle(t, Duration::from_secs(90));
+    let victim = rng.random_range(0..c.nodes.len());
+    c.kill(victim);
+    let rows = dir.join(format!("node{victim}")).join("disk").join("rows");
+    let segs: Vec<PathBuf> = files(&rows, ".seg")
+        .into_iter()
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 64))
+        .collect();
+    let idxs = files(&rows, ".idx");
+    if segs.is_empty() {
+        t.note(format!("node {victim} holds no segment to flip a bit in"));
+        t.skipped = true;
+        return Ok(());
+    }
+    for _ in 0..rng.random_range(1..=8) {
+        let at = match rng.random_range(0..20) {
+            0..=1 => FlipAt::Superblock,
+            2..=4 if !idxs.is_empty() => FlipAt::Checkpoint,
+            _ => FlipAt::Needle,
+        };
+        let f = match at {
+            FlipAt::Checkpoint => &idxs[rng.random_range(0..idxs.len())],
+            _ => &segs[rng.random_range(0..segs.len())],
+        };
+        let mut bytes = std::fs::read(f)?;
+        let (lo, hi) = match at {
+            FlipAt::Needle => (64, bytes.len()),
+            FlipAt::Superblock => (0, 64.min(bytes.len())),
+            FlipAt::Checkpoint => (0, bytes.len()),
+        };
+        if hi <= lo {
+            continue;
+        }
+        let off = rng.random_range(lo..hi);
+        let bit = rng.random_range(0..8u8);
+        bytes[off] ^= 1 << bit;
+        std::fs::write(f, &bytes)?;
+        t.note(format!(
+            "node {victim}: flipped bit {bit} of byte {off} of {} ({at:?})",
+            f.strip_prefix(dir).unwrap_or(f).display()
+        ));
+    }
+    if !c.restart(t, victim) {
+        return t.absorb(&model, vec![]);
+    }
+    // Every key through the damaged node alone.
+    let only: Targets = Arc::new(RwLock::new(vec![c.nodes[victim].client.addr.clone()]));
+    let unreadable = load::verify(&model, &only, Duration::from_secs(20), rng.random());
+    let bad = |m: &Model| {
+        !m.lost.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            || !m.wrong.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    };
+    if !unreadable.is_empty() || bad(&model) {
+        t.note(format!("read back through node {victim}, the damaged one"));
+        return t.absorb(&model, unreadable);
+    }
+    // The scrub brings every replica back in step.
+    let start = Instant::now();
+    let mut last = Ok(vec![]);
+    while start.elapsed() < Duration::from_secs(60) {
+        last = rows_out_of_step(&c);
+        if last.as_ref().is_ok_and(Vec::is_empty) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    match last {
+        Ok(rows) if rows.is_empty() => t.note(format!(
+            "replicas in step again after {:.1} s",
+            start.elapsed().as_secs_f64()
+        )),
+        Ok(rows) => t.fail(format!(
+            "the replicas of {} still differ 60 s after the restart (scrub every 1 s)",
+            rows.join(", ")
+        )),
+        Err(e) => t.fail(format!("comparing the replicas: {e}")),
+    }
+    // And every key through any node once more.
     let unreadable = load::verify(&model, &c.targets, Duration::from_secs(20), rng.random());
     t.absorb(&model, unreadable)
 }

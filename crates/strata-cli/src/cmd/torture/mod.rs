@@ -41,6 +41,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("partition-nodes", "cluster: a node cut from the others and the metadata service (proxy blackhole or reset), healed"),
     ("partition-client", "cluster: the clients cut from a node mid-request, healed"),
     ("linearizable", "cluster: 5 clients, 3 keys, a kill and a partition; the history is written for Porcupine"),
+    ("cluster-flip", "cluster: bits flipped in a stopped node's segments and checkpoints; read through it, the scrub must repair"),
     ("ec-encode", "erasure coding (6 nodes, --ec 4+2, 64 KiB segments): kill -9 of a node while segments are encoded"),
     ("ec-compact", "erasure coding: most objects deleted; kill -9 of a node while stripes are compacted"),
     ("ec-rebuild", "erasure coding: a node lost for good; kill -9 of another while the lost shards are rebuilt"),
@@ -60,7 +61,7 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
     Some(match name {
         "all" => all.collect(),
         "single" => KINDS[..12].iter().map(|(k, _)| *k).collect(),
-        "cluster" => KINDS[12..18].iter().map(|(k, _)| *k).collect(),
+        "cluster" => KINDS[12..19].iter().map(|(k, _)| *k).collect(),
         "ec" => all.filter(|k| is_ec(k)).collect(),
         "s3" => all.filter(|k| is_s3(k)).collect(),
         _ => return None,
@@ -86,7 +87,7 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
 ///     torn-write, flip-needle, flip-checkpoint, flip-superblock, disk-full
 ///     (needs root: it mounts a 64 MiB tmpfs), slow-clients
 ///   cluster: cluster-kill, multipart, node-loss, partition-nodes,
-///     partition-client, linearizable
+///     partition-client, linearizable, cluster-flip
 ///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip
 ///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster
 ///
@@ -290,6 +291,7 @@ fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         "disk-full" => single::disk_full(ctx, t, dir),
         "slow-clients" => single::slow_clients(ctx, t, dir),
         "linearizable" => cluster::linearizable(ctx, t, dir),
+        "cluster-flip" => cluster::flip(ctx, t, dir),
         "ec-encode" => ec::trial(ctx, t, dir, ec::Fault::Encode),
         "ec-compact" => ec::trial(ctx, t, dir, ec::Fault::Compact),
         "ec-rebuild" => ec::trial(ctx, t, dir, ec::Fault::Rebuild),

@@ -29,6 +29,8 @@ const LEFT_OUT_FOR_TIME: &[&str] = &[
     "s3-multipart",
     "s3-delete",
     "s3-cluster",
+    "s3-cluster-multipart",
+    "s3-cluster-partition",
 ];
 
 /// Kinds this campaign runs, three trials each.

@@ -51,6 +51,8 @@ pub const KINDS: &[(&str, &str)] = &[
     ("s3-delete", "S3: kill -9 during DeleteObjects (2-12 keys each)"),
     ("s3-flip-listing", "S3: a bit flipped in the listing index (listing.redb) of a stopped node"),
     ("s3-cluster", "S3 on a 4-node cluster (every node an S3 endpoint): kill -9 of a random node under load, restarted"),
+    ("s3-cluster-multipart", "S3 on the 4-node cluster: multipart uploads (5-11 MiB) among the load, kill -9 of a node mid-upload"),
+    ("s3-cluster-partition", "S3 on the 4-node cluster: a member cut from the others and the metadata service (blackhole or reset), healed"),
 ];
 
 /// The kinds of a group name of --kinds.
@@ -89,7 +91,8 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
 ///   cluster: cluster-kill, multipart, node-loss, partition-nodes,
 ///     partition-client, linearizable, cluster-flip
 ///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip
-///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster
+///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster,
+///     s3-cluster-multipart, s3-cluster-partition
 ///
 /// Linearizability: `linearizable` trials write their histories to
 /// --history DIR; check them with tools/linearizability (Porcupine):
@@ -300,7 +303,9 @@ fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         "s3-multipart" => s3::trial(ctx, t, dir, s3::Fault::Multipart),
         "s3-delete" => s3::trial(ctx, t, dir, s3::Fault::Delete),
         "s3-flip-listing" => s3::trial(ctx, t, dir, s3::Fault::FlipListing),
-        "s3-cluster" => s3::cluster_trial(ctx, t, dir),
+        "s3-cluster" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Kill),
+        "s3-cluster-multipart" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Multipart),
+        "s3-cluster-partition" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Partition),
         k => cluster::trial(ctx, t, dir, k),
     }
 }

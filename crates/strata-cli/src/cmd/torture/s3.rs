@@ -49,6 +49,17 @@ pub enum Fault {
     FlipListing,
 }
 
+/// The faults of the S3 trials on a multi-node cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterFault {
+    /// kill -9 of a member under PutObject, DeleteObject(s) and GetObject.
+    Kill,
+    /// The same load with multipart uploads, a member killed mid-upload.
+    Multipart,
+    /// A member cut from the others and the metadata service, healed.
+    Partition,
+}
+
 /// An access key and the SigV4 signature of requests with it.
 #[derive(Clone)]
 pub struct Signer {
@@ -762,8 +773,14 @@ fn check_listing(
 /// of its index row), kill -9 of a random member under load, restarted
 /// 0-1.5 s later; after every row is replicated again, GetObject and
 /// ListObjectsV2 through a random live node are checked as on one node.
-pub fn cluster_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
+pub fn cluster_trial(
+    ctx: &Ctx,
+    t: &mut Trial,
+    dir: &Path,
+    fault: ClusterFault,
+) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(t.seed);
+    MULTIPART_ACKED.store(0, Ordering::Relaxed);
     let signer = ctx.s3_signer();
     let mut c = super::cluster::Cluster::start_with(
         ctx,
@@ -801,30 +818,66 @@ pub fn cluster_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()>
         overwrite: 2,
         delete: 1,
         delete_objects: 1,
-        multipart: 0,
+        multipart: if fault == ClusterFault::Multipart {
+            3
+        } else {
+            0
+        },
         get: 2,
     };
     let l = S3Load::start(ctx, &model, &addrs, mix, rng.random(), "a");
-    std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+    let (lo, hi) = match fault {
+        ClusterFault::Multipart => (600, 2500),
+        _ => (300, 1500),
+    };
+    std::thread::sleep(Duration::from_millis(rng.random_range(lo..hi)));
     let victim = rng.random_range(0..c.nodes.len());
-    c.kill(victim);
-    *addrs.write().unwrap_or_else(|e| e.into_inner()) = s3_of(&c);
-    std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
-    let back = c.restart(t, victim);
-    if back {
-        if let Some(a) = &c.nodes[victim].s3 {
-            if let Err(e) = wait_s3(&signer, a) {
-                t.fail(format!("node {victim}'s S3 API did not come back: {e:#}"));
+    let back = match fault {
+        ClusterFault::Kill | ClusterFault::Multipart => {
+            c.kill(victim);
+            *addrs.write().unwrap_or_else(|e| e.into_inner()) = s3_of(&c);
+            std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
+            let back = c.restart(t, victim);
+            if back {
+                if let Some(a) = &c.nodes[victim].s3 {
+                    if let Err(e) = wait_s3(&signer, a) {
+                        t.fail(format!("node {victim}'s S3 API did not come back: {e:#}"));
+                    }
+                }
+                *addrs.write().unwrap_or_else(|e| e.into_inner()) = s3_of(&c);
             }
+            t.note(format!("node {victim} killed and restarted"));
+            back
         }
-        *addrs.write().unwrap_or_else(|e| e.into_inner()) = s3_of(&c);
-    }
+        ClusterFault::Partition => {
+            // The member keeps its S3 clients; what it loses is every other
+            // member and the metadata service.
+            let mode = if rng.random_bool(0.5) {
+                super::proxy::Mode::Blackhole
+            } else {
+                super::proxy::Mode::Reset
+            };
+            let ms = rng.random_range(300..4000);
+            c.nodes[victim].peer.set(mode);
+            std::thread::sleep(Duration::from_millis(ms));
+            c.nodes[victim].peer.set(super::proxy::Mode::Open);
+            t.note(format!(
+                "node {victim} cut from the other members and the metadata service ({mode:?}) for {ms} ms"
+            ));
+            true
+        }
+    };
     std::thread::sleep(Duration::from_millis(rng.random_range(300..1000)));
     l.finish();
+    if fault == ClusterFault::Multipart {
+        t.note(format!(
+            "{} multipart upload(s) completed (acknowledged)",
+            MULTIPART_ACKED.load(Ordering::Relaxed)
+        ));
+    }
     if !back {
         return t.absorb(&model, vec![]);
     }
-    t.note(format!("node {victim} killed and restarted"));
     c.settle(t, Duration::from_secs(90));
     let live = s3_of(&c);
     let at = live[rng.random_range(0..live.len())].clone();

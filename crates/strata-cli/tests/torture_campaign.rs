@@ -31,6 +31,7 @@ const LEFT_OUT_FOR_TIME: &[&str] = &[
     "s3-cluster",
     "s3-cluster-multipart",
     "s3-cluster-partition",
+    "s3-cluster-loss",
 ];
 
 /// Kinds this campaign runs, three trials each.

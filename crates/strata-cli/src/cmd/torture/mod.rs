@@ -53,6 +53,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("s3-cluster", "S3 on a 4-node cluster (every node an S3 endpoint): kill -9 of a random node under load, restarted"),
     ("s3-cluster-multipart", "S3 on the 4-node cluster: multipart uploads (5-11 MiB) among the load, kill -9 of a node mid-upload"),
     ("s3-cluster-partition", "S3 on the 4-node cluster: a member cut from the others and the metadata service (blackhole or reset), healed"),
+    ("s3-cluster-loss", "S3 on the 4-node cluster: a member killed for good under load; recovery copies its rows and listing index"),
 ];
 
 /// The kinds of a group name of --kinds.
@@ -92,7 +93,7 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
 ///     partition-client, linearizable, cluster-flip
 ///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip
 ///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster,
-///     s3-cluster-multipart, s3-cluster-partition
+///     s3-cluster-multipart, s3-cluster-partition, s3-cluster-loss
 ///
 /// Linearizability: `linearizable` trials write their histories to
 /// --history DIR; check them with tools/linearizability (Porcupine):
@@ -306,6 +307,7 @@ fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         "s3-cluster" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Kill),
         "s3-cluster-multipart" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Multipart),
         "s3-cluster-partition" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Partition),
+        "s3-cluster-loss" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Loss),
         k => cluster::trial(ctx, t, dir, k),
     }
 }

@@ -58,6 +58,9 @@ pub enum ClusterFault {
     Multipart,
     /// A member cut from the others and the metadata service, healed.
     Partition,
+    /// A member killed for good under load: detection, recovery (rows and
+    /// their listing index copied to new replicas) under the load.
+    Loss,
 }
 
 /// An access key and the SigV4 signature of requests with it.
@@ -848,6 +851,13 @@ pub fn cluster_trial(
             }
             t.note(format!("node {victim} killed and restarted"));
             back
+        }
+        ClusterFault::Loss => {
+            c.kill(victim);
+            *addrs.write().unwrap_or_else(|e| e.into_inner()) = s3_of(&c);
+            std::thread::sleep(Duration::from_millis(rng.random_range(2500..5000)));
+            t.note(format!("node {victim} killed for good"));
+            true
         }
         ClusterFault::Partition => {
             // The member keeps its S3 clients; what it loses is every other

@@ -133,9 +133,12 @@ pub fn torn(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_millis(rng.random_range(100..400)));
     l.finish();
     let marks = model.marks();
+    // Where each segment's needles end: a running store's file goes on
+    // past them with prepared zeros (docs/store-format.md, "Prepared
+    // space"), which a cut must not be spent on.
     let sizes: Vec<(std::path::PathBuf, u64)> = files(&data, ".seg")
         .into_iter()
-        .filter_map(|p| Some((p.clone(), std::fs::metadata(&p).ok()?.len())))
+        .filter_map(|p| Some((p.clone(), written_end(&p).ok()?)))
         .collect();
     let l = Load::start(
         model.clone(),
@@ -152,7 +155,7 @@ pub fn torn(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     model.demote_since(&marks);
     let mut cut = 0;
     for p in files(&data, ".seg") {
-        let Ok(now) = std::fs::metadata(&p).map(|m| m.len()) else {
+        let Ok(now) = written_end(&p) else {
             continue;
         };
         // A segment made after the quiet point had its superblock
@@ -160,14 +163,24 @@ pub fn torn(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         let before = sizes.iter().find(|(q, _)| *q == p).map_or(64, |(_, n)| *n);
         if now > before {
             let at = rng.random_range(before..now);
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&p)?
-                .set_len(at)?;
-            t.note(format!(
-                "cut {} from {now} to {at} bytes",
-                p.file_name().unwrap_or_default().to_string_lossy()
-            ));
+            let f = std::fs::OpenOptions::new().write(true).open(&p)?;
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            // Either the file cut there (an append the crash tore) or the
+            // bytes from there zeroed, the file's length kept (a batch
+            // torn in prepared space: the zeros written ahead of it show).
+            if rng.random_bool(0.5) {
+                f.set_len(at)?;
+                t.note(format!("cut {name} from {now} to {at} bytes"));
+            } else {
+                std::os::unix::fs::FileExt::write_all_at(&f, &vec![0; (now - at) as usize], at)?;
+                t.note(format!(
+                    "zeroed {name} from byte {at} to {now}, its length kept"
+                ));
+            }
             cut += 1;
         }
     }
@@ -180,6 +193,15 @@ pub fn torn(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     *tg.write().unwrap_or_else(|e| e.into_inner()) = vec![s.addr.clone()];
     let unreadable = load::verify(&model, &tg, Duration::from_secs(5), rng.random());
     t.absorb(&model, unreadable)
+}
+
+/// Where the last non-zero byte of a file ends, rounded up to 8 (needles
+/// are 8-byte aligned): the end of a segment's needles, wherever the
+/// prepared zeros after them end.
+fn written_end(p: &Path) -> std::io::Result<u64> {
+    let b = std::fs::read(p)?;
+    let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    Ok((end as u64).next_multiple_of(8).min(b.len() as u64))
 }
 
 /// Which part of the files a bit flip hits.

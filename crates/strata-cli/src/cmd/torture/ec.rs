@@ -59,37 +59,11 @@ fn meta_u64(c: &Cluster, field: &str) -> u64 {
 /// The sum of an erasure-coding counter (`/cluster/v1/ec/status`) over
 /// the live nodes.
 fn ec_sum(c: &Cluster, field: &str) -> u64 {
-    let Ok(secret) = strata_meta::cluster_auth::ClusterSecret::new(&c.env.cluster_secret) else {
-        return 0;
-    };
-    let path = "/cluster/v1/ec/status";
     c.nodes
         .iter()
         .filter(|n| n.up)
-        .map(|n| {
-            let auth = secret.sign(&strata_meta::cluster_auth::Signed {
-                method: "GET",
-                path,
-                version: None,
-                stamp: None,
-                len: 0,
-            });
-            let r = super::http::request(
-                &n.server.addr,
-                "GET",
-                path,
-                &[(strata_meta::cluster_auth::AUTH_HEADER, auth)],
-                &[],
-                Duration::from_secs(5),
-            );
-            match r {
-                Ok(r) if r.status == 200 => serde_json::from_slice::<serde_json::Value>(&r.body)
-                    .ok()
-                    .and_then(|v| v[field].as_u64())
-                    .unwrap_or(0),
-                _ => 0,
-            }
-        })
+        .filter_map(|n| super::cluster::signed_get(c, &n.server.addr, "/cluster/v1/ec/status"))
+        .filter_map(|v| v[field].as_u64())
         .sum()
 }
 

@@ -346,7 +346,8 @@ mod tests {
     /// A header with one bit flipped anywhere but in a known flag is
     /// repaired to exactly what was written; with two bits flipped in the
     /// checksummed bytes it is never "repaired" into another header
-    /// (CRC32C's Hamming distance over these 28 bytes is 6).
+    /// (no two-bit error lies one bit from another valid header: CRC32C's
+    /// Hamming distance over these 28 bytes is at least 4).
     #[test]
     fn a_header_with_one_flipped_bit_is_repaired_and_two_are_refused() {
         for (cookie, key, alt, size, end) in [

@@ -1956,13 +1956,23 @@ fn load_segment(
                     ..
                 } = item
                 {
-                    cut = Some(offset);
-                    if all_zero(&file, offset, file_len)
-                        .map_err(StoreError::io("reading", &f.path))?
-                    {
-                        zeros_from = Some(offset);
+                    let zeros = all_zero(&file, offset, file_len)
+                        .map_err(StoreError::io("reading", &f.path))?;
+                    // Only the newest segment of a directory takes
+                    // batches, and a segment after it is made only once
+                    // its last batch is written and synced: a tail that is
+                    // not zeros in an older segment is damage to
+                    // acknowledged needles, not a torn write, and is kept
+                    // in place like damage anywhere else (cutting it
+                    // would take its whole last batch with it:
+                    // docs/reliability.md, finding 19).
+                    if is_last || zeros {
+                        cut = Some(offset);
+                        if zeros {
+                            zeros_from = Some(offset);
+                        }
+                        break;
                     }
-                    break;
                 }
                 let ends = !marks
                     || match &item {
@@ -1977,50 +1987,19 @@ fn load_segment(
                     continue;
                 }
                 for item in held.drain(..) {
-                    match item {
-                        ScanItem::Needle { header, .. } => {
-                            report.orphan_needles += 1;
-                            let len = header.needle_len();
-                            idx.push(header.key, header.alt_key, len);
-                            if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
-                                idx.map.remove(&(header.key, header.alt_key));
-                            }
-                        }
-                        ScanItem::Corrupt {
-                            offset,
-                            len,
-                            header,
-                            ..
-                        } => {
-                            report.corrupt_regions.push((sb.id, offset));
-                            // A damaged needle whose header names its
-                            // identity stays that identity's newest needle:
-                            // a read of it fails its checksum (a cluster
-                            // node then reads another replica and rewrites
-                            // its copy) instead of finding an older needle
-                            // of the identity earlier in the segment and
-                            // serving that as the newest
-                            // (docs/reliability.md, finding 18).
-                            if let Some(h) = header {
-                                let nl = h.needle_len();
-                                idx.push(h.key, h.alt_key, nl);
-                                if h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
-                                    idx.map.remove(&(h.key, h.alt_key));
-                                }
-                                if len > nl {
-                                    idx.offsets.push(((offset + len) / 8) as u32);
-                                }
-                            } else {
-                                // Keep the region as an unindexed entry so
-                                // offsets stay contiguous.
-                                idx.offsets.push(((offset + len) / 8) as u32);
-                            }
-                        }
-                    }
+                    install(item, &mut idx, report, sb.id);
                 }
             }
-            if let Some(first) = held.first() {
-                cut = Some(first.offset());
+            if let Some(first) = held.first().map(ScanItem::offset) {
+                if is_last {
+                    cut = Some(first);
+                } else {
+                    // An older segment's last batch ends in damage that
+                    // hid its end (see above): its needles stay.
+                    for item in held.drain(..) {
+                        install(item, &mut idx, report, sb.id);
+                    }
+                }
             }
             if idx.end() != start {
                 dirty = true;
@@ -2120,6 +2099,53 @@ fn load_segment(
         pending: Mutex::new(fresh_entries.then(|| entries.clone())),
     };
     Ok((seg, entries, old_checkpoint))
+}
+
+/// Enters one item of a segment's scan into its index: a needle under its
+/// identity (removed again when flagged deleted or superseded), a damaged
+/// region as an entry of its own so that ordinals stay contiguous, indexed
+/// under the identity its header names when it names one.
+fn install(item: ScanItem, idx: &mut ActiveIndex, report: &mut OpenReport, segment: u64) {
+    match item {
+        ScanItem::Needle { header, .. } => {
+            report.orphan_needles += 1;
+            let len = header.needle_len();
+            idx.push(header.key, header.alt_key, len);
+            if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
+                idx.map.remove(&(header.key, header.alt_key));
+            }
+        }
+        ScanItem::Corrupt {
+            offset,
+            len,
+            header,
+            ..
+        } => {
+            report.corrupt_regions.push((segment, offset));
+            // A damaged needle whose header names its
+            // identity stays that identity's newest needle:
+            // a read of it fails its checksum (a cluster
+            // node then reads another replica and rewrites
+            // its copy) instead of finding an older needle
+            // of the identity earlier in the segment and
+            // serving that as the newest
+            // (docs/reliability.md, finding 18).
+            if let Some(h) = header {
+                let nl = h.needle_len();
+                idx.push(h.key, h.alt_key, nl);
+                if h.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
+                    idx.map.remove(&(h.key, h.alt_key));
+                }
+                if len > nl {
+                    idx.offsets.push(((offset + len) / 8) as u32);
+                }
+            } else {
+                // Keep the region as an unindexed entry so
+                // offsets stay contiguous.
+                idx.offsets.push(((offset + len) / 8) as u32);
+            }
+        }
+    }
 }
 
 /// Whether `file` holds only zero bytes in `[from, to)`: the prepared space

@@ -177,3 +177,44 @@ fn without_an_order_the_higher_segment_wins_a_tie() {
     let s = Store::open(config(a.path(), b.path(), false)).unwrap();
     assert_eq!(s.get(7, ALT, COOKIE).unwrap().unwrap().data, data(1));
 }
+
+/// Two unflagged needles of one identity, the newer one damaged (a bit
+/// of its data flipped): the open must still open (it read both needles
+/// whole to compare them, and the damaged one's error stopped it: the
+/// node never came back, docs/reliability.md, finding 19), and must not
+/// answer with the older version: the damaged one answers, with an error.
+#[test]
+fn an_open_settles_a_damaged_newer_needle_without_serving_the_older() {
+    let (a, b) = lost_flag();
+    let mut flipped = 0;
+    for d in [a.path(), b.path()] {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "seg") {
+                let mut bytes = std::fs::read(&p).unwrap();
+                let want = data(2);
+                if let Some(at) = bytes.windows(want.len()).position(|w| w == want.as_slice()) {
+                    bytes[at + 100] ^= 0x08;
+                    std::fs::write(&p, &bytes).unwrap();
+                    flipped += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(flipped, 1);
+    let s = Store::open(config(a.path(), b.path(), true)).unwrap();
+    assert!(
+        matches!(
+            s.get(7, ALT, COOKIE),
+            Err(strata_store::StoreError::Corrupt { .. })
+        ),
+        "{:?}",
+        s.get(7, ALT, COOKIE)
+    );
+    // A new version written over it is what reads back, now and reopened.
+    s.put(Tier::Flash, 7, ALT, COOKIE, &data(3)).unwrap();
+    assert_eq!(s.get(7, ALT, COOKIE).unwrap().unwrap().data, data(3));
+    s.close().unwrap();
+    let s = Store::open(config(a.path(), b.path(), true)).unwrap();
+    assert_eq!(s.get(7, ALT, COOKIE).unwrap().unwrap().data, data(3));
+}

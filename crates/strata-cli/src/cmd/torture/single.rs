@@ -154,7 +154,20 @@ pub fn torn(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     l.finish();
     model.demote_since(&marks);
     let mut cut = 0;
-    for p in files(&data, ".seg") {
+    // Only the newest segment of each directory takes writes; an older one
+    // was written and synced whole before the next was made (its last
+    // batch acknowledged), so a crash cannot tear it.
+    let mut newest: std::collections::BTreeMap<std::path::PathBuf, std::path::PathBuf> =
+        Default::default();
+    for p in files(&data, "-00000000.seg") {
+        if let Some(dir) = p.parent() {
+            let e = newest.entry(dir.to_path_buf()).or_insert_with(|| p.clone());
+            if p > *e {
+                *e = p;
+            }
+        }
+    }
+    for p in newest.into_values() {
         let Ok(now) = written_end(&p) else {
             continue;
         };

@@ -2149,13 +2149,11 @@ fn install(item: ScanItem, idx: &mut ActiveIndex, report: &mut OpenReport, segme
             ..
         } => {
             report.corrupt_regions.push((segment, offset));
-            // A damaged needle whose header names its
-            // identity stays that identity's newest needle:
-            // a read of it fails its checksum (a cluster
-            // node then reads another replica and rewrites
-            // its copy) instead of finding an older needle
-            // of the identity earlier in the segment and
-            // serving that as the newest
+            // A damaged needle whose header names its identity stays that
+            // identity's newest needle: a read of it fails its checksum (a
+            // cluster node then reads another replica and rewrites its
+            // copy) instead of finding an older needle of the identity
+            // earlier in the segment and serving that as the newest
             // (docs/reliability.md, finding 18).
             if let Some(h) = header {
                 let nl = h.needle_len();
@@ -2167,8 +2165,8 @@ fn install(item: ScanItem, idx: &mut ActiveIndex, report: &mut OpenReport, segme
                     idx.offsets.push(((offset + len) / 8) as u32);
                 }
             } else {
-                // Keep the region as an unindexed entry so
-                // offsets stay contiguous.
+                // Keep the region as an unindexed entry so offsets stay
+                // contiguous.
                 idx.offsets.push(((offset + len) / 8) as u32);
             }
         }
@@ -3472,8 +3470,8 @@ impl Inner {
     }
 
     /// The data of the needle at `loc` if it is (key, alt)'s and passes
-    /// its checks: None for a damaged needle too (its data tells nothing;
-    /// the caller falls back to where the needles are).
+    /// its checks: None for a damaged needle too (its data tells no
+    /// version; [`Inner::pick`] lets it answer).
     fn needle_data(&self, loc: Loc, key: u64, alt: u32) -> Result<Option<Vec<u8>>> {
         let Some(seg) = read(&self.idx).seg(loc.slot).cloned() else {
             return Ok(None);

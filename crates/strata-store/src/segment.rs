@@ -338,7 +338,7 @@ impl Scanner {
             }
             Err(reason) => {
                 let header = match self.window(pos, HEADER_LEN) {
-                    Ok(w) => needle::repair_header(w),
+                    Ok(w) => needle::repair_header(w).ok(),
                     Err(e) => return Some(Err(e)),
                 };
                 // Resynchronise: next aligned position with a whole valid needle.

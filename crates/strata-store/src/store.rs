@@ -1976,17 +1976,15 @@ fn load_segment(
                         Some(h) if is_last && !zeros && h.batch_end => {
                             whole_but_one_bit(&file, offset, &h, file_len)
                                 .map_err(StoreError::io("reading", &f.path))?
+                                .then(|| h.needle_len())
                         }
-                        _ => false,
+                        _ => None,
                     };
-                    if whole {
-                        if let (Some(h), ScanItem::Corrupt { len, at_tail, .. }) =
-                            (header, &mut item)
-                        {
-                            *len = h.needle_len();
-                            *at_tail = false;
-                            whole_end = Some(offset + h.needle_len());
+                    if let Some(nl) = whole {
+                        if let ScanItem::Corrupt { len, at_tail, .. } = &mut item {
+                            (*len, *at_tail) = (nl, false);
                         }
+                        whole_end = Some(offset + nl);
                     } else if is_last || zeros {
                         cut = Some(offset);
                         if zeros {
@@ -3450,15 +3448,7 @@ impl Inner {
         let buf = seg.pread(offset, HEADER_LEN as u64, &self.counters)?;
         // A header one flipped bit damaged still names its needle (the
         // open indexes such needles: docs/reliability.md, finding 18).
-        let h = match needle::repair_header(&buf) {
-            Some(h) => h,
-            None => {
-                let e = needle::parse_header(&buf).err();
-                return Err(
-                    seg.corrupt(offset, e.unwrap_or(needle::NeedleError::BadHeaderChecksum))
-                );
-            }
-        };
+        let h = needle::repair_header(&buf).map_err(|e| seg.corrupt(offset, e))?;
         if (h.key, h.alt_key) != (key, alt) {
             return Ok(None);
         }

@@ -237,13 +237,14 @@ pub fn parse_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
 /// where a needle is expected (right after the previous one), never to
 /// find one: it names the identity a damaged needle belonged to, so that
 /// an older needle of the same identity is not taken for the newest.
-pub fn repair_header(bytes: &[u8]) -> Option<NeedleHeader> {
-    if bytes.len() < HEADER_LEN {
-        return None;
-    }
-    if let Ok(h) = parse_header(bytes) {
-        return Some(h);
-    }
+///
+/// Otherwise the error `parse_header` gives for the bytes as they are.
+pub fn repair_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
+    let err = match parse_header(bytes) {
+        Ok(h) => return Ok(h),
+        Err(e @ NeedleError::Truncated { .. }) => return Err(e),
+        Err(e) => e,
+    };
     let mut b = [0u8; HEADER_LEN];
     b.copy_from_slice(&bytes[..HEADER_LEN]);
     let mut found = None;
@@ -251,13 +252,13 @@ pub fn repair_header(bytes: &[u8]) -> Option<NeedleHeader> {
         b[bit / 8] ^= 1 << (bit % 8);
         if let Ok(h) = parse_header(&b) {
             if found.is_some() {
-                return None;
+                return Err(err);
             }
             found = Some(h);
         }
         b[bit / 8] ^= 1 << (bit % 8);
     }
-    found
+    found.ok_or(err)
 }
 
 /// Whether the needle `h` describes, whose bytes start `bytes`, is whole
@@ -408,13 +409,13 @@ mod tests {
             let (head, _) = encode_frame(&mut frame, cookie, key, alt, 0, &data, end);
             let good = frame[head][..HEADER_LEN].to_vec();
             let want = parse_header(&good).unwrap();
-            assert_eq!(repair_header(&good), Some(want));
+            assert_eq!(repair_header(&good), Ok(want));
             let known =
                 |bit: usize| (20..24).contains(&(bit / 8)) && KNOWN_FLAGS & (1 << (bit - 160)) != 0;
             for bit in (0..HEADER_LEN * 8).filter(|&b| !known(b)) {
                 let mut b = good.clone();
                 b[bit / 8] ^= 1 << (bit % 8);
-                assert_eq!(repair_header(&b), Some(want), "bit {bit}");
+                assert_eq!(repair_header(&b), Ok(want), "bit {bit}");
             }
             let covered: Vec<usize> = (0..HEADER_LEN * 8)
                 .filter(|&b| !(20..24).contains(&(b / 8)))
@@ -424,7 +425,7 @@ mod tests {
                     let mut b = good.clone();
                     b[x / 8] ^= 1 << (x % 8);
                     b[y / 8] ^= 1 << (y % 8);
-                    assert_eq!(repair_header(&b), None, "bits {x} and {y}");
+                    assert!(repair_header(&b).is_err(), "bits {x} and {y}");
                 }
             }
         }

@@ -7,6 +7,7 @@
 use super::load::{self, Load, Mix, Model, Targets};
 use super::procs::{files, Meta, Server};
 use super::proxy::{Mode, Proxy};
+use super::single::{flip_bit, Flip};
 use super::{Ctx, Trial};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -324,14 +325,16 @@ pub fn signed_get(c: &Cluster, addr: &str, path: &str) -> Option<serde_json::Val
 /// scrub writes a good copy after it). A replica that does not answer
 /// counts as disagreeing.
 fn rows_out_of_step(c: &Cluster) -> Result<Vec<String>, String> {
-    let map = signed_get(c, &c.meta.addr, "/v1/map").ok_or("the map: no answer")?;
-    let table: strata_placement::PlacementTable =
-        serde_json::from_value(map["table"].clone()).map_err(|e| format!("the table: {e}"))?;
+    let map: strata_meta::api::ClusterMap =
+        serde_json::from_value(signed_get(c, &c.meta.addr, "/v1/map").ok_or("the map: no answer")?)
+            .map_err(|e| format!("the map: {e}"))?;
+    let table = map.table.as_ref().ok_or("the map has no table")?;
     let addr_of = |d: strata_placement::DiskId| -> Option<String> {
-        let node = table.disk(d)?.node.0;
-        map["nodes"].as_array()?.iter().find(|n| n["id"] == node)?["addr"]
-            .as_str()
-            .map(str::to_string)
+        let node = table.disk(d)?.node;
+        map.nodes
+            .iter()
+            .find(|n| n.id == node)
+            .map(|n| n.addr.clone())
     };
     let mut out = Vec::new();
     for row in 0..table.row_count() {
@@ -350,18 +353,6 @@ fn rows_out_of_step(c: &Cluster) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
-}
-
-/// Where a bit of `cluster-flip` lands.
-#[derive(Clone, Copy, Debug)]
-enum FlipAt {
-    /// Past a segment's superblock: a needle's header, key, data or
-    /// checksum, or prepared zeros.
-    Needle,
-    /// A segment's 64-byte superblock (the segment is quarantined).
-    Superblock,
-    /// An index checkpoint (rebuilt from its segment).
-    Checkpoint,
 }
 
 /// Bits flipped in a stopped cluster node's own files: 1 to 8 bits, each
@@ -414,30 +405,20 @@ pub fn flip(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     let mut hit = std::collections::HashSet::new();
     for _ in 0..rng.random_range(1..=8) {
         let at = match rng.random_range(0..20) {
-            0..=1 => FlipAt::Superblock,
-            2..=4 if !idxs.is_empty() => FlipAt::Checkpoint,
-            _ => FlipAt::Needle,
+            0..=1 => Flip::Superblock,
+            2..=4 if !idxs.is_empty() => Flip::Checkpoint,
+            _ => Flip::Needle,
         };
         let f = match at {
-            FlipAt::Checkpoint => &idxs[rng.random_range(0..idxs.len())],
+            Flip::Checkpoint => &idxs[rng.random_range(0..idxs.len())],
             _ => &segs[rng.random_range(0..segs.len())],
         };
         if !hit.insert(f.clone()) {
             continue;
         }
-        let mut bytes = std::fs::read(f)?;
-        let (lo, hi) = match at {
-            FlipAt::Needle => (64, bytes.len()),
-            FlipAt::Superblock => (0, 64.min(bytes.len())),
-            FlipAt::Checkpoint => (0, bytes.len()),
-        };
-        if hi <= lo {
+        let Some((off, bit)) = flip_bit(f, at, &mut rng)? else {
             continue;
-        }
-        let off = rng.random_range(lo..hi);
-        let bit = rng.random_range(0..8u8);
-        bytes[off] ^= 1 << bit;
-        std::fs::write(f, &bytes)?;
+        };
         t.note(format!(
             "node {victim}: flipped bit {bit} of byte {off} of {} ({at:?})",
             f.strip_prefix(dir).unwrap_or(f).display()

@@ -220,9 +220,35 @@ fn written_end(p: &Path) -> std::io::Result<u64> {
 /// Which part of the files a bit flip hits.
 #[derive(Clone, Copy, Debug)]
 pub enum Flip {
+    /// Past a segment's superblock: a needle's header, key, data or
+    /// checksum, or prepared zeros.
     Needle,
+    /// An index checkpoint (rebuilt from its segment).
     Checkpoint,
+    /// A segment's 64-byte superblock (the segment is quarantined).
     Superblock,
+}
+
+/// Flips one random bit of the file `f` in the part `what` names (past
+/// the 64-byte superblock for a needle, in it for a superblock, anywhere
+/// in a checkpoint): the byte offset and the bit, or None when the file
+/// has no such part.
+pub fn flip_bit(f: &Path, what: Flip, rng: &mut StdRng) -> std::io::Result<Option<(usize, u8)>> {
+    let mut bytes = std::fs::read(f)?;
+    let len = bytes.len();
+    let (lo, hi) = match what {
+        Flip::Needle => (64, len),
+        Flip::Superblock => (0, 64.min(len)),
+        Flip::Checkpoint => (0, len),
+    };
+    if hi <= lo {
+        return Ok(None);
+    }
+    let off = rng.random_range(lo..hi);
+    let bit = rng.random_range(0..8u8);
+    bytes[off] ^= 1 << bit;
+    std::fs::write(f, &bytes)?;
+    Ok(Some((off, bit)))
 }
 
 /// A bit flipped in a stopped node's files. The node must start, must
@@ -262,21 +288,10 @@ pub fn bitflip(ctx: &Ctx, t: &mut Trial, dir: &Path, what: Flip) -> anyhow::Resu
         return Ok(());
     }
     let f = &candidates[rng.random_range(0..candidates.len())];
-    let len = std::fs::metadata(f)?.len();
-    let (lo, hi) = match what {
-        Flip::Needle => (64, len),
-        Flip::Superblock => (0, 64.min(len)),
-        Flip::Checkpoint => (0, len),
-    };
-    if hi <= lo {
+    let Some((off, bit)) = flip_bit(f, what, &mut rng)? else {
         t.skipped = true;
         return Ok(());
-    }
-    let off = rng.random_range(lo..hi);
-    let bit = rng.random_range(0..8u8);
-    let mut bytes = std::fs::read(f)?;
-    bytes[off as usize] ^= 1 << bit;
-    std::fs::write(f, &bytes)?;
+    };
     t.note(format!(
         "flipped bit {bit} of byte {off} of {}",
         f.strip_prefix(&data).unwrap_or(f).display()

@@ -12,23 +12,38 @@ use strata_store::format::needle;
 use strata_store::format::superblock::{Superblock, SUPERBLOCK_LEN};
 
 fn needle_roundtrip(data: &[u8]) {
-    let _ = needle::parse_header(data);
-    if let Ok((h, body)) = needle::parse(data) {
+    use needle::FlagCode;
+    for code in [FlagCode::Plain, FlagCode::Coded, FlagCode::Ignored] {
+        let _ = needle::parse_header(data, code);
+        let Ok((h, body)) = needle::parse(data, code) else {
+            continue;
+        };
         let mut out = Vec::new();
         needle::encode_in_batch(
             &mut out,
             h.cookie,
             h.key,
             h.alt_key,
-            h.flags,
+            code.word(h.flags),
             body,
             h.batch_end,
         );
-        // Padding bytes are not checked by the parser; everything else must
-        // match byte for byte.
+        // Padding bytes are not checked by the parser, and the flags word
+        // is read through its code; everything else must match byte for
+        // byte.
         let used = needle::HEADER_LEN + body.len() + needle::FOOTER_LEN;
-        assert_eq!(&out[..used], &data[..used]);
+        assert_eq!(&out[..20], &data[..20]);
+        assert_eq!(&out[24..used], &data[24..used]);
         assert_eq!(out.len() as u64, h.needle_len());
+        let stored = u32::from_le_bytes([data[20], data[21], data[22], data[23]]);
+        let off = code.word(h.flags) ^ stored;
+        match code {
+            FlagCode::Plain => assert_eq!(off, 0),
+            FlagCode::Coded => {
+                assert!((off & 0xFFFF).count_ones() <= 3 && (off >> 16).count_ones() <= 3)
+            }
+            FlagCode::Ignored => assert_eq!(h.flags, 0),
+        }
     }
 }
 
@@ -45,6 +60,11 @@ pub fn needle(data: &[u8]) {
     let room = (b.len() - needle::HEADER_LEN - needle::FOOTER_LEN) as u32;
     let size = u32::from_le_bytes([b[24], b[25], b[26], b[27]]) % (room + 1);
     b[24..28].copy_from_slice(&size.to_le_bytes());
+    if b[20] & 4 == 0 {
+        // half the time a flags word of the coded kind, a bit flipped
+        let w = needle::FlagCode::Coded.word(u32::from(b[21] & 3)) ^ (1 << (b[22] % 32));
+        b[20..24].copy_from_slice(&w.to_le_bytes());
+    }
     let hcrc = crc32c::crc32c_append(crc32c::crc32c(&b[0..20]), &b[24..28]);
     b[28..32].copy_from_slice(&hcrc.to_le_bytes());
     let n = size as usize;

@@ -41,6 +41,7 @@ use strata_ec::{Code, ShardHeader, BLOCK, HEADER_LEN};
 use strata_meta::api::{EcView, ShardMove, StripeAllocation};
 use strata_meta::state::{EcConfig, StripeRecord};
 use strata_placement::{DiskId, PlacementTable};
+use strata_store::format::needle::FlagCode;
 
 use crate::node::ClusterNode;
 
@@ -760,7 +761,9 @@ pub(crate) async fn read_record(
         .ok_or_else(|| format!("stripe {:016x} is not recorded", loc.stripe))?;
     let total = strata_store::format::needle::needle_len(loc.len);
     let check = |needle: &[u8]| -> Result<Bytes, String> {
-        let (_, data) = strata_store::format::needle::parse(needle)
+        // A stripe holds segment bytes as they were: flags of any code,
+        // meaningless there (the stripe index says what is live).
+        let (_, data) = strata_store::format::needle::parse(needle, FlagCode::Ignored)
             .map_err(|e| format!("stripe {:016x} offset {}: {e}", s.id, loc.offset))?;
         let d = crate::rows::decode(data)
             .ok_or_else(|| format!("stripe {:016x} offset {}: no name header", s.id, loc.offset))?;
@@ -1627,7 +1630,7 @@ fn pick_compaction(
 
 /// Whether `needle` is the record `e` names (checksums, identity, stamp).
 fn needle_is(needle: &[u8], e: &IndexEntry) -> bool {
-    match strata_store::format::needle::parse(needle) {
+    match strata_store::format::needle::parse(needle, FlagCode::Ignored) {
         Ok((h, data)) => {
             h.key == e.key
                 && h.alt_key == e.alt

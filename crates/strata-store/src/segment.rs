@@ -243,18 +243,21 @@ pub struct Scanner {
     buf: Vec<u8>,
     buf_start: u64,
     with_data: bool,
+    code: needle::FlagCode,
     /// Bytes read from the file so far.
     pub bytes_read: u64,
 }
 
 impl Scanner {
-    /// A scanner over `[start, end)` of `file`.
+    /// A scanner over `[start, end)` of `file`, a segment whose needles
+    /// write their flags in `code` ([`crate::format::superblock::Superblock::flag_code`]).
     pub fn new(
         file: std::sync::Arc<File>,
         path: &Path,
         start: u64,
         end: u64,
         with_data: bool,
+        code: needle::FlagCode,
     ) -> Self {
         Scanner {
             file,
@@ -264,6 +267,7 @@ impl Scanner {
             buf: Vec::new(),
             buf_start: start,
             with_data,
+            code,
             bytes_read: 0,
         }
     }
@@ -302,15 +306,15 @@ impl Scanner {
 
     /// Parses a whole needle at `pos`; the error is what is wrong with it.
     fn needle_at(&mut self, pos: u64) -> Result<Result<ParsedNeedle, NeedleError>> {
-        let with_data = self.with_data;
+        let (with_data, code) = (self.with_data, self.code);
         let head = self.window(pos, HEADER_LEN)?;
-        let h = match needle::parse_header(head) {
+        let h = match needle::parse_header(head, code) {
             Ok(h) => h,
             Err(e) => return Ok(Err(e)),
         };
         let len = h.needle_len() as usize;
         let w = self.window(pos, len)?;
-        Ok(needle::parse(w).map(|(h, d)| (h, with_data.then(|| d.to_vec()))))
+        Ok(needle::parse(w, code).map(|(h, d)| (h, with_data.then(|| d.to_vec()))))
     }
 
     /// The next needle or damaged region, or `None` at the end.
@@ -337,8 +341,9 @@ impl Scanner {
                 }))
             }
             Err(reason) => {
+                let code = self.code;
                 let header = match self.window(pos, HEADER_LEN) {
-                    Ok(w) => needle::repair_header(w).ok(),
+                    Ok(w) => needle::repair_header(w, code).ok(),
                     Err(e) => return Some(Err(e)),
                 };
                 // Resynchronise: next aligned position with a whole valid needle.

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -524,10 +524,13 @@ struct Segment {
     /// Identity → ordinal entries of a sealed segment whose checkpoint has
     /// not been written yet (the RAM keeps no keys of sealed segments).
     pending: Mutex<Option<Vec<(u64, u32, u32)>>>,
-    /// The segment is of version 2: its needles carry the batch end
-    /// (`needle::BATCH_END`). A version-1 active segment takes none, and is
-    /// sealed before a batch is written into it (`put_batch_on`).
-    marks_batches: AtomicBool,
+    /// The segment's format version (its superblock's): from version 2 its
+    /// needles carry the batch end (`needle::BATCH_END`), from version 3
+    /// their flags are coded (`needle::FlagCode`). A version-1 active
+    /// segment takes no batch, and is sealed before one is written into it
+    /// (`put_batch_on`); an empty active segment of an older version is
+    /// upgraded to this one in place (`upgrade_empty_segment`).
+    version: AtomicU32,
     /// An active segment's prepared space: zeros written ahead of its
     /// needles (`StoreConfig::prepare_ahead`).
     tail: Tail,
@@ -617,6 +620,28 @@ impl Drop for Tail {
 }
 
 impl Segment {
+    /// Whether the segment's needles carry the batch end (version 2 on).
+    fn marks_batches(&self) -> bool {
+        self.version.load(Ordering::Relaxed) >= superblock::VERSION_2
+    }
+
+    /// How the segment's needles write their flags word.
+    fn flag_code(&self) -> needle::FlagCode {
+        needle::FlagCode::of_version(self.version.load(Ordering::Relaxed))
+    }
+
+    /// A scanner over `[start, end)` of the segment's file.
+    fn scanner(&self, start: u64, end: u64, with_data: bool) -> Result<Scanner> {
+        Ok(Scanner::new(
+            self.file()?,
+            &self.path,
+            start,
+            end,
+            with_data,
+            self.flag_code(),
+        ))
+    }
+
     /// The segment's file opened for O_DIRECT writes ([`Tail::direct`]).
     fn direct(&self) -> Option<&File> {
         self.tail.direct(&self.path, &self.file.budget)
@@ -936,7 +961,7 @@ fn ident_in(table: &[Option<Arc<Segment>>], loc: Loc, c: &CounterCells) -> Optio
     let seg = table.get(loc.slot as usize)?.as_ref()?;
     let (offset, _) = seg.needle(loc.ord)?;
     let buf = seg.pread(offset, HEADER_LEN as u64, c).ok()?;
-    let h = needle::parse_header(&buf).ok()?;
+    let h = needle::parse_header(&buf, seg.flag_code()).ok()?;
     c.header_checks.fetch_add(1, Ordering::Relaxed);
     Some((h.key, h.alt_key))
 }
@@ -1526,7 +1551,7 @@ impl Store {
         let seg = self.inner.find(segment)?;
         self.inner.trim_fds();
         let end = seg.len.load(Ordering::Relaxed);
-        let scanner = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, true);
+        let scanner = seg.scanner(SUPERBLOCK_LEN as u64, end, true)?;
         Ok(NeedleIter { seg, scanner })
     }
 
@@ -1935,7 +1960,14 @@ fn load_segment(
             // Orphans: needles past the checkpoint (which ends where a
             // batch does).
             let start = idx.end();
-            let mut sc = Scanner::new(file.clone(), &f.path, start, file_len, false);
+            let mut sc = Scanner::new(
+                file.clone(),
+                &f.path,
+                start,
+                file_len,
+                false,
+                sb.flag_code(),
+            );
             let mut cut: Option<u64> = None;
             // A batch is all-or-nothing: in a segment whose needles carry
             // the batch end, what follows the last needle that does is what
@@ -2117,7 +2149,7 @@ fn load_segment(
         garbage: AtomicU64::new(garbage),
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
-        marks_batches: AtomicBool::new(sb.marks_batches()),
+        version: AtomicU32::new(sb.version),
         tail: Tail::at(file_len),
         moved_to: OnceLock::new(),
         dirty: AtomicBool::new(dirty),
@@ -2210,8 +2242,9 @@ pub(crate) fn all_zero(file: &File, from: u64, to: u64) -> std::io::Result<bool>
     Ok(true)
 }
 
-/// Rewrites the superblock of an empty version-1 active segment as version 2,
-/// so that the batches written into it carry the batch end. The caller
+/// Rewrites the superblock of an empty active segment of an older version
+/// as this one, so that the batches written into it carry the batch end
+/// (version 2) and their flags are coded (version 3). The caller
 /// holds the device's writer lock. A crash in the middle leaves a segment
 /// with nothing in it and a bad superblock, quarantined at the next open:
 /// nothing is lost.
@@ -2227,7 +2260,7 @@ fn upgrade_empty_segment(seg: &Segment) -> Result<()> {
     file.write_all_at(&sb.encode(), 0)
         .and_then(|_| file.sync_data())
         .map_err(StoreError::io("upgrading the superblock of", &seg.path))?;
-    seg.marks_batches.store(true, Ordering::Relaxed);
+    seg.version.store(superblock::VERSION, Ordering::Relaxed);
     Ok(())
 }
 
@@ -2319,7 +2352,7 @@ fn new_active(
         garbage: AtomicU64::new(0),
         lock: Mutex::new(()),
         retired: AtomicBool::new(false),
-        marks_batches: AtomicBool::new(true),
+        version: AtomicU32::new(superblock::VERSION),
         tail: Tail::at(SUPERBLOCK_LEN as u64),
         moved_to: OnceLock::new(),
         dirty: AtomicBool::new(true),
@@ -2749,7 +2782,7 @@ impl Inner {
                 r => r?,
             };
             self.trim_fds();
-            let h = match needle::parse_header(&buf) {
+            let h = match needle::parse_header(&buf, seg.flag_code()) {
                 Ok(h) => h,
                 Err(e) => return Err(seg.corrupt(offset, e)),
             };
@@ -2763,7 +2796,7 @@ impl Inner {
                 return Ok(None); // a fingerprint false positive: another needle
             }
             if whole {
-                if let Err(e) = needle::parse(&buf) {
+                if let Err(e) = needle::parse(&buf, seg.flag_code()) {
                     return Err(seg.corrupt(offset, e));
                 }
             } else if needle::needle_len(h.size) > len {
@@ -2868,7 +2901,8 @@ impl Inner {
                         continue;
                     };
                     let buf = seg.pread(offset, HEADER_LEN as u64, &self.counters)?;
-                    let h = needle::parse_header(&buf).map_err(|e| seg.corrupt(offset, e))?;
+                    let code = seg.flag_code();
+                    let h = needle::parse_header(&buf, code).map_err(|e| seg.corrupt(offset, e))?;
                     if (h.key, h.alt_key) != (t.key, t.alt) {
                         continue;
                     }
@@ -2877,7 +2911,10 @@ impl Inner {
                     if h.flags & flag == 0 {
                         *lock(&seg.tail.last_block) = None;
                         seg.file()?
-                            .write_all_at(&(h.flags | flag).to_le_bytes(), offset + FLAGS_OFFSET)
+                            .write_all_at(
+                                &code.word(h.flags | flag).to_le_bytes(),
+                                offset + FLAGS_OFFSET,
+                            )
                             .map_err(StoreError::io("writing flags in", &seg.path))?;
                         wrote = true;
                     }
@@ -3022,21 +3059,22 @@ impl Inner {
             .collect();
         let total: u64 = lens.iter().sum();
         let mut w = lock(&dev.writer);
-        if !w.marks_batches.load(Ordering::Relaxed) {
-            // A version-1 active segment (written by an older build): its
-            // needles carry no batch end, so the batch would not be
-            // all-or-nothing in it. Sealed if it holds needles (a failed
-            // seal, e.g. no room for the next segment, leaves it taking
-            // needles without the mark, as before); upgraded to version 2 in
-            // place if empty.
-            if w.needle_count() > 0 {
-                let _ = self.seal(device, &mut w);
-            } else {
+        if w.version.load(Ordering::Relaxed) < superblock::VERSION {
+            // An active segment written by an older build. Empty: upgraded
+            // in place. Of version 1 and not empty: its needles carry no
+            // batch end, so the batch would not be all-or-nothing in it;
+            // sealed (a failed seal, e.g. no room for the next segment,
+            // leaves it taking needles without the mark, as before). Of
+            // version 2: it takes the batch, with plain flags like its
+            // other needles.
+            if w.needle_count() == 0 {
                 upgrade_empty_segment(&w)?;
+            } else if !w.marks_batches() {
+                let _ = self.seal(device, &mut w);
             }
         }
         let seg = w.clone();
-        if !seg.marks_batches.load(Ordering::Relaxed) {
+        if !seg.marks_batches() {
             (frames, ranges) = encode(false);
         }
         let mut parts = Vec::with_capacity(items.len() * 3);
@@ -3258,7 +3296,7 @@ impl Inner {
             garbage: AtomicU64::new(old.garbage.load(Ordering::Relaxed)),
             lock: Mutex::new(()),
             retired: AtomicBool::new(false),
-            marks_batches: AtomicBool::new(old.marks_batches.load(Ordering::Relaxed)),
+            version: AtomicU32::new(old.version.load(Ordering::Relaxed)),
             tail: Tail::at(old.len.load(Ordering::Acquire)),
             moved_to: OnceLock::new(),
             dirty: AtomicBool::new(true),
@@ -3412,7 +3450,7 @@ impl Inner {
     /// (key, alt, ordinal) of every needle of `seg` below byte `end`, from
     /// the needle headers.
     fn scan_identities(&self, seg: &Segment, end: u64) -> Result<Vec<Entry>> {
-        let mut sc = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, false);
+        let mut sc = seg.scanner(SUPERBLOCK_LEN as u64, end, false)?;
         let mut out = Vec::new();
         let mut ord = 0u32;
         while let Some(item) = sc.next() {
@@ -3448,7 +3486,7 @@ impl Inner {
         let buf = seg.pread(offset, HEADER_LEN as u64, &self.counters)?;
         // A header one flipped bit damaged still names its needle (the
         // open indexes such needles: docs/reliability.md, finding 18).
-        let h = needle::repair_header(&buf).map_err(|e| seg.corrupt(offset, e))?;
+        let h = needle::repair_header(&buf, seg.flag_code()).map_err(|e| seg.corrupt(offset, e))?;
         if (h.key, h.alt_key) != (key, alt) {
             return Ok(None);
         }
@@ -3470,7 +3508,7 @@ impl Inner {
             return Ok(None);
         };
         let buf = seg.pread(offset, len, &self.counters)?;
-        Ok(match needle::parse(&buf) {
+        Ok(match needle::parse(&buf, seg.flag_code()) {
             Ok((h, data)) => ((h.key, h.alt_key) == (key, alt)).then(|| data.to_vec()),
             Err(_) => None,
         })
@@ -3602,7 +3640,7 @@ impl Inner {
             return Ok(e);
         }
         let end = seg.len.load(Ordering::Acquire);
-        let mut sc = Scanner::new(seg.file()?, &seg.path, SUPERBLOCK_LEN as u64, end, false);
+        let mut sc = seg.scanner(SUPERBLOCK_LEN as u64, end, false)?;
         let mut out = Vec::new();
         let mut ord = 0u32;
         while let Some(item) = sc.next() {
@@ -4065,7 +4103,10 @@ impl Inner {
             SUPERBLOCK_LEN as u64,
             total,
             true,
+            src.flag_code(),
         );
+        // The new file is of this version (its superblock above).
+        let code = needle::FlagCode::of_version(superblock::VERSION);
         let mut ord: u32 = 0;
         let mut last_report = 0u64;
         let rate = self.cfg.compaction_bytes_per_s;
@@ -4092,7 +4133,7 @@ impl Inner {
                             header.cookie,
                             header.key,
                             header.alt_key,
-                            header.flags,
+                            code.word(header.flags),
                             data.as_deref().unwrap_or_default(),
                         );
                         let len = (pending.len() - before) as u64;
@@ -4167,7 +4208,13 @@ impl Inner {
                     let mut fl = [0u8; 4];
                     pread_exact(&src_file, &mut fl, so + FLAGS_OFFSET)
                         .map_err(StoreError::io("reading", &src.path))?;
-                    wr(&fl, new_off + FLAGS_OFFSET)?;
+                    // In the new file's code; a word beyond correction is
+                    // still a dead needle's (the index says so): both flags.
+                    let flags = src
+                        .flag_code()
+                        .flags(u32::from_le_bytes(fl))
+                        .unwrap_or(FLAG_DELETED | FLAG_SUPERSEDED);
+                    wr(&code.word(flags).to_le_bytes(), new_off + FLAGS_OFFSET)?;
                     flagged = true;
                 }
             }
@@ -4228,7 +4275,7 @@ impl Inner {
                 garbage: AtomicU64::new(new_len.saturating_sub(SUPERBLOCK_LEN as u64 + live)),
                 lock: Mutex::new(()),
                 retired: AtomicBool::new(false),
-                marks_batches: AtomicBool::new(true),
+                version: AtomicU32::new(superblock::VERSION),
                 tail: Tail::at(new_len),
                 moved_to: OnceLock::new(),
                 dirty: AtomicBool::new(false),

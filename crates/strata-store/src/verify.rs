@@ -145,7 +145,14 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
         };
         rep.segments += 1;
         rep.bytes += len;
-        let mut sc = Scanner::new(file.clone(), path, SUPERBLOCK_LEN as u64, len, false);
+        let mut sc = Scanner::new(
+            file.clone(),
+            path,
+            SUPERBLOCK_LEN as u64,
+            len,
+            false,
+            sb.flag_code(),
+        );
         // Where the needles after the last batch end start (version 2): an
         // unfinished batch, if nothing ends it (reliability.md, finding 13).
         let mut open_batch: Option<u64> = None;

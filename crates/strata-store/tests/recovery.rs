@@ -463,3 +463,87 @@ fn damage_at_the_end_of_an_older_segment_is_not_a_torn_tail() {
     drop(s);
     assert_eq!(std::fs::metadata(&seg).unwrap().len(), b.len() as u64);
 }
+
+/// The flags word lies outside the header checksum (a delete rewrites it
+/// in place), so in segments of version 3 it is coded: 16 copies of each
+/// flag. A flipped bit in it must neither delete a live object nor bring
+/// a deleted one back, whether the open reads the segment's checkpoint
+/// (the read checks the flags) or scans the needles (no checkpoint); more
+/// flipped bits than the code corrects are damage, never another answer.
+/// With the plain flags of versions 1 and 2, each of the first two cases
+/// answered wrongly (docs/reliability.md, finding 20).
+#[test]
+fn a_flipped_flag_bit_neither_deletes_nor_restores_an_object() {
+    let len = |k: u64| (32 + data(k).len() as u64 + 8).next_multiple_of(8);
+    let off = |k: u64| 64 + (0..k).map(len).sum::<u64>();
+    // (key, deleted, bits of the flags word flipped)
+    let cases: [(u64, bool, &[u32]); 7] = [
+        (0, false, &[0]),
+        (1, false, &[16]),
+        (2, true, &[0]),
+        (3, false, &[0, 5, 9]),
+        (4, true, &[1, 7, 15]),
+        (5, false, &[17, 20, 31]),
+        (6, true, &[3, 18]),
+    ];
+    for scan in [false, true] {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(cfg(d.path())).unwrap();
+        for k in 0..10 {
+            s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
+        }
+        for &(k, deleted, _) in &cases {
+            if deleted {
+                assert!(s.delete(k, 0).unwrap());
+            }
+        }
+        drop(s);
+        let seg = seg_path(d.path());
+        let mut b = std::fs::read(&seg).unwrap();
+        assert_eq!(&b[8..12], &3u32.to_le_bytes(), "segment version");
+        for &(k, _, bits) in &cases {
+            for &bit in bits {
+                b[(off(k) + 20 + u64::from(bit / 8)) as usize] ^= 1 << (bit % 8);
+            }
+        }
+        // Four bits of one flag: beyond the code's correction.
+        for bit in [0, 2, 4, 6] {
+            b[(off(8) + 20 + bit / 8) as usize] ^= 1 << (bit % 8);
+        }
+        std::fs::write(&seg, &b).unwrap();
+        if scan {
+            std::fs::remove_file(idx_path(d.path())).unwrap();
+        }
+        let s = Store::open(cfg(d.path())).unwrap();
+        for &(k, deleted, bits) in &cases {
+            let got = s.get(k, 0, k as u32).unwrap().map(|o| o.data);
+            let want = (!deleted).then(|| data(k));
+            assert_eq!(got, want, "scan {scan}: key {k}, bits {bits:?}");
+        }
+        for k in [7, 9] {
+            assert_eq!(s.get(k, 0, k as u32).unwrap().unwrap().data, data(k));
+        }
+        if scan {
+            // The scan finds the needle damaged and reports it.
+            assert!(
+                s.open_report().corrupt_regions.contains(&(1, off(8))),
+                "{:?}",
+                s.open_report().corrupt_regions
+            );
+        } else {
+            match s.get(8, 0, 8) {
+                Err(StoreError::Corrupt { offset, .. }) => assert_eq!(offset, off(8)),
+                other => panic!("key 8: expected a corruption error, got {other:?}"),
+            }
+        }
+        // A delete rewrites the whole word: what it finds corrected reads
+        // the same after a reopen, with no checkpoint to lean on.
+        assert!(s.delete(3, 0).unwrap());
+        drop(s);
+        std::fs::remove_file(idx_path(d.path())).unwrap();
+        let s = Store::open(cfg(d.path())).unwrap();
+        assert_eq!(s.get(3, 0, 3).unwrap(), None);
+        assert_eq!(s.get(0, 0, 0).unwrap().unwrap().data, data(0));
+        assert_eq!(s.get(2, 0, 2).unwrap(), None);
+    }
+}

@@ -8,7 +8,7 @@
 
 mod fixture_common;
 
-use fixture_common::{config, Shape};
+use fixture_common::{config, segment_versions, Shape};
 use strata_store::{Store, Tier};
 
 const V1: Shape = Shape {
@@ -53,20 +53,6 @@ fn a_version_1_store_opens_and_reads_back() {
         }
         store.close().unwrap();
     }
-}
-
-/// The superblock version of each segment file in `dir`, by segment id.
-fn segment_versions(dir: &std::path::Path) -> std::collections::BTreeMap<u64, u32> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .map(|p| {
-            let b = std::fs::read(&p).unwrap();
-            let sb = strata_store::format::superblock::Superblock::parse(&b).unwrap();
-            (sb.id, sb.version)
-        })
-        .collect()
 }
 
 /// Segments of version 1 hold needles without the batch end, so a batch

@@ -6,7 +6,10 @@
 //!      4     4  cookie        u32, random per object, checked on read
 //!      8     8  key           u64
 //!     16     4  alternate key u32
-//!     20     4  flags         u32: bit 0 deleted, bit 1 superseded
+//!     20     4  flags         u32, coded as the segment's version says
+//!               ([`FlagCode`]): version 3, deleted in bits 0-15 (all
+//!               set), superseded in bits 16-31; versions 1 and 2, bit 0
+//!               deleted, bit 1 superseded
 //!     24     4  size word     u32: bits 0-30 the data size (n), bit 31
 //!               the batch end (segment version 2: set on the last needle of
 //!               each write batch; see [`BATCH_END`])
@@ -40,6 +43,66 @@ pub const FLAG_DELETED: u32 = 1;
 pub const FLAG_SUPERSEDED: u32 = 2;
 /// Flags this format version knows.
 pub const KNOWN_FLAGS: u32 = FLAG_DELETED | FLAG_SUPERSEDED;
+
+/// How a segment's needles write their flags word. The word is outside the
+/// header checksum, because a delete or a put rewrites it in place; so in
+/// version-3 segments it carries its own redundancy instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagCode {
+    /// Segment versions 1 and 2: bit 0 deleted, bit 1 superseded, the other
+    /// bits zero (a set one is damage). A flipped bit 0 or 1 deletes a
+    /// live object or brings a deleted one back, and nothing can tell.
+    Plain,
+    /// Segment version 3: each flag is 16 copies of its bit, deleted in
+    /// bits 0-15 and superseded in bits 16-31. A half with at most 3 bits
+    /// set reads as clear, one with at least 13 as set, anything between
+    /// is damage (`BadHeaderField`): up to 3 flipped bits per flag are
+    /// corrected, 4 to 12 detected. A flag write puts the whole word, so
+    /// it also mends the bits a read corrected.
+    Coded,
+    /// The word is not read and every flag reads as clear: for needles
+    /// copied into an erasure-coded stripe, where flags mean nothing.
+    Ignored,
+}
+
+impl FlagCode {
+    /// The code of a segment of format `version`.
+    pub fn of_version(version: u32) -> FlagCode {
+        if version >= 3 {
+            FlagCode::Coded
+        } else {
+            FlagCode::Plain
+        }
+    }
+
+    /// The word that stores `flags` ([`FLAG_DELETED`], [`FLAG_SUPERSEDED`]).
+    pub fn word(self, flags: u32) -> u32 {
+        match self {
+            FlagCode::Plain | FlagCode::Ignored => flags,
+            FlagCode::Coded => {
+                let half = |f: u32| if flags & f != 0 { 0xFFFF } else { 0 };
+                half(FLAG_DELETED) | half(FLAG_SUPERSEDED) << 16
+            }
+        }
+    }
+
+    /// The flags `word` stores, or `None` when no word of this code is
+    /// within its correction of it.
+    pub fn flags(self, word: u32) -> Option<u32> {
+        match self {
+            FlagCode::Plain => (word & !KNOWN_FLAGS == 0).then_some(word),
+            FlagCode::Ignored => Some(0),
+            FlagCode::Coded => {
+                let bit = |half: u32| match half.count_ones() {
+                    0..=3 => Some(0),
+                    13..=16 => Some(1),
+                    _ => None,
+                };
+                Some((bit(word & 0xFFFF)? * FLAG_DELETED) | (bit(word >> 16)? * FLAG_SUPERSEDED))
+            }
+        }
+    }
+}
 /// The largest data size the format accepts (a store's own limit is lower).
 pub const MAX_DATA_LEN: u32 = 1 << 30;
 /// Bit 31 of the size word: this needle ends its write batch. In a segment
@@ -60,7 +123,8 @@ pub struct NeedleHeader {
     pub key: u64,
     /// 32-bit alternate key.
     pub alt_key: u32,
-    /// Flag bits ([`FLAG_DELETED`], [`FLAG_SUPERSEDED`]).
+    /// Flag bits ([`FLAG_DELETED`], [`FLAG_SUPERSEDED`]), decoded from the
+    /// word by the segment's [`FlagCode`].
     pub flags: u32,
     /// Data size in bytes.
     pub size: u32,
@@ -100,10 +164,10 @@ pub enum NeedleError {
     /// The header checksum does not match.
     #[error("needle header checksum mismatch")]
     BadHeaderChecksum,
-    /// Unknown flag bits or an impossible size.
-    #[error("needle header has unknown flags {flags:#x} or size {size}")]
+    /// A flags word that is not one of its code, or an impossible size.
+    #[error("needle header has bad flags word {flags:#010x} or size {size}")]
     BadHeaderField {
-        /// The flags word.
+        /// The flags word as stored.
         flags: u32,
         /// The size field.
         size: u32,
@@ -132,7 +196,8 @@ fn header_crc(h: &[u8]) -> u32 {
 }
 
 /// Appends the encoded needle to `out`, a batch of its own (its
-/// [`BATCH_END`] bit set).
+/// [`BATCH_END`] bit set). `flags` is the word as stored: the segment's
+/// [`FlagCode::word`] of the flags (0 for none in every code).
 pub fn encode(out: &mut Vec<u8>, cookie: u32, key: u64, alt_key: u32, flags: u32, data: &[u8]) {
     encode_in_batch(out, cookie, key, alt_key, flags, data, true);
 }
@@ -196,7 +261,8 @@ pub fn encode_frame(
 }
 
 /// Parses and checks a needle header (the first [`HEADER_LEN`] bytes).
-pub fn parse_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
+/// `code` is the segment's ([`FlagCode::of_version`]).
+pub fn parse_header(bytes: &[u8], code: FlagCode) -> Result<NeedleHeader, NeedleError> {
     if bytes.len() < HEADER_LEN {
         return Err(NeedleError::Truncated {
             need: HEADER_LEN as u64,
@@ -211,27 +277,30 @@ pub fn parse_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
         return Err(NeedleError::BadHeaderChecksum);
     }
     let word = le_u32(bytes, 24);
-    let h = NeedleHeader {
+    let stored = le_u32(bytes, 20);
+    let size = word & !BATCH_END;
+    let bad = NeedleError::BadHeaderField {
+        flags: stored,
+        size,
+    };
+    if size > MAX_DATA_LEN {
+        return Err(bad);
+    }
+    Ok(NeedleHeader {
         cookie: le_u32(bytes, 4),
         key: le_u64(bytes, 8),
         alt_key: le_u32(bytes, 16),
-        flags: le_u32(bytes, 20),
-        size: word & !BATCH_END,
+        flags: code.flags(stored).ok_or(bad)?,
+        size,
         batch_end: word & BATCH_END != 0,
-    };
-    if h.flags & !KNOWN_FLAGS != 0 || h.size > MAX_DATA_LEN {
-        return Err(NeedleError::BadHeaderField {
-            flags: h.flags,
-            size: h.size,
-        });
-    }
-    Ok(h)
+    })
 }
 
 /// The header at the start of `bytes`, as written, when it parses as is
 /// or when exactly one flipped bit explains its damage: a bit of the bytes
 /// the header checksum covers (magic, cookie, key, alternate key, size
-/// word) or of the checksum itself, or an unknown flags bit set. CRC32C's
+/// word) or of the checksum itself, or (plain flags) an unknown flags bit
+/// set; coded flags correct their own flipped bits. CRC32C's
 /// Hamming distance over 28 bytes is at least 3, so a single-bit error has
 /// exactly one correction and no other header can be taken for it. Used
 /// where a needle is expected (right after the previous one), never to
@@ -239,8 +308,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
 /// an older needle of the same identity is not taken for the newest.
 ///
 /// Otherwise the error `parse_header` gives for the bytes as they are.
-pub fn repair_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
-    let err = match parse_header(bytes) {
+pub fn repair_header(bytes: &[u8], code: FlagCode) -> Result<NeedleHeader, NeedleError> {
+    let err = match parse_header(bytes, code) {
         Ok(h) => return Ok(h),
         Err(e @ NeedleError::Truncated { .. }) => return Err(e),
         Err(e) => e,
@@ -250,7 +319,7 @@ pub fn repair_header(bytes: &[u8]) -> Result<NeedleHeader, NeedleError> {
     let mut found = None;
     for bit in 0..HEADER_LEN * 8 {
         b[bit / 8] ^= 1 << (bit % 8);
-        if let Ok(h) = parse_header(&b) {
+        if let Ok(h) = parse_header(&b, code) {
             if found.is_some() {
                 return Err(err);
             }
@@ -310,9 +379,10 @@ pub fn whole_but_one_bit(bytes: &[u8], h: &NeedleHeader) -> bool {
 }
 
 /// Parses a whole needle at the start of `bytes`: header, footer magic and
-/// data checksum. Returns the header and the data.
-pub fn parse(bytes: &[u8]) -> Result<(NeedleHeader, &[u8]), NeedleError> {
-    let h = parse_header(bytes)?;
+/// data checksum. Returns the header and the data. `code` is the
+/// segment's ([`FlagCode::of_version`]).
+pub fn parse(bytes: &[u8], code: FlagCode) -> Result<(NeedleHeader, &[u8]), NeedleError> {
+    let h = parse_header(bytes, code)?;
     let need = h.needle_len();
     if (bytes.len() as u64) < need {
         return Err(NeedleError::Truncated {
@@ -338,6 +408,8 @@ pub fn parse(bytes: &[u8]) -> Result<(NeedleHeader, &[u8]), NeedleError> {
 mod tests {
     use super::*;
 
+    const C: FlagCode = FlagCode::Coded;
+
     #[test]
     fn roundtrip_and_padding() {
         for len in [0usize, 1, 7, 8, 4096, 5000] {
@@ -346,7 +418,7 @@ mod tests {
             encode(&mut buf, 7, 42, 3, 0, &data);
             assert_eq!(buf.len() % 8, 0);
             assert_eq!(buf.len() as u64, needle_len(len as u32));
-            let (h, d) = parse(&buf).unwrap();
+            let (h, d) = parse(&buf, C).unwrap();
             assert_eq!(
                 (h.cookie, h.key, h.alt_key, h.flags, h.size),
                 (7, 42, 3, 0, len as u32)
@@ -363,7 +435,7 @@ mod tests {
             let mut buf = frame[head].to_vec();
             buf.extend_from_slice(b"hello");
             buf.extend_from_slice(&frame[tail]);
-            let (h, d) = parse(&buf).unwrap();
+            let (h, d) = parse(&buf, C).unwrap();
             assert_eq!((h.size, h.batch_end, d), (5, end, &b"hello"[..]));
             assert_eq!(h.needle_len(), buf.len() as u64);
         }
@@ -371,24 +443,72 @@ mod tests {
 
     #[test]
     fn flags_can_change_without_breaking_header_checksum() {
-        let mut buf = Vec::new();
-        encode(&mut buf, 1, 2, 3, 0, b"hello");
-        buf[FLAGS_OFFSET as usize] = FLAG_DELETED as u8;
-        assert!(parse(&buf).unwrap().0.is_deleted());
+        for code in [FlagCode::Plain, C] {
+            let mut buf = Vec::new();
+            encode(&mut buf, 1, 2, 3, 0, b"hello");
+            for flags in [FLAG_DELETED, FLAG_SUPERSEDED, KNOWN_FLAGS, 0] {
+                let at = FLAGS_OFFSET as usize;
+                buf[at..at + 4].copy_from_slice(&code.word(flags).to_le_bytes());
+                assert_eq!(parse(&buf, code).unwrap().0.flags, flags, "{code:?}");
+            }
+        }
     }
 
+    /// Every word within 3 flipped bits per half of a coded flags word
+    /// reads as the flags written; every word 4 to 12 bits from both
+    /// codewords of a half is refused; never is a word read as other
+    /// flags than the nearest codeword's. Exhaustive over each half.
     #[test]
-    fn every_single_bit_flip_is_detected() {
-        let mut buf = Vec::new();
-        encode(&mut buf, 9, 99, 1, 0, b"some object bytes");
-        let end = HEADER_LEN + 17 + FOOTER_LEN;
-        for bit in 0..end * 8 {
-            if (bit / 8) >= 20 && (bit / 8) < 24 {
-                continue; // flags: unknown bits are rejected, known ones are legal
+    fn coded_flags_correct_three_bits_per_flag_and_detect_twelve() {
+        for flags in 0..=KNOWN_FLAGS {
+            let word = C.word(flags);
+            assert_eq!(C.flags(word), Some(flags));
+            for shift in [0, 16] {
+                for e in 0..=0xFFFFu32 {
+                    let got = C.flags(word ^ e << shift);
+                    match e.count_ones() {
+                        0..=3 => assert_eq!(got, Some(flags), "{flags} ^ {e:#x} << {shift}"),
+                        4..=12 => assert_eq!(got, None, "{flags} ^ {e:#x} << {shift}"),
+                        _ => assert_eq!(
+                            got,
+                            Some(
+                                flags
+                                    ^ if shift == 0 {
+                                        FLAG_DELETED
+                                    } else {
+                                        FLAG_SUPERSEDED
+                                    }
+                            ),
+                        ),
+                    }
+                }
             }
-            let mut b = buf.clone();
-            b[bit / 8] ^= 1 << (bit % 8);
-            assert!(parse(&b).is_err(), "flip of bit {bit} not detected");
+        }
+        // Plain: a known bit flipped is silently the other flag (why
+        // version 3 codes them), an unknown one is refused.
+        assert_eq!(FlagCode::Plain.flags(FLAG_DELETED), Some(FLAG_DELETED));
+        assert_eq!(FlagCode::Plain.flags(4), None);
+        assert_eq!(FlagCode::of_version(2), FlagCode::Plain);
+        assert_eq!(FlagCode::of_version(3), C);
+    }
+
+    /// With coded flags, a single flipped bit anywhere in a needle is
+    /// either detected (a checksum or magic) or corrected (the flags).
+    #[test]
+    fn every_single_bit_flip_is_detected_or_corrected() {
+        for flags in 0..=KNOWN_FLAGS {
+            let mut buf = Vec::new();
+            encode(&mut buf, 9, 99, 1, C.word(flags), b"some object bytes");
+            let end = HEADER_LEN + 17 + FOOTER_LEN;
+            for bit in 0..end * 8 {
+                let mut b = buf.clone();
+                b[bit / 8] ^= 1 << (bit % 8);
+                if (20..24).contains(&(bit / 8)) {
+                    assert_eq!(parse(&b, C).unwrap().0.flags, flags, "bit {bit}");
+                } else {
+                    assert!(parse(&b, C).is_err(), "flip of bit {bit} not detected");
+                }
+            }
         }
     }
 
@@ -408,14 +528,21 @@ mod tests {
             let mut frame = Vec::new();
             let (head, _) = encode_frame(&mut frame, cookie, key, alt, 0, &data, end);
             let good = frame[head][..HEADER_LEN].to_vec();
-            let want = parse_header(&good).unwrap();
-            assert_eq!(repair_header(&good), Ok(want));
+            let want = parse_header(&good, C).unwrap();
+            assert_eq!(repair_header(&good, C), Ok(want));
+            for bit in 0..HEADER_LEN * 8 {
+                let mut b = good.clone();
+                b[bit / 8] ^= 1 << (bit % 8);
+                assert_eq!(repair_header(&b, C), Ok(want), "bit {bit}");
+            }
+            // Plain flags: every bit but the two known flags.
+            let plain = FlagCode::Plain;
             let known =
                 |bit: usize| (20..24).contains(&(bit / 8)) && KNOWN_FLAGS & (1 << (bit - 160)) != 0;
             for bit in (0..HEADER_LEN * 8).filter(|&b| !known(b)) {
                 let mut b = good.clone();
                 b[bit / 8] ^= 1 << (bit % 8);
-                assert_eq!(repair_header(&b), Ok(want), "bit {bit}");
+                assert_eq!(repair_header(&b, plain), Ok(want), "bit {bit}");
             }
             let covered: Vec<usize> = (0..HEADER_LEN * 8)
                 .filter(|&b| !(20..24).contains(&(b / 8)))
@@ -425,7 +552,7 @@ mod tests {
                     let mut b = good.clone();
                     b[x / 8] ^= 1 << (x % 8);
                     b[y / 8] ^= 1 << (y % 8);
-                    assert!(repair_header(&b).is_err(), "bits {x} and {y}");
+                    assert!(repair_header(&b, C).is_err(), "bits {x} and {y}");
                 }
             }
         }
@@ -442,13 +569,13 @@ mod tests {
             let data: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
             let mut buf = Vec::new();
             encode(&mut buf, 5, 6, 7, 0, &data);
-            let h = parse_header(&buf).unwrap();
+            let h = parse_header(&buf, C).unwrap();
             assert!(whole_but_one_bit(&buf, &h));
             let end = HEADER_LEN + size + FOOTER_LEN;
             for bit in (HEADER_LEN * 8..end * 8).step_by(every) {
                 let mut b = buf.clone();
                 b[bit / 8] ^= 1 << (bit % 8);
-                assert!(parse(&b).is_err());
+                assert!(parse(&b, C).is_err());
                 assert!(whole_but_one_bit(&b, &h), "size {size}, bit {bit}");
             }
             if size >= 600 {
@@ -469,7 +596,7 @@ mod tests {
         let mut buf = Vec::new();
         encode(&mut buf, 9, 99, 1, 0, b"some object bytes");
         for cut in 0..buf.len() {
-            assert!(parse(&buf[..cut]).is_err());
+            assert!(parse(&buf[..cut], C).is_err());
         }
     }
 }

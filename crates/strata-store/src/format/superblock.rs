@@ -4,8 +4,10 @@
 //! ```text
 //! offset  size  field
 //!      0     8  magic "STRATSEG"
-//!      8     4  format version (u32): 2, or 1 for a segment written
-//!               before needles carried the batch end (see
+//!      8     4  format version (u32): 3; 2 for a segment written
+//!               before needles' flags were coded (see
+//!               [`super::needle::FlagCode`]); 1 for one written before
+//!               needles carried the batch end (see
 //!               [`super::needle::BATCH_END`])
 //!     12     1  tier class: 0 flash, 1 disk
 //!     13     3  zero
@@ -22,10 +24,15 @@ use super::{le_u32, le_u64};
 /// Superblock magic.
 pub const MAGIC: [u8; 8] = *b"STRATSEG";
 /// The segment format version this code writes: needles carry the batch
-/// end ([`super::needle::BATCH_END`]), so that a batch is all-or-nothing.
-pub const VERSION: u32 = 2;
+/// end ([`super::needle::BATCH_END`]), so that a batch is all-or-nothing,
+/// and their flags word is coded ([`super::needle::FlagCode::Coded`]), so
+/// that a flipped bit can neither delete an object nor bring one back.
+pub const VERSION: u32 = 3;
+/// The second segment format, still read: needles carry the batch end,
+/// their flags word is plain ([`super::needle::FlagCode::Plain`]).
+pub const VERSION_2: u32 = 2;
 /// The first segment format, still read: no needle carries the batch end,
-/// each stands for itself after a crash.
+/// each stands for itself after a crash; plain flags.
 pub const VERSION_1: u32 = 1;
 /// Length of the superblock; the first needle starts here.
 pub const SUPERBLOCK_LEN: usize = 64;
@@ -84,7 +91,8 @@ impl std::str::FromStr for Tier {
 /// The decoded superblock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Superblock {
-    /// Format version ([`VERSION`] for a new segment, or [`VERSION_1`]).
+    /// Format version ([`VERSION`] for a new segment, or an older one read:
+    /// [`VERSION_2`], [`VERSION_1`]).
     pub version: u32,
     /// Tier class of the device the segment was written to.
     pub tier: Tier,
@@ -110,7 +118,7 @@ pub enum SuperblockError {
     BadChecksum,
     /// A version this code does not read.
     #[error(
-        "segment format version {0} is not supported (this build reads versions {VERSION_1} and {VERSION})"
+        "segment format version {0} is not supported (this build reads versions {VERSION_1} to {VERSION})"
     )]
     UnsupportedVersion(u32),
     /// Unknown tier code.
@@ -119,9 +127,15 @@ pub enum SuperblockError {
 }
 
 impl Superblock {
-    /// True when the segment's needles carry the batch end (version 2).
+    /// True when the segment's needles carry the batch end (version 2 and
+    /// later).
     pub fn marks_batches(&self) -> bool {
-        self.version >= VERSION
+        self.version >= VERSION_2
+    }
+
+    /// How the segment's needles write their flags word.
+    pub fn flag_code(&self) -> super::needle::FlagCode {
+        super::needle::FlagCode::of_version(self.version)
     }
 
     /// Encodes the superblock.
@@ -150,7 +164,7 @@ impl Superblock {
             return Err(SuperblockError::BadChecksum);
         }
         let version = le_u32(b, 8);
-        if version != VERSION && version != VERSION_1 {
+        if !(VERSION_1..=VERSION).contains(&version) {
             return Err(SuperblockError::UnsupportedVersion(version));
         }
         let tier = Tier::from_code(b[12]).ok_or(SuperblockError::BadTier(b[12]))?;

@@ -1,5 +1,5 @@
 //! Shared by the old-format fixture tests (`v1_store.rs`, `v2_store.rs`,
-//! `v3_store.rs`): the store each fixture was written with, its operations
+//! `v3_store.rs`, `seg2_store.rs`): the store each fixture was written with, its operations
 //! and the contents they leave, and the checks. Each fixture's shape (how
 //! many keys, how long their values) is the one its writer used, so the
 //! contents derived here are byte for byte what the fixture holds.
@@ -190,6 +190,20 @@ pub fn config(flash: &Path, disk: &Path) -> StoreConfig {
     c.segment_size = 8192;
     c.auto_compaction = false;
     c
+}
+
+/// The superblock version of each segment file in `dir`, by segment id.
+pub fn segment_versions(dir: &std::path::Path) -> std::collections::BTreeMap<u64, u32> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .map(|p| {
+            let b = std::fs::read(&p).unwrap();
+            let sb = strata_store::format::superblock::Superblock::parse(&b).unwrap();
+            (sb.id, sb.version)
+        })
+        .collect()
 }
 
 /// Index checkpoints of format `version` in a device directory.

@@ -16,11 +16,12 @@ pub const BY_VERSION: strata_store::VersionOrder = strata_store::VersionOrder {
     },
 };
 
-/// Flags bit 1 of a needle header (docs/store-format.md, *Needle*).
-pub const SUPERSEDED: u32 = 2;
+/// The superseded flag (docs/store-format.md, *Needle*).
+pub const SUPERSEDED: u32 = strata_store::format::needle::FLAG_SUPERSEDED;
 
 /// For every needle of the `.seg` files of `dir` (key, alt, flags, data),
-/// writes the flags `f` returns, if any; returns how many it rewrote.
+/// writes the flags `f` returns, if any, in the segment's flag code (from
+/// its superblock's version); returns how many it rewrote.
 pub fn rewrite_flags(dir: &Path, f: impl Fn(u64, u32, u32, &[u8]) -> Option<u32>) -> usize {
     let mut n = 0;
     for e in std::fs::read_dir(dir).unwrap().flatten() {
@@ -31,13 +32,14 @@ pub fn rewrite_flags(dir: &Path, f: impl Fn(u64, u32, u32, &[u8]) -> Option<u32>
         let bytes = std::fs::read(&p).unwrap();
         let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
         let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let code = strata_store::format::needle::FlagCode::of_version(word(8));
         let mut at = 64;
         while at + 40 <= bytes.len() && &bytes[at..at + 4] == b"NEDL" {
             let size = (word(at + 24) & 0x7fff_ffff) as usize;
             let key = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
-            let (alt, flags) = (word(at + 16), word(at + 20));
+            let (alt, flags) = (word(at + 16), code.flags(word(at + 20)).unwrap());
             if let Some(new) = f(key, alt, flags, &bytes[at + 32..at + 32 + size]) {
-                file.write_all_at(&new.to_le_bytes(), at as u64 + 20)
+                file.write_all_at(&code.word(new).to_le_bytes(), at as u64 + 20)
                     .unwrap();
                 n += 1;
             }

@@ -204,15 +204,28 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
                     len: l,
                     reason,
                     at_tail,
-                    ..
-                } => rep.corruptions.push(Corruption {
-                    path: path.clone(),
-                    segment: sb.id,
-                    offset,
-                    len: l,
-                    reason: reason.to_string(),
-                    torn_tail: at_tail && Some(id) == last_id,
-                }),
+                    header,
+                } => {
+                    let torn_tail = at_tail && Some(id) == last_id;
+                    // A damaged needle whose header names its identity is
+                    // that identity's newest (an open indexes it so, and its
+                    // reads fail): the older needle is overwritten, not live.
+                    // A torn tail was never acknowledged: the older stays.
+                    if let Some(h) = header.filter(|_| !torn_tail) {
+                        if let Some(old) = latest.remove(&(h.key, h.alt_key)) {
+                            rep.live.sub(old);
+                            rep.overwritten.add(old);
+                        }
+                    }
+                    rep.corruptions.push(Corruption {
+                        path: path.clone(),
+                        segment: sb.id,
+                        offset,
+                        len: l,
+                        reason: reason.to_string(),
+                        torn_tail,
+                    })
+                }
             }
             progress(done + sc.position(), total);
         }

@@ -386,6 +386,15 @@ fn a_damaged_newest_needle_is_not_served_as_its_older_version() {
         let mut b = std::fs::read(&seg).unwrap();
         b[(off + at) as usize] ^= 0x10;
         std::fs::write(&seg, &b).unwrap();
+        // `strata store verify` counts it as the open does: key 3's older
+        // needle is overwritten, not live.
+        let rep = strata_store::verify::verify_dir(d.path(), &mut |_, _| {}).unwrap();
+        assert_eq!(rep.corruptions.len(), 1, "{what}: {:?}", rep.corruptions);
+        assert_eq!(
+            (rep.live.needles, rep.overwritten.needles),
+            (14, 1),
+            "{what}"
+        );
         let s = Store::open(cfg(d.path())).unwrap();
         assert_eq!(s.open_report().corrupt_regions, vec![(1, off)], "{what}");
         assert!(s.open_report().torn_tails.is_empty(), "{what}");

@@ -316,6 +316,12 @@ fn open_store(
     for (seg, at, bytes) in &r.torn_tails {
         eprintln!("strata server: row {row}: cut a torn tail of {bytes} bytes at offset {at} of segment {seg:016x}");
     }
+    for (seg, at) in &r.corrupt_regions {
+        eprintln!("strata server: row {row}: a damaged needle kept at offset {at} of segment {seg:016x} (its reads fail; a cluster node reads another replica and rewrites it)");
+    }
+    for (seg, at) in &r.mended_headers {
+        eprintln!("strata server: row {row}: one flipped bit corrected in the needle header at offset {at} of segment {seg:016x} (its data is whole; a compaction rewrites it)");
+    }
     if let Some(why) = &r.checkpoints_deferred {
         eprintln!("strata server: row {row}: index checkpoints deferred: {why}");
     }

@@ -181,14 +181,19 @@ pub const IOV_MAX: usize = 1024;
 /// One thing found by a [`Scanner`].
 #[derive(Debug, Clone)]
 pub enum ScanItem {
-    /// A needle whose magics and checksums are all good.
+    /// A needle whose magics and checksums are all good, or whose header
+    /// had one flipped bit that its checksum corrected, the rest whole
+    /// ([`needle::parse_mending`]).
     Needle {
         /// Byte offset in the segment.
         offset: u64,
-        /// The header.
+        /// The header (as written, when mended).
         header: NeedleHeader,
         /// The data, when the scanner was asked for it.
         data: Option<Vec<u8>>,
+        /// The header on disk is one bit off (damage to report and to
+        /// rewrite; the needle reads as written).
+        mended: bool,
     },
     /// Bytes that are not a valid needle.
     Corrupt {
@@ -230,7 +235,7 @@ impl ScanItem {
 
 const WINDOW: usize = 4 << 20;
 
-type ParsedNeedle = (NeedleHeader, Option<Vec<u8>>);
+type ParsedNeedle = (NeedleHeader, Option<Vec<u8>>, bool);
 
 /// Reads a segment file sequentially from `start` to `end`, yielding every
 /// needle and every damaged region. After a damaged header it resynchronises
@@ -310,11 +315,16 @@ impl Scanner {
         let head = self.window(pos, HEADER_LEN)?;
         let h = match needle::parse_header(head, code) {
             Ok(h) => h,
-            Err(e) => return Ok(Err(e)),
+            // Its length from the header as one flipped bit would have it.
+            Err(e) => match needle::repair_header(head, code) {
+                Ok(h) => h,
+                Err(_) => return Ok(Err(e)),
+            },
         };
         let len = h.needle_len() as usize;
         let w = self.window(pos, len)?;
-        Ok(needle::parse(w, code).map(|(h, d)| (h, with_data.then(|| d.to_vec()))))
+        Ok(needle::parse_mending(w, code)
+            .map(|(h, d, mended)| (h, with_data.then(|| d.to_vec()), mended)))
     }
 
     /// The next needle or damaged region, or `None` at the end.
@@ -332,12 +342,13 @@ impl Scanner {
             }
         };
         match r {
-            Ok((header, data)) => {
+            Ok((header, data, mended)) => {
                 self.pos = pos + header.needle_len();
                 Some(Ok(ScanItem::Needle {
                     offset: pos,
                     header,
                     data,
+                    mended,
                 }))
             }
             Err(reason) => {

@@ -225,6 +225,10 @@ pub struct OpenReport {
     pub prepared_bytes_cut: u64,
     /// Damaged regions kept in place (not at a tail): (segment id, offset).
     pub corrupt_regions: Vec<(u64, u64)>,
+    /// Needles found by a scan whose header had one flipped bit, corrected
+    /// by its checksum, their data whole: indexed and read as written; a
+    /// compaction or move rewrites them. (segment id, offset).
+    pub mended_headers: Vec<(u64, u64)>,
     /// Files named like segments that are not readable segments (a bad
     /// superblock, an empty file, a name that does not parse), moved to
     /// the directory's `quarantine/` and left out; the rest serves.
@@ -961,7 +965,7 @@ fn ident_in(table: &[Option<Arc<Segment>>], loc: Loc, c: &CounterCells) -> Optio
     let seg = table.get(loc.slot as usize)?.as_ref()?;
     let (offset, _) = seg.needle(loc.ord)?;
     let buf = seg.pread(offset, HEADER_LEN as u64, c).ok()?;
-    let h = needle::parse_header(&buf, seg.flag_code()).ok()?;
+    let h = needle::repair_header(&buf, seg.flag_code()).ok()?;
     c.header_checks.fetch_add(1, Ordering::Relaxed);
     Some((h.key, h.alt_key))
 }
@@ -1175,6 +1179,7 @@ impl Store {
             report.torn_tails.extend(rep.torn_tails);
             report.prepared_bytes_cut += rep.prepared_bytes_cut;
             report.corrupt_regions.extend(rep.corrupt_regions);
+            report.mended_headers.extend(rep.mended_headers);
             report.quarantined.extend(rep.quarantined);
             match loaded {
                 Ok((mut seg, entries, old_checkpoint)) => {
@@ -1698,6 +1703,7 @@ impl Iterator for NeedleIter {
                 offset,
                 header,
                 data,
+                ..
             }) => Ok(StoredNeedle {
                 offset,
                 key: header.key,
@@ -2164,8 +2170,16 @@ fn load_segment(
 /// under the identity its header names when it names one.
 fn install(item: ScanItem, idx: &mut ActiveIndex, report: &mut OpenReport, segment: u64) {
     match item {
-        ScanItem::Needle { header, .. } => {
+        ScanItem::Needle {
+            header,
+            offset,
+            mended,
+            ..
+        } => {
             report.orphan_needles += 1;
+            if mended {
+                report.mended_headers.push((segment, offset));
+            }
             let len = header.needle_len();
             idx.push(header.key, header.alt_key, len);
             if header.flags & (FLAG_DELETED | FLAG_SUPERSEDED) != 0 {
@@ -2782,9 +2796,16 @@ impl Inner {
                 r => r?,
             };
             self.trim_fds();
-            let h = match needle::parse_header(&buf, seg.flag_code()) {
+            let code = seg.flag_code();
+            let h = match needle::parse_header(&buf, code) {
                 Ok(h) => h,
-                Err(e) => return Err(seg.corrupt(offset, e)),
+                // One flipped header bit, corrected by its checksum: read
+                // as written if the whole needle was read and its data
+                // checks (`parse_mending` below); a prefix cannot be.
+                Err(e) => match needle::repair_header(&buf, code) {
+                    Ok(h) if whole => h,
+                    _ => return Err(seg.corrupt(offset, e)),
+                },
             };
             if (h.key, h.alt_key) != (key, alt) {
                 if unconfirmed {
@@ -2796,7 +2817,7 @@ impl Inner {
                 return Ok(None); // a fingerprint false positive: another needle
             }
             if whole {
-                if let Err(e) = needle::parse(&buf, seg.flag_code()) {
+                if let Err(e) = needle::parse_mending(&buf, code) {
                     return Err(seg.corrupt(offset, e));
                 }
             } else if needle::needle_len(h.size) > len {
@@ -2902,7 +2923,9 @@ impl Inner {
                     };
                     let buf = seg.pread(offset, HEADER_LEN as u64, &self.counters)?;
                     let code = seg.flag_code();
-                    let h = needle::parse_header(&buf, code).map_err(|e| seg.corrupt(offset, e))?;
+                    // The identity and flags, through one flipped header bit.
+                    let h =
+                        needle::repair_header(&buf, code).map_err(|e| seg.corrupt(offset, e))?;
                     if (h.key, h.alt_key) != (t.key, t.alt) {
                         continue;
                     }
@@ -3508,10 +3531,12 @@ impl Inner {
             return Ok(None);
         };
         let buf = seg.pread(offset, len, &self.counters)?;
-        Ok(match needle::parse(&buf, seg.flag_code()) {
-            Ok((h, data)) => ((h.key, h.alt_key) == (key, alt)).then(|| data.to_vec()),
-            Err(_) => None,
-        })
+        Ok(
+            match needle::parse_mending(&buf, seg.flag_code()).map(|(h, d, _)| (h, d)) {
+                Ok((h, data)) => ((h.key, h.alt_key) == (key, alt)).then(|| data.to_vec()),
+                Err(_) => None,
+            },
+        )
     }
 
     /// Two needles both claim to be the live version of (key, alt): the one
@@ -4116,10 +4141,13 @@ impl Inner {
                 let item = item?;
                 let this = ord;
                 ord += 1;
+                // A mended needle (one header bit corrected) is written
+                // anew here, its header as it was written.
                 if let ScanItem::Needle {
                     offset,
                     header,
                     data,
+                    ..
                 } = &item
                 {
                     if src_index.needle(this).map(|x| x.0) != Some(*offset) {

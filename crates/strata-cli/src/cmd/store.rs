@@ -235,6 +235,14 @@ fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
             ),
         }
     }
+    for (seg, at) in &r.corrupt_regions {
+        eprintln!("damaged: a needle kept at offset {at} of segment {seg:016x} (its reads fail)");
+    }
+    for (seg, at) in &r.mended_headers {
+        eprintln!(
+            "corrected: one flipped bit in the needle header at offset {at} of segment {seg:016x} (its data is whole; a compaction rewrites it)"
+        );
+    }
     if let Some(why) = &r.checkpoints_deferred {
         eprintln!("index checkpoints deferred (the next open scans again): {why}");
     }

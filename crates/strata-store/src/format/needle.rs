@@ -383,6 +383,32 @@ pub fn whole_but_one_bit(bytes: &[u8], h: &NeedleHeader) -> bool {
 /// segment's ([`FlagCode::of_version`]).
 pub fn parse(bytes: &[u8], code: FlagCode) -> Result<(NeedleHeader, &[u8]), NeedleError> {
     let h = parse_header(bytes, code)?;
+    Ok((h, check_body(bytes, &h)?))
+}
+
+/// [`parse`], except that a header with one flipped bit is corrected
+/// ([`repair_header`]) when the rest of the needle then checks whole: the
+/// third value says so. The header checksum corrects one bit
+/// unambiguously and the data checksum vouches for the data, so such a
+/// needle is read as written. Otherwise the error of the bytes as they are.
+pub fn parse_mending(
+    bytes: &[u8],
+    code: FlagCode,
+) -> Result<(NeedleHeader, &[u8], bool), NeedleError> {
+    match parse_header(bytes, code) {
+        Ok(h) => Ok((h, check_body(bytes, &h)?, false)),
+        Err(e @ NeedleError::Truncated { .. }) => Err(e),
+        Err(e) => {
+            let h = repair_header(bytes, code).map_err(|_| e)?;
+            let data = check_body(bytes, &h).map_err(|_| e)?;
+            Ok((h, data, true))
+        }
+    }
+}
+
+/// The data of the needle `h` heads at the start of `bytes`, once its
+/// length, footer magic and data checksum are checked.
+pub fn check_body<'a>(bytes: &'a [u8], h: &NeedleHeader) -> Result<&'a [u8], NeedleError> {
     let need = h.needle_len();
     if (bytes.len() as u64) < need {
         return Err(NeedleError::Truncated {
@@ -401,7 +427,7 @@ pub fn parse(bytes: &[u8], code: FlagCode) -> Result<(NeedleHeader, &[u8]), Need
     if stored != computed {
         return Err(NeedleError::BadDataChecksum { stored, computed });
     }
-    Ok((h, data))
+    Ok(data)
 }
 
 #[cfg(test)]
@@ -589,6 +615,36 @@ mod tests {
                 assert!(!whole_but_one_bit(&two, &h), "size {size}: two bits");
             }
         }
+    }
+
+    /// A needle with one flipped header bit and its data whole is read as
+    /// written by `parse_mending`; with its data damaged too, or two header
+    /// bits flipped, it is refused with the error of the bytes as they are.
+    #[test]
+    fn one_flipped_header_bit_is_mended_when_the_data_checks() {
+        let data = b"small object bytes".to_vec();
+        let mut buf = Vec::new();
+        encode(&mut buf, 4, 44, 2, 0, &data);
+        let (want, _) = parse(&buf, C).unwrap();
+        assert_eq!(parse_mending(&buf, C), Ok((want, &data[..], false)));
+        for bit in 0..HEADER_LEN * 8 {
+            let mut b = buf.clone();
+            b[bit / 8] ^= 1 << (bit % 8);
+            let mended = !(160..192).contains(&bit); // flags: read through their code
+            assert_eq!(
+                parse_mending(&b, C),
+                Ok((want, &data[..], mended)),
+                "bit {bit}"
+            );
+            let mut worse = b.clone();
+            worse[HEADER_LEN + 3] ^= 1;
+            let err = parse(&worse, C).unwrap_err();
+            assert_eq!(parse_mending(&worse, C), Err(err), "bit {bit} and data");
+        }
+        let mut two = buf.clone();
+        two[9] ^= 1;
+        two[12] ^= 4;
+        assert!(parse_mending(&two, C).is_err());
     }
 
     #[test]

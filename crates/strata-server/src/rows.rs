@@ -319,6 +319,9 @@ fn open_store(
     for (seg, at) in &r.corrupt_regions {
         eprintln!("strata server: row {row}: a damaged needle kept at offset {at} of segment {seg:016x} (its reads fail; a cluster node reads another replica and rewrites it)");
     }
+    for p in &r.mended_superblocks {
+        eprintln!("strata server: row {row}: one flipped bit corrected in the superblock of {} (written back)", p.display());
+    }
     for (seg, at) in &r.mended_headers {
         eprintln!("strata server: row {row}: one flipped bit corrected in the needle header at offset {at} of segment {seg:016x} (its data is whole; a compaction rewrites it)");
     }

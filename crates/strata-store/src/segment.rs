@@ -95,8 +95,10 @@ pub fn open_rw(path: &Path) -> Result<File> {
         .map_err(StoreError::io("opening", path))
 }
 
-/// Reads and checks the superblock of an open segment file.
-pub fn read_superblock(file: &File, path: &Path) -> Result<Superblock> {
+/// Reads and checks the superblock of an open segment file, correcting one
+/// flipped bit ([`Superblock::parse_mending`]): the superblock as written,
+/// and whether the file's bytes are one bit off.
+pub fn read_superblock(file: &File, path: &Path) -> Result<(Superblock, bool)> {
     let mut b = [0u8; SUPERBLOCK_LEN];
     let mut got = 0;
     while got < SUPERBLOCK_LEN {
@@ -107,7 +109,7 @@ pub fn read_superblock(file: &File, path: &Path) -> Result<Superblock> {
             Err(e) => return Err(StoreError::io("reading", path)(e)),
         }
     }
-    Superblock::parse(&b[..got]).map_err(|e| match e {
+    Superblock::parse_mending(&b[..got]).map_err(|e| match e {
         SuperblockError::UnsupportedVersion(_) => StoreError::NewerFormat {
             path: path.to_path_buf(),
             reason: e.to_string(),

@@ -225,6 +225,9 @@ pub struct OpenReport {
     pub prepared_bytes_cut: u64,
     /// Damaged regions kept in place (not at a tail): (segment id, offset).
     pub corrupt_regions: Vec<(u64, u64)>,
+    /// Segment files whose superblock had one flipped bit, corrected by its
+    /// checksum and written back (the segment serves as it was).
+    pub mended_superblocks: Vec<PathBuf>,
     /// Needles found by a scan whose header had one flipped bit, corrected
     /// by its checksum, their data whole: indexed and read as written; a
     /// compaction or move rewrites them. (segment id, offset).
@@ -1180,6 +1183,7 @@ impl Store {
             report.prepared_bytes_cut += rep.prepared_bytes_cut;
             report.corrupt_regions.extend(rep.corrupt_regions);
             report.mended_headers.extend(rep.mended_headers);
+            report.mended_superblocks.extend(rep.mended_superblocks);
             report.quarantined.extend(rep.quarantined);
             match loaded {
                 Ok((mut seg, entries, old_checkpoint)) => {
@@ -1873,7 +1877,7 @@ fn load_segment(
     ck_buf: &mut Vec<u8>,
 ) -> Result<(Segment, Vec<Entry>, bool)> {
     let file = Arc::new(segment::open_rw(&f.path)?);
-    let sb = segment::read_superblock(&file, &f.path)?;
+    let (sb, mended) = segment::read_superblock(&file, &f.path)?;
     if sb.generation != f.generation {
         return Err(StoreError::NotASegment {
             path: f.path.clone(),
@@ -1882,6 +1886,16 @@ fn load_segment(
                 sb.generation, f.generation
             ),
         });
+    }
+    if mended {
+        // One flipped bit, corrected: written back whole (64 bytes in one
+        // sector), so the next open and `strata store verify` find it
+        // sound. Should the write fail, the store serves from the
+        // corrected copy in RAM and the next open corrects it again.
+        let _ = file
+            .write_all_at(&sb.encode(), 0)
+            .and_then(|_| file.sync_data());
+        report.mended_superblocks.push(f.path.clone());
     }
     let mut file_len = file
         .metadata()

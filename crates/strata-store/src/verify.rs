@@ -128,7 +128,21 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
             .map_err(StoreError::io("reading metadata of", path))?
             .len();
         let sb = match segment::read_superblock(&file, path) {
-            Ok(sb) => sb,
+            Ok((sb, mended)) => {
+                if mended {
+                    rep.corruptions.push(Corruption {
+                        path: path.clone(),
+                        segment: id,
+                        offset: 0,
+                        len: SUPERBLOCK_LEN as u64,
+                        reason: "one flipped bit in the superblock, corrected by its checksum \
+                                 (an open rewrites it)"
+                            .into(),
+                        torn_tail: false,
+                    });
+                }
+                sb
+            }
             Err(StoreError::NotASegment { reason, .. }) => {
                 rep.corruptions.push(Corruption {
                     path: path.clone(),

@@ -347,7 +347,7 @@ fn three_segments(dir: &Path) -> Vec<(u64, Vec<u8>)> {
     all
 }
 
-/// A flipped superblock byte, a stray `notes.seg` and an empty segment
+/// A superblock with two flipped bits, a stray `notes.seg` and an empty segment
 /// file: each is moved to `quarantine/` and reported, the rest serves, and
 /// the next open finds nothing to report.
 #[test]
@@ -363,7 +363,11 @@ fn bad_segment_files_are_quarantined_and_the_rest_serves() {
         let bad = match damage {
             "superblock" => {
                 let mut b = std::fs::read(&victim).unwrap();
-                b[17] ^= 0x10; // inside the segment id, under the CRC
+                // Inside the segment id and the zero bytes, under the CRC:
+                // two bits, beyond its correction (one is corrected and
+                // written back: tests/recovery.rs).
+                b[17] ^= 0x10;
+                b[44] ^= 0x01;
                 std::fs::write(&victim, b).unwrap();
                 victim.clone()
             }
@@ -470,6 +474,7 @@ fn verify_reports_bad_segment_files_and_checks_the_rest() {
     let files = segs(d.path());
     let mut b = std::fs::read(&files[0]).unwrap();
     b[17] ^= 0x10;
+    b[44] ^= 0x01; // two bits: one would be corrected
     std::fs::write(&files[0], b).unwrap();
     let mut b = std::fs::read(&files[2]).unwrap();
     b[64 + 40] ^= 0x01; // the data of the segment's first needle

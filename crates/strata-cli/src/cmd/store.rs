@@ -238,6 +238,12 @@ fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
     for (seg, at) in &r.corrupt_regions {
         eprintln!("damaged: a needle kept at offset {at} of segment {seg:016x} (its reads fail)");
     }
+    for p in &r.mended_superblocks {
+        eprintln!(
+            "corrected: one flipped bit in the superblock of {} (written back)",
+            p.display()
+        );
+    }
     for (seg, at) in &r.mended_headers {
         eprintln!(
             "corrected: one flipped bit in the needle header at offset {at} of segment {seg:016x} (its data is whole; a compaction rewrites it)"

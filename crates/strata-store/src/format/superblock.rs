@@ -152,6 +152,38 @@ impl Superblock {
         b
     }
 
+    /// [`Superblock::parse`], except that bytes one flipped bit damaged
+    /// (anywhere in the 64, the checksum included) are corrected: the
+    /// superblock as written and true, or false when nothing was damaged.
+    /// CRC32C's Hamming distance over these 60 bytes is at least 6, so a
+    /// single-bit error has exactly one correction and no error of two to
+    /// four bits is taken for another superblock. Otherwise the error of
+    /// the bytes as they are (a whole superblock of a version this build
+    /// does not read is not damage, and is not "corrected").
+    pub fn parse_mending(b: &[u8]) -> Result<(Superblock, bool), SuperblockError> {
+        let err = match Superblock::parse(b) {
+            Ok(sb) => return Ok((sb, false)),
+            Err(e @ (SuperblockError::Truncated(_) | SuperblockError::UnsupportedVersion(_))) => {
+                return Err(e)
+            }
+            Err(e) => e,
+        };
+        let mut c = [0u8; SUPERBLOCK_LEN];
+        c.copy_from_slice(&b[..SUPERBLOCK_LEN]);
+        let mut found = None;
+        for bit in 0..SUPERBLOCK_LEN * 8 {
+            c[bit / 8] ^= 1 << (bit % 8);
+            if let Ok(sb) = Superblock::parse(&c) {
+                if found.is_some() {
+                    return Err(err);
+                }
+                found = Some(sb);
+            }
+            c[bit / 8] ^= 1 << (bit % 8);
+        }
+        found.map(|sb| (sb, true)).ok_or(err)
+    }
+
     /// Parses and checks a superblock.
     pub fn parse(b: &[u8]) -> Result<Superblock, SuperblockError> {
         if b.len() < SUPERBLOCK_LEN {
@@ -201,6 +233,50 @@ mod tests {
         assert_eq!(
             Superblock::parse(&b[..10]),
             Err(SuperblockError::Truncated(10))
+        );
+    }
+
+    /// Every single flipped bit is corrected to the superblock as written;
+    /// no two flipped bits are (they are refused, never mistaken for
+    /// another superblock).
+    #[test]
+    fn one_flipped_bit_is_mended_and_two_are_refused() {
+        for version in [VERSION_1, VERSION_2, VERSION] {
+            let s = Superblock {
+                version,
+                tier: Tier::Flash,
+                id: 0x0123_4567_89AB,
+                generation: 7,
+                created_unix_ns: 1_764_400_000_000_000_000,
+            };
+            let b = s.encode();
+            assert_eq!(Superblock::parse_mending(&b), Ok((s, false)));
+            for x in 0..SUPERBLOCK_LEN * 8 {
+                let mut c = b;
+                c[x / 8] ^= 1 << (x % 8);
+                assert_eq!(Superblock::parse_mending(&c), Ok((s, true)), "bit {x}");
+                for y in (x + 1..SUPERBLOCK_LEN * 8).step_by(7) {
+                    let mut d = c;
+                    d[y / 8] ^= 1 << (y % 8);
+                    assert!(Superblock::parse_mending(&d).is_err(), "bits {x} and {y}");
+                }
+            }
+        }
+        // A whole superblock of a newer version is no damage to mend.
+        let mut newer = Superblock {
+            version: VERSION,
+            tier: Tier::Disk,
+            id: 1,
+            generation: 0,
+            created_unix_ns: 0,
+        }
+        .encode();
+        newer[8..12].copy_from_slice(&(VERSION + 1).to_le_bytes());
+        let crc = crc32c::crc32c(&newer[0..60]);
+        newer[60..64].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            Superblock::parse_mending(&newer),
+            Err(SuperblockError::UnsupportedVersion(VERSION + 1))
         );
     }
 }

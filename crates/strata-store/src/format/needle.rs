@@ -11,8 +11,8 @@
 //!               set), superseded in bits 16-31; versions 1 and 2, bit 0
 //!               deleted, bit 1 superseded
 //!     24     4  size word     u32: bits 0-30 the data size (n), bit 31
-//!               the batch end (segment version 2: set on the last needle of
-//!               each write batch; see [`BATCH_END`])
+//!               the batch end (segment version 2 on: set on the last
+//!               needle of each write batch; see [`BATCH_END`])
 //!     28     4  header CRC32C of bytes 0..20 and 24..28 (flags excluded:
 //!               a delete rewrites them in place; the size word included)
 //!     32     n  data
@@ -103,6 +103,7 @@ impl FlagCode {
         }
     }
 }
+
 /// The largest data size the format accepts (a store's own limit is lower).
 pub const MAX_DATA_LEN: u32 = 1 << 30;
 /// Bit 31 of the size word: this needle ends its write batch. In a segment

@@ -302,9 +302,9 @@ pub fn parse_header(bytes: &[u8], code: FlagCode) -> Result<NeedleHeader, Needle
 /// the header checksum covers (magic, cookie, key, alternate key, size
 /// word) or of the checksum itself, or (plain flags) an unknown flags bit
 /// set; coded flags correct their own flipped bits. CRC32C's
-/// Hamming distance over 28 bytes is at least 3, so a single-bit error has
-/// exactly one correction and no other header can be taken for it. Used
-/// where a needle is expected (right after the previous one), never to
+/// Hamming distance over these 28 bytes is 6, so a single-bit error has
+/// exactly one correction and no other header can be taken for it, nor
+/// for an error of up to four bits. Used where a needle is expected (right after the previous one), never to
 /// find one: it names the identity a damaged needle belonged to, so that
 /// an older needle of the same identity is not taken for the newest.
 ///
@@ -315,20 +315,7 @@ pub fn repair_header(bytes: &[u8], code: FlagCode) -> Result<NeedleHeader, Needl
         Err(e @ NeedleError::Truncated { .. }) => return Err(e),
         Err(e) => e,
     };
-    let mut b = [0u8; HEADER_LEN];
-    b.copy_from_slice(&bytes[..HEADER_LEN]);
-    let mut found = None;
-    for bit in 0..HEADER_LEN * 8 {
-        b[bit / 8] ^= 1 << (bit % 8);
-        if let Ok(h) = parse_header(&b, code) {
-            if found.is_some() {
-                return Err(err);
-            }
-            found = Some(h);
-        }
-        b[bit / 8] ^= 1 << (bit % 8);
-    }
-    found.ok_or(err)
+    super::one_bit_correction::<_, HEADER_LEN>(bytes, |b| parse_header(b, code).ok()).ok_or(err)
 }
 
 /// Whether the needle `h` describes, whose bytes start `bytes`, is whole
@@ -543,7 +530,7 @@ mod tests {
     /// repaired to exactly what was written; with two bits flipped in the
     /// checksummed bytes it is never "repaired" into another header
     /// (no two-bit error lies one bit from another valid header: CRC32C's
-    /// Hamming distance over these 28 bytes is at least 4).
+    /// Hamming distance over these 28 bytes is 6).
     #[test]
     fn a_header_with_one_flipped_bit_is_repaired_and_two_are_refused() {
         for (cookie, key, alt, size, end) in [

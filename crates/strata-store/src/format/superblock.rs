@@ -155,9 +155,9 @@ impl Superblock {
     /// [`Superblock::parse`], except that bytes one flipped bit damaged
     /// (anywhere in the 64, the checksum included) are corrected: the
     /// superblock as written and true, or false when nothing was damaged.
-    /// CRC32C's Hamming distance over these 60 bytes is at least 6, so a
-    /// single-bit error has exactly one correction and no error of two to
-    /// four bits is taken for another superblock. Otherwise the error of
+    /// CRC32C's Hamming distance over these 60 bytes is 6, so a single-bit
+    /// error has exactly one correction and no error of two to four bits is
+    /// taken for another superblock. Otherwise the error of
     /// the bytes as they are (a whole superblock of a version this build
     /// does not read is not damage, and is not "corrected").
     pub fn parse_mending(b: &[u8]) -> Result<(Superblock, bool), SuperblockError> {
@@ -168,20 +168,9 @@ impl Superblock {
             }
             Err(e) => e,
         };
-        let mut c = [0u8; SUPERBLOCK_LEN];
-        c.copy_from_slice(&b[..SUPERBLOCK_LEN]);
-        let mut found = None;
-        for bit in 0..SUPERBLOCK_LEN * 8 {
-            c[bit / 8] ^= 1 << (bit % 8);
-            if let Ok(sb) = Superblock::parse(&c) {
-                if found.is_some() {
-                    return Err(err);
-                }
-                found = Some(sb);
-            }
-            c[bit / 8] ^= 1 << (bit % 8);
-        }
-        found.map(|sb| (sb, true)).ok_or(err)
+        super::one_bit_correction::<_, SUPERBLOCK_LEN>(b, |c| Superblock::parse(c).ok())
+            .map(|sb| (sb, true))
+            .ok_or(err)
     }
 
     /// Parses and checks a superblock.

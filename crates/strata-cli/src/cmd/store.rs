@@ -22,6 +22,9 @@ enum Which {
     /// every corruption with its segment and offset. Read-only. Exits
     /// non-zero when a needle is corrupt (a torn tail of the newest segment,
     /// which opening the store cuts off, is reported but is not corruption).
+    /// A needle header or superblock one flipped bit damaged is reported
+    /// too (its checksum corrects it: the store reads it as written, and
+    /// an open or a compaction rewrites it).
     Verify {
         /// A store (device) directory, or any directory above stores (a
         /// node's data directory): every store under it is checked.

@@ -77,10 +77,34 @@ pub fn needle(data: &[u8]) {
     needle_roundtrip(&b);
 }
 
-/// Superblock parser: never panics, and accepts only what it would write.
+/// Superblock parser: never panics, and accepts only what it would write;
+/// the mending parser accepts that, or bytes exactly one bit from it.
 pub fn superblock(data: &[u8]) {
     if let Ok(sb) = Superblock::parse(data) {
         assert_eq!(&sb.encode()[..], &data[..SUPERBLOCK_LEN]);
+    }
+    if let Ok((sb, mended)) = Superblock::parse_mending(data) {
+        let off: u32 = sb
+            .encode()
+            .iter()
+            .zip(&data[..SUPERBLOCK_LEN])
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum();
+        assert_eq!(off, u32::from(mended));
+    }
+    // A whole superblock made from the input, one bit of it flipped: the
+    // mending parser gives back exactly the whole one.
+    if data.len() >= SUPERBLOCK_LEN + 2 {
+        let mut b = data[..SUPERBLOCK_LEN].to_vec();
+        b[0..8].copy_from_slice(b"STRATSEG");
+        b[8..12].copy_from_slice(&u32::from(data[8] % 3 + 1).to_le_bytes());
+        b[12] = data[12] % 2;
+        let crc = crc32c::crc32c(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        let whole = Superblock::parse(&b).expect("a whole superblock");
+        let bit = usize::from(u16::from_le_bytes([data[64], data[65]])) % (SUPERBLOCK_LEN * 8);
+        b[bit / 8] ^= 1 << (bit % 8);
+        assert_eq!(Superblock::parse_mending(&b), Ok((whole, true)));
     }
 }
 

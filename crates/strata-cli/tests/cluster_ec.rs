@@ -767,3 +767,71 @@ fn a_small_data_set_is_encoded_whole_once_its_rows_stop_growing() {
         "not every object was read from a stripe"
     );
 }
+
+/// Every `shard-00` file (data shard 0 of a stripe) under `dir`.
+fn first_data_shards(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(first_data_shards(&p));
+        } else if p.file_name().is_some_and(|n| n == "shard-00") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A record whose bytes lie in two data shards reads back while one of
+/// them holds a flipped bit that no scrub has rebuilt (the scrub is off):
+/// the degraded read decodes the damaged shard's part from the others and
+/// reads the other part as it is. It used to decode each part without its
+/// own shard only, so the damaged shard corrupted the decode of the other
+/// part and the record did not read back until a scrub rebuilt the shard
+/// (`ec-flip` under load; docs/reliability.md, finding 23).
+#[test]
+fn a_record_across_two_data_shards_reads_around_a_damaged_one() {
+    let c = start_cluster("1s");
+    // 64 KiB segments, four data shards of about 16 KiB, records of
+    // 30,000 bytes: the first record of a stripe fills most of shard 0
+    // and goes on into shard 1, past the offset its shard-0 part starts at.
+    let (n, len) = (40, 30_000);
+    put_all(&c, n, len);
+    let mut last = 0;
+    wait_until(Duration::from_secs(120), "encoding to settle", || {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = status(&c.meta)["ec_segments"].as_u64().unwrap_or(0);
+        let settled = now >= 3 && now == last && installed_everywhere(&c);
+        last = now;
+        settled
+    });
+    // The middle byte of data shard 0 of every stripe: inside the record
+    // that goes on into shard 1, at an offset its shard-1 part covers too
+    // (so a decode of that part which used shard 0 would carry the flip).
+    let mut flipped = 0;
+    for (_, _, data) in &c.nodes {
+        for p in first_data_shards(data) {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&p)
+                .unwrap();
+            let at = 64 + (f.metadata().unwrap().len() - 64) / 2;
+            let mut b = [0u8; 1];
+            f.read_exact_at(&mut b, at).unwrap();
+            f.write_all_at(&[b[0] ^ 0x20], at).unwrap();
+            flipped += 1;
+        }
+    }
+    assert!(flipped >= 3, "{flipped} shards flipped");
+    read_all(&c, n, len);
+    // Each node read its stripes' records itself: none failed and went to
+    // another replica (which may still hold a copy, and hide the failure).
+    let log = logs(c._dir.path());
+    assert!(!log.contains("here failed (stripe"), "{log}");
+    assert!(ec_sum(&c, "reads_degraded") > 0, "no read decoded");
+}

@@ -676,11 +676,24 @@ async fn decode_from_survivors(
     strata_ec::decode_blocks(code, &got).map_err(|e| e.to_string())
 }
 
+/// The layout of stripe `s` (what `strata_ec::locate` needs of a header).
+fn layout_of(s: &StripeRecord) -> Result<ShardHeader, String> {
+    Ok(ShardHeader {
+        code: Code::new(s.k, s.m).map_err(|e| e.to_string())?,
+        index: 0,
+        stripe: s.id,
+        data_len: s.data_len,
+        shard_len: s.shard_len,
+        payload_crc: 0,
+    })
+}
+
 /// Bytes `[offset, offset + total)` of the segment stripe `s` encodes:
 /// from the data shards holding them (one read on each), or decoded from
 /// K other shards where a shard's disk is dead or does not answer, or
-/// everywhere when `degraded` is asked for (a healthy shard's bytes failed
-/// their checksum). Returns the bytes and whether any were decoded.
+/// where the shard is `suspect` (its bytes failed their checksum). A
+/// decode never uses the suspect shard. Returns the bytes and whether any
+/// were decoded.
 async fn read_span(
     node: &ClusterNode,
     table: &PlacementTable,
@@ -688,16 +701,9 @@ async fn read_span(
     s: &StripeRecord,
     offset: u64,
     total: u64,
-    degraded: bool,
+    suspect: Option<usize>,
 ) -> Result<(Vec<u8>, bool), String> {
-    let h = ShardHeader {
-        code: Code::new(s.k, s.m).map_err(|e| e.to_string())?,
-        index: 0,
-        stripe: s.id,
-        data_len: s.data_len,
-        shard_len: s.shard_len,
-        payload_crc: 0,
-    };
+    let h = layout_of(s)?;
     if offset + total > s.data_len {
         return Err(format!(
             "stripe {:016x}: bytes {offset}..{} beyond its {} bytes",
@@ -709,7 +715,7 @@ async fn read_span(
     let mut out = Vec::with_capacity(total as usize);
     let mut decoded = false;
     for (i, off, n) in strata_ec::locate(&h, offset, total) {
-        let healthy = if !degraded && table.is_live(s.disks[i]) {
+        let healthy = if suspect != Some(i) && table.is_live(s.disks[i]) {
             shard_range(node, addrs, s, i, off, n).await.ok()
         } else {
             None
@@ -720,12 +726,47 @@ async fn read_span(
                 decoded = true;
                 let a = off / BLOCK * BLOCK;
                 let b = ((off + n).div_ceil(BLOCK) * BLOCK).min(s.shard_len);
-                let data = decode_from_survivors(node, addrs, table, s, &[i], a, b).await?;
+                let mut skip = vec![i];
+                skip.extend(suspect.filter(|&j| j != i));
+                let data = decode_from_survivors(node, addrs, table, s, &skip, a, b).await?;
                 out.extend_from_slice(&data[i][(off - a) as usize..(off - a + n) as usize]);
             }
         }
     }
     Ok((out, decoded))
+}
+
+/// Bytes `[offset, offset + total)` of stripe `s` when a read of them
+/// failed its checksum: a data shard they lie in holds damage no scrub has
+/// rebuilt yet. Each such shard in turn is taken for the damaged one
+/// ([`read_span`]'s `suspect`): its part is decoded from K others, never
+/// from it, and the other shards' parts are read as they are. Decoding
+/// every part apart from its own shard only is not enough: a part decoded
+/// with the damaged shard among its sources carries the damage (a span
+/// longer than a shard overlaps itself in shard offsets). The first bytes
+/// `ok` accepts, or None when no single damaged shard explains the failure.
+async fn read_span_around_damage(
+    node: &ClusterNode,
+    table: &PlacementTable,
+    addrs: &HashMap<DiskId, String>,
+    s: &StripeRecord,
+    offset: u64,
+    total: u64,
+    ok: impl Fn(&[u8]) -> bool,
+) -> Result<Option<Vec<u8>>, String> {
+    let h = layout_of(s)?;
+    let mut shards: Vec<usize> = strata_ec::locate(&h, offset, total)
+        .into_iter()
+        .map(|(i, _, _)| i)
+        .collect();
+    shards.dedup();
+    for j in shards {
+        let (bytes, _) = read_span(node, table, addrs, s, offset, total, Some(j)).await?;
+        if ok(&bytes) {
+            return Ok(Some(bytes));
+        }
+    }
+    Ok(None)
 }
 
 /// Reads the record of `bucket/key` from stripe `loc.stripe`: the needle's
@@ -783,25 +824,27 @@ pub(crate) async fn read_record(
         s,
         loc.offset,
         total,
-        false,
+        None,
     )
     .await?;
     let mut got = check(&needle);
-    if got.is_err() && !degraded {
-        // A damaged data shard (the scrub will rebuild it): decode the
-        // needle from the others.
-        let (needle, _) = read_span(
+    if got.is_err() {
+        // A damaged data shard (the scrub will rebuild it): its part
+        // decoded from the others.
+        let around = read_span_around_damage(
             node,
             &map.table,
             &map.addr_of_disk,
             s,
             loc.offset,
             total,
-            true,
+            |b| check(b).is_ok(),
         )
         .await?;
-        degraded = true;
-        got = check(&needle);
+        if let Some(needle) = around {
+            degraded = true;
+            got = check(&needle);
+        }
     }
     let counter = if degraded {
         &node.ec.reads_degraded
@@ -1733,23 +1776,24 @@ async fn compact_one(
                 end = end.max(e_end);
                 j += 1;
             }
-            let (span, _) = read_span(node, table, addrs, s, start, end - start, false).await?;
+            let (span, _) = read_span(node, table, addrs, s, start, end - start, None).await?;
             let mut chunk = Vec::with_capacity(span.len());
             for e in &entries[i..j] {
                 let len = strata_store::format::needle::needle_len(e.len);
                 let at = (e.offset - start) as usize;
                 let mut needle = span[at..at + len as usize].to_vec();
                 if !needle_is(&needle, e) {
-                    // A damaged data shard: decode this needle from the others.
-                    needle = read_span(node, table, addrs, s, e.offset, len, true)
-                        .await?
-                        .0;
-                    if !needle_is(&needle, e) {
-                        return Err(format!(
+                    // A damaged data shard: its part decoded from the others.
+                    needle = read_span_around_damage(node, table, addrs, s, e.offset, len, |b| {
+                        needle_is(b, e)
+                    })
+                    .await?
+                    .ok_or_else(|| {
+                        format!(
                             "stripe {:016x}: the record at offset {} does not read back",
                             s.id, e.offset
-                        ));
-                    }
+                        )
+                    })?;
                 }
                 fresh.push(IndexEntry {
                     offset: pos + chunk.len() as u64,

@@ -315,18 +315,17 @@ impl Scanner {
     fn needle_at(&mut self, pos: u64) -> Result<Result<ParsedNeedle, NeedleError>> {
         let (with_data, code) = (self.with_data, self.code);
         let head = self.window(pos, HEADER_LEN)?;
-        let h = match needle::parse_header(head, code) {
-            Ok(h) => h,
-            // Its length from the header as one flipped bit would have it.
-            Err(e) => match needle::repair_header(head, code) {
-                Ok(h) => h,
-                Err(_) => return Ok(Err(e)),
-            },
+        // Its length from the header as written, one flipped bit corrected.
+        let (h, header_err) = match needle::mend_header(head, code) {
+            Ok(x) => x,
+            Err(e) => return Ok(Err(e)),
         };
         let len = h.needle_len() as usize;
         let w = self.window(pos, len)?;
-        Ok(needle::parse_mending(w, code)
-            .map(|(h, d, mended)| (h, with_data.then(|| d.to_vec()), mended)))
+        Ok(match needle::check_body(w, &h) {
+            Ok(d) => Ok((h, with_data.then(|| d.to_vec()), header_err.is_some())),
+            Err(e) => Err(header_err.unwrap_or(e)),
+        })
     }
 
     /// The next needle or damaged region, or `None` at the end.

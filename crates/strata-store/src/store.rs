@@ -2810,16 +2810,13 @@ impl Inner {
                 r => r?,
             };
             self.trim_fds();
-            let code = seg.flag_code();
-            let h = match needle::parse_header(&buf, code) {
-                Ok(h) => h,
-                // One flipped header bit, corrected by its checksum: read
-                // as written if the whole needle was read and its data
-                // checks (`parse_mending` below); a prefix cannot be.
-                Err(e) => match needle::repair_header(&buf, code) {
-                    Ok(h) if whole => h,
-                    _ => return Err(seg.corrupt(offset, e)),
-                },
+            // One flipped header bit, corrected by its checksum: read as
+            // written if the whole needle was read and its data checks
+            // (below); a prefix cannot be.
+            let (h, header_err) = match needle::mend_header(&buf, seg.flag_code()) {
+                Ok((_, Some(e))) if !whole => return Err(seg.corrupt(offset, e)),
+                Ok(x) => x,
+                Err(e) => return Err(seg.corrupt(offset, e)),
             };
             if (h.key, h.alt_key) != (key, alt) {
                 if unconfirmed {
@@ -2831,8 +2828,8 @@ impl Inner {
                 return Ok(None); // a fingerprint false positive: another needle
             }
             if whole {
-                if let Err(e) = needle::parse_mending(&buf, code) {
-                    return Err(seg.corrupt(offset, e));
+                if let Err(e) = needle::check_body(&buf, &h) {
+                    return Err(seg.corrupt(offset, header_err.unwrap_or(e)));
                 }
             } else if needle::needle_len(h.size) > len {
                 // The header names more than the index's slot holds.

@@ -310,12 +310,24 @@ pub fn parse_header(bytes: &[u8], code: FlagCode) -> Result<NeedleHeader, Needle
 ///
 /// Otherwise the error `parse_header` gives for the bytes as they are.
 pub fn repair_header(bytes: &[u8], code: FlagCode) -> Result<NeedleHeader, NeedleError> {
+    mend_header(bytes, code).map(|(h, _)| h)
+}
+
+/// [`repair_header`], with the error of the bytes as they are when one
+/// flipped bit was corrected (`None` when the header parsed as is): what a
+/// caller reports if the rest of the needle does not check either.
+pub fn mend_header(
+    bytes: &[u8],
+    code: FlagCode,
+) -> Result<(NeedleHeader, Option<NeedleError>), NeedleError> {
     let err = match parse_header(bytes, code) {
-        Ok(h) => return Ok(h),
+        Ok(h) => return Ok((h, None)),
         Err(e @ NeedleError::Truncated { .. }) => return Err(e),
         Err(e) => e,
     };
-    super::one_bit_correction::<_, HEADER_LEN>(bytes, |b| parse_header(b, code).ok()).ok_or(err)
+    super::one_bit_correction::<_, HEADER_LEN>(bytes, |b| parse_header(b, code).ok())
+        .map(|h| (h, Some(err)))
+        .ok_or(err)
 }
 
 /// Whether the needle `h` describes, whose bytes start `bytes`, is whole
@@ -383,14 +395,10 @@ pub fn parse_mending(
     bytes: &[u8],
     code: FlagCode,
 ) -> Result<(NeedleHeader, &[u8], bool), NeedleError> {
-    match parse_header(bytes, code) {
-        Ok(h) => Ok((h, check_body(bytes, &h)?, false)),
-        Err(e @ NeedleError::Truncated { .. }) => Err(e),
-        Err(e) => {
-            let h = repair_header(bytes, code).map_err(|_| e)?;
-            let data = check_body(bytes, &h).map_err(|_| e)?;
-            Ok((h, data, true))
-        }
+    let (h, header_err) = mend_header(bytes, code)?;
+    match check_body(bytes, &h) {
+        Ok(data) => Ok((h, data, header_err.is_some())),
+        Err(e) => Err(header_err.unwrap_or(e)),
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod cluster_common;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -769,31 +770,66 @@ fn a_small_data_set_is_encoded_whole_once_its_rows_stop_growing() {
 }
 
 /// Every `shard-00` file (data shard 0 of a stripe) under `dir`.
-fn first_data_shards(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+fn shard_files(dir: &std::path::Path, name: &str, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
+        return;
     };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
-            out.extend(first_data_shards(&p));
-        } else if p.file_name().is_some_and(|n| n == "shard-00") {
+            shard_files(&p, name, out);
+        } else if p.file_name().is_some_and(|n| n == name) {
             out.push(p);
         }
     }
-    out
+}
+
+/// Every stripe's files of data shards 0 and 1 across the nodes' data
+/// directories, by stripe directory name.
+fn first_two_data_shards(c: &Cluster) -> BTreeMap<String, (PathBuf, PathBuf)> {
+    let (mut zero, mut one) = (Vec::new(), Vec::new());
+    for (_, _, data) in &c.nodes {
+        shard_files(data, "shard-00", &mut zero);
+        shard_files(data, "shard-01", &mut one);
+    }
+    let stripe = |p: &PathBuf| {
+        p.parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let ones: BTreeMap<String, PathBuf> = one.iter().map(|p| (stripe(p), p.clone())).collect();
+    zero.iter()
+        .filter_map(|p| Some((stripe(p), (p.clone(), ones.get(&stripe(p))?.clone()))))
+        .collect()
+}
+
+/// Flips one bit of the byte `at` bytes into a shard file's payload.
+fn flip_payload(p: &std::path::Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, 64 + at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x20], 64 + at).unwrap();
 }
 
 /// A record whose bytes lie in two data shards reads back while one of
-/// them holds a flipped bit that no scrub has rebuilt (the scrub is off):
-/// the degraded read decodes the damaged shard's part from the others and
-/// reads the other part as it is. It used to decode each part without its
-/// own shard only, so the damaged shard corrupted the decode of the other
-/// part and the record did not read back until a scrub rebuilt the shard
-/// (`ec-flip` under load; docs/reliability.md, finding 23).
+/// them, or both, hold a flipped bit that no scrub has rebuilt: the
+/// degraded read decodes the damaged shards' parts from others and reads
+/// the rest as it is. It used to decode each part without its own shard
+/// only, so a damaged shard corrupted the decode of the other part and the
+/// record did not read back until a scrub rebuilt the shard (`ec-flip`
+/// under load; docs/reliability.md, finding 23); and it tried one damaged
+/// shard at a time, so two (which a 4+2 code can decode around) failed the
+/// read (finding 24).
 #[test]
-fn a_record_across_two_data_shards_reads_around_a_damaged_one() {
+fn a_record_across_two_data_shards_reads_around_damaged_ones() {
     let c = start_cluster("1s");
     // 64 KiB segments, four data shards of about 16 KiB, records of
     // 30,000 bytes: the first record of a stripe fills most of shard 0
@@ -811,23 +847,17 @@ fn a_record_across_two_data_shards_reads_around_a_damaged_one() {
     // The middle byte of data shard 0 of every stripe: inside the record
     // that goes on into shard 1, at an offset its shard-1 part covers too
     // (so a decode of that part which used shard 0 would carry the flip).
-    let mut flipped = 0;
-    for (_, _, data) in &c.nodes {
-        for p in first_data_shards(data) {
-            use std::os::unix::fs::FileExt;
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&p)
-                .unwrap();
-            let at = 64 + (f.metadata().unwrap().len() - 64) / 2;
-            let mut b = [0u8; 1];
-            f.read_exact_at(&mut b, at).unwrap();
-            f.write_all_at(&[b[0] ^ 0x20], at).unwrap();
-            flipped += 1;
+    // In every other stripe also byte 1,000 of shard 1, inside the same
+    // record's part there: both parts damaged, two shards to read around.
+    let stripes = first_two_data_shards(&c);
+    assert!(stripes.len() >= 3, "{} stripes", stripes.len());
+    for (x, (zero, one)) in stripes.values().enumerate() {
+        let payload = std::fs::metadata(zero).unwrap().len() - 64;
+        flip_payload(zero, payload / 2);
+        if x % 2 == 1 {
+            flip_payload(one, 1_000);
         }
     }
-    assert!(flipped >= 3, "{flipped} shards flipped");
     read_all(&c, n, len);
     // Each node read its stripes' records itself: none failed and went to
     // another replica (which may still hold a copy, and hide the failure).

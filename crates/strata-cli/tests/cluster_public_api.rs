@@ -584,6 +584,97 @@ fn a_damaged_replica_is_read_around_and_rewritten_from_a_peer() {
     }
 }
 
+/// A replica that lost its newest record of a name to damage no checksum
+/// can attribute (several bytes of the needle's header hit, its index
+/// checkpoint gone: the open's scan cannot tell whose needle it was, and
+/// the same name's older needle becomes the newest it holds) must not
+/// serve that older record. It used to: the node read its own replica
+/// first and answered 200 with the older version (docs/reliability.md,
+/// finding 25). Now the open notes that the row may lack records, the
+/// node's reads of it answer 503 (the reader asks another replica) until
+/// it has caught up from the other replicas, which it does at once, with
+/// the scrub off.
+#[test]
+fn a_replica_that_lost_its_newest_record_to_damage_serves_it_only_once_caught_up() {
+    let dir = scratch();
+    // A long suspicion time: the stopped node stays in the table.
+    let ((_meta, meta), mut nodes) = quiet_cluster(dir.path(), 3, &["--suspect-after", "60"]);
+    let (old, new) = (object(21, 3000), object(22, 3000));
+    put(&nodes[0].1, "/b/lost", &old);
+    put(&nodes[0].1, "/b/lost", &new);
+    let (t, map) = map_of(&meta);
+    let row = t.row_of(strata_placement::object_hash("b", "lost"));
+    let victim = addr_of(&map, &t, t.row(row)[1]);
+    let i = nodes.iter().position(|n| n.1 == victim).expect("node");
+    nodes[i].0.kill();
+    // The newest needle's header, from its key on, overwritten; the row's
+    // index checkpoints removed, so that the open scans the segment.
+    let row_dir = nodes[i].2.join("rows").join(format!("{row:08}"));
+    assert!(row_dir.is_dir(), "{}", row_dir.display());
+    let mut hit = 0;
+    for f in files_under(&row_dir) {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".idx") {
+            std::fs::remove_file(&f).expect("remove checkpoint");
+            continue;
+        }
+        let mut bytes = std::fs::read(&f).expect("read");
+        let Some(at) = bytes.windows(64).position(|w| w == &new[..64]) else {
+            continue;
+        };
+        let start = bytes[..at]
+            .windows(4)
+            .rposition(|w| w == b"NEDL")
+            .expect("the needle's header");
+        bytes[start + 8..start + 28].fill(0xA5);
+        std::fs::write(&f, &bytes).expect("damage");
+        hit += 1;
+    }
+    assert_eq!(hit, 1, "the newest record's segment");
+    let args = [
+        "--data",
+        nodes[i].2.to_str().expect("utf-8"),
+        "--scrub-every",
+        "0",
+        "--ram-cache",
+        "0",
+    ];
+    let (p, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}-again.log")));
+    let data = nodes[i].2.clone();
+    nodes[i] = (p, addr.clone(), data);
+    wait_until(
+        Duration::from_secs(30),
+        "the restarted node's address",
+        || {
+            map_of(&meta).1["nodes"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|n| n["addr"] == addr.as_str()))
+        },
+    );
+    // Through the damaged node: the newest version, every time.
+    for _ in 0..5 {
+        let (code, _, got) = get(&addr, "/b/lost", "");
+        assert_eq!(code, 200);
+        assert!(got == new, "the damaged node served an older version");
+    }
+    // Its own replica catches up from the others without a scrub, and
+    // then serves the newest record itself.
+    let path = format!("/cluster/v1/rows/{row}/objects/b/lost");
+    let healthy = addr_of(&map, &t, t.row(row)[0]);
+    let (_, _, good) = http_full(&healthy, "GET", &path, Some(1), "", b"");
+    wait_until(Duration::from_secs(30), "the replica to catch up", || {
+        let (code, _, rec) = http_full(&addr, "GET", &path, Some(1), "", b"");
+        code == 200 && rec == good
+    });
+    let log = std::fs::read_to_string(dir.path().join(format!("n{i}-again.log"))).unwrap();
+    assert!(log.contains("may lack records it acknowledged"), "{log}");
+    assert!(log.contains("caught up from the other replicas"), "{log}");
+    assert!(!dir
+        .path()
+        .join(format!("n{i}/rows/{row:08}/catch-up"))
+        .exists());
+}
+
 /// A HEAD through any node reads the start of the object's head record,
 /// not the object, from the node's own replica or over the node protocol
 /// (`?start=N`, answered with `x-strata-record-length`): with replication

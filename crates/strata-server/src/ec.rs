@@ -404,7 +404,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Writes `bytes` to `path` whole or not at all (tmp, fsync, rename, fsync
 /// of the directory).
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = path.with_extension("tmp");

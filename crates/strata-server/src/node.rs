@@ -474,6 +474,15 @@ impl ClusterNode {
         g.as_ref().map(|i| (i.node_id, i.disk_ids.clone()))
     }
 
+    /// Whether a replica of `row` on another node is live in the current
+    /// table (false without a table).
+    pub(crate) fn other_replica_live(&self, row: usize) -> bool {
+        let (Some(m), Some((_, mine))) = (self.map(), self.disk_ids()) else {
+            return false;
+        };
+        m.table.live_replicas(row).iter().any(|d| !mine.contains(d))
+    }
+
     /// The row stores of this node's disk `disk`, if it is a row disk here.
     pub(crate) fn stores_of(&self, disk: DiskId) -> Option<Arc<RowStores>> {
         let g = read(&self.identity);
@@ -1510,6 +1519,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     if let Some(every) = node.opts.scrub_interval {
         tokio::spawn(crate::scrub::run(node.clone(), every));
     }
+    tokio::spawn(crate::scrub::catch_up(node.clone()));
     // Without a flash tier the mover only keeps the gauges and the
     // recently-written sets (RAM cache admission).
     let mover = strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {

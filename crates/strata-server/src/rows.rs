@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -219,7 +219,16 @@ pub struct RowStore {
     writes: Arc<AtomicU64>,
     /// The disk device's space kept back for deletes ([`crate::reserve`]).
     reserve: Option<Arc<Reserve>>,
+    /// Set while this copy of the row may lack records it acknowledged
+    /// (what its open found: [`strata_store::OpenReport::may_lack_records`]),
+    /// until it has caught up from the other replicas; kept on disk in
+    /// [`CATCH_UP`] so that a restart meanwhile does not forget it.
+    catching_up: AtomicBool,
 }
+
+/// The file in a row's directory that says its copy must catch up from
+/// the other replicas before it serves reads (its contents: why).
+pub const CATCH_UP: &str = "catch-up";
 
 /// A live record read back while iterating a row (tombstones included).
 pub enum Scanned {
@@ -362,6 +371,42 @@ impl RowStore {
                 parts.insert(name, Arc::new(store));
             }
         }
+        // A copy that may lack acknowledged records (or hold a name's older
+        // record as its newest) says so on disk before it serves anything.
+        let lacking: Vec<String> = std::iter::once(("", &shared))
+            .chain(parts.iter().map(|(n, s)| (n.as_str(), s)))
+            .filter(|(_, s)| s.open_report().may_lack_records())
+            .map(|(n, s)| {
+                let r = s.open_report();
+                format!(
+                    "{}{} torn tail(s), {} damaged needle(s) naming no object, {} segment file(s) set aside",
+                    if n.is_empty() { String::new() } else { format!("part {n}: ") },
+                    r.torn_tails.len(),
+                    r.nameless_regions.len(),
+                    r.quarantined.len()
+                )
+            })
+            .collect();
+        let marker = path.join(CATCH_UP);
+        if !lacking.is_empty() {
+            let why = lacking.join("; ");
+            crate::ec::write_atomic(&marker, why.as_bytes()).map_err(|source| {
+                ClusterError::Io {
+                    path: marker.display().to_string(),
+                    source,
+                }
+            })?;
+            eprintln!(
+                "strata server: row {row}: this copy may lack records it acknowledged ({why}): \
+                 its reads answer 503 until it has caught up from the other replicas"
+            );
+        } else if marker.exists() {
+            eprintln!(
+                "strata server: row {row}: this copy has not yet caught up from the other \
+                 replicas since damage found at an earlier start: its reads answer 503 until it has"
+            );
+        }
+        let catching_up = AtomicBool::new(marker.exists());
         let (tx, rx) = mpsc::channel::<Job>();
         let writes = Arc::new(AtomicU64::new(0));
         let w = writes.clone();
@@ -382,7 +427,33 @@ impl RowStore {
             tx: Mutex::new(tx),
             writes,
             reserve,
+            catching_up,
         })
+    }
+
+    /// Whether this copy of the row must catch up from the other replicas
+    /// before it serves reads ([`CATCH_UP`]).
+    pub fn catching_up(&self) -> bool {
+        self.catching_up.load(Ordering::Acquire)
+    }
+
+    /// Records that this copy has caught up: removes [`CATCH_UP`] (durably)
+    /// and serves reads again.
+    pub fn caught_up(&self) -> Result<(), ClusterError> {
+        let marker = self.path.join(CATCH_UP);
+        let io = |source| ClusterError::Io {
+            path: marker.display().to_string(),
+            source,
+        };
+        match std::fs::remove_file(&marker) {
+            Ok(()) => std::fs::File::open(&self.path)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        self.catching_up.store(false, Ordering::Release);
+        Ok(())
     }
 
     fn err(&self, source: StoreError) -> ClusterError {
@@ -1168,6 +1239,16 @@ impl RowStores {
         )?);
         open.insert(row, s.clone());
         Ok(s)
+    }
+
+    /// The open row stores whose copies must catch up from the other
+    /// replicas ([`RowStore::catching_up`]).
+    pub fn catching_up(&self) -> Vec<Arc<RowStore>> {
+        let open = match self.open.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        open.values().filter(|s| s.catching_up()).cloned().collect()
     }
 
     /// The store of `row` if it is open already (never blocks).

@@ -20,6 +20,7 @@ use strata_client::protocol::{object_path, ListEntry, RowDigest, DIGEST_RANGES};
 use strata_meta::api::{ScrubReport, SCRUB_NAMES_KEPT};
 
 use crate::node::ClusterNode;
+use crate::rows::RowStore;
 use crate::ClusterError;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,6 +39,83 @@ pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration) {
         if let Ok(mut g) = node.scrub_report.lock() {
             *g = Some(total.clone());
         }
+    }
+}
+
+/// Brings this node's copies of rows that may lack records they
+/// acknowledged (damage found when they opened: [`RowStore::catching_up`])
+/// up to date from the other replicas, trying every second until each has;
+/// their reads answer 503 meanwhile. The scrub would repair them too, but
+/// only on its next pass and led by each row's first replica; a copy that
+/// must catch up does it itself, at once (docs/reliability.md, finding 25).
+pub(crate) async fn catch_up(node: Arc<ClusterNode>) {
+    let mut attempts: HashMap<usize, u64> = HashMap::new();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let stores: Vec<Arc<RowStore>> = node
+            .stores
+            .iter()
+            .flatten()
+            .flat_map(|s| s.catching_up())
+            .collect();
+        for store in stores {
+            let row = store.row();
+            let n = attempts.entry(row).or_default();
+            *n += 1;
+            match catch_up_row(&node, &store).await {
+                Ok(Some(fix)) => {
+                    attempts.remove(&row);
+                    eprintln!(
+                        "strata server: row {row}: caught up from the other replicas \
+                         ({} record(s) brought here or to them); its reads are served here again",
+                        fix.missing + fix.repaired + fix.deletes_propagated
+                    );
+                }
+                Ok(None) => {}
+                // Said once, then every minute: a peer may be away a while.
+                Err(e) if *n == 1 || (*n).is_multiple_of(60) => {
+                    eprintln!("strata server: row {row}: catching up from the other replicas: {e} (trying again)");
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// One attempt at catching `store`'s row up: what was repaired, or None
+/// when it must wait (no other replica live, no table yet, the replicas'
+/// stripes in flux).
+async fn catch_up_row(
+    node: &Arc<ClusterNode>,
+    store: &Arc<RowStore>,
+) -> Result<Option<ScrubReport>, ClusterError> {
+    let row = store.row();
+    let (Some(map), Some((_, mine))) = (node.map(), node.disk_ids()) else {
+        return Ok(None);
+    };
+    if map.table.replication() == 1 {
+        // No replica to catch up from, ever: what it holds is all there is.
+        store.caught_up()?;
+        eprintln!("strata server: row {row}: no other replica to catch up from (replication 1): serving what this copy holds");
+        return Ok(Some(ScrubReport::default()));
+    }
+    let live = map.table.live_replicas(row);
+    if !live.iter().any(|d| mine.contains(d)) || live.iter().all(|d| mine.contains(d)) {
+        // Not a replica here under this table, or no other one is live
+        // (its reads are served meanwhile: there is nothing better).
+        return Ok(None);
+    }
+    let addrs: Vec<String> = live
+        .iter()
+        .filter_map(|d| map.addr_of_disk.get(d).cloned())
+        .collect();
+    let mut fix = ScrubReport::default();
+    match sync_row(node, &map, map.table.version(), row, &addrs, &mut fix).await? {
+        Some(true) => {
+            store.caught_up()?;
+            Ok(Some(fix))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -68,81 +146,11 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
             .iter()
             .filter_map(|d| map.addr_of_disk.get(d).cloned())
             .collect();
-        // Digests of every replica (each re-reads and verifies its copy).
-        let mut digests: Vec<RowDigest> = Vec::new();
-        for addr in &addrs {
-            let url = format!("http://{addr}/cluster/v1/rows/{row}/digest");
-            let d: RowDigest =
-                node.http
-                    .get_json(&url, TIMEOUT)
-                    .await
-                    .map_err(|reason| ClusterError::Peer {
-                        addr: addr.clone(),
-                        reason,
-                    })?;
-            digests.push(d);
-        }
-        // A replica that has installed a stripe of the row has dropped
-        // the records it holds; one that has not yet (or not yet retired a
-        // replaced one) still lists them. Copying between them would bring
-        // records back next to their stripe copy: the row waits for the
-        // next pass (installs take a tick).
-        if digests.windows(2).any(|w| w[0].stripes != w[1].stripes) {
+        if sync_row(node, &map, version, row, &addrs, report)
+            .await?
+            .is_none()
+        {
             continue;
-        }
-        report.rows_checked += 1;
-        report.corrupt += digests.iter().map(|d| d.corrupt).sum::<u64>();
-        if let Some(d) = digests.first() {
-            report.objects_checked += d.counts.iter().sum::<u64>();
-        }
-        for range in 0..DIGEST_RANGES {
-            let same = digests.windows(2).all(|w| {
-                w[0].counts.get(range) == w[1].counts.get(range)
-                    && w[0].sums.get(range) == w[1].sums.get(range)
-            });
-            let any_corrupt = digests.iter().any(|d| d.corrupt > 0);
-            let tombstones = digests
-                .iter()
-                .any(|d| d.tombstones.get(range).is_some_and(|&t| t > 0));
-            if same && !any_corrupt && !tombstones {
-                continue;
-            }
-            let mut lists: Vec<Vec<ListEntry>> = Vec::new();
-            for addr in &addrs {
-                let url = format!("http://{addr}/cluster/v1/rows/{row}/list?range={range}");
-                lists.push(node.http.get_json(&url, TIMEOUT).await.map_err(|reason| {
-                    ClusterError::Peer {
-                        addr: addr.clone(),
-                        reason,
-                    }
-                })?);
-            }
-            // A replica that installed a stripe since its digest dropped
-            // the stripe's records from its list: the lists would differ
-            // by those, and copying them back would bring them back next
-            // to their stripe copy. The range waits for the next pass.
-            let mut moved = false;
-            for (addr, d) in addrs.iter().zip(&digests) {
-                let url = format!("http://{addr}/cluster/v1/rows/{row}/stripes");
-                let now: Result<Vec<u64>, String> = node.http.get_json(&url, TIMEOUT).await;
-                moved |= now.as_ref() != Ok(&d.stripes);
-            }
-            if moved {
-                continue;
-            }
-            let full = addrs.len() == map.table.replication();
-            let fix = repair_range(node, version, row, &addrs, &lists, full).await?;
-            report.missing += fix.missing;
-            report.repaired += fix.repaired;
-            report.deletes_propagated += fix.deletes_propagated;
-            report.objects_repaired += fix.objects_repaired;
-            for name in fix.objects_repaired_names {
-                if report.objects_repaired_names.len() >= SCRUB_NAMES_KEPT {
-                    report.objects_repaired_names.remove(0);
-                }
-                report.objects_repaired_names.push(name);
-            }
-            report.tombstones_purged += fix.tombstones_purged;
         }
         report.orphan_tracts_reclaimed += reclaim_orphans(node, &map, version, row, &addrs).await?;
         // Throttle: the digests re-read the row on every replica.
@@ -163,6 +171,102 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     Ok(())
+}
+
+/// Brings the live replicas of `row` (`addrs`, the first one's digest
+/// first) to the same records: every replica re-reads and verifies its
+/// copy into per-range digests, and every range whose digests differ (or
+/// that holds damage or tombstones) is listed name by name and repaired.
+/// None when the row must wait for a later pass (the replicas' installed
+/// erasure-coded stripes differ); `Some(false)` when some range had to
+/// (a replica installed a stripe while it was listed).
+async fn sync_row(
+    node: &Arc<ClusterNode>,
+    map: &crate::node::NodeMap,
+    version: u64,
+    row: usize,
+    addrs: &[String],
+    report: &mut ScrubReport,
+) -> Result<Option<bool>, ClusterError> {
+    // Digests of every replica (each re-reads and verifies its copy).
+    let mut digests: Vec<RowDigest> = Vec::new();
+    for addr in addrs {
+        let url = format!("http://{addr}/cluster/v1/rows/{row}/digest");
+        let d: RowDigest =
+            node.http
+                .get_json(&url, TIMEOUT)
+                .await
+                .map_err(|reason| ClusterError::Peer {
+                    addr: addr.clone(),
+                    reason,
+                })?;
+        digests.push(d);
+    }
+    // A replica that has installed a stripe of the row has dropped
+    // the records it holds; one that has not yet (or not yet retired a
+    // replaced one) still lists them. Copying between them would bring
+    // records back next to their stripe copy: the row waits for the
+    // next pass (installs take a tick).
+    if digests.windows(2).any(|w| w[0].stripes != w[1].stripes) {
+        return Ok(None);
+    }
+    report.rows_checked += 1;
+    let mut whole = true;
+    report.corrupt += digests.iter().map(|d| d.corrupt).sum::<u64>();
+    if let Some(d) = digests.first() {
+        report.objects_checked += d.counts.iter().sum::<u64>();
+    }
+    for range in 0..DIGEST_RANGES {
+        let same = digests.windows(2).all(|w| {
+            w[0].counts.get(range) == w[1].counts.get(range)
+                && w[0].sums.get(range) == w[1].sums.get(range)
+        });
+        let any_corrupt = digests.iter().any(|d| d.corrupt > 0);
+        let tombstones = digests
+            .iter()
+            .any(|d| d.tombstones.get(range).is_some_and(|&t| t > 0));
+        if same && !any_corrupt && !tombstones {
+            continue;
+        }
+        let mut lists: Vec<Vec<ListEntry>> = Vec::new();
+        for addr in addrs {
+            let url = format!("http://{addr}/cluster/v1/rows/{row}/list?range={range}");
+            lists.push(node.http.get_json(&url, TIMEOUT).await.map_err(|reason| {
+                ClusterError::Peer {
+                    addr: addr.clone(),
+                    reason,
+                }
+            })?);
+        }
+        // A replica that installed a stripe since its digest dropped
+        // the stripe's records from its list: the lists would differ
+        // by those, and copying them back would bring them back next
+        // to their stripe copy. The range waits for the next pass.
+        let mut moved = false;
+        for (addr, d) in addrs.iter().zip(&digests) {
+            let url = format!("http://{addr}/cluster/v1/rows/{row}/stripes");
+            let now: Result<Vec<u64>, String> = node.http.get_json(&url, TIMEOUT).await;
+            moved |= now.as_ref() != Ok(&d.stripes);
+        }
+        if moved {
+            whole = false;
+            continue;
+        }
+        let full = addrs.len() == map.table.replication();
+        let fix = repair_range(node, version, row, addrs, &lists, full).await?;
+        report.missing += fix.missing;
+        report.repaired += fix.repaired;
+        report.deletes_propagated += fix.deletes_propagated;
+        report.objects_repaired += fix.objects_repaired;
+        for name in fix.objects_repaired_names {
+            if report.objects_repaired_names.len() >= SCRUB_NAMES_KEPT {
+                report.objects_repaired_names.remove(0);
+            }
+            report.objects_repaired_names.push(name);
+        }
+        report.tombstones_purged += fix.tombstones_purged;
+    }
+    Ok(Some(whole))
 }
 
 /// A data tract record's name, `KEY` NUL `TRACT` NUL `VERSION` (16 hex

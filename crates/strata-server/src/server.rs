@@ -413,6 +413,13 @@ async fn get_object(
                  row {row} is complete: retry, or ask another replica"
             ),
         ),
+        LocalRead::CatchingUp => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this node's copy of row {row} may lack records after damage found when it \
+                 opened, and is catching up from the other replicas: ask another replica"
+            ),
+        ),
         LocalRead::Failed(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }
@@ -441,6 +448,10 @@ pub(crate) enum LocalRead {
     /// started, does not know yet whether its copy of the row is
     /// complete: answered 503 (retry, or ask another replica).
     NotYetKnown,
+    /// This copy of the row may lack records it acknowledged (damage found
+    /// when it opened) and has not yet caught up from the other replicas,
+    /// one of which is live: answered 503 (ask another replica).
+    CatchingUp,
     /// The store failed (the reason is for the log, not for clients).
     Failed(String),
 }
@@ -462,6 +473,11 @@ pub(crate) async fn read_local(
     limit: Option<usize>,
     start: Instant,
 ) -> LocalRead {
+    // A copy that may lack acknowledged records serves no reads while
+    // another replica can (a repair's raw reads still get what it holds).
+    if !raw && store.catching_up() && node.other_replica_live(store.row()) {
+        return LocalRead::CatchingUp;
+    }
     let id = object_id(bucket, key);
     let traced = !is_tract(key);
     let limit = limit.unwrap_or(usize::MAX);

@@ -225,6 +225,11 @@ pub struct OpenReport {
     pub prepared_bytes_cut: u64,
     /// Damaged regions kept in place (not at a tail): (segment id, offset).
     pub corrupt_regions: Vec<(u64, u64)>,
+    /// Those of `corrupt_regions` whose header names no identity (hit by
+    /// more than one flipped bit, or not a needle's start): what they held
+    /// is unknown, and an identity whose newest needle was there now reads
+    /// as its older needle, if it has one.
+    pub nameless_regions: Vec<(u64, u64)>,
     /// Segment files whose superblock had one flipped bit, corrected by its
     /// checksum and written back (the segment serves as it was).
     pub mended_superblocks: Vec<PathBuf>,
@@ -241,6 +246,21 @@ pub struct OpenReport {
     /// anyway: checkpoints only make the next open faster, and the
     /// background thread retries.
     pub checkpoints_deferred: Option<String>,
+}
+
+impl OpenReport {
+    /// Whether the store may lack needles it acknowledged, or hold an
+    /// identity's older needle as its newest, because of what the open
+    /// found: a cut torn tail (a batch cut short by a crash, which was
+    /// never acknowledged, cannot be told from an acknowledged batch whose
+    /// last needle was damaged), a damaged region whose header names no
+    /// identity, or a segment file set aside. A replicated store then
+    /// catches up from its replicas before it serves reads again.
+    pub fn may_lack_records(&self) -> bool {
+        !self.torn_tails.is_empty()
+            || !self.nameless_regions.is_empty()
+            || !self.quarantined.is_empty()
+    }
 }
 
 /// A file the open set aside (see [`OpenReport::quarantined`]).
@@ -1182,6 +1202,7 @@ impl Store {
             report.torn_tails.extend(rep.torn_tails);
             report.prepared_bytes_cut += rep.prepared_bytes_cut;
             report.corrupt_regions.extend(rep.corrupt_regions);
+            report.nameless_regions.extend(rep.nameless_regions);
             report.mended_headers.extend(rep.mended_headers);
             report.mended_superblocks.extend(rep.mended_superblocks);
             report.quarantined.extend(rep.quarantined);
@@ -2225,6 +2246,7 @@ fn install(item: ScanItem, idx: &mut ActiveIndex, report: &mut OpenReport, segme
             } else {
                 // Keep the region as an unindexed entry so offsets stay
                 // contiguous.
+                report.nameless_regions.push((segment, offset));
                 idx.offsets.push(((offset + len) / 8) as u32);
             }
         }

@@ -402,6 +402,9 @@ fn a_damaged_newest_needle_is_not_served_as_its_older_version() {
         let s = Store::open(cfg(d.path())).unwrap();
         assert_eq!(s.open_report().corrupt_regions, vec![(1, off)], "{what}");
         assert!(s.open_report().torn_tails.is_empty(), "{what}");
+        // Named: nothing is lost to the index.
+        assert!(s.open_report().nameless_regions.is_empty(), "{what}");
+        assert!(!s.open_report().may_lack_records(), "{what}");
         match s.get(3, 0, 3) {
             Err(StoreError::Corrupt { offset, .. }) => assert_eq!(offset, off, "{what}"),
             other => panic!("{what}: expected a corruption error, got {other:?}"),
@@ -419,6 +422,57 @@ fn a_damaged_newest_needle_is_not_served_as_its_older_version() {
         drop(s);
         let s = Store::open(cfg(d.path())).unwrap();
         assert_eq!(s.get(3, 0, 3).unwrap().unwrap().data, newer(4), "{what}");
+    }
+}
+
+/// A needle damaged in the scanned part of the active segment whose header
+/// names no identity (two of its header bytes hit: the checksum corrects
+/// one bit, not two): the open cannot tell whose newest needle it was, so
+/// the identity reads as its older needle. The open says so
+/// (`nameless_regions`, `may_lack_records`): a cluster node then answers
+/// no reads of the row until it has caught up from its replicas
+/// (docs/reliability.md, finding 25). Also at the segment's end, where the
+/// damage is cut as a torn tail.
+#[test]
+fn a_nameless_damaged_needle_is_reported_as_records_that_may_be_lacking() {
+    let len = |d: &[u8]| (32 + d.len() as u64 + 8).next_multiple_of(8);
+    let newer = vec![0xA5; 300];
+    for last in [false, true] {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(cfg(d.path())).unwrap();
+        for k in 0..10 {
+            s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
+        }
+        s.put(Tier::Disk, 3, 0, 3, &newer).unwrap();
+        if !last {
+            for k in 10..15 {
+                s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
+            }
+        }
+        drop(s);
+        std::fs::remove_file(idx_path(d.path())).unwrap();
+        let off: u64 = 64 + (0..10).map(|k| len(&data(k))).sum::<u64>();
+        let seg = seg_path(d.path());
+        let mut b = std::fs::read(&seg).unwrap();
+        // The key and the cookie: two bits, no identity.
+        b[(off + 9) as usize] ^= 0x10;
+        b[(off + 5) as usize] ^= 0x10;
+        std::fs::write(&seg, &b).unwrap();
+        let s = Store::open(cfg(d.path())).unwrap();
+        let r = s.open_report();
+        if last {
+            assert_eq!(r.torn_tails.len(), 1, "{r:?}");
+        } else {
+            assert_eq!(r.nameless_regions, vec![(1, off)], "{r:?}");
+            assert_eq!(r.corrupt_regions, vec![(1, off)], "{r:?}");
+        }
+        assert!(r.may_lack_records(), "last {last}");
+        // What the report warns of: the older needle is what reads back.
+        assert_eq!(
+            s.get(3, 0, 3).unwrap().unwrap().data,
+            data(3),
+            "last {last}"
+        );
     }
 }
 

@@ -161,13 +161,21 @@ pub fn start_meta(etcd: Option<&str>, initial: usize, dir: &Path, log: &Path) ->
 }
 
 /// A metadata service with its state in `dir` (quick failure detection:
-/// suspect after 1 s, 2 strikes) and extra arguments.
+/// suspect after 1 s, 2 strikes, unless `args` say otherwise) and extra
+/// arguments.
 pub fn start_meta_with(args: &[&str], dir: &Path, log: &Path) -> (Proc, String) {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
+    let mut quick = Vec::new();
+    for (flag, value) in [("--suspect-after", "1"), ("--strikes", "2")] {
+        if !args.contains(&flag) {
+            quick.extend([flag, value]);
+        }
+    }
     let child = strata()
         .args(["meta", "--listen", &addr])
-        .args(["--suspect-after", "1", "--strikes", "2", "--data"])
+        .args(quick)
+        .arg("--data")
         .arg(dir)
         .args(args)
         .stdout(Stdio::null())

@@ -7,7 +7,7 @@
 use super::load::{self, Load, Mix, Model, Targets};
 use super::procs::{files, Meta, Server};
 use super::proxy::{Mode, Proxy};
-use super::single::{flip_bit, Flip};
+use super::single::{burst_at_tail, flip_bit, Flip};
 use super::{Ctx, Trial};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -357,7 +357,9 @@ fn rows_out_of_step(c: &Cluster) -> Result<Vec<String>, String> {
 
 /// Bits flipped in a stopped cluster node's own files: 1 to 8 bits, each
 /// in a random segment (past its superblock, or now and then in it) or
-/// index checkpoint of the node's rows, no two in one file. Replication 3 keeps two good
+/// index checkpoint of the node's rows, no two in one file; in one trial
+/// of four also 2 to 16 bytes under one segment's newest needles
+/// ([`burst_at_tail`]). Replication 3 keeps two good
 /// copies of whatever a flip hits, so nothing may be lost: every key is
 /// read back through the damaged node alone (its own copy fails its
 /// checksum or is missing, and the read goes to another replica; a wrong
@@ -399,10 +401,22 @@ pub fn flip(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         t.skipped = true;
         return Ok(());
     }
-    // Each bit in a file of its own: independent damage, one bit per
-    // needle at most (two bits in one needle at the end of a segment's
-    // last batch look like a torn write: docs/reliability.md, finding 19).
+    // Each bit in a file of its own: independent damage. In one trial of
+    // four, also several bytes at once under the newest needles of one
+    // segment: a header hit so names no object, or the end looks like a
+    // torn write, and the node must catch up from the other replicas
+    // before it serves the row (docs/reliability.md, finding 25).
     let mut hit = std::collections::HashSet::new();
+    if rng.random_range(0..4) == 0 {
+        let f = &segs[rng.random_range(0..segs.len())];
+        if let Some((off, n)) = burst_at_tail(f, &mut rng)? {
+            hit.insert(f.clone());
+            t.note(format!(
+                "node {victim}: {n} bytes damaged from byte {off} of {} (under its newest needles)",
+                f.strip_prefix(dir).unwrap_or(f).display()
+            ));
+        }
+    }
     for _ in 0..rng.random_range(1..=8) {
         let at = match rng.random_range(0..20) {
             0..=1 => Flip::Superblock,

@@ -251,6 +251,28 @@ pub fn flip_bit(f: &Path, what: Flip, rng: &mut StdRng) -> std::io::Result<Optio
     Ok(Some((off, bit)))
 }
 
+/// Damage of several bytes at once near the end of a segment's written
+/// needles (a bad sector under the newest writes, say): 2 to 16 bytes from
+/// a random place in the last 256 bytes written (past the superblock),
+/// each XORed with a random non-zero value. Such damage hits the newest
+/// needle's header in more than one bit (no checksum names whose needle
+/// it was) or looks like a torn write. The offset and the byte count, or
+/// None when the segment holds no needle.
+pub fn burst_at_tail(f: &Path, rng: &mut StdRng) -> std::io::Result<Option<(usize, usize)>> {
+    let end = written_end(f)? as usize;
+    if end <= 64 {
+        return Ok(None);
+    }
+    let mut bytes = std::fs::read(f)?;
+    let off = rng.random_range(end.saturating_sub(256).max(64)..end);
+    let n = rng.random_range(2..=16usize).min(bytes.len() - off);
+    for b in &mut bytes[off..off + n] {
+        *b ^= rng.random_range(1..=255u8);
+    }
+    std::fs::write(f, &bytes)?;
+    Ok(Some((off, n)))
+}
+
 /// A bit flipped in a stopped node's files. The node must start, must
 /// never serve a wrong byte, and may lose only what the flip hit: one
 /// object for a needle, nothing for a checkpoint (it is rebuilt from the

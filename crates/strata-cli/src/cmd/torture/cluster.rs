@@ -358,8 +358,8 @@ fn rows_out_of_step(c: &Cluster) -> Result<Vec<String>, String> {
 /// Bits flipped in a stopped cluster node's own files: 1 to 8 bits, each
 /// in a random segment (past its superblock, or now and then in it) or
 /// index checkpoint of the node's rows, no two in one file; in one trial
-/// of four also 2 to 16 bytes under one segment's newest needles
-/// ([`burst_at_tail`]). Replication 3 keeps two good
+/// of three also 2 to 16 bytes under one segment's newest needles
+/// ([`burst_at_tail`]), its checkpoint removed. Replication 3 keeps two good
 /// copies of whatever a flip hits, so nothing may be lost: every key is
 /// read back through the damaged node alone (its own copy fails its
 /// checksum or is missing, and the read goes to another replica; a wrong
@@ -402,17 +402,22 @@ pub fn flip(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     // Each bit in a file of its own: independent damage. In one trial of
-    // four, also several bytes at once under the newest needles of one
-    // segment: a header hit so names no object, or the end looks like a
-    // torn write, and the node must catch up from the other replicas
-    // before it serves the row (docs/reliability.md, finding 25).
+    // three, also several bytes at once under the newest needles of one
+    // segment whose checkpoint is lost with them (as when a crash came
+    // before the checkpoint): the open's scan finds a header that names no
+    // object, or an end that looks like a torn write, and the node must
+    // catch up from the other replicas before it serves the row
+    // (docs/reliability.md, finding 25).
     let mut hit = std::collections::HashSet::new();
-    if rng.random_range(0..4) == 0 {
+    if rng.random_range(0..3) == 0 {
         let f = &segs[rng.random_range(0..segs.len())];
         if let Some((off, n)) = burst_at_tail(f, &mut rng)? {
             hit.insert(f.clone());
+            let idx = f.with_extension("idx");
+            hit.insert(idx.clone());
+            let _ = std::fs::remove_file(&idx);
             t.note(format!(
-                "node {victim}: {n} bytes damaged from byte {off} of {} (under its newest needles)",
+                "node {victim}: {n} bytes damaged from byte {off} of {} (under its newest needles), its checkpoint removed",
                 f.strip_prefix(dir).unwrap_or(f).display()
             ));
         }

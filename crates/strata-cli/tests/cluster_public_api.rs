@@ -591,22 +591,29 @@ fn a_damaged_replica_is_read_around_and_rewritten_from_a_peer() {
 /// serve that older record. It used to: the node read its own replica
 /// first and answered 200 with the older version (docs/reliability.md,
 /// finding 25). Now the open notes that the row may lack records, the
-/// node's reads of it answer 503 (the reader asks another replica) until
-/// it has caught up from the other replicas, which it does at once, with
-/// the scrub off.
+/// node's reads and exports of it answer 503 (the reader asks another
+/// replica) while another replica is live in the table, even one that is
+/// down, until it has caught up from the other replicas, which it does as
+/// soon as they are back, with the scrub off.
 #[test]
 fn a_replica_that_lost_its_newest_record_to_damage_serves_it_only_once_caught_up() {
     let dir = scratch();
-    // A long suspicion time: the stopped node stays in the table.
-    let ((_meta, meta), mut nodes) = quiet_cluster(dir.path(), 3, &["--suspect-after", "60"]);
+    // A long suspicion time: stopped nodes stay live in the table.
+    let ((_meta, meta), mut nodes) = quiet_cluster(dir.path(), 3, &["--suspect-after", "600"]);
     let (old, new) = (object(21, 3000), object(22, 3000));
     put(&nodes[0].1, "/b/lost", &old);
     put(&nodes[0].1, "/b/lost", &new);
     let (t, map) = map_of(&meta);
     let row = t.row_of(strata_placement::object_hash("b", "lost"));
+    let path = format!("/cluster/v1/rows/{row}/objects/b/lost");
+    let (_, _, good) = http_full(&nodes[0].1, "GET", &path, Some(1), "", b"");
     let victim = addr_of(&map, &t, t.row(row)[1]);
     let i = nodes.iter().position(|n| n.1 == victim).expect("node");
-    nodes[i].0.kill();
+    // Every node stopped (the two others too, so that the victim cannot
+    // catch up at once).
+    for n in nodes.iter_mut() {
+        n.0.kill();
+    }
     // The newest needle's header, from its key on, overwritten; the row's
     // index checkpoints removed, so that the open scans the segment.
     let row_dir = nodes[i].2.join("rows").join(format!("{row:08}"));
@@ -631,37 +638,51 @@ fn a_replica_that_lost_its_newest_record_to_damage_serves_it_only_once_caught_up
         hit += 1;
     }
     assert_eq!(hit, 1, "the newest record's segment");
-    let args = [
-        "--data",
-        nodes[i].2.to_str().expect("utf-8"),
-        "--scrub-every",
-        "0",
-        "--ram-cache",
-        "0",
-    ];
-    let (p, addr) = start_node_with(&meta, &args, &dir.path().join(format!("n{i}-again.log")));
-    let data = nodes[i].2.clone();
-    nodes[i] = (p, addr.clone(), data);
-    wait_until(
-        Duration::from_secs(30),
-        "the restarted node's address",
-        || {
-            map_of(&meta).1["nodes"]
-                .as_array()
-                .is_some_and(|n| n.iter().any(|n| n["addr"] == addr.as_str()))
-        },
-    );
-    // Through the damaged node: the newest version, every time.
+    let restart = |j: usize, nodes: &mut Vec<QuietNode>| {
+        let data = nodes[j].2.clone();
+        let args = [
+            "--data",
+            data.to_str().expect("utf-8"),
+            "--scrub-every",
+            "0",
+            "--ram-cache",
+            "0",
+        ];
+        let log = dir.path().join(format!("n{j}-again.log"));
+        let (p, addr) = start_node_with(&meta, &args, &log);
+        nodes[j] = (p, addr.clone(), data);
+        wait_until(
+            Duration::from_secs(30),
+            "a restarted node's address",
+            || {
+                map_of(&meta).1["nodes"]
+                    .as_array()
+                    .is_some_and(|n| n.iter().any(|n| n["addr"] == addr.as_str()))
+            },
+        );
+        addr
+    };
+    let addr = restart(i, &mut nodes);
+    // The other replicas are down, yet live in the table: the victim's
+    // copy serves neither its older version nor an export of the row (a
+    // public GET through it would ask the others until its deadline).
+    let (code, _, why) = http_full(&addr, "GET", &path, Some(1), "", b"");
+    assert_eq!(code, 503, "{}", String::from_utf8_lossy(&why));
+    assert!(String::from_utf8_lossy(&why).contains("catching up"));
+    let export = format!("/cluster/v1/rows/{row}/export");
+    let (code, _, why) = http_full(&addr, "GET", &export, Some(1), "", b"");
+    assert_eq!(code, 503, "{}", String::from_utf8_lossy(&why));
+    // The others back: through the damaged node, the newest version every
+    // time; its own copy catches up without a scrub and then serves the
+    // newest record itself.
+    for j in (0..nodes.len()).filter(|&j| j != i) {
+        restart(j, &mut nodes);
+    }
     for _ in 0..5 {
         let (code, _, got) = get(&addr, "/b/lost", "");
         assert_eq!(code, 200);
         assert!(got == new, "the damaged node served an older version");
     }
-    // Its own replica catches up from the others without a scrub, and
-    // then serves the newest record itself.
-    let path = format!("/cluster/v1/rows/{row}/objects/b/lost");
-    let healthy = addr_of(&map, &t, t.row(row)[0]);
-    let (_, _, good) = http_full(&healthy, "GET", &path, Some(1), "", b"");
     wait_until(Duration::from_secs(30), "the replica to catch up", || {
         let (code, _, rec) = http_full(&addr, "GET", &path, Some(1), "", b"");
         code == 200 && rec == good
@@ -669,10 +690,7 @@ fn a_replica_that_lost_its_newest_record_to_damage_serves_it_only_once_caught_up
     let log = std::fs::read_to_string(dir.path().join(format!("n{i}-again.log"))).unwrap();
     assert!(log.contains("may lack records it acknowledged"), "{log}");
     assert!(log.contains("caught up from the other replicas"), "{log}");
-    assert!(!dir
-        .path()
-        .join(format!("n{i}/rows/{row:08}/catch-up"))
-        .exists());
+    assert!(!row_dir.join("catch-up").exists());
 }
 
 /// A HEAD through any node reads the start of the object's head record,

@@ -1008,6 +1008,17 @@ async fn export(State(node): State<Node>, Path(row): Path<usize>) -> Response {
         Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
+    // A copy that may lack acknowledged records is no source for another
+    // while it catches up (a second, with another replica live); the copy
+    // is tried again.
+    if store.catching_up() && node.other_replica_live(row) {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this node's copy of row {row} is catching up from the other replicas: try again"
+            ),
+        );
+    }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
     tokio::task::spawn_blocking(move || {
         let _permit = permit;

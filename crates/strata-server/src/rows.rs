@@ -332,7 +332,7 @@ fn open_store(
         eprintln!("strata server: row {row}: one flipped bit corrected in the superblock of {} (written back)", p.display());
     }
     for (seg, at) in &r.mended_headers {
-        eprintln!("strata server: row {row}: one flipped bit corrected in the needle header at offset {at} of segment {seg:016x} (its data is whole; a compaction rewrites it)");
+        eprintln!("strata server: row {row}: one flipped bit corrected in the needle header at offset {at} of segment {seg:016x} (its data is whole; the byte written back)");
     }
     if let Some(why) = &r.checkpoints_deferred {
         eprintln!("strata server: row {row}: index checkpoints deferred: {why}");

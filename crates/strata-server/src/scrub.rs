@@ -67,8 +67,9 @@ pub(crate) async fn catch_up(node: Arc<ClusterNode>) {
                     attempts.remove(&row);
                     eprintln!(
                         "strata server: row {row}: caught up from the other replicas \
-                         ({} record(s) brought here or to them); its reads are served here again",
-                        fix.missing + fix.repaired + fix.deletes_propagated
+                         ({} record(s) and {} delete(s) copied here or to them); its reads are \
+                         served here again",
+                        fix.objects_repaired, fix.deletes_propagated
                     );
                 }
                 Ok(None) => {}

@@ -234,8 +234,8 @@ pub struct OpenReport {
     /// checksum and written back (the segment serves as it was).
     pub mended_superblocks: Vec<PathBuf>,
     /// Needles found by a scan whose header had one flipped bit, corrected
-    /// by its checksum, their data whole: indexed and read as written; a
-    /// compaction or move rewrites them. (segment id, offset).
+    /// by its checksum, their data whole: indexed and read as written, and
+    /// the one byte that differs written back. (segment id, offset).
     pub mended_headers: Vec<(u64, u64)>,
     /// Files named like segments that are not readable segments (a bad
     /// superblock, an empty file, a name that does not parse), moved to
@@ -2115,6 +2115,36 @@ fn load_segment(
                 }
                 file_len = at;
                 dirty = true;
+            }
+            // Headers the scan mended (one flipped bit, the data whole) are
+            // written back as they were written: the one byte that differs,
+            // which a device writes whole (it lies in one sector), so a
+            // crash leaves the byte damaged or mended. Should the write
+            // fail, reads go on mending the header in RAM.
+            let code = sb.flag_code();
+            let ours: Vec<u64> = report
+                .mended_headers
+                .iter()
+                .filter(|&&(s, off)| s == sb.id && off + needle::HEADER_LEN as u64 <= file_len)
+                .map(|&(_, off)| off)
+                .collect();
+            let mut wrote = false;
+            for off in ours {
+                let mut h = [0u8; needle::HEADER_LEN];
+                if file.read_exact_at(&mut h, off).is_err() {
+                    continue;
+                }
+                let Some(good) = needle::mended_bytes(&h, code) else {
+                    continue;
+                };
+                for (i, (a, b)) in h.iter().zip(&good).enumerate() {
+                    if a != b {
+                        wrote |= file.write_all_at(&[*b], off + i as u64).is_ok();
+                    }
+                }
+            }
+            if wrote {
+                let _ = file.sync_data();
             }
             // The last segment stays active even when it has reached the
             // segment size (its seal failed: a full volume had no room for

@@ -199,8 +199,9 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
                             offset,
                             len: nl,
                             reason: "one flipped bit in the needle header, corrected by its \
-                                     checksum (the data is whole and reads as written; a \
-                                     compaction rewrites it)"
+                                     checksum (the data is whole and reads as written; an \
+                                     open that scans it writes it back, a compaction \
+                                     rewrites it)"
                                 .into(),
                             torn_tail: false,
                         });

@@ -23,8 +23,8 @@ enum Which {
     /// non-zero when a needle is corrupt (a torn tail of the newest segment,
     /// which opening the store cuts off, is reported but is not corruption).
     /// A needle header or superblock one flipped bit damaged is reported
-    /// too (its checksum corrects it: the store reads it as written, and
-    /// an open or a compaction rewrites it).
+    /// too (its checksum corrects it: the store reads it as written; an
+    /// open that scans it writes it back, a compaction rewrites it).
     Verify {
         /// A store (device) directory, or any directory above stores (a
         /// node's data directory): every store under it is checked.
@@ -249,7 +249,7 @@ fn open(dir: PathBuf, tier: Tier) -> anyhow::Result<Store> {
     }
     for (seg, at) in &r.mended_headers {
         eprintln!(
-            "corrected: one flipped bit in the needle header at offset {at} of segment {seg:016x} (its data is whole; a compaction rewrites it)"
+            "corrected: one flipped bit in the needle header at offset {at} of segment {seg:016x} (its data is whole; the byte written back)"
         );
     }
     if let Some(why) = &r.checkpoints_deferred {

@@ -330,6 +330,17 @@ pub fn mend_header(
         .ok_or(err)
 }
 
+/// The header bytes as written, when the header at the start of `bytes`
+/// does not parse as is and exactly one flipped bit explains its damage
+/// (what [`mend_header`] corrects): the 32 bytes to write back. None when
+/// it parses as is, or when no single bit explains it.
+pub fn mended_bytes(bytes: &[u8], code: FlagCode) -> Option<[u8; HEADER_LEN]> {
+    if bytes.len() < HEADER_LEN || parse_header(bytes, code).is_ok() {
+        return None;
+    }
+    super::one_bit_correction::<_, HEADER_LEN>(bytes, |b| parse_header(b, code).ok().map(|_| *b))
+}
+
 /// Whether the needle `h` describes, whose bytes start `bytes`, is whole
 /// but for at most one flipped bit after its header: its footer magic and
 /// data checksum hold, or one flipped bit of the data, the footer magic

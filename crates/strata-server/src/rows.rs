@@ -398,12 +398,14 @@ impl RowStore {
             })?;
             eprintln!(
                 "strata server: row {row}: this copy may lack records it acknowledged ({why}): \
-                 its reads answer 503 until it has caught up from the other replicas"
+                 while another replica is live, its reads answer 503 until it has caught up \
+                 from the other replicas"
             );
         } else if marker.exists() {
             eprintln!(
                 "strata server: row {row}: this copy has not yet caught up from the other \
-                 replicas since damage found at an earlier start: its reads answer 503 until it has"
+                 replicas since damage found at an earlier start: while another replica is live, \
+                 its reads answer 503 until it has"
             );
         }
         let catching_up = AtomicBool::new(marker.exists());

@@ -94,15 +94,7 @@ fn a_delete_missed_by_a_killed_replica_reaches_it_and_its_tombstone_is_collected
         "the delete could not reach the killed replica, yet succeeded"
     );
     nodes[i] = start(i, &format!("n{i}-restarted.log"));
-    wait_until(
-        Duration::from_secs(30),
-        "the restarted node's address",
-        || {
-            map_of(&meta).1["nodes"]
-                .as_array()
-                .is_some_and(|n| n.iter().any(|n| n["addr"] == nodes[i].1.as_str()))
-        },
-    );
+    wait_for_node_addr(&meta, &nodes[i].1);
     // The two replicas that took the delete no longer serve it.
     let path = format!("/cluster/v1/rows/{row}/objects/b/victim");
     for &d in &t.row(row)[..2] {

@@ -492,6 +492,20 @@ type QuietNode = (Proc, String, std::path::PathBuf);
 /// nodes, `dir/n{i}` (logs `dir/n{i}.log`), with no scrub and no RAM cache
 /// (what a test damages on disk stays damaged, and every read reads it),
 /// returned once the first table is out.
+/// A node with no scrub and no RAM cache (what a test damages on disk
+/// stays damaged, and every read reads it), its one disk `data`.
+fn start_quiet_node(meta: &str, data: &std::path::Path, log: &std::path::Path) -> (Proc, String) {
+    let args = [
+        "--data",
+        data.to_str().expect("utf-8"),
+        "--scrub-every",
+        "0",
+        "--ram-cache",
+        "0",
+    ];
+    start_node_with(meta, &args, log)
+}
+
 fn quiet_cluster(
     dir: &std::path::Path,
     n: usize,
@@ -504,15 +518,7 @@ fn quiet_cluster(
     let nodes = (0..n)
         .map(|i| {
             let data = dir.join(format!("n{i}"));
-            let args = [
-                "--data",
-                data.to_str().expect("utf-8"),
-                "--scrub-every",
-                "0",
-                "--ram-cache",
-                "0",
-            ];
-            let (p, addr) = start_node_with(&meta.1, &args, &dir.join(format!("n{i}.log")));
+            let (p, addr) = start_quiet_node(&meta.1, &data, &dir.join(format!("n{i}.log")));
             (p, addr, data)
         })
         .collect();
@@ -640,26 +646,10 @@ fn a_replica_that_lost_its_newest_record_to_damage_serves_it_only_once_caught_up
     assert_eq!(hit, 1, "the newest record's segment");
     let restart = |j: usize, nodes: &mut Vec<QuietNode>| {
         let data = nodes[j].2.clone();
-        let args = [
-            "--data",
-            data.to_str().expect("utf-8"),
-            "--scrub-every",
-            "0",
-            "--ram-cache",
-            "0",
-        ];
         let log = dir.path().join(format!("n{j}-again.log"));
-        let (p, addr) = start_node_with(&meta, &args, &log);
+        let (p, addr) = start_quiet_node(&meta, &data, &log);
         nodes[j] = (p, addr.clone(), data);
-        wait_until(
-            Duration::from_secs(30),
-            "a restarted node's address",
-            || {
-                map_of(&meta).1["nodes"]
-                    .as_array()
-                    .is_some_and(|n| n.iter().any(|n| n["addr"] == addr.as_str()))
-            },
-        );
+        wait_for_node_addr(&meta, &addr);
         addr
     };
     let addr = restart(i, &mut nodes);

@@ -101,7 +101,7 @@ async fn catch_up_row(
         return Ok(Some(ScrubReport::default()));
     }
     let live = map.table.live_replicas(row);
-    if !live.iter().any(|d| mine.contains(d)) || live.iter().all(|d| mine.contains(d)) {
+    if !live.iter().any(|d| mine.contains(d)) || !node.other_replica_live(row) {
         // Not a replica here under this table, or no other one is live
         // (its reads are served meanwhile: there is nothing better).
         return Ok(None);

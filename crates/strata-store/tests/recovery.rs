@@ -347,6 +347,29 @@ fn a_run_file_older_than_the_segments_is_settled_on_open() {
     all_readable(&s, 300, &deleted);
 }
 
+/// A store in `dir` with keys 0..10, then a newer needle of key 3
+/// (`newer`), then (`more`) keys 10..15, and no checkpoint: the next open
+/// scans the segment. Its path and the newer needle's offset.
+fn newer_key_3_unchecked(dir: &Path, newer: &[u8], more: bool) -> (PathBuf, u64) {
+    let len = |d: &[u8]| (32 + d.len() as u64 + 8).next_multiple_of(8);
+    let s = Store::open(cfg(dir)).unwrap();
+    for k in 0..10 {
+        s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
+    }
+    s.put(Tier::Disk, 3, 0, 3, newer).unwrap();
+    if more {
+        for k in 10..15 {
+            s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
+        }
+    }
+    drop(s);
+    std::fs::remove_file(idx_path(dir)).unwrap();
+    (
+        seg_path(dir),
+        64 + (0..10).map(|k| len(&data(k))).sum::<u64>(),
+    )
+}
+
 /// A needle damaged mid-segment, in a part of the active segment the open
 /// scans (no checkpoint covers it: a crash came first), whose identity has
 /// an older needle earlier in the same segment: the open must keep the
@@ -359,7 +382,6 @@ fn a_run_file_older_than_the_segments_is_settled_on_open() {
 /// identity afterwards, as a cluster's read repair does, reads back.
 #[test]
 fn a_damaged_newest_needle_is_not_served_as_its_older_version() {
-    let len = |d: &[u8]| (32 + d.len() as u64 + 8).next_multiple_of(8);
     let newer = |k: u64| vec![0xA5; 300 + k as usize];
     // Bytes to flip (one bit each), counted from the start of the newer
     // needle of key 3: its data, and a header field with its data too. One
@@ -373,18 +395,7 @@ fn a_damaged_newest_needle_is_not_served_as_its_older_version() {
         (&[29, 140], "header checksum and data"),
     ] {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(cfg(d.path())).unwrap();
-        for k in 0..10 {
-            s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
-        }
-        s.put(Tier::Disk, 3, 0, 3, &newer(3)).unwrap();
-        for k in 10..15 {
-            s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
-        }
-        drop(s);
-        std::fs::remove_file(idx_path(d.path())).unwrap();
-        let off: u64 = 64 + (0..10).map(|k| len(&data(k))).sum::<u64>();
-        let seg = seg_path(d.path());
+        let (seg, off) = newer_key_3_unchecked(d.path(), &newer(3), true);
         let mut b = std::fs::read(&seg).unwrap();
         for &at in ats {
             b[(off + at) as usize] ^= 0x10;
@@ -435,24 +446,10 @@ fn a_damaged_newest_needle_is_not_served_as_its_older_version() {
 /// damage is cut as a torn tail.
 #[test]
 fn a_nameless_damaged_needle_is_reported_as_records_that_may_be_lacking() {
-    let len = |d: &[u8]| (32 + d.len() as u64 + 8).next_multiple_of(8);
     let newer = vec![0xA5; 300];
     for last in [false, true] {
         let d = tempfile::tempdir().unwrap();
-        let s = Store::open(cfg(d.path())).unwrap();
-        for k in 0..10 {
-            s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
-        }
-        s.put(Tier::Disk, 3, 0, 3, &newer).unwrap();
-        if !last {
-            for k in 10..15 {
-                s.put(Tier::Disk, k, 0, k as u32, &data(k)).unwrap();
-            }
-        }
-        drop(s);
-        std::fs::remove_file(idx_path(d.path())).unwrap();
-        let off: u64 = 64 + (0..10).map(|k| len(&data(k))).sum::<u64>();
-        let seg = seg_path(d.path());
+        let (seg, off) = newer_key_3_unchecked(d.path(), &newer, !last);
         let mut b = std::fs::read(&seg).unwrap();
         // The key and the cookie: two bits, no identity.
         b[(off + 9) as usize] ^= 0x10;

@@ -122,6 +122,21 @@ pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the metadata service's map lists a node at `addr` (a node
+/// restarted on another port re-registers; its heartbeat brings the new
+/// address).
+pub fn wait_for_node_addr(meta: &str, addr: &str) {
+    wait_until(
+        Duration::from_secs(30),
+        "a restarted node's address",
+        || {
+            map_of(meta).1["nodes"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|n| n["addr"] == addr))
+        },
+    );
+}
+
 /// Waits for the metadata service at `meta` to publish its first table
 /// (every initial node registered). On a timeout it panics with what the
 /// service knows and every `*.log` under `dir`, so that a cluster that never

@@ -81,6 +81,14 @@ fn raise_fd_limit() {
 fn main() {
     raise_fd_limit();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Server(_) | Command::Meta(_)) {
+        // `strata torture`'s power kinds and the power tests start servers
+        // over the power-loss model (strata_fs::power); nothing otherwise.
+        if let Err(e) = strata_fs::power::arm_from_env() {
+            eprintln!("strata: STRATA_POWER_ROOT: {e}");
+            std::process::exit(2);
+        }
+    }
     let result = match cli.command {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Store(a) => cmd::store::run(a),

@@ -196,9 +196,7 @@ fn sync_parent(p: &Path) -> Result<()> {
         } else {
             d
         };
-        File::open(dir)
-            .and_then(|f| f.sync_all())
-            .map_err(io(dir))?;
+        strata_fs::sync_dir(dir).map_err(io(dir))?;
     }
     Ok(())
 }
@@ -213,8 +211,8 @@ impl Writers {
         let mut files = Vec::new();
         for p in paths {
             let t = tmp_of(p);
-            let f = File::create(&t).map_err(io(&t))?;
-            f.write_all_at(&[0u8; HEADER_LEN], 0).map_err(io(&t))?;
+            let f = strata_fs::create(&t).map_err(io(&t))?;
+            strata_fs::write_all_at(&f, &[0u8; HEADER_LEN], 0).map_err(io(&t))?;
             files.push((p.to_path_buf(), f, 0u32));
         }
         Ok(Writers { files })
@@ -222,8 +220,7 @@ impl Writers {
 
     fn write(&mut self, i: usize, at: u64, data: &[u8]) -> Result<()> {
         let (p, f, crc) = &mut self.files[i];
-        f.write_all_at(data, HEADER_LEN as u64 + at)
-            .map_err(io(&tmp_of(p)))?;
+        strata_fs::write_all_at(f, data, HEADER_LEN as u64 + at).map_err(io(&tmp_of(p)))?;
         *crc = crc32c::crc32c_append(*crc, data);
         Ok(())
     }
@@ -234,13 +231,12 @@ impl Writers {
     fn finish(self, header: impl Fn(usize, u32) -> ShardHeader, durable: bool) -> Result<()> {
         for (i, (p, mut f, crc)) in self.files.into_iter().enumerate() {
             let t = tmp_of(&p);
-            f.write_all_at(&header(i, crc).encode(), 0)
-                .map_err(io(&t))?;
+            strata_fs::write_all_at(&f, &header(i, crc).encode(), 0).map_err(io(&t))?;
             f.flush().map_err(io(&t))?;
             if durable {
-                f.sync_all().map_err(io(&t))?;
+                strata_fs::sync_all(&f).map_err(io(&t))?;
             }
-            std::fs::rename(&t, &p).map_err(io(&p))?;
+            strata_fs::rename(&t, &p).map_err(io(&p))?;
             if durable {
                 sync_parent(&p)?;
             }

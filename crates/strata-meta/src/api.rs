@@ -52,6 +52,15 @@ pub struct RegisterResponse {
     pub disk_ids: Vec<DiskId>,
     /// How often to send heartbeats, in milliseconds.
     pub heartbeat_ms: u64,
+    /// What the service knew of the node id the request named, when it
+    /// answers with another: `dead` or `removed` (its rows were given to
+    /// other disks, so the node may drop its copies), `up` or `pending`
+    /// (it still counts on them: the request offered other devices), or
+    /// absent (it never knew that id, or none was named). A node drops
+    /// rows only on `dead` or `removed` (docs/recovery.md, *A node comes
+    /// back as itself*). Absent from services of the previous version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<NodeState>,
 }
 
 /// `POST /v1/heartbeat`: a node is alive; reports failed disks and finished

@@ -79,7 +79,7 @@ const PAGE: u64 = 4096;
 impl FileBackend {
     /// State kept in `dir/meta.json` (the directory is created).
     pub fn new(dir: &Path) -> Result<FileBackend, MetaError> {
-        std::fs::create_dir_all(dir).map_err(|source| MetaError::File {
+        strata_fs::create_dir_all(dir).map_err(|source| MetaError::File {
             path: dir.display().to_string(),
             source,
         })?;
@@ -225,26 +225,11 @@ fn top_up(reserve: &Path, want: u64) {
     let _ = f.sync_all();
 }
 
+/// [`strata_fs::write_atomic`]: a temporary file, fsync, rename, directory
+/// fsync (a failed write removes the temporary file: a partial copy would
+/// hold space a retry needs).
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let res = write_then_rename(&tmp, path, bytes);
-    if res.is_err() {
-        // A partial copy would hold space a retry needs.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
-}
-
-fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::File::create(tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    strata_fs::write_atomic(path, bytes)
 }
 
 fn decode_state(bytes: &[u8], what: &str) -> Result<ClusterState, MetaError> {

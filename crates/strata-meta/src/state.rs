@@ -451,10 +451,15 @@ impl ClusterState {
                         node_id: n.id,
                         disk_ids: n.disks.iter().map(|d| d.id).collect(),
                         heartbeat_ms: 0,
+                        previous: None,
                     });
                 }
             }
         }
+        let previous = req
+            .node_id
+            .and_then(|id| self.nodes.get(&id.0))
+            .map(|n| n.state);
         let id = NodeId(self.next_node);
         self.next_node += 1;
         let disks: Vec<DiskRecord> = req
@@ -484,6 +489,7 @@ impl ClusterState {
             node_id: id,
             disk_ids,
             heartbeat_ms: 0,
+            previous,
         })
     }
 

@@ -86,7 +86,7 @@ impl Tracer {
         cfg: &TraceConfig,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Tracer> {
-        std::fs::create_dir_all(dir)?;
+        strata_fs::create_dir_all(dir)?;
         salvage(dir);
         let (tx, rx) = sync_channel(1 << 16);
         let dir = dir.to_path_buf();
@@ -199,8 +199,10 @@ fn options() -> WriterOptions {
 /// Finishes `cur`: end frame, fsync, rename to its final name.
 fn close(cur: Option<Current>, metrics: &Metrics) {
     if let Some(c) = cur {
+        // The part file's creation and its rename are made durable with
+        // the rename: a finished trace file survives a power cut.
         let ok = c.out.finish().and_then(|f| f.sync_all()).is_ok()
-            && std::fs::rename(&c.part, &c.done).is_ok();
+            && strata_fs::rename_durable(&c.part, &c.done).is_ok();
         if !ok {
             metrics.trace_dropped.fetch_add(1, Relaxed);
         }
@@ -354,8 +356,8 @@ fn salvage_one(part: &Path) -> std::io::Result<Salvaged> {
         out.write(&r)?;
     }
     out.finish()?.sync_all()?;
-    std::fs::rename(&tmp, &done)?;
-    std::fs::remove_file(part)?;
+    strata_fs::rename(&tmp, &done)?;
+    strata_fs::remove_file_durable(part)?;
     Ok(Salvaged {
         file: Some(done),
         records: count,

@@ -399,23 +399,15 @@ fn shard_name(i: usize) -> String {
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+    strata_fs::sync_dir(dir)
 }
 
-/// Writes `bytes` to `path` whole or not at all (tmp, fsync, rename, fsync
-/// of the directory).
+/// Writes `bytes` to `path` whole or not at all, its directory made
+/// first if need be ([`strata_fs::create_dir_all`], durable), then
+/// [`strata_fs::write_atomic`].
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("tmp");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    sync_dir(dir)
+    strata_fs::create_dir_all(strata_fs::parent(path))?;
+    strata_fs::write_atomic(path, bytes)
 }
 
 // ---------------------------------------------------------------- routes
@@ -465,11 +457,10 @@ pub(crate) async fn put_file(
         );
     };
     let res = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        std::fs::create_dir_all(&dir)?;
+        strata_fs::create_dir_all(&dir)?;
         let part = dir.join(format!("{file}.part"));
         if let Some(len) = q.done {
-            let f = std::fs::OpenOptions::new().write(true).open(&part)?;
+            let f = strata_fs::open(&part, std::fs::OpenOptions::new().write(true))?;
             if f.metadata()?.len() != len {
                 return Err(std::io::Error::other(format!(
                     "{}: {} bytes received, {len} announced",
@@ -477,17 +468,17 @@ pub(crate) async fn put_file(
                     f.metadata()?.len()
                 )));
             }
-            f.sync_all()?;
-            std::fs::rename(&part, dir.join(&file))?;
+            strata_fs::sync_all(&f)?;
+            strata_fs::rename(&part, &dir.join(&file))?;
             return sync_dir(&dir);
         }
         let at = q.at.unwrap_or(0);
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(at == 0)
-            .open(&part)?;
-        f.write_all_at(&body, at)
+        let f = if at == 0 {
+            strata_fs::create(&part)?
+        } else {
+            strata_fs::open(&part, std::fs::OpenOptions::new().write(true))?
+        };
+        strata_fs::write_all_at(&f, &body, at)
     })
     .await;
     match res {
@@ -554,7 +545,8 @@ pub(crate) async fn delete_stripe(
             format!("disk {} is not a row disk here", q.disk),
         );
     };
-    match std::fs::remove_dir_all(&dir) {
+    let gone = strata_fs::remove_dir_all(&dir).and_then(|()| sync_dir(strata_fs::parent(&dir)));
+    match gone {
         Ok(()) => text(StatusCode::OK, "deleted"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => text(StatusCode::NOT_FOUND, "absent"),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -1033,7 +1025,7 @@ fn load_installed(node: &ClusterNode) {
         if let Some(d) = rows.dir().parent() {
             let staging = d.join("ec").join("staging");
             if staging.exists() {
-                match std::fs::remove_dir_all(&staging) {
+                match strata_fs::remove_dir_all(&staging) {
                     Ok(()) => eprintln!(
                         "strata server: erasure coding: deleted {} (an interrupted encoding)",
                         staging.display()
@@ -1050,7 +1042,7 @@ fn load_installed(node: &ClusterNode) {
             for e in rd.flatten() {
                 let p = e.path();
                 if p.extension().and_then(|x| x.to_str()) == Some("tmp") {
-                    let _ = std::fs::remove_file(&p);
+                    let _ = strata_fs::remove_file(&p);
                     continue;
                 }
                 if p.extension().and_then(|x| x.to_str()) != Some("idx") {
@@ -1259,8 +1251,8 @@ async fn rebuild_shard(
         let d = dir.clone();
         let p = part.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            std::fs::create_dir_all(&d)?;
-            std::fs::File::create(&p)?.set_len(HEADER_LEN as u64)
+            strata_fs::create_dir_all(&d)?;
+            strata_fs::set_len(&strata_fs::create(&p)?, HEADER_LEN as u64)
         })
         .await
         .map_err(|e| e.to_string())?
@@ -1281,11 +1273,8 @@ async fn rebuild_shard(
         crc = crc32c::crc32c_append(crc, &piece);
         let p = part.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            use std::os::unix::fs::FileExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&p)?
-                .write_all_at(&piece, HEADER_LEN as u64 + at)
+            let f = strata_fs::open(&p, std::fs::OpenOptions::new().write(true))?;
+            strata_fs::write_all_at(&f, &piece, HEADER_LEN as u64 + at)
         })
         .await
         .map_err(|e| e.to_string())?
@@ -1322,11 +1311,10 @@ async fn rebuild_shard(
         got.ok_or("no shard holder gave the stripe index")?
     };
     tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().write(true).open(&part)?;
-        f.write_all_at(&head, 0)?;
-        f.sync_all()?;
-        std::fs::rename(&part, &path)?;
+        let f = strata_fs::open(&part, std::fs::OpenOptions::new().write(true))?;
+        strata_fs::write_all_at(&f, &head, 0)?;
+        strata_fs::sync_all(&f)?;
+        strata_fs::rename(&part, &path)?;
         write_atomic(&dir.join("index"), &index_bytes)?;
         sync_dir(&dir)
     })
@@ -1579,7 +1567,7 @@ async fn store_stripe(
     let st = staging.clone();
     let width = alloc.k + alloc.m;
     let header = tokio::task::spawn_blocking(move || -> Result<ShardHeader, String> {
-        std::fs::create_dir_all(&st).map_err(|e| e.to_string())?;
+        strata_fs::create_dir_all(&st).map_err(|e| e.to_string())?;
         let paths: Vec<PathBuf> = (0..width).map(|i| st.join(shard_name(i))).collect();
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
         // Not fsynced here: the shards are sent to their disks and made
@@ -1592,7 +1580,7 @@ async fn store_stripe(
     let header = match header {
         Ok(h) => h,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
+            let _ = strata_fs::remove_dir_all(&staging);
             // Compacted or moved meanwhile: listed again next tick.
             return Err(format!(
                 "encoding {} (row {}): {e}",
@@ -1623,7 +1611,7 @@ async fn store_stripe(
         Ok::<(), String>(())
     }
     .await;
-    let _ = std::fs::remove_dir_all(&staging);
+    let _ = strata_fs::remove_dir_all(&staging);
     sent?;
     if started.elapsed() > node.opts.ec_sweep_grace / 2 {
         return Err(format!(
@@ -1841,8 +1829,8 @@ async fn compact_one(
         let f = file.clone();
         let d = staging.clone();
         let out = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-            std::fs::create_dir_all(&d)?;
-            std::fs::File::create(&f)
+            strata_fs::create_dir_all(&d)?;
+            strata_fs::create(&f)
         })
         .await
         .map_err(|e| e.to_string())?
@@ -1900,13 +1888,10 @@ async fn compact_one(
             let o = out.clone();
             let at = pos;
             let n = chunk.len() as u64;
-            tokio::task::spawn_blocking(move || {
-                use std::os::unix::fs::FileExt;
-                o.write_all_at(&chunk, at)
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+            tokio::task::spawn_blocking(move || strata_fs::write_all_at(&o, &chunk, at))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
             pos += n;
             i = j;
         }
@@ -1927,7 +1912,7 @@ async fn compact_one(
         Ok::<u64, String>(data_len)
     }
     .await;
-    let _ = std::fs::remove_file(&file);
+    let _ = strata_fs::remove_file(&file);
     let data_len = result?;
     node.ec.stripes_compacted.fetch_add(1, Ordering::Relaxed);
     node.ec
@@ -1988,7 +1973,7 @@ async fn retire(node: &Node, view: &View) {
             let dir = store.path().join("stripes");
             for id in &gone {
                 let p = dir.join(format!("{id:016x}.idx"));
-                match std::fs::remove_file(&p) {
+                match strata_fs::remove_file(&p) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(format!("{}: {e}", p.display())),
@@ -2080,7 +2065,7 @@ async fn sweep(node: &Node) -> Result<(), String> {
                 if first.elapsed() < grace {
                     continue;
                 }
-                match std::fs::remove_dir_all(&path) {
+                match strata_fs::remove_dir_all(&path) {
                     Ok(()) => {
                         let _ = sync_dir(&dir);
                         n.ec.dirs_swept.fetch_add(1, Ordering::Relaxed);
@@ -2115,7 +2100,7 @@ fn sweep_parts(dir: &Path, grace: Duration) {
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age >= grace);
         if old {
-            let _ = std::fs::remove_file(&p);
+            let _ = strata_fs::remove_file(&p);
         }
     }
 }

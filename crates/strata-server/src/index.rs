@@ -866,7 +866,7 @@ impl ListingIndex {
                     path: path.display().to_string(),
                     reason,
                 };
-                std::fs::create_dir_all(quarantine)
+                strata_fs::create_dir_all(quarantine)
                     .map_err(|q| fail(format!("{e}; creating {}: {q}", quarantine.display())))?;
                 let secs = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -875,7 +875,7 @@ impl ListingIndex {
                     .file_name()
                     .map_or("listing.redb".into(), |n| n.to_string_lossy().into_owned());
                 let to = quarantine.join(format!("{name}.{secs}"));
-                std::fs::rename(path, &to)
+                strata_fs::rename(path, &to)
                     .map_err(|q| fail(format!("{e}; moving it to {}: {q}", to.display())))?;
                 // Its log goes with it: its records are of that index.
                 let log = Self::log_path(path);
@@ -885,7 +885,7 @@ impl ListingIndex {
                         log.file_name()
                             .map_or("listing.wal".into(), |n| n.to_string_lossy())
                     ));
-                    std::fs::rename(&log, &log_to).map_err(|q| {
+                    strata_fs::rename(&log, &log_to).map_err(|q| {
                         fail(format!(
                             "{e}; moving {} to {}: {q}",
                             log.display(),
@@ -894,7 +894,7 @@ impl ListingIndex {
                     })?;
                 }
                 if let Some(dir) = path.parent() {
-                    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+                    let _ = strata_fs::sync_dir(dir);
                 }
                 let idx = Self::open(path)?;
                 idx.set_rebuilding(true)?;

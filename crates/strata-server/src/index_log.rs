@@ -16,7 +16,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The file's first 8 bytes.
@@ -155,13 +154,13 @@ impl Log {
     /// [`Opened::records`] holds is durable in the index.
     pub fn open(path: &Path, id: Option<u64>, after: u64) -> Result<Opened, String> {
         let shown = path.display();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| format!("opening {shown}: {e}"))?;
+        // A new log is made durable in its directory at once: appends
+        // then need only fdatasync.
+        let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => strata_fs::create_durable(path),
+            r => r,
+        }
+        .map_err(|e| format!("opening {shown}: {e}"))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| format!("reading {shown}: {e}"))?;
@@ -222,14 +221,10 @@ impl Log {
     /// Call once every record it holds is durable in the index.
     pub fn reset(&mut self) -> Result<(), String> {
         let shown = self.path.display();
-        self.file
-            .set_len(0)
-            .and_then(|()| self.file.write_all_at(&header(self.id), 0))
-            .and_then(|()| self.file.sync_all())
+        strata_fs::set_len(&self.file, 0)
+            .and_then(|()| strata_fs::write_all_at(&self.file, &header(self.id), 0))
+            .and_then(|()| strata_fs::sync_all(&self.file))
             .map_err(|e| format!("starting {shown} over: {e}"))?;
-        if let Some(dir) = self.path.parent() {
-            let _ = File::open(dir).and_then(|d| d.sync_all());
-        }
         self.at = HEADER;
         self.len = HEADER;
         self.broken = None;
@@ -257,9 +252,9 @@ impl Log {
         rec.extend_from_slice(&lsn.to_le_bytes());
         rec.extend_from_slice(payload);
         let shown = self.path.display();
-        let res = self.file.write_all_at(&rec, self.at).and_then(|()| {
+        let res = strata_fs::write_all_at(&self.file, &rec, self.at).and_then(|()| {
             if sync {
-                self.file.sync_data()
+                strata_fs::sync_data(&self.file)
             } else {
                 Ok(())
             }
@@ -268,10 +263,8 @@ impl Log {
             // What was written of it must not be read as a record: cut the
             // file at the record's start (the records of an earlier pass
             // past it are older than the index's checkpoint anyway).
-            if let Err(cut) = self
-                .file
-                .set_len(self.at)
-                .and_then(|()| self.file.sync_data())
+            if let Err(cut) = strata_fs::set_len(&self.file, self.at)
+                .and_then(|()| strata_fs::sync_data(&self.file))
             {
                 self.broken = Some(format!(
                     "{shown}: an append failed ({e}) and could not be cut off ({cut}); restart the node"

@@ -209,7 +209,30 @@ impl NodeOptions {
     }
 }
 
-/// What a node remembers across restarts: `DATA/cluster-node.json`.
+/// The copy of a node's identity in each of its device directories.
+pub const DEVICE_IDENTITY: &str = "strata-device.json";
+
+/// Reads an identity file: `Ok(None)` when it does not exist, `Err` with
+/// what is wrong when it cannot be read or parsed (empty, damaged).
+fn read_identity(path: &Path) -> Result<Option<Identity>, String> {
+    let bytes = match strata_fs::read_if_exists(path) {
+        Ok(None) => return Ok(None),
+        Ok(Some(b)) => b,
+        Err(e) => return Err(format!("{} cannot be read ({e})", path.display())),
+    };
+    if bytes.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    let mut i: Identity = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{} is damaged ({e})", path.display()))?;
+    if i.disk_ids.is_empty() {
+        i.disk_ids.extend(i.disk_id);
+    }
+    Ok(Some(i))
+}
+
+/// What a node remembers across restarts: `DATA/cluster-node.json`, and a
+/// copy in every device directory ([`DEVICE_IDENTITY`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Identity {
     node_id: NodeId,
@@ -793,20 +816,86 @@ impl ClusterNode {
         self.opts.data.join("cluster-node.json")
     }
 
+    /// The identity this node had: `DATA/cluster-node.json`, or, when that
+    /// is missing, empty or damaged, the copy every device directory keeps
+    /// (`DEVICE/strata-device.json`, written with it), so that a node
+    /// whose own directory lost the file to a power cut (or an operator)
+    /// comes back as itself (docs/recovery.md, *A node comes back as
+    /// itself*). Copies that disagree are refused: which devices belong
+    /// to which node is then for a person to say.
+    fn saved_identity(&self) -> Result<Option<Identity>, ClusterError> {
+        let primary = self.identity_path();
+        let why = match read_identity(&primary) {
+            Ok(Some(i)) => return Ok(Some(i)),
+            Ok(None) => "missing".to_string(),
+            Err(e) => e,
+        };
+        let mut found: Vec<(PathBuf, Identity)> = Vec::new();
+        for d in &self.opts.devices {
+            let p = d.path.join(DEVICE_IDENTITY);
+            match read_identity(&p) {
+                Ok(Some(i)) => found.push((p, i)),
+                Ok(None) => {}
+                Err(e) => eprintln!("strata server: {e}; not used"),
+            }
+        }
+        let Some((first_path, first)) = found.first().cloned() else {
+            return Ok(None);
+        };
+        if let Some((p, other)) = found
+            .iter()
+            .find(|(_, i)| i.node_id != first.node_id || i.disk_ids != first.disk_ids)
+        {
+            return Err(ClusterError::Refused(format!(
+                "{} is {why}, and the device directories disagree on whose they are: {} says \
+                 node {} (disks {:?}), {} says node {} (disks {:?}); start the node with the \
+                 devices of one node",
+                primary.display(),
+                first_path.display(),
+                first.node_id,
+                first.disk_ids,
+                p.display(),
+                other.node_id,
+                other.disk_ids
+            )));
+        }
+        eprintln!(
+            "strata server: {} is {why}; this node is {} again, as {} says",
+            primary.display(),
+            first.node_id,
+            first_path.display()
+        );
+        Ok(Some(first))
+    }
+
+    /// Writes the identity to `DATA/cluster-node.json` and to every device
+    /// directory, each crash-safely (temporary file, fsync, rename,
+    /// directory fsync), the device copies first.
+    fn save_identity(&self, id: &Identity) -> Result<(), ClusterError> {
+        let bytes = serde_json::to_vec_pretty(id).unwrap_or_default();
+        let paths = self
+            .opts
+            .devices
+            .iter()
+            .map(|d| d.path.join(DEVICE_IDENTITY))
+            .chain(std::iter::once(self.identity_path()));
+        for path in paths {
+            strata_fs::write_atomic(&path, &bytes).map_err(|source| ClusterError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Registers (or re-registers) every device with the metadata service.
-    /// A node that comes back under a new identity (it was declared dead
-    /// meanwhile, or its devices changed) drops its old rows: their data
-    /// was re-replicated elsewhere.
+    /// A node comes back as the identity it saved; it drops its rows only
+    /// when the service answers that this identity was declared dead or
+    /// removed (its rows were given to other disks and copied there). A
+    /// new identity for a node whose devices hold rows, for any other
+    /// reason, is refused: the rows would be another node's data lost.
     async fn register(&self) -> Result<(), ClusterError> {
-        let saved: Option<Identity> = std::fs::read(self.identity_path())
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .map(|mut i: Identity| {
-                if i.disk_ids.is_empty() {
-                    i.disk_ids.extend(i.disk_id);
-                }
-                i
-            });
+        let saved = self.saved_identity()?;
         let req = RegisterRequest {
             addr: self.addr.clone(),
             disks: self
@@ -821,6 +910,20 @@ impl ClusterNode {
                 .collect(),
             node_id: saved.as_ref().map(|s| s.node_id),
         };
+        let devices = self.device_names();
+        let moved = saved
+            .as_ref()
+            .is_some_and(|s| !s.devices.is_empty() && s.devices != devices);
+        if moved && self.opts.cluster_of_one {
+            return Err(ClusterError::Refused(format!(
+                "the devices of this cluster of one changed (were {}, now {}): its rows are on \
+                 the devices it had and no other node holds them; start it with those",
+                saved
+                    .as_ref()
+                    .map_or(String::new(), |s| s.devices.join(", ")),
+                devices.join(", ")
+            )));
+        }
         let resp: RegisterResponse = self
             .http
             .post_json(
@@ -840,38 +943,43 @@ impl ClusterNode {
         let fresh = saved
             .as_ref()
             .is_none_or(|s| s.node_id != resp.node_id || s.disk_ids != resp.disk_ids);
-        let holds_rows = self
+        let rows: usize = self
             .stores
             .iter()
             .flatten()
-            .any(|s| !s.rows_on_disk().is_empty());
-        let devices = self.device_names();
-        let moved = saved
-            .as_ref()
-            .is_some_and(|s| !s.devices.is_empty() && s.devices != devices);
-        if moved && self.opts.cluster_of_one {
+            .map(|s| s.rows_on_disk().len())
+            .sum();
+        let declared_dead = matches!(
+            resp.previous,
+            Some(strata_meta::api::NodeState::Dead | strata_meta::api::NodeState::Removed)
+        );
+        if fresh && rows > 0 && !(declared_dead && !self.opts.cluster_of_one) {
+            let was = saved.as_ref().map_or_else(
+                || "no identity could be read (see above)".to_string(),
+                |s| format!("it was node {} with disks {:?}", s.node_id, s.disk_ids),
+            );
+            let answer = match resp.previous {
+                Some(st) => format!("the service has that node as {st:?}"),
+                None if saved.is_some() => "the service does not know that node".into(),
+                None => "it named no node".into(),
+            };
             return Err(ClusterError::Refused(format!(
-                "the devices of this cluster of one changed (were {}, now {}): its rows are on \
-                 the devices it had and no other node holds them; start it with those",
-                saved
-                    .as_ref()
-                    .map_or(String::new(), |s| s.devices.join(", ")),
-                devices.join(", ")
+                "the metadata service gave this node a new identity (node {}, disks {:?}) while \
+                 its device directories hold {rows} rows: {was}, and {answer}. Its rows are \
+                 kept; a node drops them only when the service declared it dead or removed. \
+                 Start it with the devices and data directory it had, or against the metadata \
+                 service that knows it",
+                resp.node_id, resp.disk_ids
             )));
         }
-        if fresh && self.opts.cluster_of_one && holds_rows {
-            return Err(ClusterError::Refused(format!(
-                "this cluster of one registered its devices anew ({} now; were they changed?) \
-                 while its device directories hold rows that no other node has: start it with \
-                 the devices it had ({})",
-                self.opts.devices.len(),
-                saved.map_or("unknown".into(), |s| format!(
-                    "{} devices",
-                    s.disk_ids.len()
-                ))
-            )));
-        }
-        if fresh {
+        if fresh && rows > 0 {
+            eprintln!(
+                "strata server: this node was declared {:?} as node {}; its {rows} rows were \
+                 given to other disks: dropping them and joining as node {}",
+                resp.previous.unwrap_or(strata_meta::api::NodeState::Dead),
+                saved.as_ref().map_or(0, |s| s.node_id.0),
+                resp.node_id
+            );
             for s in self.stores.iter().flatten() {
                 for row in s.rows_on_disk() {
                     s.remove_row(row)?;
@@ -885,15 +993,35 @@ impl ClusterNode {
             meta: self.opts.meta.clone(),
             devices,
         };
-        let path = self.identity_path();
-        let bytes = serde_json::to_vec_pretty(&id).unwrap_or_default();
-        std::fs::write(&path, bytes).map_err(|source| ClusterError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let unchanged = saved.as_ref().is_some_and(|s| {
+            s.node_id == id.node_id && s.disk_ids == id.disk_ids && s.devices == id.devices
+        }) && self.identity_copies_whole(&id);
+        if !unchanged {
+            self.save_identity(&id)?;
+        }
         *write(&self.identity) = Some(id);
         let _ = self.refresh_from(0).await;
         Ok(())
+    }
+
+    /// Whether the identity file and every device's copy hold `id`.
+    fn identity_copies_whole(&self, id: &Identity) -> bool {
+        std::iter::once(self.identity_path())
+            .chain(
+                self.opts
+                    .devices
+                    .iter()
+                    .map(|d| d.path.join(DEVICE_IDENTITY)),
+            )
+            .all(|p| {
+                read_identity(&p).is_ok_and(|i| {
+                    i.is_some_and(|i| {
+                        i.node_id == id.node_id
+                            && i.disk_ids == id.disk_ids
+                            && i.devices == id.devices
+                    })
+                })
+            })
     }
 
     /// The device directories as `tier:path`, in order.
@@ -1053,8 +1181,10 @@ impl ClusterNode {
                 Ok(r) => {
                     if !r.member {
                         eprintln!("strata server: the cluster no longer counts this node as a member; re-registering");
+                        // The saved identity stays: registering with it
+                        // lets the service say whether it was declared
+                        // dead (then the rows go) or never known.
                         *write(&self.identity) = None;
-                        let _ = std::fs::remove_file(self.identity_path());
                         continue;
                     }
                     // A newer table, or a peer at a new address (a restart
@@ -1300,11 +1430,7 @@ fn remembered_flash_capacity(
     };
     if remembered != Some(bytes) {
         let body = serde_json::json!({ "bytes": bytes, "source": source }).to_string();
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, body)
-            .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(io)?;
+        strata_fs::write_atomic(&path, body.as_bytes()).map_err(io)?;
     }
     Ok(bytes)
 }
@@ -1347,7 +1473,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         })?
         .to_string();
     for d in std::iter::once(&opts.data).chain(opts.devices.iter().map(|d| &d.path)) {
-        std::fs::create_dir_all(d).map_err(|source| ClusterError::Io {
+        strata_fs::create_dir_all(d).map_err(|source| ClusterError::Io {
             path: d.display().to_string(),
             source,
         })?;

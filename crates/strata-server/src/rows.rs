@@ -447,10 +447,8 @@ impl RowStore {
             path: marker.display().to_string(),
             source,
         };
-        match std::fs::remove_file(&marker) {
-            Ok(()) => std::fs::File::open(&self.path)
-                .and_then(|d| d.sync_all())
-                .map_err(io)?,
+        match strata_fs::remove_file(&marker) {
+            Ok(()) => strata_fs::sync_dir(&self.path).map_err(io)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(e)),
         }
@@ -1313,11 +1311,8 @@ impl RowStores {
         for d in dirs {
             let parent = d.parent().map(Path::to_path_buf).unwrap_or_default();
             let trash = parent.join(format!("{TRASH}{row:08}-{}", std::process::id()));
-            std::fs::rename(&d, &trash).map_err(io(&d))?;
-            if let Ok(f) = std::fs::File::open(&parent) {
-                let _ = f.sync_all();
-            }
-            std::fs::remove_dir_all(&trash).map_err(io(&trash))?;
+            strata_fs::rename_durable(&d, &trash).map_err(io(&d))?;
+            strata_fs::remove_dir_all(&trash).map_err(io(&trash))?;
         }
         Ok(())
     }

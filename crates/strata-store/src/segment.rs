@@ -42,39 +42,23 @@ pub fn parse_file_name(name: &str) -> Option<(u64, u64, bool)> {
 
 /// fsyncs a directory so that renames and unlinks in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(StoreError::io("syncing directory", dir))
+    strata_fs::sync_dir(dir).map_err(StoreError::io("syncing directory", dir))
 }
 
-/// Writes `bytes` to `path` crash-safely: a temporary file, fdatasync,
-/// rename over `path`, fsync of the directory.
+/// Writes `bytes` to `path` crash-safely ([`strata_fs::write_atomic`]:
+/// a temporary file, fdatasync, rename over `path`, fsync of the
+/// directory).
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_file_atomic_with(path, |f| f.write_all_at(bytes, 0))
+    strata_fs::write_atomic(path, bytes).map_err(StoreError::io("writing", path))
 }
 
 /// [`write_file_atomic`] for a file written by `fill` (e.g. streamed in
-/// pieces rather than held whole in RAM): temporary file, `fill`,
-/// fdatasync, rename, directory fsync.
+/// pieces rather than held whole in RAM; through `strata_fs`).
 pub fn write_file_atomic_with(
     path: &Path,
     fill: impl FnOnce(&File) -> std::io::Result<()>,
 ) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let f = File::create(&tmp).map_err(StoreError::io("creating", &tmp))?;
-    if let Err(e) = fill(&f).and_then(|_| f.sync_data()) {
-        // A partial temporary file would hold space a full device needs
-        // (the open removes it anyway).
-        let _ = std::fs::remove_file(&tmp);
-        return Err(StoreError::io("writing", &tmp)(e));
-    }
-    std::fs::rename(&tmp, path).map_err(StoreError::io("renaming", &tmp))?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
+    strata_fs::write_atomic_with(path, fill).map_err(StoreError::io("writing", path))
 }
 
 /// Creates a new segment file holding only its superblock, crash-safely
@@ -138,47 +122,6 @@ pub fn pread_exact(file: &File, buf: &mut [u8], offset: u64) -> io::Result<u64> 
     }
     Ok(calls)
 }
-
-/// Writes every byte of `parts`, in order, at `offset`: `pwritev` calls
-/// of at most [`IOV_MAX`] slices, continued after short writes and
-/// interruptions. The slices are handed to the kernel where they lie.
-pub fn write_all_vectored_at(file: &File, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-    use std::io::IoSlice;
-    let mut at = offset;
-    // The first slice not yet written whole, and how much of it was.
-    let (mut i, mut skip) = (0usize, 0usize);
-    while i < parts.len() {
-        if parts[i].len() == skip {
-            (i, skip) = (i + 1, 0);
-            continue;
-        }
-        let end = (i + IOV_MAX).min(parts.len());
-        let iov: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&parts[i][skip..]))
-            .chain(parts[i + 1..end].iter().map(|p| IoSlice::new(p)))
-            .collect();
-        let mut n = match rustix::io::pwritev(file, &iov, at) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        at += n as u64;
-        while n > 0 {
-            let left = parts[i].len() - skip;
-            if n >= left {
-                n -= left;
-                (i, skip) = (i + 1, 0);
-            } else {
-                skip += n;
-                n = 0;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The most slices one `pwritev` takes (Linux's `IOV_MAX`).
-pub const IOV_MAX: usize = 1024;
 
 /// One thing found by a [`Scanner`].
 #[derive(Debug, Clone)]
@@ -388,30 +331,5 @@ impl Scanner {
                 }))
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn vectored_writes_put_every_slice_in_order() {
-        let dir = tempfile::tempdir().expect("dir");
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(dir.path().join("v"))
-            .expect("open");
-        // More slices than one pwritev takes, empty ones among them.
-        let owned: Vec<Vec<u8>> = (0..3000u32)
-            .map(|i| vec![(i % 251) as u8; (i % 7) as usize])
-            .collect();
-        let parts: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
-        super::write_all_vectored_at(&f, &parts, 5).expect("write");
-        let want: Vec<u8> = owned.concat();
-        let mut got = vec![0u8; want.len()];
-        super::pread_exact(&f, &mut got, 5).expect("read");
-        assert!(got == want);
     }
 }

@@ -286,7 +286,7 @@ fn quarantine(path: &std::path::Path, also: Option<PathBuf>, reason: String) -> 
     let moved_to = (|| -> std::io::Result<PathBuf> {
         let dir = path.parent().unwrap_or(std::path::Path::new("."));
         let q = dir.join(QUARANTINE_DIR);
-        std::fs::create_dir_all(&q)?;
+        strata_fs::create_dir_all(&q)?;
         let free = |name: &std::ffi::OsStr| {
             let mut to = q.join(name);
             let mut n = 1;
@@ -299,12 +299,12 @@ fn quarantine(path: &std::path::Path, also: Option<PathBuf>, reason: String) -> 
             to
         };
         let to = free(path.file_name().unwrap_or_default());
-        std::fs::rename(path, &to)?;
+        strata_fs::rename(path, &to)?;
         if let Some(a) = also.filter(|a| a.exists()) {
-            let _ = std::fs::rename(&a, free(a.file_name().unwrap_or_default()));
+            let _ = strata_fs::rename(&a, &free(a.file_name().unwrap_or_default()));
         }
-        std::fs::File::open(&q).and_then(|d| d.sync_all())?;
-        std::fs::File::open(dir).and_then(|d| d.sync_all())?;
+        strata_fs::sync_dir(&q)?;
+        strata_fs::sync_dir(dir)?;
         Ok(to)
     })();
     let (moved_to, reason) = match moved_to {
@@ -629,8 +629,8 @@ impl Tail {
         let mut done = lock(&self.lock);
         *done = true;
         if self.prepared.load(Ordering::Acquire) > len {
-            file.set_len(len)
-                .and_then(|_| file.sync_data())
+            strata_fs::set_len(&file, len)
+                .and_then(|_| strata_fs::sync_data(&file))
                 .map_err(StoreError::io("cutting the prepared space of", path))?;
             self.prepared.store(len, Ordering::Release);
         }
@@ -1111,7 +1111,7 @@ impl Store {
             match std::fs::metadata(&d.path) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => return Err(StoreError::NotADirectory(d.path.clone())),
-                Err(_) if cfg.create_dirs => std::fs::create_dir_all(&d.path)
+                Err(_) if cfg.create_dirs => strata_fs::create_dir_all(&d.path)
                     .map_err(StoreError::io("creating directory", &d.path))?,
                 Err(_) => return Err(StoreError::MissingDirectory(d.path.clone())),
             }
@@ -1657,7 +1657,7 @@ impl Store {
     pub fn drop_page_cache(&self) -> Result<()> {
         for s in self.inner.all_segments() {
             let f = s.file()?;
-            f.sync_data().map_err(StoreError::io("syncing", &s.path))?;
+            strata_fs::sync_data(&f).map_err(StoreError::io("syncing", &s.path))?;
             rustix::fs::fadvise(&*f, 0, None, rustix::fs::Advice::DontNeed)
                 .map_err(|e| StoreError::io("dropping cached pages of", &s.path)(e.into()))?;
             if !s.is_active() {
@@ -1866,7 +1866,7 @@ fn discover(cfg: &StoreConfig, report: &mut OpenReport) -> Result<BTreeMap<u64, 
         if let Some(d) = p.parent() {
             dirs.push(d.to_path_buf());
         }
-        std::fs::remove_file(&p).map_err(StoreError::io("removing stale file", &p))?;
+        strata_fs::remove_file(&p).map_err(StoreError::io("removing stale file", &p))?;
     }
     dirs.dedup();
     for d in dirs {
@@ -1913,9 +1913,8 @@ fn load_segment(
         // sector), so the next open and `strata store verify` find it
         // sound. Should the write fail, the store serves from the
         // corrected copy in RAM and the next open corrects it again.
-        let _ = file
-            .write_all_at(&sb.encode(), 0)
-            .and_then(|_| file.sync_data());
+        let _ = strata_fs::write_all_at(&file, &sb.encode(), 0)
+            .and_then(|_| strata_fs::sync_data(&file));
         report.mended_superblocks.push(f.path.clone());
     }
     let mut file_len = file
@@ -2103,8 +2102,8 @@ fn load_segment(
                 dirty = true;
             }
             if let Some(at) = cut {
-                file.set_len(at)
-                    .and_then(|_| file.sync_all())
+                strata_fs::set_len(&file, at)
+                    .and_then(|_| strata_fs::sync_all(&file))
                     .map_err(StoreError::io("cutting torn tail of", &f.path))?;
                 // Zeros are what the store wrote ahead of its needles;
                 // anything before them (an unfinished batch) is torn.
@@ -2139,12 +2138,12 @@ fn load_segment(
                 };
                 for (i, (a, b)) in h.iter().zip(&good).enumerate() {
                     if a != b {
-                        wrote |= file.write_all_at(&[*b], off + i as u64).is_ok();
+                        wrote |= strata_fs::write_all_at(&file, &[*b], off + i as u64).is_ok();
                     }
                 }
             }
             if wrote {
-                let _ = file.sync_data();
+                let _ = strata_fs::sync_data(&file);
             }
             // The last segment stays active even when it has reached the
             // segment size (its seal failed: a full volume had no room for
@@ -2337,8 +2336,8 @@ fn upgrade_empty_segment(seg: &Segment) -> Result<()> {
         created_unix_ns: seg.created_unix_ns,
     };
     let file = seg.file()?;
-    file.write_all_at(&sb.encode(), 0)
-        .and_then(|_| file.sync_data())
+    strata_fs::write_all_at(&file, &sb.encode(), 0)
+        .and_then(|_| strata_fs::sync_data(&file))
         .map_err(StoreError::io("upgrading the superblock of", &seg.path))?;
     seg.version.store(superblock::VERSION, Ordering::Relaxed);
     Ok(())
@@ -2472,11 +2471,11 @@ fn prepare_tail(seg: &Segment, target: u64, dir: &std::path::Path) {
             return;
         }
         let to = target.min(from + PREPARE_CHUNK);
-        let res = write_zeros(&file, direct, from, to).and_then(|_| file.sync_data());
+        let res = write_zeros(&file, direct, from, to).and_then(|_| strata_fs::sync_data(&file));
         match res {
             Ok(()) => seg.tail.prepared.store(to, Ordering::Release),
             Err(_) => {
-                let _ = file.set_len(from);
+                let _ = strata_fs::set_len(&file, from);
                 *done = true;
                 return;
             }
@@ -2558,7 +2557,7 @@ fn write_direct(
             at += p.len();
         }
         buf[at..].fill(0);
-        direct.write_all_at(buf, a)?;
+        strata_fs::write_all_at(&direct, buf, a)?;
         if !end.is_multiple_of(DIRECT_BLOCK) {
             let last = &buf[buf.len() - DIRECT_BLOCK as usize..];
             let mut block = kept.unwrap_or_default();
@@ -2583,16 +2582,16 @@ fn write_zeros(file: &File, direct: Option<&File>, from: u64, to: u64) -> std::i
     let a = from.next_multiple_of(DIRECT_BLOCK).min(to);
     let b = (to / DIRECT_BLOCK * DIRECT_BLOCK).max(a);
     if a > from {
-        file.write_all_at(&zeros[..(a - from) as usize], from)?;
+        strata_fs::write_all_at(&file, &zeros[..(a - from) as usize], from)?;
     }
     let mut at = a;
     if let Some(d) = direct.filter(|_| b > a) {
-        if d.write_all_at(&zeros[..(b - a) as usize], a).is_ok() {
+        if strata_fs::write_all_at(&d, &zeros[..(b - a) as usize], a).is_ok() {
             at = b;
         }
     }
     if to > at {
-        file.write_all_at(&zeros[..(to - at) as usize], at)?;
+        strata_fs::write_all_at(&file, &zeros[..(to - at) as usize], at)?;
     }
     Ok(())
 }
@@ -2996,12 +2995,12 @@ impl Inner {
                     out[i] = was_live;
                     if h.flags & flag == 0 {
                         *lock(&seg.tail.last_block) = None;
-                        seg.file()?
-                            .write_all_at(
-                                &code.word(h.flags | flag).to_le_bytes(),
-                                offset + FLAGS_OFFSET,
-                            )
-                            .map_err(StoreError::io("writing flags in", &seg.path))?;
+                        strata_fs::write_all_at(
+                            &*seg.file()?,
+                            &code.word(h.flags | flag).to_le_bytes(),
+                            offset + FLAGS_OFFSET,
+                        )
+                        .map_err(StoreError::io("writing flags in", &seg.path))?;
                         wrote = true;
                     }
                     let newly = match &seg.body {
@@ -3015,8 +3014,7 @@ impl Inner {
                 self.trim_fds();
                 if wrote {
                     if sync {
-                        seg.file()?
-                            .sync_data()
+                        strata_fs::sync_data(&*seg.file()?)
                             .map_err(StoreError::io("writing flags in", &seg.path))?;
                         self.counters.fdatasyncs.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -3056,8 +3054,7 @@ impl Inner {
                 continue;
             }
             let res = seg.file().and_then(|f| {
-                f.sync_data()
-                    .map_err(StoreError::io("writing flags in", &seg.path))
+                strata_fs::sync_data(&f).map_err(StoreError::io("writing flags in", &seg.path))
             });
             if let Err(e) = res {
                 // Kept for the next try: a delete must not pass them.
@@ -3189,8 +3186,8 @@ impl Inner {
             let done: u64 = lens[..items.len() - 1].iter().sum();
             let last = parts[keep + 1];
             let torn = [parts[keep], &last[..last.len() / 2]];
-            let _ = segment::write_all_vectored_at(&file, &parts[..keep], start)
-                .and_then(|_| segment::write_all_vectored_at(&file, &torn, start + done));
+            let _ = strata_fs::write_all_vectored_at(&file, &parts[..keep], start)
+                .and_then(|_| strata_fs::write_all_vectored_at(&file, &torn, start + done));
             crash_now("store-batch-torn");
         }
         // A large batch whose blocks are all prepared goes to the device
@@ -3201,20 +3198,20 @@ impl Inner {
             .flatten();
         let res = match direct {
             Some(d) => write_direct(&seg, &file, d, &parts, start, end)
-                .or_else(|_| segment::write_all_vectored_at(&file, &parts, start)),
+                .or_else(|_| strata_fs::write_all_vectored_at(&file, &parts, start)),
             None => {
                 *lock(&seg.tail.last_block) = None;
-                segment::write_all_vectored_at(&file, &parts, start)
+                strata_fs::write_all_vectored_at(&file, &parts, start)
             }
         }
-        .and_then(|_| file.sync_data());
+        .and_then(|_| strata_fs::sync_data(&file));
         if let Err(e) = res {
             // Leave the segment as it was: nothing of the batch is
             // visible, and a partial write is cut (or cut on open), with
             // the zeros past it.
             let _t = past.take().unwrap_or_else(|| lock(&seg.tail.lock));
-            let _ = file.set_len(start);
-            let _ = file.sync_all();
+            let _ = strata_fs::set_len(&file, start);
+            let _ = strata_fs::sync_all(&file);
             seg.tail.prepared.store(start, Ordering::Release);
             return Err(StoreError::io("appending to", &seg.path)(e));
         }
@@ -4163,14 +4160,13 @@ impl Inner {
             generation,
             created_unix_ns: src.created_unix_ns,
         };
-        let out = File::create(&tmp_path).map_err(StoreError::io("creating", &tmp_path))?;
+        let out = strata_fs::create(&tmp_path).map_err(StoreError::io("creating", &tmp_path))?;
         let wr = |bytes: &[u8], at: u64| {
-            out.write_all_at(bytes, at)
-                .map_err(StoreError::io("writing", &tmp_path))
+            strata_fs::write_all_at(&out, bytes, at).map_err(StoreError::io("writing", &tmp_path))
         };
         if let Err(e) = wr(&sb.encode(), 0) {
             // Not even the superblock fits (a full device): leave no file.
-            let _ = std::fs::remove_file(&tmp_path);
+            let _ = strata_fs::remove_file(&tmp_path);
             return Err(e);
         }
         let total = src.len.load(Ordering::Acquire);
@@ -4267,12 +4263,11 @@ impl Inner {
                 }
             }
             wr(&pending, pending_at)?;
-            out.sync_data()
-                .map_err(StoreError::io("syncing", &tmp_path))?;
+            strata_fs::sync_data(&out).map_err(StoreError::io("syncing", &tmp_path))?;
             Ok(())
         })();
         if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp_path);
+            let _ = strata_fs::remove_file(&tmp_path);
             return Err(e);
         }
         progress(RewriteProgress {
@@ -4310,8 +4305,7 @@ impl Inner {
                 }
             }
             if flagged {
-                out.sync_data()
-                    .map_err(StoreError::io("syncing", &tmp_path))?;
+                strata_fs::sync_data(&out).map_err(StoreError::io("syncing", &tmp_path))?;
             }
             let mut deleted = vec![0u64; (new_idx.needle_count() as usize).div_ceil(64)];
             let mut map = vec![u32::MAX; src_index.needle_count() as usize];
@@ -4338,7 +4332,7 @@ impl Inner {
                 &dev.path.join(index_file_name(id, generation)),
                 &checkpoint::encode_sealed(id, generation, &new_idx, &deleted),
             )?;
-            std::fs::rename(&tmp_path, &final_path)
+            strata_fs::rename(&tmp_path, &final_path)
                 .map_err(StoreError::io("renaming", &tmp_path))?;
             sync_dir(&dev.path)?;
             let file = segment::open_rw(&final_path)?;
@@ -4441,14 +4435,14 @@ impl Inner {
         let seg = match swap {
             Ok(s) => s,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp_path);
+                let _ = strata_fs::remove_file(&tmp_path);
                 return Err(e);
             }
         };
         // The old generation is no longer referenced by name.
         let old_idx = src.index_path();
-        let _ = std::fs::remove_file(&src.path);
-        let _ = std::fs::remove_file(&old_idx);
+        let _ = strata_fs::remove_file(&src.path);
+        let _ = strata_fs::remove_file(&old_idx);
         if let Some(d) = src.path.parent() {
             sync_dir(d)?;
         }

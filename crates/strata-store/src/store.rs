@@ -217,7 +217,11 @@ pub struct OpenReport {
     pub scanned_segments: usize,
     /// Needles found past the checkpoints (orphans).
     pub orphan_needles: u64,
-    /// Torn tails cut off: (segment id, offset cut at, bytes removed).
+    /// Torn tails cut off: (segment id, offset cut at, bytes removed). A
+    /// batch a crash interrupted in its write, never acknowledged: a
+    /// prefix of it a kill left, or, in the newest segment, a last batch
+    /// whose write a power cut tore in any of its pages (sectors of zeros
+    /// among whole needles), cut whole.
     pub torn_tails: Vec<(u64, u64, u64)>,
     /// Zeros past active segments' last needles (prepared space,
     /// `StoreConfig::prepare_ahead`) that a stop without `close` (a kill, a
@@ -2017,6 +2021,13 @@ fn load_segment(
             // items of a batch are held until its end is seen.
             let marks = sb.marks_batches();
             let mut held: Vec<ScanItem> = Vec::new();
+            // In the newest segment the last whole batch is held too, until
+            // the next one ends: it is the one batch that can have been in
+            // its write when the power failed, and then its pages may have
+            // reached the medium in any order, whole needles after lost
+            // ones (docs/store-format.md, *Opening*, step 3; issue 33).
+            let hold_last = is_last && marks;
+            let mut last: Vec<ScanItem> = Vec::new();
             // Where the zeros of the prepared space start, if the tail is
             // only that.
             let mut zeros_from: Option<u64> = None;
@@ -2077,7 +2088,36 @@ fn load_segment(
                 if !ends {
                     continue;
                 }
-                for item in held.drain(..) {
+                for item in last.drain(..) {
+                    install(item, &mut idx, report, sb.id);
+                }
+                if hold_last {
+                    std::mem::swap(&mut last, &mut held);
+                } else {
+                    for item in held.drain(..) {
+                        install(item, &mut idx, report, sb.id);
+                    }
+                }
+            }
+            // Bytes other than zeros past the last batch end (needles of a
+            // batch without its end, or a torn needle) were written by a
+            // later batch, whose write starts only once the batch before
+            // it is synced: then that last whole batch was on the medium
+            // whole, and damage in it is damage. Otherwise, damage in it
+            // that one flipped bit does not explain and that holds a
+            // sector of zeros (one the write did not reach) is a write a
+            // power cut tore before its sync returned, so before it was
+            // acknowledged: the whole batch is cut with the tail, as a
+            // torn tail.
+            let written_after = !held.is_empty() || (cut.is_some() && zeros_from.is_none());
+            let torn_batch = match last.first() {
+                Some(first) if !written_after => torn_by_power_loss(&file, &last)
+                    .map_err(StoreError::io("reading", &f.path))?
+                    .then(|| first.offset()),
+                _ => None,
+            };
+            if torn_batch.is_none() {
+                for item in last.drain(..) {
                     install(item, &mut idx, report, sb.id);
                 }
             }
@@ -2097,6 +2137,9 @@ fn load_segment(
                         install(item, &mut idx, report, sb.id);
                     }
                 }
+            }
+            if torn_batch.is_some() {
+                cut = torn_batch;
             }
             if idx.end() != start {
                 dirty = true;
@@ -2300,9 +2343,90 @@ fn whole_but_one_bit(
     if h.size > ONE_BIT_MAX || end > file_len || !all_zero(file, end, file_len)? {
         return Ok(false);
     }
+    one_bit_off(file, offset, h)
+}
+
+/// Whether the needle `h` at `offset` of `file` (inside the file) is whole
+/// but for one flipped bit after its header ([`needle::whole_but_one_bit`]),
+/// of at most [`ONE_BIT_MAX`] data bytes.
+fn one_bit_off(file: &File, offset: u64, h: &needle::NeedleHeader) -> std::io::Result<bool> {
+    if h.size > ONE_BIT_MAX {
+        return Ok(false);
+    }
     let mut b = vec![0u8; h.needle_len() as usize];
     segment::pread_exact(file, &mut b, offset)?;
     Ok(needle::whole_but_one_bit(&b, h))
+}
+
+/// Whether `items`, the last batch of the newest segment of `file` as its
+/// scan found it, hold what a power cut leaves of a batch whose write it
+/// interrupted: a damaged region that is not one needle whole but for one
+/// flipped bit after its header ([`one_bit_off`]) and that holds a sector
+/// reading as zeros ([`shows_lost_sector`]). A device writes a sector whole
+/// or not at all, and where a batch's sector did not reach the medium the
+/// file holds what it held before the write: zeros (prepared space, or a
+/// hole of a file the write extended). Damage the medium did to bytes it
+/// held (flipped bits, a garbled flags word) leaves no such sector.
+pub(crate) fn torn_by_power_loss(file: &File, items: &[ScanItem]) -> std::io::Result<bool> {
+    let Some(start) = items.first().map(ScanItem::offset) else {
+        return Ok(false);
+    };
+    for item in items {
+        let ScanItem::Corrupt {
+            offset,
+            len,
+            header,
+            ..
+        } = item
+        else {
+            continue;
+        };
+        let one_bit = match header {
+            Some(h) if *len == h.needle_len() => one_bit_off(file, *offset, h)?,
+            _ => false,
+        };
+        if !one_bit && shows_lost_sector(file, start, *offset, *len)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// What a device writes whole or not at all (the smallest sector; a 4 KiB
+/// one is eight of these).
+const SECTOR: u64 = 512;
+
+/// Whether the damaged region `[offset, offset + len)` of a batch that
+/// starts at `start` holds a sector whose bytes are all zero: a whole
+/// [`SECTOR`] inside the region, or, when the region is the batch's first
+/// needle, the part of the sector holding `start` from `start` on (its
+/// bytes before are the batch before, which a write of the batch rewrites
+/// as they were).
+fn shows_lost_sector(file: &File, start: u64, offset: u64, len: u64) -> std::io::Result<bool> {
+    let end = offset + len;
+    let whole_from = offset.next_multiple_of(SECTOR);
+    if offset == start
+        && whole_from > offset
+        && whole_from <= end
+        && all_zero(file, offset, whole_from)?
+    {
+        return Ok(true);
+    }
+    let whole_to = end / SECTOR * SECTOR;
+    let mut buf = vec![0u8; (1 << 20).min(whole_to.saturating_sub(whole_from)) as usize];
+    let mut at = whole_from;
+    while at < whole_to {
+        let n = ((whole_to - at) as usize).min(buf.len());
+        segment::pread_exact(file, &mut buf[..n], at)?;
+        if buf[..n]
+            .chunks_exact(SECTOR as usize)
+            .any(|c| c.iter().all(|&b| b == 0))
+        {
+            return Ok(true);
+        }
+        at += n as u64;
+    }
+    Ok(false)
 }
 
 /// Whether `file` holds only zero bytes in `[from, to)`: the prepared space
@@ -4473,6 +4597,43 @@ fn _assert_send_sync() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What counts as a sector a write did not reach: a whole 512-byte
+    /// sector of zeros inside the damaged region, or, in the batch's
+    /// first needle, the zeros from the batch's start to the end of its
+    /// sector; zeros that fill no sector of the region (a needle's
+    /// padding, zero bytes of data) do not.
+    #[test]
+    fn a_lost_sector_is_a_whole_sector_of_zeros_in_the_region() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::options()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        let mut b = vec![0xA5u8; 4096];
+        // Zeros at 1000..1024 (the end of sector 1) and 1536..2048
+        // (sector 3 whole).
+        b[1000..1024].fill(0);
+        b[1536..2048].fill(0);
+        f.write_all_at(&b, 0).unwrap();
+        let lost = |start, offset, len| shows_lost_sector(&f, start, offset, len).unwrap();
+        // The batch's first needle starts at 1000: the rest of its sector
+        // is zeros.
+        assert!(lost(1000, 1000, 100));
+        // Not the first needle: those 24 bytes are no whole sector.
+        assert!(!lost(992, 1000, 100));
+        assert!(!lost(800, 1000, 500));
+        // Sector 3 whole inside the region, or not.
+        assert!(lost(64, 1500, 600));
+        assert!(lost(64, 1536, 512));
+        assert!(!lost(64, 1544, 600));
+        assert!(!lost(64, 1500, 540));
+        // A region of no zeros at all, however long.
+        assert!(!lost(64, 2048, 2048));
+    }
 
     /// The interleaving of docs/reliability.md finding 12, step by step:
     /// the background thread takes the active segment for a checkpoint;

@@ -171,6 +171,21 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
         // unfinished batch, if nothing ends it (reliability.md, finding 13).
         let mut open_batch: Option<u64> = None;
         let mut tail_at = len;
+        let seg = Seg {
+            path,
+            id: sb.id,
+            newest: Some(id) == last_id,
+            file: &file,
+            len,
+        };
+        // In the newest segment of version 2 or 3, the items of the batch
+        // being read and of the last whole batch wait, as in an open,
+        // until the next batch ends: a last batch that a power cut tore
+        // is a torn tail, not corruption (docs/store-format.md, *Opening*,
+        // step 3).
+        let hold = seg.newest && sb.marks_batches();
+        let mut held: Vec<ScanItem> = Vec::new();
+        let mut last: Vec<ScanItem> = Vec::new();
         while let Some(item) = sc.next() {
             let item = item?;
             if sb.marks_batches() {
@@ -184,83 +199,67 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
                     }
                 }
             }
-            match item {
-                ScanItem::Needle {
-                    header,
-                    offset,
-                    mended,
-                    ..
-                } => {
-                    let nl = header.needle_len();
-                    if mended {
-                        rep.corruptions.push(Corruption {
-                            path: path.clone(),
-                            segment: sb.id,
-                            offset,
-                            len: nl,
-                            reason: "one flipped bit in the needle header, corrected by its \
-                                     checksum (the data is whole and reads as written; an \
-                                     open that scans it writes it back, a compaction \
-                                     rewrites it)"
-                                .into(),
-                            torn_tail: false,
-                        });
-                    }
-                    let idk = (header.key, header.alt_key);
-                    if header.is_deleted() {
-                        rep.deleted.add(nl);
-                        if let Some(old) = latest.remove(&idk) {
-                            rep.live.sub(old);
-                            rep.overwritten.add(old);
-                        }
-                    } else if header.is_superseded() {
-                        rep.overwritten.add(nl);
-                    } else {
-                        if let Some(old) = latest.insert(idk, nl) {
-                            rep.live.sub(old);
-                            rep.overwritten.add(old);
-                        }
-                        rep.live.add(nl);
-                    }
-                }
-                ScanItem::Corrupt {
-                    offset, at_tail, ..
-                } if at_tail
-                    && Some(id) == last_id
-                    && crate::store::all_zero(&file, offset, len)
-                        .map_err(StoreError::io("reading", path))? =>
-                {
-                    rep.prepared_bytes += len - offset;
-                }
-                ScanItem::Corrupt {
-                    offset,
-                    len: l,
-                    reason,
-                    at_tail,
-                    header,
-                } => {
-                    let torn_tail = at_tail && Some(id) == last_id;
-                    // A damaged needle whose header names its identity is
-                    // that identity's newest (an open indexes it so, and its
-                    // reads fail): the older needle is overwritten, not live.
-                    // A torn tail was never acknowledged: the older stays.
-                    if let Some(h) = header.filter(|_| !torn_tail) {
-                        if let Some(old) = latest.remove(&(h.key, h.alt_key)) {
-                            rep.live.sub(old);
-                            rep.overwritten.add(old);
-                        }
-                    }
-                    rep.corruptions.push(Corruption {
-                        path: path.clone(),
-                        segment: sb.id,
-                        offset,
-                        len: l,
-                        reason: reason.to_string(),
-                        torn_tail,
-                    })
-                }
-            }
             progress(done + sc.position(), total);
+            if !hold {
+                tally(&mut rep, &mut latest, &seg, item)?;
+                continue;
+            }
+            let ends = match &item {
+                ScanItem::Needle { header, .. } => header.batch_end,
+                ScanItem::Corrupt {
+                    header: Some(h),
+                    at_tail: false,
+                    ..
+                } => h.batch_end,
+                ScanItem::Corrupt { .. } => false,
+            };
+            held.push(item);
+            if ends {
+                for item in last.drain(..) {
+                    tally(&mut rep, &mut latest, &seg, item)?;
+                }
+                std::mem::swap(&mut last, &mut held);
+            }
+        }
+        if hold {
+            // Anything but zeros after the last batch end was written by
+            // a later batch, after the last one was synced.
+            let mut written_after = false;
+            for i in &held {
+                written_after |= match i {
+                    ScanItem::Corrupt {
+                        offset,
+                        at_tail: true,
+                        ..
+                    } => !crate::store::all_zero(&file, *offset, len)
+                        .map_err(StoreError::io("reading", path))?,
+                    _ => true,
+                };
+            }
+            let torn = !last.is_empty()
+                && !written_after
+                && crate::store::torn_by_power_loss(&file, &last)
+                    .map_err(StoreError::io("reading", path))?;
+            if let (true, Some(a), Some(z)) = (torn, last.first(), last.last()) {
+                let (from, to) = (a.offset(), z.offset() + z.len());
+                rep.corruptions.push(Corruption {
+                    path: path.clone(),
+                    segment: sb.id,
+                    offset: from,
+                    len: to - from,
+                    reason: "a write batch a power cut tore before it was acknowledged \
+                             (damage in the newest segment's last batch that one flipped \
+                             bit does not explain, with sectors of zeros where its write \
+                             did not reach; an open cuts it)"
+                        .into(),
+                    torn_tail: true,
+                });
+                // Never acknowledged: the older versions stay live.
+                last.clear();
+            }
+            for item in last.drain(..).chain(held.drain(..)) {
+                tally(&mut rep, &mut latest, &seg, item)?;
+            }
         }
         if let Some(at) = open_batch.filter(|&at| at < tail_at) {
             rep.corruptions.push(Corruption {
@@ -277,4 +276,102 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
         done += len;
     }
     Ok(rep)
+}
+
+/// The segment [`tally`] counts the needles of.
+struct Seg<'a> {
+    path: &'a PathBuf,
+    id: u64,
+    /// The newest segment of the directory (the only one a crash can tear).
+    newest: bool,
+    file: &'a std::fs::File,
+    len: u64,
+}
+
+/// Counts one item of `seg`'s scan into `rep`: a needle as live, deleted
+/// or overwritten (`latest`: identity → length of its newest live needle
+/// so far), damage as a corruption, a tail of zeros as prepared space.
+fn tally(
+    rep: &mut VerifyReport,
+    latest: &mut HashMap<(u64, u32), u64>,
+    seg: &Seg<'_>,
+    item: ScanItem,
+) -> Result<()> {
+    match item {
+        ScanItem::Needle {
+            header,
+            offset,
+            mended,
+            ..
+        } => {
+            let nl = header.needle_len();
+            if mended {
+                rep.corruptions.push(Corruption {
+                    path: seg.path.clone(),
+                    segment: seg.id,
+                    offset,
+                    len: nl,
+                    reason: "one flipped bit in the needle header, corrected by its \
+                             checksum (the data is whole and reads as written; an \
+                             open that scans it writes it back, a compaction \
+                             rewrites it)"
+                        .into(),
+                    torn_tail: false,
+                });
+            }
+            let idk = (header.key, header.alt_key);
+            if header.is_deleted() {
+                rep.deleted.add(nl);
+                if let Some(old) = latest.remove(&idk) {
+                    rep.live.sub(old);
+                    rep.overwritten.add(old);
+                }
+            } else if header.is_superseded() {
+                rep.overwritten.add(nl);
+            } else {
+                if let Some(old) = latest.insert(idk, nl) {
+                    rep.live.sub(old);
+                    rep.overwritten.add(old);
+                }
+                rep.live.add(nl);
+            }
+        }
+        ScanItem::Corrupt {
+            offset, at_tail, ..
+        } if at_tail
+            && seg.newest
+            && crate::store::all_zero(seg.file, offset, seg.len)
+                .map_err(StoreError::io("reading", seg.path))? =>
+        {
+            rep.prepared_bytes += seg.len - offset;
+        }
+        ScanItem::Corrupt {
+            offset,
+            len: l,
+            reason,
+            at_tail,
+            header,
+        } => {
+            let torn_tail = at_tail && seg.newest;
+            // A damaged needle whose header names its identity is
+            // that identity's newest (an open indexes it so, and its
+            // reads fail): the older needle is overwritten, not live.
+            // A torn tail was never acknowledged: the older stays.
+            if let Some(h) = header.filter(|_| !torn_tail) {
+                if let Some(old) = latest.remove(&(h.key, h.alt_key)) {
+                    rep.live.sub(old);
+                    rep.overwritten.add(old);
+                }
+            }
+            rep.corruptions.push(Corruption {
+                path: seg.path.clone(),
+                segment: seg.id,
+                offset,
+                len: l,
+                reason: reason.to_string(),
+                torn_tail,
+            })
+        }
+    }
+    Ok(())
 }

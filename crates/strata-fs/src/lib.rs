@@ -228,7 +228,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// [`write_atomic`] for a file written by `fill` (e.g. streamed in pieces
 /// rather than held whole in RAM; `fill` writes through this crate's
 /// functions): temporary file, `fill`, fdatasync, rename, directory fsync.
-/// A failed `fill` removes the temporary file and leaves `path` as it was.
+/// A failed `fill`, sync or rename removes the temporary file and leaves
+/// `path` as it was.
 pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&File) -> io::Result<()>,
@@ -241,7 +242,10 @@ pub fn write_atomic_with(
         return Err(e);
     }
     drop(f);
-    rename(&tmp, path)?;
+    if let Err(e) = rename(&tmp, path) {
+        let _ = remove_file(&tmp);
+        return Err(e);
+    }
     sync_dir(parent(path))
 }
 

@@ -135,6 +135,13 @@ struct Model {
     dirs: Vec<PendingDir>,
     rng: fastrand::Rng,
     dead: bool,
+    /// Operations recorded so far (writes, length changes, syncs,
+    /// directory changes and directory syncs under the root).
+    ops: u64,
+    /// Cut the power right after this many operations.
+    cut_after: Option<(u64, Cut)>,
+    /// What that cut undid.
+    last_cut: Option<CutReport>,
 }
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -187,6 +194,9 @@ impl Recorder {
             dirs: Vec::new(),
             rng: fastrand::Rng::with_seed(seed),
             dead: false,
+            ops: 0,
+            cut_after: None,
+            last_cut: None,
         });
         ON.store(true, Ordering::SeqCst);
         Ok(Recorder { id, root })
@@ -205,6 +215,31 @@ impl Recorder {
         })
     }
 
+    /// Cuts the power right after the `n`th operation from now (1: the
+    /// next one), as [`Recorder::cut`] would: the operation itself is
+    /// done, every later one fails. A test that runs an update with
+    /// `n = 1, 2, …` until it completes cuts it at each of its steps.
+    pub fn cut_after(&self, n: u64, how: Cut) {
+        let mut all = models();
+        if let Some(m) = all.iter_mut().find(|m| m.id == self.id) {
+            m.cut_after = Some((m.ops + n.max(1), how));
+        }
+    }
+
+    /// Operations recorded so far.
+    pub fn ops(&self) -> u64 {
+        let all = models();
+        all.iter().find(|m| m.id == self.id).map_or(0, |m| m.ops)
+    }
+
+    /// Whether the power is off, and what its cut undid.
+    pub fn cut_report(&self) -> Option<CutReport> {
+        let all = models();
+        all.iter()
+            .find(|m| m.id == self.id)
+            .and_then(|m| m.last_cut.clone())
+    }
+
     /// The power cut: puts the files back as the medium could hold them
     /// ([`Cut`]); every later operation under the root fails until the
     /// recorder is dropped.
@@ -217,7 +252,9 @@ impl Recorder {
             return Err(off());
         }
         m.dead = true;
-        m.cut(how)
+        let r = m.cut(how)?;
+        m.last_cut = Some(r.clone());
+        Ok(r)
     }
 }
 
@@ -330,7 +367,9 @@ fn on_file<T>(
         return Err(off());
     }
     record(m, k, file)?;
-    op()
+    let r = op()?;
+    m.tick()?;
+    Ok(r)
 }
 
 /// Runs `op` on a path: unrecorded when the model is off or the path lies
@@ -356,10 +395,25 @@ fn on_path<T>(
     before(m, &abs)?;
     let r = op()?;
     after(m, &abs, &r);
+    m.tick()?;
     Ok(r)
 }
 
 impl Model {
+    /// Counts an operation done; cuts the power when it is the one
+    /// [`Recorder::cut_after`] named.
+    fn tick(&mut self) -> io::Result<()> {
+        self.ops += 1;
+        if let Some((n, how)) = self.cut_after {
+            if self.ops >= n && !self.dead {
+                self.dead = true;
+                let r = self.cut(how)?;
+                self.last_cut = Some(r);
+            }
+        }
+        Ok(())
+    }
+
     fn log(&mut self, k: (u64, u64), file: &File) -> io::Result<&mut FileLog> {
         if !self.files.contains_key(&k) {
             let f = OpenOptions::new()
@@ -661,9 +715,14 @@ pub(crate) fn synced(file: &File, op: impl FnOnce() -> io::Result<()>) -> io::Re
         }
     }
     op()?;
+    let p = fd_path(file).unwrap_or_default();
     for m in all.iter_mut() {
-        if m.files.remove(&k).is_some() && std::env::var_os("STRATA_POWER_DEBUG").is_some() {
-            eprintln!("POWER synced {:?}", fd_path(file));
+        let had = m.files.remove(&k).is_some();
+        if had && std::env::var_os("STRATA_POWER_DEBUG").is_some() {
+            eprintln!("POWER synced {}", p.display());
+        }
+        if had || p.starts_with(&m.root) {
+            m.tick()?;
         }
     }
     Ok(())
@@ -751,7 +810,7 @@ pub(crate) fn remove(
         path: abs,
         backup: b,
     });
-    Ok(())
+    m.tick()
 }
 
 pub(crate) fn dir_synced(dir: &Path, op: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
@@ -765,6 +824,9 @@ pub(crate) fn dir_synced(dir: &Path, op: impl FnOnce() -> io::Result<()>) -> io:
     }
     op()?;
     for m in all.iter_mut() {
+        if abs.starts_with(&m.root) {
+            m.tick()?;
+        }
         for p in m.dirs.iter_mut() {
             p.dirs.retain(|d| *d != abs);
         }
@@ -795,6 +857,39 @@ pub(crate) fn dir_synced(dir: &Path, op: impl FnOnce() -> io::Result<()>) -> io:
         }
     }
     Ok(())
+}
+
+/// Cuts an update at each of its steps: for `n = 1, 2, …`, a fresh
+/// directory `scratch/step-N` is filled by `prepare` (unrecorded), then
+/// `update` runs over the model with the power cut right after its `n`th
+/// operation ([`Recorder::cut_after`]); `check` sees the directory as the
+/// cut left it (the model off again, as after the power came back). Stops
+/// after the first `n` at which `update` completed before its cut, and
+/// returns that `n` (the update's steps + 1). What a test of a file kind
+/// uses to drop its unsynced writes at every step of its update.
+pub fn cut_at_every_step(
+    scratch: &Path,
+    how: Cut,
+    prepare: impl Fn(&Path),
+    update: impl Fn(&Path) -> io::Result<()>,
+    mut check: impl FnMut(&Path, u64),
+) -> io::Result<u64> {
+    for n in 1.. {
+        let root = scratch.join(format!("step-{n}"));
+        std::fs::create_dir_all(&root)?;
+        prepare(&root);
+        let rec = Recorder::start(&root, n)?;
+        rec.cut_after(n, how);
+        let _ = update(&root);
+        let cut = rec.cut_report().is_some();
+        drop(rec);
+        check(&root, n);
+        let _ = std::fs::remove_dir_all(&root);
+        if !cut {
+            return Ok(n);
+        }
+    }
+    unreachable!("the loop returns")
 }
 
 #[cfg(test)]
@@ -925,6 +1020,86 @@ mod tests {
             fs::sync_data(&f).unwrap();
         }
         assert!(torn > 10, "some cuts tore the write: {torn}");
+    }
+
+    fn at_every_step(
+        how: Cut,
+        prepare: impl Fn(&Path),
+        update: impl Fn(&Path) -> io::Result<()>,
+        check: impl FnMut(&Path, u64),
+    ) -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        cut_at_every_step(dir.path(), how, prepare, update, check).unwrap()
+    }
+
+    #[test]
+    fn write_atomic_holds_the_old_bytes_or_the_new_at_every_step() {
+        for how in [Cut::Drop, Cut::Tear] {
+            let steps = at_every_step(
+                how,
+                |r| fs::write_atomic(&r.join("id.json"), b"old identity").unwrap(),
+                |r| fs::write_atomic(&r.join("id.json"), b"the new identity"),
+                |r, n| {
+                    let b = read(&r.join("id.json")).unwrap_or_default();
+                    assert!(
+                        b == b"old identity" || b == b"the new identity",
+                        "{how:?} after step {n}: {:?}",
+                        String::from_utf8_lossy(&b)
+                    );
+                },
+            );
+            assert!(
+                steps >= 5,
+                "create, write, sync, rename, directory sync: {steps}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_plain_rewrite_loses_the_file_at_some_step() {
+        // What `std::fs::write` did to cluster-node.json (O_TRUNC, write,
+        // no fsync, no rename): a cut that keeps the truncation and not
+        // the write (a tear) leaves it empty, as LazyFS showed.
+        let mut lost = false;
+        at_every_step(
+            Cut::Tear,
+            |r| fs::write_atomic(&r.join("id.json"), b"old identity").unwrap(),
+            |r| {
+                let f = fs::create(&r.join("id.json"))?;
+                fs::write_all_at(&f, b"the new identity", 0)
+            },
+            |r, _| lost |= read(&r.join("id.json")).unwrap_or_default().is_empty(),
+        );
+        assert!(lost);
+    }
+
+    #[test]
+    fn an_append_file_keeps_every_synced_record_at_every_step() {
+        at_every_step(
+            Cut::Tear,
+            |_| {},
+            |r| {
+                let f = fs::create_durable(&r.join("log"))?;
+                for i in 0..4u8 {
+                    fs::write_all_at(&f, &[i; 100], i as u64 * 100)?;
+                    fs::sync_data(&f)?;
+                    std::fs::write(r.join(format!("acked-{i}")), b"")?;
+                }
+                Ok(())
+            },
+            |r, n| {
+                let b = read(&r.join("log")).unwrap_or_default();
+                for i in 0..4u8 {
+                    if r.join(format!("acked-{i}")).exists() {
+                        let at = i as usize * 100;
+                        assert!(
+                            b.len() >= at + 100 && b[at..at + 100].iter().all(|&x| x == i),
+                            "step {n}: record {i} was synced"
+                        );
+                    }
+                }
+            },
+        );
     }
 
     #[test]

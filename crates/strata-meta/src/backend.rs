@@ -417,6 +417,30 @@ mod tests {
         assert_eq!(std::fs::metadata(&file).unwrap().ino(), ino);
     }
 
+    /// A power cut at every step of a save: the state file holds the old
+    /// state or the new one, whole.
+    #[test]
+    fn the_state_file_survives_a_power_cut_at_every_step_of_a_save() {
+        use strata_fs::power::{cut_at_every_step, Cut};
+        let dir = tempfile::tempdir().unwrap();
+        let old = br#"{"state": "old"}"#.to_vec();
+        let new = br#"{"state": "new, and longer than the old one"}"#.to_vec();
+        for how in [Cut::Drop, Cut::Tear] {
+            let steps = cut_at_every_step(
+                dir.path(),
+                how,
+                |r| save_with_reserve(&r.join("meta.json"), &r.join("meta.reserve"), &old).unwrap(),
+                |r| save_with_reserve(&r.join("meta.json"), &r.join("meta.reserve"), &new),
+                |r, n| {
+                    let got = std::fs::read(r.join("meta.json")).unwrap_or_default();
+                    assert!(got == old || got == new, "{how:?} step {n}: {got:?}");
+                },
+            )
+            .unwrap();
+            assert!(steps >= 5, "{steps}");
+        }
+    }
+
     #[test]
     fn a_failed_write_leaves_no_temporary_file() {
         let dir = tempfile::tempdir().unwrap();

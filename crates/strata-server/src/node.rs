@@ -231,6 +231,75 @@ fn read_identity(path: &Path) -> Result<Option<Identity>, String> {
     Ok(Some(i))
 }
 
+/// The identity a node had: `primary` (`DATA/cluster-node.json`), or,
+/// when that is missing, empty or damaged, the copy every device
+/// directory keeps ([`DEVICE_IDENTITY`], written with it), so that a node
+/// whose own directory lost the file to a power cut (or an operator)
+/// comes back as itself (docs/recovery.md, *A node comes back as
+/// itself*). Copies that disagree are refused: which devices belong to
+/// which node is then for a person to say.
+fn recover_identity(primary: &Path, devices: &[PathBuf]) -> Result<Option<Identity>, ClusterError> {
+    let why = match read_identity(primary) {
+        Ok(Some(i)) => return Ok(Some(i)),
+        Ok(None) => "missing".to_string(),
+        Err(e) => e,
+    };
+    let mut found: Vec<(PathBuf, Identity)> = Vec::new();
+    for d in devices {
+        let p = d.join(DEVICE_IDENTITY);
+        match read_identity(&p) {
+            Ok(Some(i)) => found.push((p, i)),
+            Ok(None) => {}
+            Err(e) => eprintln!("strata server: {e}; not used"),
+        }
+    }
+    let Some((first_path, first)) = found.first().cloned() else {
+        return Ok(None);
+    };
+    if let Some((p, other)) = found
+        .iter()
+        .find(|(_, i)| i.node_id != first.node_id || i.disk_ids != first.disk_ids)
+    {
+        return Err(ClusterError::Refused(format!(
+            "{} is {why}, and the device directories disagree on whose they are: {} says \
+             node {} (disks {:?}), {} says node {} (disks {:?}); start the node with the \
+             devices of one node",
+            primary.display(),
+            first_path.display(),
+            first.node_id,
+            first.disk_ids,
+            p.display(),
+            other.node_id,
+            other.disk_ids
+        )));
+    }
+    eprintln!(
+        "strata server: {} is {why}; this node is {} again, as {} says",
+        primary.display(),
+        first.node_id,
+        first_path.display()
+    );
+    Ok(Some(first))
+}
+
+/// Writes the identity to every device directory ([`DEVICE_IDENTITY`]),
+/// then to `primary`, each crash-safely ([`strata_fs::write_atomic`]:
+/// temporary file, fsync, rename, directory fsync).
+fn save_identity(id: &Identity, primary: &Path, devices: &[PathBuf]) -> Result<(), ClusterError> {
+    let bytes = serde_json::to_vec_pretty(id).unwrap_or_default();
+    let paths = devices
+        .iter()
+        .map(|d| d.join(DEVICE_IDENTITY))
+        .chain(std::iter::once(primary.to_path_buf()));
+    for path in paths {
+        strata_fs::write_atomic(&path, &bytes).map_err(|source| ClusterError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
 /// What a node remembers across restarts: `DATA/cluster-node.json`, and a
 /// copy in every device directory ([`DEVICE_IDENTITY`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -816,76 +885,16 @@ impl ClusterNode {
         self.opts.data.join("cluster-node.json")
     }
 
-    /// The identity this node had: `DATA/cluster-node.json`, or, when that
-    /// is missing, empty or damaged, the copy every device directory keeps
-    /// (`DEVICE/strata-device.json`, written with it), so that a node
-    /// whose own directory lost the file to a power cut (or an operator)
-    /// comes back as itself (docs/recovery.md, *A node comes back as
-    /// itself*). Copies that disagree are refused: which devices belong
-    /// to which node is then for a person to say.
+    /// The identity this node had ([`recover_identity`]).
     fn saved_identity(&self) -> Result<Option<Identity>, ClusterError> {
-        let primary = self.identity_path();
-        let why = match read_identity(&primary) {
-            Ok(Some(i)) => return Ok(Some(i)),
-            Ok(None) => "missing".to_string(),
-            Err(e) => e,
-        };
-        let mut found: Vec<(PathBuf, Identity)> = Vec::new();
-        for d in &self.opts.devices {
-            let p = d.path.join(DEVICE_IDENTITY);
-            match read_identity(&p) {
-                Ok(Some(i)) => found.push((p, i)),
-                Ok(None) => {}
-                Err(e) => eprintln!("strata server: {e}; not used"),
-            }
-        }
-        let Some((first_path, first)) = found.first().cloned() else {
-            return Ok(None);
-        };
-        if let Some((p, other)) = found
-            .iter()
-            .find(|(_, i)| i.node_id != first.node_id || i.disk_ids != first.disk_ids)
-        {
-            return Err(ClusterError::Refused(format!(
-                "{} is {why}, and the device directories disagree on whose they are: {} says \
-                 node {} (disks {:?}), {} says node {} (disks {:?}); start the node with the \
-                 devices of one node",
-                primary.display(),
-                first_path.display(),
-                first.node_id,
-                first.disk_ids,
-                p.display(),
-                other.node_id,
-                other.disk_ids
-            )));
-        }
-        eprintln!(
-            "strata server: {} is {why}; this node is {} again, as {} says",
-            primary.display(),
-            first.node_id,
-            first_path.display()
-        );
-        Ok(Some(first))
+        let devices: Vec<PathBuf> = self.opts.devices.iter().map(|d| d.path.clone()).collect();
+        recover_identity(&self.identity_path(), &devices)
     }
 
-    /// Writes the identity to `DATA/cluster-node.json` and to every device
-    /// directory, each crash-safely (temporary file, fsync, rename,
-    /// directory fsync), the device copies first.
+    /// Writes the identity everywhere it is kept ([`save_identity`]).
     fn save_identity(&self, id: &Identity) -> Result<(), ClusterError> {
-        let bytes = serde_json::to_vec_pretty(id).unwrap_or_default();
-        let paths = self
-            .opts
-            .devices
-            .iter()
-            .map(|d| d.path.join(DEVICE_IDENTITY))
-            .chain(std::iter::once(self.identity_path()));
-        for path in paths {
-            strata_fs::write_atomic(&path, &bytes).map_err(|source| ClusterError::Io {
-                path: path.display().to_string(),
-                source,
-            })?;
-        }
-        Ok(())
+        let devices: Vec<PathBuf> = self.opts.devices.iter().map(|d| d.path.clone()).collect();
+        save_identity(id, &self.identity_path(), &devices)
     }
 
     /// Registers (or re-registers) every device with the metadata service.
@@ -1791,6 +1800,104 @@ pub async fn embedded_meta(
 
 #[cfg(test)]
 mod tests {
+
+    fn ident(node: u32, disks: &[u32]) -> Identity {
+        Identity {
+            node_id: NodeId(node),
+            disk_ids: disks.iter().map(|&d| DiskId(d)).collect(),
+            disk_id: None,
+            meta: "127.0.0.1:1".into(),
+            devices: disks.iter().map(|d| format!("disk:/d{d}")).collect(),
+        }
+    }
+
+    fn layout(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+        let devices: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("dev{i}"))).collect();
+        for d in &devices {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        (dir.join("cluster-node.json"), devices)
+    }
+
+    #[test]
+    fn an_empty_damaged_or_missing_identity_file_is_recovered_from_the_devices() {
+        let dir = tempfile::tempdir().unwrap();
+        let (primary, devices) = layout(dir.path());
+        assert!(recover_identity(&primary, &devices).unwrap().is_none());
+        save_identity(&ident(7, &[11, 12]), &primary, &devices).unwrap();
+        let whole = recover_identity(&primary, &devices).unwrap().unwrap();
+        assert_eq!((whole.node_id, whole.disk_ids.len()), (NodeId(7), 2));
+        for damage in [&b""[..], &b"{\"node_id\": 7, \"disk_"[..]] {
+            std::fs::write(&primary, damage).unwrap();
+            let back = recover_identity(&primary, &devices).unwrap().unwrap();
+            assert_eq!(back.node_id, NodeId(7));
+            assert_eq!(back.disk_ids, vec![DiskId(11), DiskId(12)]);
+        }
+        std::fs::remove_file(&primary).unwrap();
+        std::fs::remove_file(devices[0].join(DEVICE_IDENTITY)).unwrap();
+        assert_eq!(
+            recover_identity(&primary, &devices)
+                .unwrap()
+                .unwrap()
+                .node_id,
+            NodeId(7)
+        );
+    }
+
+    #[test]
+    fn device_copies_that_disagree_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (primary, devices) = layout(dir.path());
+        save_identity(&ident(7, &[11, 12]), &primary, &devices[..1]).unwrap();
+        save_identity(
+            &ident(8, &[13, 14]),
+            &dir.path().join("other.json"),
+            &devices[1..],
+        )
+        .unwrap();
+        std::fs::write(&primary, b"").unwrap();
+        let e = recover_identity(&primary, &devices)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("disagree"), "{e}");
+    }
+
+    /// A power cut at every step of an identity update (the node's
+    /// registration under a new id): the node reads back either identity,
+    /// whole, never none (before issue 33 the file was rewritten in place
+    /// without fsync: empty after a power cut).
+    #[test]
+    fn the_identity_survives_a_power_cut_at_every_step_of_its_update() {
+        use strata_fs::power::{cut_at_every_step, Cut};
+        let dir = tempfile::tempdir().unwrap();
+        for how in [Cut::Drop, Cut::Tear] {
+            cut_at_every_step(
+                dir.path(),
+                how,
+                |r| {
+                    let (primary, devices) = layout(r);
+                    save_identity(&ident(1, &[1, 2]), &primary, &devices).unwrap();
+                },
+                |r| {
+                    let (primary, devices) = layout(r);
+                    save_identity(&ident(4, &[5, 6]), &primary, &devices)
+                        .map_err(|e| std::io::Error::other(e.to_string()))
+                },
+                |r, n| {
+                    let (primary, devices) = layout(r);
+                    let got = recover_identity(&primary, &devices)
+                        .unwrap_or_else(|e| panic!("{how:?} step {n}: {e}"))
+                        .unwrap_or_else(|| panic!("{how:?} step {n}: no identity"));
+                    assert!(
+                        matches!(got.node_id.0, 1 | 4),
+                        "{how:?} step {n}: {:?}",
+                        got.node_id
+                    );
+                },
+            )
+            .unwrap();
+        }
+    }
     use super::*;
     use strata_placement::DiskState;
 

@@ -32,6 +32,99 @@ use crate::ClusterError;
 
 /// Whether redb refused a database file for its contents (corrupt pages
 /// or header, an unknown format byte), not for a lock or an I/O failure.
+/// The listing index's file under redb: redb's own file backend for its
+/// reads, length and locks, and strata-fs for every write, length change
+/// and sync, so that the power-loss model sees them (docs/reliability.md,
+/// *Power loss*). A new file is made durable in its directory when it is
+/// created (redb's own `Database::create` does not sync the directory).
+#[derive(Debug)]
+struct PowerSafeFile {
+    inner: redb::backends::FileBackend,
+    file: std::fs::File,
+}
+
+impl PowerSafeFile {
+    fn open(path: &Path) -> std::io::Result<PowerSafeFile> {
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => strata_fs::create_durable(path)?,
+            r => r?,
+        };
+        let writes = file.try_clone()?;
+        let inner = redb::backends::FileBackend::new(file).map_err(std::io::Error::other)?;
+        Ok(PowerSafeFile {
+            inner,
+            file: writes,
+        })
+    }
+}
+
+impl redb::StorageBackend for PowerSafeFile {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        strata_fs::set_len(&self.file, len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        strata_fs::sync_data(&self.file)
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        strata_fs::write_all_at(&self.file, data, offset)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.inner.close()
+    }
+    fn try_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.inner.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.inner.try_lock_shared_range(start, end)
+    }
+    fn lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.inner.lock_range(start, end)
+    }
+    fn lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.inner.lock_shared_range(start, end)
+    }
+    fn unlock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.inner.unlock_range(start, end)
+    }
+}
+
+/// Opens (or creates) the listing index's database at `path` over
+/// [`PowerSafeFile`].
+fn create_db(path: &Path) -> Result<Database, redb::DatabaseError> {
+    let backend = PowerSafeFile::open(path)?;
+    redb::Builder::new().create_with_backend(backend)
+}
+
 fn is_corrupt(e: &redb::DatabaseError) -> bool {
     match e {
         redb::DatabaseError::UpgradeRequired(_) => true,
@@ -742,7 +835,7 @@ impl ListingIndex {
         path: &Path,
         every: std::time::Duration,
     ) -> Result<ListingIndex, ClusterError> {
-        let db = Database::create(path).map_err(|e| ClusterError::Index {
+        let db = create_db(path).map_err(|e| ClusterError::Index {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
@@ -859,7 +952,7 @@ impl ListingIndex {
         path: &Path,
         quarantine: &Path,
     ) -> Result<(ListingIndex, Option<std::path::PathBuf>), ClusterError> {
-        match Database::create(path) {
+        match create_db(path) {
             Ok(db) => Ok((Self::with_db(path, db, CHECKPOINT_EVERY)?, None)),
             Err(e) if is_corrupt(&e) => {
                 let fail = |reason: String| ClusterError::Index {

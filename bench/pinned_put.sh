@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# One 5-second run of 64 KiB PUTs against a fresh `strata server`, the
+# One 5-second run of PUTs (64 KiB, or SIZE) against a fresh `strata server`, the
 # server pinned to core 1 and the load generator to core 0, with the two
 # cores' time split (user, system, idle, iowait, softirq) over 2 s of the
 # load, from /proc/stat.
 #
 #   bench/pinned_put.sh STRATA_BINARY
 #
-# Knobs: C (16, clients), DATA (a fresh directory under $TMPDIR or /tmp;
+# Knobs: SIZE (64KiB, the object size), C (16, clients), DATA (a fresh directory under $TMPDIR or /tmp;
 # removed first when given), PORT (18590), ENVX (environment for the
 # server, e.g. "STRATA_X=1"), EXTRA (more server arguments). Needs 2 cores.
 set -euo pipefail
@@ -34,7 +34,7 @@ done
   grep '^cpu[01] ' /proc/stat >"$WORK/after"
 ) &
 SNAP=$!
-taskset -c 0 "$BIN" bench http --addr 127.0.0.1:"$PORT" --cpu-pids "$PID" --sizes 64KiB \
+taskset -c 0 "$BIN" bench http --addr 127.0.0.1:"$PORT" --cpu-pids "$PID" --sizes "${SIZE:-64KiB}" \
   --concurrency "$C" --bucket p --read-fraction 0 --prefill 0 --duration 5 2>&1 | grep -E "^put|CPU"
 wait "$SNAP"
 cat "$WORK/before" "$WORK/after" | awk '

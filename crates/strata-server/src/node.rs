@@ -962,7 +962,10 @@ impl ClusterNode {
             resp.previous,
             Some(strata_meta::api::NodeState::Dead | strata_meta::api::NodeState::Removed)
         );
-        if fresh && rows > 0 && !(declared_dead && !self.opts.cluster_of_one) {
+        // Rows go only when the service declared this node dead (or took
+        // it out), and never in a cluster of one.
+        let may_drop = declared_dead && !self.opts.cluster_of_one;
+        if fresh && rows > 0 && !may_drop {
             let was = saved.as_ref().map_or_else(
                 || "no identity could be read (see above)".to_string(),
                 |s| format!("it was node {} with disks {:?}", s.node_id, s.disk_ids),

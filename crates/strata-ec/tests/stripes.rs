@@ -1,6 +1,8 @@
 //! Stripes over real files: any K+M up to 32, any loss of up to M shards,
 //! every range read back healthy and degraded, rebuilt shards identical to
 //! the lost ones, a flipped byte found and repaired by the scrub.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};

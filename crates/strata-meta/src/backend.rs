@@ -182,8 +182,8 @@ fn save_with_reserve(path: &Path, reserve: &Path, bytes: &[u8]) -> std::io::Resu
                 .write(true)
                 .open(reserve)
                 .and_then(|f| {
-                    f.set_len(have.saturating_sub(need))?;
-                    f.sync_all()
+                    strata_fs::set_len(&f, have.saturating_sub(need))?;
+                    strata_fs::sync_all(&f)
                 })?;
             eprintln!(
                 "strata meta: {} met a full volume; writing it in the space reserved for it ({})",
@@ -201,28 +201,29 @@ fn save_with_reserve(path: &Path, reserve: &Path, bytes: &[u8]) -> std::io::Resu
 /// Grows the reserve file to `want` bytes of real (written, not sparse)
 /// blocks, as far as free space allows; never fails.
 fn top_up(reserve: &Path, want: u64) {
-    use std::io::Write;
     let have = std::fs::metadata(reserve).map_or(0, |m| m.len());
     if have >= want {
         return;
     }
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(reserve)
-    else {
+    let Ok(f) = strata_fs::open(
+        reserve,
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true),
+    ) else {
         return;
     };
     let zeros = [0u8; 4096];
-    let mut left = want - have;
-    while left > 0 {
-        let n = left.min(zeros.len() as u64) as usize;
-        if f.write_all(&zeros[..n]).is_err() {
+    let mut at = have;
+    while at < want {
+        let n = (want - at).min(zeros.len() as u64) as usize;
+        if strata_fs::write_all_at(&f, &zeros[..n], at).is_err() {
             break;
         }
-        left -= n as u64;
+        at += n as u64;
     }
-    let _ = f.sync_all();
+    let _ = strata_fs::sync_all(&f);
 }
 
 /// [`strata_fs::write_atomic`]: a temporary file, fsync, rename, directory
@@ -385,6 +386,8 @@ impl EtcdBackend {
 }
 
 #[cfg(test)]
+// The tests write and damage files as the medium would, bypassing strata-fs.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::state::ClusterConfig;

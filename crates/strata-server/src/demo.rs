@@ -511,7 +511,7 @@ pub fn run_demo(
         provision(&collected, &buckets, &full).map_err(|e| DemoError::Provision(e.to_string()))?;
     let plan: TierPlan = prov.plan();
     let plan_path = opts.dir.join("plan.json");
-    std::fs::write(&plan_path, plan.to_json())
+    strata_fs::write_atomic(&plan_path, plan.to_json().as_bytes())
         .map_err(|e| DemoError::Io(format!("cannot write {}: {e}", plan_path.display())))?;
     let load = rt.block_on(client_rt.request(
         &addr,

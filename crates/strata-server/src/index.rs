@@ -1638,6 +1638,8 @@ async fn export(State(r): State<Routes>, UrlPath(row): UrlPath<usize>) -> Respon
 }
 
 #[cfg(test)]
+// The tests damage and write files as the medium would, bypassing strata-fs.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -300,6 +300,8 @@ impl Log {
 }
 
 #[cfg(test)]
+// The tests damage and write files as the medium would, bypassing strata-fs.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -129,8 +129,8 @@ impl Reserve {
             .write(true)
             .open(&self.path)
             .and_then(|f| {
-                f.set_len(0)?;
-                f.sync_all()
+                strata_fs::set_len(&f, 0)?;
+                strata_fs::sync_all(&f)
             });
         if had > 0 && cut.is_ok() {
             self.releases.fetch_add(1, Ordering::Relaxed);
@@ -197,20 +197,19 @@ impl Reserve {
             };
         if let Err(e) = res {
             // Give back what a half-done allocation took.
-            let _ = f.set_len(0);
+            let _ = strata_fs::set_len(&f, 0);
             return Err(e);
         }
-        f.sync_all()
+        strata_fs::sync_all(&f)
     }
 }
 
 fn write_zeros(f: &File, len: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let chunk = vec![0u8; 1 << 16];
     let mut at = 0;
     while at < len {
         let n = (len - at).min(chunk.len() as u64) as usize;
-        f.write_all_at(&chunk[..n], at)?;
+        strata_fs::write_all_at(f, &chunk[..n], at)?;
         at += n as u64;
     }
     Ok(())

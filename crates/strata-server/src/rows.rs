@@ -1182,7 +1182,7 @@ impl RowStores {
             if let Ok(rd) = std::fs::read_dir(d) {
                 for e in rd.flatten() {
                     if e.file_name().to_string_lossy().starts_with(TRASH) {
-                        let _ = std::fs::remove_dir_all(e.path());
+                        let _ = strata_fs::remove_dir_all(&e.path());
                     }
                 }
             }

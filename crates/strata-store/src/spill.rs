@@ -87,8 +87,7 @@ impl Spill {
             }
         }
         starts.push(self.at + bytes.len() as u64);
-        self.file
-            .write_all_at(&bytes, self.at)
+        strata_fs::write_all_at(&self.file, &bytes, self.at)
             .map_err(StoreError::io("writing", &self.path))?;
         self.at += bytes.len() as u64;
         self.chunks.push(starts);
@@ -122,7 +121,7 @@ impl Spill {
 
 impl Drop for Spill {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = strata_fs::remove_file(&self.path);
     }
 }
 

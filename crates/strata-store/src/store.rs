@@ -4595,6 +4595,8 @@ fn _assert_send_sync() {
 }
 
 #[cfg(test)]
+// The tests write and damage files as the medium would, bypassing strata-fs.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -1,5 +1,7 @@
 //! The public API end to end: put / get / delete / overwrite / reopen /
 //! seal / compact / move / iterate, on real files.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 use strata_store::{PutItem, Store, StoreConfig, StoreError, Tier};
 

@@ -4,6 +4,8 @@
 //!
 //! The full-volume test mounts a small tmpfs of its own, so it needs root
 //! (as the crash and node tests on this project's machines run).
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,6 +5,8 @@
 //!
 //! The child is this same test binary, re-run with `STRATA_CRASH_DIR` set
 //! and only the `crash_child_writer` test selected.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

@@ -1,6 +1,8 @@
 //! Property test: random sequences of put / overwrite / delete / batch
 //! delete / index merge / compact / move / seal / reopen agree with an
 //! in-memory model.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 mod flags_common;
 

@@ -5,6 +5,8 @@
 //! hold is what a kill leaves (every batch is synced before it is
 //! acknowledged), so a copy of the directory taken while it runs is opened
 //! as after a crash.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 mod fixture_common;
 

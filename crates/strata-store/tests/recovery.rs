@@ -1,5 +1,7 @@
 //! Recovery from damaged files: truncated tails, bit-flipped tails, stale
 //! or damaged checkpoints, garbage appended, flipped bytes mid-segment.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 mod fixture_common;
 

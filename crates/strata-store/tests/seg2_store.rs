@@ -9,6 +9,8 @@
 //! a8d93c9 (segment version 2) running `write_seg2_fixture` below, which
 //! is kept (ignored) to document exactly what the fixture holds;
 //! `expected` derives the same contents without a store.
+// Fixtures and damage are written as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 mod fixture_common;
 

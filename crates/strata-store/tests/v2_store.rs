@@ -7,6 +7,8 @@
 //! (the index branch at a039dc3) running `write_v2_fixture` below (now `Shape::write`), which is
 //! kept (ignored) to document exactly what the fixture holds; `expected`
 //! derives the same contents without a store.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 mod fixture_common;
 

@@ -3,6 +3,8 @@
 //! sync, syncs such flags before any delete, and at open settles two
 //! unflagged needles of one identity by that order, whatever their
 //! segments' ids or devices.
+// Files are written and damaged as the medium would, bypassing strata-fs.
+#![allow(clippy::disallowed_methods)]
 
 mod flags_common;
 

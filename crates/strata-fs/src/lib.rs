@@ -162,7 +162,7 @@ pub fn rename_durable(from: &Path, to: &Path) -> io::Result<()> {
 
 /// Removes the file `path`. Durable once its directory is synced.
 pub fn remove_file(path: &Path) -> io::Result<()> {
-    power::remove(path, false, || std::fs::remove_file(path))
+    power::remove(path, || std::fs::remove_file(path))
 }
 
 /// [`remove_file`], then syncs its directory.
@@ -174,7 +174,7 @@ pub fn remove_file_durable(path: &Path) -> io::Result<()> {
 /// Removes the directory `path` and everything in it. Durable once its
 /// parent is synced.
 pub fn remove_dir_all(path: &Path) -> io::Result<()> {
-    power::remove(path, true, || std::fs::remove_dir_all(path))
+    power::remove(path, || std::fs::remove_dir_all(path))
 }
 
 /// Creates `dir` and every missing parent, each made durable in its own

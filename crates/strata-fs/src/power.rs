@@ -784,32 +784,29 @@ pub(crate) fn rename(
     )
 }
 
-pub(crate) fn remove(
-    path: &Path,
-    _dir: bool,
-    op: impl FnOnce() -> io::Result<()>,
-) -> io::Result<()> {
-    if !ON.load(Ordering::Relaxed) {
-        return op();
-    }
-    let mut all = models();
-    let abs = absolute(path);
-    let Some(m) = all.iter_mut().find(|m| abs.starts_with(&m.root)) else {
-        drop(all);
-        return op();
-    };
-    if m.dead {
-        return Err(off());
-    }
-    let b = m.backup();
-    if !keep(&abs, &b)? {
-        op()?;
-    }
-    m.pending_dir(DirOp::Removed {
-        path: abs,
-        backup: b,
-    });
-    m.tick()
+pub(crate) fn remove(path: &Path, op: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    // The removed file or directory is kept at a backup first; a directory
+    // is moved there whole, which is its removal.
+    let backup = std::cell::Cell::new(None);
+    let moved = std::cell::Cell::new(false);
+    on_path(
+        path,
+        |m, abs| {
+            let b = m.backup();
+            moved.set(keep(abs, &b)?);
+            backup.set(Some(b));
+            Ok(())
+        },
+        || if moved.get() { Ok(()) } else { op() },
+        |m, abs, _| {
+            if let Some(b) = backup.take() {
+                m.pending_dir(DirOp::Removed {
+                    path: abs.to_path_buf(),
+                    backup: b,
+                })
+            }
+        },
+    )
 }
 
 pub(crate) fn dir_synced(dir: &Path, op: impl FnOnce() -> io::Result<()>) -> io::Result<()> {

@@ -5,7 +5,6 @@
 //! contents derived here are byte for byte what the fixture holds.
 // Fixtures and damage are written as the medium would, bypassing strata-fs.
 #![allow(clippy::disallowed_methods)]
-
 #![allow(dead_code)]
 
 use std::collections::HashMap;

@@ -3,7 +3,6 @@
 //! rewritten in place, index checkpoints and the run removed.
 // Files are written and damaged as the medium would, bypassing strata-fs.
 #![allow(clippy::disallowed_methods)]
-
 #![allow(dead_code)]
 
 use std::os::unix::fs::FileExt;

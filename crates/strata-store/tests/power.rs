@@ -372,6 +372,7 @@ fn a_power_cut_at_every_step_of_a_store_s_life_loses_nothing_acknowledged() {
             },
         )
         .unwrap();
+        eprintln!("{how:?}: the power cut after each of {} steps", steps - 1);
         assert!(steps > 40, "{how:?}: {steps} steps");
     }
 }

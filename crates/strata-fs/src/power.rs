@@ -361,20 +361,19 @@ fn on_path<T>(
 
 impl Model {
     fn log(&mut self, k: (u64, u64), file: &File) -> io::Result<&mut FileLog> {
-        if !self.files.contains_key(&k) {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-            self.files.insert(
-                k,
-                FileLog {
+        match self.files.entry(k) {
+            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+                Ok(v.insert(FileLog {
                     file: f,
                     ops: vec![],
-                },
-            );
+                }))
+            }
         }
-        Ok(self.files.get_mut(&k).expect("inserted"))
     }
 
     fn backup(&mut self) -> PathBuf {

@@ -953,7 +953,7 @@ impl ClusterNode {
             resp.previous,
             Some(strata_meta::api::NodeState::Dead | strata_meta::api::NodeState::Removed)
         );
-        if fresh && rows > 0 && !(declared_dead && !self.opts.cluster_of_one) {
+        if fresh && rows > 0 && (!declared_dead || self.opts.cluster_of_one) {
             let was = saved.as_ref().map_or_else(
                 || "no identity could be read (see above)".to_string(),
                 |s| format!("it was node {} with disks {:?}", s.node_id, s.disk_ids),

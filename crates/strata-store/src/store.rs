@@ -633,8 +633,8 @@ impl Tail {
         let mut done = lock(&self.lock);
         *done = true;
         if self.prepared.load(Ordering::Acquire) > len {
-            strata_fs::set_len(&file, len)
-                .and_then(|_| strata_fs::sync_data(&file))
+            strata_fs::set_len(file, len)
+                .and_then(|_| strata_fs::sync_data(file))
                 .map_err(StoreError::io("cutting the prepared space of", path))?;
             self.prepared.store(len, Ordering::Release);
         }
@@ -2681,7 +2681,7 @@ fn write_direct(
             at += p.len();
         }
         buf[at..].fill(0);
-        strata_fs::write_all_at(&direct, buf, a)?;
+        strata_fs::write_all_at(direct, buf, a)?;
         if !end.is_multiple_of(DIRECT_BLOCK) {
             let last = &buf[buf.len() - DIRECT_BLOCK as usize..];
             let mut block = kept.unwrap_or_default();
@@ -2706,16 +2706,16 @@ fn write_zeros(file: &File, direct: Option<&File>, from: u64, to: u64) -> std::i
     let a = from.next_multiple_of(DIRECT_BLOCK).min(to);
     let b = (to / DIRECT_BLOCK * DIRECT_BLOCK).max(a);
     if a > from {
-        strata_fs::write_all_at(&file, &zeros[..(a - from) as usize], from)?;
+        strata_fs::write_all_at(file, &zeros[..(a - from) as usize], from)?;
     }
     let mut at = a;
     if let Some(d) = direct.filter(|_| b > a) {
-        if strata_fs::write_all_at(&d, &zeros[..(b - a) as usize], a).is_ok() {
+        if strata_fs::write_all_at(d, &zeros[..(b - a) as usize], a).is_ok() {
             at = b;
         }
     }
     if to > at {
-        strata_fs::write_all_at(&file, &zeros[..(to - at) as usize], at)?;
+        strata_fs::write_all_at(file, &zeros[..(to - at) as usize], at)?;
     }
     Ok(())
 }

@@ -476,7 +476,7 @@ impl<'a> Writer<'a> {
         }
         idx.resize(idx.len().next_multiple_of(8), 0);
         let mut idx_crc = crc32c::crc32c(&idx);
-        strata_fs::write_all_at(&self.f, &idx, offset)?;
+        strata_fs::write_all_at(self.f, &idx, offset)?;
         let mut at = offset + idx.len() as u64;
         drop(idx);
         for chunk in part.slots.words().chunks(1 << 17) {
@@ -485,7 +485,7 @@ impl<'a> Writer<'a> {
                 b.extend_from_slice(&w.to_le_bytes());
             }
             idx_crc = crc32c::crc32c_append(idx_crc, &b);
-            strata_fs::write_all_at(&self.f, &b, at)?;
+            strata_fs::write_all_at(self.f, &b, at)?;
             at += b.len() as u64;
         }
         let keys_at = at;
@@ -498,20 +498,20 @@ impl<'a> Writer<'a> {
             n += 1;
             if buf.len() >= 12 << 16 {
                 kcrc = crc32c::crc32c_append(kcrc, &buf);
-                strata_fs::write_all_at(&self.f, &buf, at)?;
+                strata_fs::write_all_at(self.f, &buf, at)?;
                 at += buf.len() as u64;
                 buf.clear();
             }
         }
         kcrc = crc32c::crc32c_append(kcrc, &buf);
-        strata_fs::write_all_at(&self.f, &buf, at)?;
+        strata_fs::write_all_at(self.f, &buf, at)?;
         at += buf.len() as u64;
         if n != part.slot_count() {
             return Err(std::io::Error::other("run file: wrong number of keys"));
         }
         let pad = at.next_multiple_of(8) - at;
         if pad > 0 {
-            strata_fs::write_all_at(&self.f, &[0u8; 8][..pad as usize], at)?;
+            strata_fs::write_all_at(self.f, &[0u8; 8][..pad as usize], at)?;
         }
         self.at = at + pad;
         let put64 = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
@@ -543,7 +543,7 @@ impl<'a> Writer<'a> {
             meta.extend_from_slice(&n.to_le_bytes());
         }
         meta.extend_from_slice(&self.dir);
-        strata_fs::write_all_at(&self.f, &meta, HEADER_LEN as u64)?;
+        strata_fs::write_all_at(self.f, &meta, HEADER_LEN as u64)?;
         let mut h = [0u8; HEADER_LEN];
         h[0..8].copy_from_slice(&MAGIC);
         h[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -557,11 +557,11 @@ impl<'a> Writer<'a> {
         h[56..60].copy_from_slice(&crc32c::crc32c(&meta).to_le_bytes());
         let crc = crc32c::crc32c(&h[0..60]);
         h[60..64].copy_from_slice(&crc.to_le_bytes());
-        strata_fs::write_all_at(&self.f, &h, 0)?;
+        strata_fs::write_all_at(self.f, &h, 0)?;
         // The file ends where the last partition does (a shorter file
         // from an earlier attempt at this path is impossible: the
         // temporary file is created empty).
-        strata_fs::set_len(&self.f, self.at)
+        strata_fs::set_len(self.f, self.at)
     }
 }
 

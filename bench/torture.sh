@@ -5,6 +5,10 @@
 # is slow: each trial fills a 64 MiB tmpfs, the erasure-coding kinds on a
 # 6-node --ec 4+2 cluster, slow too, and the S3 kinds), then every
 # linearizability history checked with Porcupine (tools/linearizability).
+# The power-cut kinds run among them (power-put and power-compaction with
+# the single-node kinds, cluster-power and cluster-power-all with the
+# cluster kinds, ec-power with ec, power-s3 with s3); the `power_cuts` of
+# the JSON reports count the processes whose power was cut.
 # Needs root for the disk-full trials (mount -t tmpfs) and Go for the
 # checker.
 #
@@ -31,7 +35,7 @@ nice -n 15 cargo build --release -p strata-cli >&2 || exit 1
 STRATA="$CARGO_TARGET_DIR/release/strata"
 TL=()
 [ -n "${TORTURE_TIME_LIMIT:-}" ] && TL=(--time-limit "$TORTURE_TIME_LIMIT")
-SINGLE_KINDS=put,batch,delete,overwrite,compaction,tier-move,torn-write,flip-needle,flip-checkpoint,flip-superblock,slow-clients
+SINGLE_KINDS=put,batch,delete,overwrite,compaction,tier-move,torn-write,flip-needle,flip-checkpoint,flip-superblock,slow-clients,power-put,power-compaction
 nice -n 10 "$STRATA" torture "${TL[@]}" --trials "$SINGLE" --seed "$SEED" --kinds "$SINGLE_KINDS" \
     --json > "$OUT/single.json" 2> "$OUT/single.log" &
 nice -n 10 "$STRATA" torture "${TL[@]}" --trials "$CLUSTER" --seed "$((SEED + 100000))" --kinds cluster \

@@ -19,9 +19,9 @@ use std::process::Command;
 const OPEN_FINDINGS: &[&str] = &[];
 
 /// Kinds left out to keep the campaign under 5 minutes: one erasure-coding
-/// kind (each trial starts six nodes and waits for segments to be encoded)
-/// and one S3 kind run here; the others run in the full campaign
-/// (bench/torture.sh).
+/// kind (each trial starts six nodes and waits for segments to be encoded),
+/// one S3 kind and one power-cut kind run here; the others run in the full
+/// campaign (bench/torture.sh).
 const LEFT_OUT_FOR_TIME: &[&str] = &[
     "ec-compact",
     "ec-rebuild",
@@ -32,10 +32,16 @@ const LEFT_OUT_FOR_TIME: &[&str] = &[
     "s3-cluster-multipart",
     "s3-cluster-partition",
     "s3-cluster-loss",
+    // Of the power-cut kinds, power-put runs here.
+    "power-compaction",
+    "power-s3",
+    "cluster-power",
+    "cluster-power-all",
+    "ec-power",
 ];
 
 /// Kinds this campaign runs, three trials each.
-const KINDS: usize = 22;
+const KINDS: usize = 23;
 
 #[test]
 fn a_short_campaign_over_every_kind_passes() {

@@ -5,7 +5,7 @@
 //! harness's clients use (cutting it partitions the clients from it).
 
 use super::load::{self, Load, Mix, Model, Targets};
-use super::procs::{files, Meta, Server};
+use super::procs::{cut_summary, files, Meta, Power, Server};
 use super::proxy::{Mode, Proxy};
 use super::single::{burst_at_tail, flip_bit, Flip};
 use super::{Ctx, Trial};
@@ -38,7 +38,14 @@ pub struct Cluster {
 
 /// Starts node `i` of a cluster behind its two proxies, with the server
 /// flags `extra` (a `--segment-size` there replaces the default 256 KiB).
-fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str, extra: &[&str]) -> anyhow::Result<Node> {
+fn start_node(
+    ctx: &Ctx,
+    dir: &Path,
+    i: usize,
+    meta: &str,
+    extra: &[&str],
+    power: Option<Power>,
+) -> anyhow::Result<Node> {
     let port = super::procs::listen_port()?;
     let listen = format!("127.0.0.1:{port}");
     let peer = Proxy::start(&listen)?;
@@ -74,7 +81,11 @@ fn start_node(ctx: &Ctx, dir: &Path, i: usize, meta: &str, extra: &[&str]) -> an
             args.push(a.into());
         }
     }
-    let server = Server::start(&ctx.env, args, &dir.join(format!("node{i}.log")))?;
+    if let Some(p) = &power {
+        // The model's root must exist before the process starts.
+        std::fs::create_dir_all(&p.root)?;
+    }
+    let server = Server::start_powered(&ctx.env, args, &dir.join(format!("node{i}.log")), power)?;
     Ok(Node {
         server,
         peer,
@@ -98,23 +109,46 @@ impl Cluster {
         meta_extra: &[&str],
         node_extra: &[&str],
     ) -> anyhow::Result<Cluster> {
+        Self::start_powered(ctx, dir, n, meta_extra, node_extra, &|_, _| None)
+    }
+
+    /// [`Cluster::start_with`], each process over the power-loss model
+    /// that `power` gives it (called with "meta" or "node{i}" and its data
+    /// directory; None: not over the model). A flag of the metadata
+    /// service's defaults (--suspect-after, --strikes, --replication)
+    /// given in `meta_extra` replaces the default.
+    pub fn start_powered(
+        ctx: &Ctx,
+        dir: &Path,
+        n: usize,
+        meta_extra: &[&str],
+        node_extra: &[&str],
+        power: &(dyn Fn(&str, &Path) -> Option<Power> + Sync),
+    ) -> anyhow::Result<Cluster> {
         let initial = n.to_string();
-        let mut meta_args = vec![
-            "--initial-nodes",
-            &initial,
-            "--replication",
-            "3",
-            "--suspect-after",
-            "1",
-            "--strikes",
-            "2",
-        ];
+        let mut meta_args: Vec<&str> = Vec::new();
+        for (flag, value) in [
+            ("--initial-nodes", initial.as_str()),
+            ("--replication", "3"),
+            ("--suspect-after", "1"),
+            ("--strikes", "2"),
+        ] {
+            if !meta_extra.contains(&flag) {
+                meta_args.extend([flag, value]);
+            }
+        }
         meta_args.extend_from_slice(meta_extra);
-        let meta = Meta::start(
+        let meta_dir = dir.join("meta");
+        let meta_power = power("meta", &meta_dir);
+        if meta_power.is_some() {
+            std::fs::create_dir_all(&meta_dir)?;
+        }
+        let meta = Meta::start_powered(
             &ctx.env,
             &meta_args,
-            &dir.join("meta"),
+            &meta_dir,
             &dir.join("meta.log"),
+            meta_power,
         )?;
         // Every node at once: a member answers once the first table exists,
         // which needs all of them registered.
@@ -127,7 +161,9 @@ impl Cluster {
                         // it: try another.
                         let mut last = None;
                         for _ in 0..3 {
-                            match start_node(ctx, dir, i, &meta, node_extra) {
+                            let name = format!("node{i}");
+                            let p = power(&name, &dir.join(&name));
+                            match start_node(ctx, dir, i, &meta, node_extra, p) {
                                 Ok(n) => return Ok(n),
                                 Err(e) if format!("{e:#}").contains("Address already in use") => {
                                     last = Some(e)
@@ -190,6 +226,43 @@ impl Cluster {
                 false
             }
         }
+    }
+
+    /// Cuts the power of node `i` (it runs over the model with a trigger
+    /// of its own) and marks it down: false, with a failure on `t`, when
+    /// it did not stop with the power cut's status.
+    pub fn power_cut(&mut self, t: &mut Trial, i: usize) -> bool {
+        let r = self.nodes[i].server.power_cut(Duration::from_secs(30));
+        self.nodes[i].up = false;
+        self.refresh_targets();
+        match r {
+            Ok(()) => {
+                t.power_cuts += 1;
+                t.note(format!(
+                    "node {i}'s power cut: {}",
+                    cut_summary(self.nodes[i].server.log())
+                        .unwrap_or_else(|| "no report in the log".into())
+                ));
+                true
+            }
+            Err(e) => {
+                t.fail(format!("node {i}'s power cut: {e:#}"));
+                false
+            }
+        }
+    }
+
+    /// The ids of the nodes the metadata service knows (`strata cluster
+    /// status --json`), sorted; None when it does not answer.
+    pub fn node_ids(&self) -> Option<Vec<u64>> {
+        let s = super::ec::meta_status(self)?;
+        let mut ids: Vec<u64> = s["nodes"]
+            .as_array()?
+            .iter()
+            .filter_map(|n| n["id"].as_u64())
+            .collect();
+        ids.sort_unstable();
+        Some(ids)
     }
 
     /// Waits until every row is fully replicated again.
@@ -288,6 +361,255 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: &str) -> anyhow::Resul
     std::thread::sleep(Duration::from_millis(rng.random_range(200..800)));
     l.finish();
     c.settle(t, Duration::from_secs(90));
+    let unreadable = load::verify(&model, &c.targets, Duration::from_secs(20), rng.random());
+    t.absorb(&model, unreadable)
+}
+
+/// Power cuts of single nodes under load: every node runs over the
+/// power-loss model of its data directory (a trigger of its own); 2 or 3
+/// times a random node's power is cut and it is restarted 0-1.5 s later
+/// (over a fresh model if it is cut again later, else without); then the
+/// cluster settles and every key is read back (no GET may answer 500).
+pub fn power(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(t.seed);
+    let tear = super::tears(t.seed);
+    let base: u64 = rng.random();
+    let mut c = Cluster::start_powered(
+        ctx,
+        dir,
+        ctx.nodes,
+        &["--tract-size", "8MiB"],
+        &[],
+        &|name, root| {
+            let i: u64 = name.trim_start_matches("node").parse().ok()?;
+            Some(Power {
+                root: root.to_path_buf(),
+                trigger: dir.join(format!("power-cut-{name}")),
+                seed: base.wrapping_add(i),
+                tear,
+            })
+        },
+    )?;
+    let model = Arc::new(Model::default());
+    model.strict_500.store(true, Ordering::Relaxed);
+    let l = Load::start(
+        model.clone(),
+        c.targets.clone(),
+        Mix::new(4, 3, 1, 2, 2),
+        ctx.workers,
+        rng.random(),
+        "",
+        Duration::from_secs(15),
+    );
+    let cuts = rng.random_range(2..=3);
+    let plan = super::cut_plan(&mut rng, c.nodes.len(), cuts);
+    for (round, &victim) in plan.iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(rng.random_range(200..1000)));
+        if !c.power_cut(t, victim) {
+            l.finish();
+            return t.absorb(&model, vec![]);
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
+        if !super::cut_again(&plan, round) {
+            c.nodes[victim].server.power = None;
+        }
+        if !c.restart(t, victim) {
+            l.finish();
+            return t.absorb(&model, vec![]);
+        }
+    }
+    t.note(format!("nodes cut in turn: {plan:?}"));
+    std::thread::sleep(Duration::from_millis(rng.random_range(200..800)));
+    l.finish();
+    c.settle(t, Duration::from_secs(90));
+    let unreadable = load::verify(&model, &c.targets, Duration::from_secs(20), rng.random());
+    t.absorb(&model, unreadable)
+}
+
+/// What a node's log says when it gave up its rows (it took itself, or
+/// was taken, for a node declared dead) or was refused its identity.
+const ROWS_DROPPED: [&str; 2] = ["dropping them", "gave this node a new identity"];
+
+/// The whole cluster loses its power at once: the metadata service and
+/// every node over the power-loss model, one trigger for all; every
+/// process must stop with the power cut's status, and all are started
+/// again (over fresh models before a later cut, without after the last).
+/// 2 or 3 cuts under load; after each, every node must come back under
+/// its own node id (the ids `strata cluster status --json` lists before
+/// and after) and, at the end, no node's log may say it dropped its rows;
+/// then the cluster settles and every key is read back.
+pub fn power_all(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(t.seed);
+    let tear = super::tears(t.seed);
+    let base: u64 = rng.random();
+    let trigger = dir.join("power-cut");
+    let mut c = Cluster::start_powered(
+        ctx,
+        dir,
+        ctx.nodes,
+        // No node declared dead while the power is off (they come back
+        // within seconds): this trial is about what the disks kept.
+        &["--tract-size", "8MiB", "--suspect-after", "10"],
+        &[],
+        &|name, root| {
+            let i: u64 = name.trim_start_matches("node").parse().unwrap_or(99);
+            Some(Power {
+                root: root.to_path_buf(),
+                trigger: trigger.clone(),
+                seed: base.wrapping_add(i),
+                tear,
+            })
+        },
+    )?;
+    let Some(ids_before) = c.node_ids() else {
+        anyhow::bail!("strata cluster status --json: no node ids");
+    };
+    if ids_before.len() != c.nodes.len() {
+        anyhow::bail!(
+            "the metadata service lists nodes {ids_before:?} for {} nodes",
+            c.nodes.len()
+        );
+    }
+    let model = Arc::new(Model::default());
+    model.strict_500.store(true, Ordering::Relaxed);
+    let cuts = rng.random_range(2..=3);
+    let n = c.nodes.len();
+    for round in 0..cuts {
+        let l = Load::start(
+            model.clone(),
+            c.targets.clone(),
+            Mix::new(4, 3, 1, 2, 2),
+            ctx.workers,
+            rng.random(),
+            &format!("r{round}"),
+            Duration::from_secs(15),
+        );
+        let ms = rng.random_range(300..1500);
+        std::thread::sleep(Duration::from_millis(ms));
+        Power::trigger(&trigger)?;
+        let mut bad = Vec::new();
+        if let Err(e) = c.meta.wait_power_off(Duration::from_secs(30)) {
+            bad.push(format!("the metadata service: {e:#}"));
+        }
+        for (i, node) in c.nodes.iter_mut().enumerate() {
+            if let Err(e) = node.server.wait_power_off(Duration::from_secs(30)) {
+                bad.push(format!("node {i}: {e:#}"));
+            }
+            node.up = false;
+        }
+        c.refresh_targets();
+        l.finish();
+        c.meta.after_power_cut();
+        for node in &mut c.nodes {
+            node.server.after_power_cut();
+        }
+        if !bad.is_empty() {
+            for b in bad {
+                t.fail(format!(
+                    "whole-cluster power cut {} of {cuts}: {b}",
+                    round + 1
+                ));
+            }
+            return t.absorb(&model, vec![]);
+        }
+        t.power_cuts += 1 + n as u64;
+        let mut undone = vec![format!(
+            "meta {}",
+            cut_summary(c.meta.log()).unwrap_or_default()
+        )];
+        for (i, node) in c.nodes.iter().enumerate() {
+            undone.push(format!(
+                "node {i} {}",
+                cut_summary(node.server.log()).unwrap_or_default()
+            ));
+        }
+        t.note(format!(
+            "whole-cluster cut {} after {ms} ms: {}",
+            round + 1,
+            undone.join("; ")
+        ));
+        let last = round + 1 == cuts;
+        if last {
+            c.meta.power = None;
+            for node in &mut c.nodes {
+                node.server.power = None;
+            }
+        }
+        // The power back: the metadata service, then every node at once.
+        if let Err(e) = c.meta.restart() {
+            t.fail(format!(
+                "the metadata service did not come back after cut {}: {e:#}",
+                round + 1
+            ));
+            return t.absorb(&model, vec![]);
+        }
+        let started: Vec<anyhow::Result<()>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = c
+                .nodes
+                .iter_mut()
+                .map(|node| sc.spawn(move || node.server.restart()))
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a restart panicked")))
+                })
+                .collect()
+        });
+        let mut down = false;
+        for (i, r) in started.into_iter().enumerate() {
+            match r {
+                Ok(()) => c.nodes[i].up = true,
+                Err(e) => {
+                    t.fail(format!(
+                        "node {i} did not come back after cut {}: {e:#}",
+                        round + 1
+                    ));
+                    down = true;
+                }
+            }
+        }
+        c.refresh_targets();
+        if down {
+            return t.absorb(&model, vec![]);
+        }
+        for (i, node) in c.nodes.iter().enumerate() {
+            if let Err(e) = Server::wait_ready(&node.client.addr, Duration::from_secs(60)) {
+                t.fail(format!(
+                    "node {i} takes no write after cut {}: {e:#}",
+                    round + 1
+                ));
+                return t.absorb(&model, vec![]);
+            }
+        }
+        match c.node_ids() {
+            Some(ids) if ids == ids_before => {}
+            ids => t.fail(format!(
+                "after whole-cluster cut {}, the nodes are {ids:?}, were {ids_before:?} \
+                 (a node came back under another id)",
+                round + 1
+            )),
+        }
+        let unreadable = load::verify(&model, &c.targets, Duration::from_secs(20), rng.random());
+        if !unreadable.is_empty() {
+            t.note(format!("read back after whole-cluster cut {}", round + 1));
+            return t.absorb(&model, unreadable);
+        }
+    }
+    c.settle(t, Duration::from_secs(90));
+    for i in 0..n {
+        let log = dir.join(format!("node{i}.log"));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        for l in text.lines() {
+            if ROWS_DROPPED.iter().any(|w| l.contains(w)) {
+                t.fail(format!(
+                    "node {i}'s log: {}",
+                    l.chars().take(400).collect::<String>()
+                ));
+                break;
+            }
+        }
+    }
     let unreadable = load::verify(&model, &c.targets, Duration::from_secs(20), rng.random());
     t.absorb(&model, unreadable)
 }

@@ -6,13 +6,14 @@
 //! Faults: kill -9 of a node while segments are encoded, while stripes
 //! are compacted (after deletes), while lost shards are rebuilt (after a
 //! node is lost for good), and a bit flipped in a shard file (the scrub
-//! must rebuild it; no GET may serve a wrong byte meanwhile). After each
-//! trial the usual checks: every acknowledged write reads back identical
-//! (healthy or degraded), every acknowledged delete is absent.
+//! must rebuild it; no GET may serve a wrong byte meanwhile), and power
+//! cuts of nodes over the power-loss model while segments are encoded.
+//! After each trial the usual checks: every acknowledged write reads back
+//! identical (healthy or degraded), every acknowledged delete is absent.
 
 use super::cluster::Cluster;
 use super::load::{self, Load, Mix, Model};
-use super::procs::files;
+use super::procs::{files, Power};
 use super::{Ctx, Trial};
 use anyhow::Context;
 use rand::rngs::StdRng;
@@ -33,13 +34,16 @@ pub enum Fault {
     Rebuild,
     /// A bit flipped in a shard file of a live node.
     Flip,
+    /// Every node over the power-loss model; a random node's power cut
+    /// while segments are being encoded, 2 or 3 times.
+    Power,
 }
 
 /// Nodes of an erasure-coding trial: K + M.
 const NODES: usize = 6;
 
 /// The metadata service's status (`strata cluster status --json`).
-fn meta_status(c: &Cluster) -> Option<serde_json::Value> {
+pub fn meta_status(c: &Cluster) -> Option<serde_json::Value> {
     let out = c
         .env
         .command()
@@ -105,17 +109,35 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         Fault::Rebuild => node_flags.extend(["--ec-rebuild-rate", "256KiB"]),
         _ => {}
     }
-    let mut c = Cluster::start_with(
+    let tear = super::tears(t.seed);
+    let base: u64 = if fault == Fault::Power {
+        rng.random()
+    } else {
+        0
+    };
+    let mut c = Cluster::start_powered(
         ctx,
         dir,
         NODES,
         &["--tract-size", "8MiB", "--ec", "4+2", "--ec-after", "1s"],
         &node_flags,
+        &|name, root| {
+            let i: u64 = name.trim_start_matches("node").parse().ok()?;
+            (fault == Fault::Power).then(|| Power {
+                root: root.to_path_buf(),
+                trigger: dir.join(format!("power-cut-{name}")),
+                seed: base.wrapping_add(i),
+                tear,
+            })
+        },
     )?;
     let model = Arc::new(Model::default());
+    model
+        .strict_500
+        .store(fault == Fault::Power, std::sync::atomic::Ordering::Relaxed);
     // Objects of 1 to 8 KiB: tens of them fill a 64 KiB segment.
     let mix = match fault {
-        Fault::Encode => Mix::new(4, 2, 1, 2, 2),
+        Fault::Encode | Fault::Power => Mix::new(4, 2, 1, 2, 2),
         Fault::Compact => Mix::new(4, 0, 0, 2, 1),
         Fault::Rebuild => Mix::new(3, 1, 1, 1, 3),
         Fault::Flip => Mix::new(4, 1, 0, 2, 1),
@@ -157,6 +179,34 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
             t.note(format!(
                 "node {victim} killed and restarted with {stripes} segment(s) encoded"
             ));
+            std::thread::sleep(Duration::from_millis(rng.random_range(500..2000)));
+        }
+        Fault::Power => {
+            let cuts = rng.random_range(2..=3);
+            let plan = super::cut_plan(&mut rng, c.nodes.len(), cuts);
+            for (round, &victim) in plan.iter().enumerate() {
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..3000)));
+                let stripes = meta_u64(&c, "ec_segments");
+                if !c.power_cut(t, victim) {
+                    if let Some(l) = l.take() {
+                        l.finish();
+                    }
+                    return t.absorb(&model, vec![]);
+                }
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
+                if !super::cut_again(&plan, round) {
+                    c.nodes[victim].server.power = None;
+                }
+                if !c.restart(t, victim) {
+                    if let Some(l) = l.take() {
+                        l.finish();
+                    }
+                    return t.absorb(&model, vec![]);
+                }
+                t.note(format!(
+                    "node {victim}'s power cut with {stripes} segment(s) encoded, restarted"
+                ));
+            }
             std::thread::sleep(Duration::from_millis(rng.random_range(500..2000)));
         }
         Fault::Compact => {

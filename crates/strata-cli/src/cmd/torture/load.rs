@@ -144,6 +144,13 @@ pub struct Model {
     pub unknown: AtomicU64,
     pub reads: AtomicU64,
     pub read_errors: AtomicU64,
+    /// When set, a GET answering 500 in the read-back after a fault (not
+    /// under load, where a process losing its power may fail a read) is
+    /// a failure (the power kinds): a restarted node must serve what it
+    /// holds, or answer that it has not got it.
+    pub strict_500: AtomicBool,
+    /// The GETs that answered 500 in a strict read-back.
+    pub errors_500: Mutex<Vec<String>>,
 }
 
 impl Model {
@@ -322,9 +329,25 @@ pub fn check_read(model: &Model, key: &str, r: &Resp, log: &KeyLog, when: &str) 
             }
             true
         }
+        500 => {
+            if when == AFTER && model.strict_500.load(Ordering::Relaxed) {
+                let body = String::from_utf8_lossy(&r.body);
+                let body: String = body.trim().chars().take(300).collect();
+                let head = format!("{when}: GET {key} answered 500");
+                let mut v = model.errors_500.lock().unwrap_or_else(|e| e.into_inner());
+                // Once a key (the read-back retries it).
+                if !v.iter().any(|e| e.starts_with(&head)) {
+                    v.push(format!("{head}: {body}"));
+                }
+            }
+            false
+        }
         _ => false,
     }
 }
+
+/// The `when` of [`check_read`] in the read-back after a trial's fault.
+const AFTER: &str = "after the trial";
 
 fn path(key: &str) -> String {
     format!("/{BUCKET}/{key}")
@@ -477,7 +500,7 @@ pub fn read_back(
         model.reads.fetch_add(1, Ordering::Relaxed);
         let last = match res {
             Ok(r) => {
-                if check_read(model, key, &r, &log, "after the trial") {
+                if check_read(model, key, &r, &log, AFTER) {
                     return Some(r);
                 }
                 format!(

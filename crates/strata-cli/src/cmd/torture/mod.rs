@@ -54,19 +54,65 @@ pub const KINDS: &[(&str, &str)] = &[
     ("s3-cluster-multipart", "S3 on the 4-node cluster: multipart uploads (5-11 MiB) among the load, kill -9 of a node mid-upload"),
     ("s3-cluster-partition", "S3 on the 4-node cluster: a member cut from the others and the metadata service (blackhole or reset), healed"),
     ("s3-cluster-loss", "S3 on the 4-node cluster: a member killed for good under load; recovery copies its rows and listing index"),
+    ("power-put", "single node over the power-loss model: power cut (unsynced writes dropped, or torn on odd seeds) during PUTs, overwrites, DELETEs and batches, 2-3 cuts"),
+    ("power-compaction", "single node over the power-loss model (64 KiB segments, 256 KiB of flash): power cut during compactions and tier moves, 2-3 cuts"),
+    ("power-s3", "S3 (a cluster of one) over the power-loss model: power cut during PutObject, DeleteObject(s) and multipart uploads, 2-3 cuts"),
+    ("cluster-power", "cluster, every node over the power-loss model: a random node's power cut under load, restarted, 2-3 cuts"),
+    ("cluster-power-all", "cluster: the metadata service and every node lose their power at once, all restarted; node ids kept, no rows dropped; 2-3 cuts"),
+    ("ec-power", "erasure coding (6 nodes, --ec 4+2), nodes over the power-loss model: a node's power cut while segments are encoded, 2-3 cuts"),
 ];
+
+/// The power-cut kinds (group `power`): processes run over strata-fs's
+/// power-loss model (`STRATA_POWER_ROOT`), their power cut by a trigger
+/// file (exit status 86), restarted over a fresh model for the next cut
+/// and, after their last, without it.
+const POWER: &[&str] = &[
+    "power-put",
+    "power-compaction",
+    "power-s3",
+    "cluster-power",
+    "cluster-power-all",
+    "ec-power",
+];
+
+/// Whether the power cuts of a trial of `seed` tear unsynced writes (odd
+/// seeds) rather than drop them (even seeds).
+pub fn tears(seed: u64) -> bool {
+    seed % 2 == 1
+}
+
+/// The order in which a trial's power cuts hit its processes: `cuts`
+/// random indexes below `n`.
+pub fn cut_plan(rng: &mut impl rand::Rng, n: usize, cuts: usize) -> Vec<usize> {
+    (0..cuts).map(|_| rng.random_range(0..n)).collect()
+}
+
+/// Whether the process cut in round `round` of `plan` is cut again later
+/// (then it restarts over the model; after its last cut, without).
+pub fn cut_again(plan: &[usize], round: usize) -> bool {
+    plan[round + 1..].contains(&plan[round])
+}
 
 /// The kinds of a group name of --kinds.
 fn group(name: &str) -> Option<Vec<&'static str>> {
     let all = KINDS.iter().map(|(k, _)| *k);
     let is_ec = |k: &str| k.starts_with("ec-");
     let is_s3 = |k: &str| k.starts_with("s3-");
+    let named = |ks: &'static [(&'static str, &'static str)]| ks.iter().map(|(k, _)| *k);
     Some(match name {
         "all" => all.collect(),
-        "single" => KINDS[..12].iter().map(|(k, _)| *k).collect(),
-        "cluster" => KINDS[12..19].iter().map(|(k, _)| *k).collect(),
+        "single" => named(&KINDS[..12])
+            .chain(["power-put", "power-compaction"])
+            .collect(),
+        "cluster" => named(&KINDS[12..19])
+            .chain(["cluster-power", "cluster-power-all"])
+            .collect(),
         "ec" => all.filter(|k| is_ec(k)).collect(),
-        "s3" => all.filter(|k| is_s3(k)).collect(),
+        "s3" => all
+            .filter(|k| is_s3(k))
+            .chain(std::iter::once("power-s3"))
+            .collect(),
+        "power" => POWER.to_vec(),
         _ => return None,
     })
 }
@@ -85,15 +131,33 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
 /// Trials cycle through --kinds; trial i uses seed SEED+i, and each failure
 /// prints the command that repeats it.
 ///
-/// Kinds (--kinds, comma-separated; groups: all, single, cluster, ec, s3):
+/// Kinds (--kinds, comma-separated; groups: all, single, cluster, ec, s3,
+/// power):
 ///   single: put, batch, delete, overwrite, compaction, tier-move,
 ///     torn-write, flip-needle, flip-checkpoint, flip-superblock, disk-full
-///     (needs root: it mounts a 64 MiB tmpfs), slow-clients
+///     (needs root: it mounts a 64 MiB tmpfs), slow-clients, power-put,
+///     power-compaction
 ///   cluster: cluster-kill, multipart, node-loss, partition-nodes,
-///     partition-client, linearizable, cluster-flip
-///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip
+///     partition-client, linearizable, cluster-flip, cluster-power,
+///     cluster-power-all
+///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip,
+///     ec-power
 ///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster,
-///     s3-cluster-multipart, s3-cluster-partition, s3-cluster-loss
+///     s3-cluster-multipart, s3-cluster-partition, s3-cluster-loss, power-s3
+///   power: power-put, power-compaction, power-s3, cluster-power,
+///     cluster-power-all, ec-power
+///
+/// Power cuts (the power kinds): unlike kill -9, a power cut loses what
+/// was written but not fsynced. The processes run over strata-fs's
+/// power-loss model (STRATA_POWER_ROOT: their data directories); at a
+/// random moment under load the harness makes the trigger file and the
+/// process cuts its power (unsynced writes dropped on even seeds, torn
+/// page by page on odd ones; unsynced directory changes undone) and exits
+/// with status 86 (any other end fails the trial). Each trial cuts 2-3
+/// times, restarting over a fresh model between cuts and without it after
+/// a process's last cut; every key is read back after each restart, and
+/// a GET answering 500 then fails the trial. The report's `cuts` column
+/// (`power_cuts` in --json) counts the processes whose power was cut.
 ///
 /// Linearizability: `linearizable` trials write their histories to
 /// --history DIR; check them with tools/linearizability (Porcupine):
@@ -107,7 +171,7 @@ pub struct Args {
     #[arg(long, default_value_t = 18)]
     trials: usize,
     /// Kinds of trials, comma-separated (see above), or a group: all, single,
-    /// cluster, ec, s3.
+    /// cluster, ec, s3, power.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     kinds: Vec<String>,
     /// Seed of trial 0 (trial i uses SEED+i); default: from the clock.
@@ -176,6 +240,8 @@ pub struct Trial {
     pub reads: u64,
     pub history: Option<String>,
     pub history_ops: usize,
+    /// Processes whose power was cut (the power kinds).
+    pub power_cuts: u64,
     pub seconds: f64,
     pub repro: String,
 }
@@ -202,6 +268,17 @@ impl Trial {
         self.acked_deletes += m.acked_deletes.load(Ordering::Relaxed);
         self.unknown_ops += m.unknown.load(Ordering::Relaxed);
         self.reads += m.reads.load(Ordering::Relaxed);
+        let e500 = m
+            .errors_500
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for e in e500.iter().take(5) {
+            self.fail(format!("SERVER ERROR: {e}"));
+        }
+        if e500.len() > 5 {
+            self.fail(format!("... and {} more GETs answered 500", e500.len() - 5));
+        }
         let wrong = m.wrong.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for w in wrong.iter().take(10) {
             self.fail(format!("WRONG DATA SERVED: {w}"));
@@ -246,7 +323,7 @@ fn expand(kinds: &[String]) -> anyhow::Result<Vec<&'static str>> {
         match KINDS.iter().find(|(n, _)| *n == k) {
             Some((n, _)) => out.push(*n),
             None => bail!(
-                "--kinds: unknown kind {k:?}; the kinds are {} (or all, single, cluster, ec, s3)",
+                "--kinds: unknown kind {k:?}; the kinds are {} (or all, single, cluster, ec, s3, power)",
                 KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
             ),
         }
@@ -308,6 +385,26 @@ fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         "s3-cluster-multipart" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Multipart),
         "s3-cluster-partition" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Partition),
         "s3-cluster-loss" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Loss),
+        "power-put" => single::power(ctx, t, dir, &[], Mix::new(4, 3, 1, 2, 1), (100, 900)),
+        "power-compaction" => single::power(
+            ctx,
+            t,
+            dir,
+            &[
+                "--segment-size",
+                "64KiB",
+                "--flash-capacity",
+                "256KiB",
+                "--mover-rate",
+                "64MiB",
+            ],
+            Mix::new(2, 6, 3, 1, 1).sizes(1 << 10, 16 << 10),
+            (400, 1500),
+        ),
+        "power-s3" => s3::trial(ctx, t, dir, s3::Fault::Power),
+        "cluster-power" => cluster::power(ctx, t, dir),
+        "cluster-power-all" => cluster::power_all(ctx, t, dir),
+        "ec-power" => ec::trial(ctx, t, dir, ec::Fault::Power),
         k => cluster::trial(ctx, t, dir, k),
     }
 }
@@ -447,6 +544,7 @@ struct KindSummary {
     unknown_ops: u64,
     reads: u64,
     history_ops: usize,
+    power_cuts: u64,
     seconds: f64,
 }
 
@@ -474,6 +572,7 @@ fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> anyhow::R
             unknown_ops: ts.iter().map(|t| t.unknown_ops).sum(),
             reads: ts.iter().map(|t| t.reads).sum(),
             history_ops: ts.iter().map(|t| t.history_ops).sum(),
+            power_cuts: ts.iter().map(|t| t.power_cuts).sum(),
             seconds: ts.iter().map(|t| t.seconds).sum(),
         });
     }
@@ -483,6 +582,7 @@ fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> anyhow::R
             "trials": results.len(),
             "passed": results.iter().filter(|t| t.passed).count(),
             "failed": results.iter().filter(|t| !t.passed).count(),
+            "power_cuts": results.iter().map(|t| t.power_cuts).sum::<u64>(),
             "kinds": sums,
             "results": results,
         });
@@ -490,7 +590,7 @@ fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> anyhow::R
         return Ok(());
     }
     println!(
-        "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>8}",
+        "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>5} {:>8}",
         "kind",
         "trials",
         "passed",
@@ -500,11 +600,12 @@ fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> anyhow::R
         "acked DEL",
         "unknown",
         "reads",
+        "cuts",
         "seconds"
     );
     for s in &sums {
         println!(
-            "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>8.1}",
+            "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>5} {:>8.1}",
             s.kind,
             s.trials,
             s.passed,
@@ -514,15 +615,22 @@ fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> anyhow::R
             s.acked_deletes,
             s.unknown_ops,
             s.reads,
+            s.power_cuts,
             s.seconds
         );
     }
     let failed: Vec<&Trial> = results.iter().filter(|t| !t.passed).collect();
+    let cuts: u64 = results.iter().map(|t| t.power_cuts).sum();
     println!(
-        "{} trials, {} passed, {} failed (seed {seed})",
+        "{} trials, {} passed, {} failed (seed {seed}){}",
         results.len(),
         results.len() - failed.len(),
-        failed.len()
+        failed.len(),
+        if cuts > 0 {
+            format!("; {cuts} power cuts")
+        } else {
+            String::new()
+        }
     );
     for t in failed {
         println!(

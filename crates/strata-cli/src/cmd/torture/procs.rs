@@ -1,5 +1,7 @@
 //! The real `strata` binary as child processes: servers and the metadata
-//! service, killed with SIGKILL and started again on the same directories.
+//! service, killed with SIGKILL and started again on the same directories,
+//! or run over strata-fs's power-loss model (`STRATA_POWER_ROOT`, see
+//! `strata_fs::power::arm_from_env`) and their power cut.
 
 use anyhow::{bail, Context};
 use std::ffi::OsString;
@@ -30,7 +32,118 @@ impl Env {
     }
 }
 
-/// A `strata server` (or `strata meta`) child process.
+/// A process run over strata-fs's power-loss model: the directory whose
+/// files are modelled, the file whose appearance cuts the power, and the
+/// model's seed and kind of cut.
+#[derive(Clone, Debug)]
+pub struct Power {
+    pub root: PathBuf,
+    pub trigger: PathBuf,
+    pub seed: u64,
+    pub tear: bool,
+}
+
+/// The exit status of a process whose power the model cut.
+pub const POWER_CUT_STATUS: i32 = 86;
+
+impl Power {
+    fn apply(&self, c: &mut Command) {
+        c.env("STRATA_POWER_ROOT", &self.root)
+            .env("STRATA_POWER_CUT_ON", &self.trigger)
+            .env("STRATA_POWER_SEED", self.seed.to_string())
+            .env("STRATA_POWER_TEAR", if self.tear { "1" } else { "0" });
+    }
+
+    /// Cuts the power of every process over a model watching `trigger`.
+    pub fn trigger(trigger: &Path) -> anyhow::Result<()> {
+        std::fs::write(trigger, b"")
+            .with_context(|| format!("the power-cut trigger {}", trigger.display()))
+    }
+
+    /// After the cut (every process watching the trigger stopped): the
+    /// trigger removed, so that no process started later cuts at once,
+    /// and the model's leftover backups (`ROOT.power-backups`, which a cut
+    /// that kept some directory changes leaves) removed, so that the next
+    /// model on the root starts clean. The next model gets another seed.
+    pub fn after_cut(&mut self) {
+        let _ = std::fs::remove_file(&self.trigger);
+        let mut b = self.root.as_os_str().to_owned();
+        b.push(".power-backups");
+        let _ = std::fs::remove_dir_all(PathBuf::from(b));
+        self.seed = self.seed.wrapping_add(0x9E37_79B9);
+    }
+}
+
+/// Waits until `child` exits, for up to `limit`: its status must be the
+/// power cut's ([`POWER_CUT_STATUS`]). `what` names it in the error.
+fn wait_power_off(
+    child: &mut Child,
+    limit: Duration,
+    what: &str,
+    log: &Path,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) if st.code() == Some(POWER_CUT_STATUS) => return Ok(()),
+            Ok(Some(st)) => bail!(
+                "{what} exited with {st} instead of the power cut's status {POWER_CUT_STATUS} \
+                 (log {}):\n{}",
+                log.display(),
+                tail(log)
+            ),
+            Ok(None) if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "{what} was still running {limit:?} after its power was cut (killed; log {}):\n{}",
+                    log.display(),
+                    tail(log)
+                )
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => bail!("waiting for {what}: {e}"),
+        }
+    }
+}
+
+/// What the last power cut in `log` undid, as the model reported it
+/// (`strata-fs: power cut (Drop): Ok(CutReport { files: .., .. })`):
+/// a short summary, or None.
+pub fn cut_summary(log: &Path) -> Option<String> {
+    let s = std::fs::read_to_string(log).ok()?;
+    let line = s
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("strata-fs: power cut"))?;
+    let how = if line.contains("(Tear)") {
+        "tear"
+    } else {
+        "drop"
+    };
+    let field = |name: &str| -> String {
+        line.split(&format!("{name}: "))
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .unwrap_or("?")
+            .to_string()
+    };
+    if !line.contains("Ok(CutReport") {
+        return Some(format!(
+            "{how}: {}",
+            line.chars().take(200).collect::<String>()
+        ));
+    }
+    Some(format!(
+        "{how}: {} file(s), {} write(s) dropped, {} torn, {} directory change(s) undone",
+        field("files"),
+        field("writes_dropped"),
+        field("writes_torn"),
+        field("dir_changes_undone")
+    ))
+}
+
+/// A `strata server` child process.
 pub struct Server {
     child: Option<Child>,
     /// The address it serves its API on.
@@ -38,6 +151,8 @@ pub struct Server {
     args: Vec<OsString>,
     log: PathBuf,
     env: Env,
+    /// Run over the power-loss model (from its next start on).
+    pub power: Option<Power>,
 }
 
 /// A loopback port for a child server to listen on, taken below the
@@ -74,15 +189,63 @@ impl Server {
     /// Starts `strata server ARGS` and waits for its banner (the address on
     /// standard output), then for it to take a write.
     pub fn start(env: &Env, args: Vec<OsString>, log: &Path) -> anyhow::Result<Server> {
+        Self::start_powered(env, args, log, None)
+    }
+
+    /// [`Server::start`], over the power-loss model when `power` is given.
+    pub fn start_powered(
+        env: &Env,
+        args: Vec<OsString>,
+        log: &Path,
+        power: Option<Power>,
+    ) -> anyhow::Result<Server> {
         let mut s = Server {
             child: None,
             addr: String::new(),
             args,
             log: log.to_path_buf(),
             env: env.clone(),
+            power,
         };
         s.spawn()?;
         Ok(s)
+    }
+
+    /// The log its standard error is appended to.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// Waits for the process to stop from the power cut (its trigger
+    /// already made): exit status [`POWER_CUT_STATUS`] within `limit`,
+    /// else an error saying how it ended. The caller then calls
+    /// [`Server::after_power_cut`] (once every process watching the same
+    /// trigger has stopped).
+    pub fn wait_power_off(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let Some(mut c) = self.child.take() else {
+            bail!("the server was not running when its power was cut");
+        };
+        wait_power_off(&mut c, limit, "strata server", &self.log)
+    }
+
+    /// [`Power::after_cut`] of its model, if it runs over one.
+    pub fn after_power_cut(&mut self) {
+        if let Some(p) = self.power.as_mut() {
+            p.after_cut();
+        }
+    }
+
+    /// Cuts the power of this server alone (it must run over the model,
+    /// with a trigger of its own): makes the trigger, waits as
+    /// [`Server::wait_power_off`], then [`Server::after_power_cut`].
+    pub fn power_cut(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let Some(p) = &self.power else {
+            bail!("power cut of a server not started over the power-loss model");
+        };
+        Power::trigger(&p.trigger)?;
+        let r = self.wait_power_off(limit);
+        self.after_power_cut();
+        r
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {
@@ -91,15 +254,15 @@ impl Server {
             .append(true)
             .open(&self.log)
             .with_context(|| format!("log {}", self.log.display()))?;
-        let mut child = self
-            .env
-            .command()
-            .arg("server")
+        let mut cmd = self.env.command();
+        cmd.arg("server")
             .args(&self.args)
             .stdout(Stdio::piped())
-            .stderr(logf)
-            .spawn()
-            .context("starting strata server")?;
+            .stderr(logf);
+        if let Some(p) = &self.power {
+            p.apply(&mut cmd);
+        }
+        let mut child = cmd.spawn().context("starting strata server")?;
         let out = child.stdout.take().context("stdout")?;
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -188,41 +351,112 @@ impl Drop for Server {
 
 /// A `strata meta` child process.
 pub struct Meta {
-    child: Child,
+    child: Option<Child>,
     pub addr: String,
+    args: Vec<OsString>,
+    log: PathBuf,
+    env: Env,
+    /// Run over the power-loss model (from its next start on).
+    pub power: Option<Power>,
 }
 
 impl Meta {
-    pub fn start(env: &Env, args: &[&str], dir: &Path, log: &Path) -> anyhow::Result<Meta> {
+    /// Starts `strata meta --listen (a free port) --data DIR ARGS` and
+    /// waits for it to listen, over the power-loss model when `power` is
+    /// given.
+    pub fn start_powered(
+        env: &Env,
+        args: &[&str],
+        dir: &Path,
+        log: &Path,
+        power: Option<Power>,
+    ) -> anyhow::Result<Meta> {
         let port = listen_port()?;
         let addr = format!("127.0.0.1:{port}");
-        let child = env
-            .command()
-            .args(["meta", "--listen", &addr, "--data"])
-            .arg(dir)
-            .args(args)
+        let mut a: Vec<OsString> = vec!["--listen".into(), addr.clone().into(), "--data".into()];
+        a.push(dir.into());
+        a.extend(args.iter().map(OsString::from));
+        // A fresh log (a directory used again by an earlier run keeps none
+        // of its lines); restarts append.
+        std::fs::File::create(log).with_context(|| format!("log {}", log.display()))?;
+        let mut m = Meta {
+            child: None,
+            addr,
+            args: a,
+            log: log.to_path_buf(),
+            env: env.clone(),
+            power,
+        };
+        m.spawn()?;
+        Ok(m)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let logf = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .with_context(|| format!("log {}", self.log.display()))?;
+        let mut cmd = self.env.command();
+        cmd.arg("meta")
+            .args(&self.args)
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log)?)
-            .spawn()
-            .context("starting strata meta")?;
-        let mut m = Meta { child, addr };
+            .stderr(logf);
+        if let Some(p) = &self.power {
+            p.apply(&mut cmd);
+        }
+        let mut child = cmd.spawn().context("starting strata meta")?;
         let start = Instant::now();
-        while std::net::TcpStream::connect(&m.addr).is_err() {
-            if start.elapsed() > Duration::from_secs(30) || !matches!(m.child.try_wait(), Ok(None))
-            {
-                bail!("strata meta did not start:\n{}", tail(log));
+        while std::net::TcpStream::connect(&self.addr).is_err() {
+            if start.elapsed() > Duration::from_secs(30) || !matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("strata meta did not start:\n{}", tail(&self.log));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        m.addr = m.addr.clone();
-        Ok(m)
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// The log its standard error is appended to.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// SIGKILL.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same address and directory.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9();
+        self.spawn()
+    }
+
+    /// As [`Server::wait_power_off`].
+    pub fn wait_power_off(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let Some(mut c) = self.child.take() else {
+            bail!("the metadata service was not running when its power was cut");
+        };
+        wait_power_off(&mut c, limit, "strata meta", &self.log)
+    }
+
+    /// As [`Server::after_power_cut`].
+    pub fn after_power_cut(&mut self) {
+        if let Some(p) = self.power.as_mut() {
+            p.after_cut();
+        }
     }
 }
 
 impl Drop for Meta {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill9();
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::http::{self, Resp};
 use super::load::{self, KeyLog, Model, Op, Outcome};
-use super::procs::{listen_port, Server};
+use super::procs::{cut_summary, listen_port, Power, Server};
 use super::{Ctx, Trial};
 use anyhow::{bail, Context};
 use hmac::{Hmac, KeyInit, Mac};
@@ -47,6 +47,9 @@ pub enum Fault {
     /// A bit flipped in the listing index (`DATA/listing.redb`) of a
     /// stopped node.
     FlipListing,
+    /// Power cuts (the node over the power-loss model) during PutObject,
+    /// DeleteObject(s) and multipart uploads.
+    Power,
 }
 
 /// The faults of the S3 trials on a multi-node cluster.
@@ -482,7 +485,7 @@ struct Node {
     s3: String,
 }
 
-fn start_node(ctx: &Ctx, dir: &Path) -> anyhow::Result<Node> {
+fn start_node(ctx: &Ctx, dir: &Path, power: Option<Power>) -> anyhow::Result<Node> {
     let mut last = None;
     // A port found free may be taken before the node binds it: try others.
     for _ in 0..3 {
@@ -504,7 +507,7 @@ fn start_node(ctx: &Ctx, dir: &Path) -> anyhow::Result<Node> {
             "--segment-size".into(),
             "1MiB".into(),
         ];
-        match Server::start(&ctx.env, args, &dir.join("node.log")) {
+        match Server::start_powered(&ctx.env, args, &dir.join("node.log"), power.clone()) {
             Ok(server) => {
                 Server::wait_ready(&server.addr, Duration::from_secs(30))?;
                 return Ok(Node {
@@ -904,7 +907,17 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
     let mut rng = StdRng::seed_from_u64(t.seed);
     MULTIPART_ACKED.store(0, Ordering::Relaxed);
     let signer = ctx.s3_signer();
-    let mut node = start_node(ctx, dir)?;
+    let power = (fault == Fault::Power).then(|| Power {
+        root: dir.join("node"),
+        trigger: dir.join("power-cut"),
+        seed: rng.random(),
+        tear: super::tears(t.seed),
+    });
+    if let Some(p) = &power {
+        // The model's root must exist before the process starts.
+        std::fs::create_dir_all(&p.root)?;
+    }
+    let mut node = start_node(ctx, dir, power)?;
     wait_s3(&signer, &node.s3)?;
     let r = signer
         .request(&node.s3, "PUT", &format!("/{BUCKET}"), &[], &[], &[])
@@ -917,6 +930,9 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         );
     }
     let model = Arc::new(Model::default());
+    model
+        .strict_500
+        .store(fault == Fault::Power, Ordering::Relaxed);
     let mix = |put, overwrite, delete, delete_objects, multipart, get| Mix {
         put,
         overwrite,
@@ -954,6 +970,53 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
                     MULTIPART_ACKED.load(Ordering::Relaxed)
                 ));
             }
+        }
+        Fault::Power => {
+            let m = mix(3, 2, 1, 1, 2, 1);
+            let cuts = rng.random_range(2..=3);
+            let log = dir.join("node.log");
+            for round in 0..cuts {
+                let addrs = Arc::new(RwLock::new(vec![node.s3.clone()]));
+                let l = S3Load::start(ctx, &model, &addrs, m, rng.random(), &format!("r{round}"));
+                let ms = rng.random_range(400..=2500);
+                std::thread::sleep(Duration::from_millis(ms));
+                let cut = node.server.power_cut(Duration::from_secs(30));
+                l.finish();
+                if let Err(e) = cut {
+                    t.fail(format!("power cut {} of {cuts}: {e:#}", round + 1));
+                    return t.absorb(&model, vec![]);
+                }
+                t.power_cuts += 1;
+                t.note(format!(
+                    "cut {} after {ms} ms: {}",
+                    round + 1,
+                    cut_summary(&log).unwrap_or_else(|| "no report in the log".into())
+                ));
+                if round + 1 == cuts {
+                    node.server.power = None;
+                }
+                if !restart(t, ctx, &mut node) {
+                    return t.absorb(&model, vec![]);
+                }
+                if round + 1 < cuts {
+                    // Every key and the listing checked after each cut
+                    // (after the last, below).
+                    let (states, unreadable) =
+                        verify(&model, &signer, &node.s3, Duration::from_secs(10));
+                    if !unreadable.is_empty() {
+                        t.note(format!("read back after cut {}", round + 1));
+                        return t.absorb(&model, unreadable);
+                    }
+                    match list_all(&signer, &node.s3, rng.random_range(50..=1000)) {
+                        Ok(listed) => check_listing(t, &model, &states, &listed),
+                        Err(e) => t.fail(format!("LISTING after cut {}: {e:#}", round + 1)),
+                    }
+                }
+            }
+            t.note(format!(
+                "{} multipart upload(s) completed (acknowledged)",
+                MULTIPART_ACKED.load(Ordering::Relaxed)
+            ));
         }
         Fault::FlipListing => {
             load_then_kill(

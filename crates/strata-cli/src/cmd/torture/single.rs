@@ -1,7 +1,7 @@
 //! Trials against a single node (a cluster of one).
 
 use super::load::{self, Load, Mix, Model, Targets};
-use super::procs::{files, Server};
+use super::procs::{cut_summary, files, Power, Server};
 use super::{Ctx, Trial};
 use anyhow::Context;
 use rand::rngs::StdRng;
@@ -106,6 +106,79 @@ pub fn crash(
     }
     let unreadable = load::verify(&model, &tg, Duration::from_secs(5), rng.random());
     t.absorb(&model, unreadable)
+}
+
+/// Power cuts at random moments of a load: the node runs over the
+/// power-loss model of its data directory (unsynced writes dropped, or
+/// torn on odd seeds, unsynced directory changes undone); 2 or 3 cuts,
+/// the node restarted over a fresh model between them and without it
+/// after the last; after each restart every key is read back (no GET may
+/// answer 500). `extra`: server flags; `mix`: the load; `cut_ms`: how
+/// long each load runs before its cut.
+pub fn power(
+    ctx: &Ctx,
+    t: &mut Trial,
+    dir: &Path,
+    extra: &[&str],
+    mix: Mix,
+    cut_ms: (u64, u64),
+) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(t.seed);
+    let data = dir.join("node");
+    let log = dir.join("node.log");
+    // The model's root must exist before the process starts.
+    std::fs::create_dir_all(&data)?;
+    let power = Power {
+        root: data.clone(),
+        trigger: dir.join("power-cut"),
+        seed: rng.random(),
+        tear: super::tears(t.seed),
+    };
+    let mut s = Server::start_powered(&ctx.env, args(&data, extra), &log, Some(power))?;
+    Server::wait_ready(&s.addr, Duration::from_secs(30))?;
+    let model = Arc::new(Model::default());
+    model.strict_500.store(true, Ordering::Relaxed);
+    let tg = targets(&s);
+    let cuts = rng.random_range(2..=3);
+    for round in 0..cuts {
+        let l = Load::start(
+            model.clone(),
+            tg.clone(),
+            mix.clone(),
+            ctx.workers,
+            rng.random(),
+            &format!("r{round}"),
+            Duration::from_secs(10),
+        );
+        let ms = rng.random_range(cut_ms.0..=cut_ms.1);
+        std::thread::sleep(Duration::from_millis(ms));
+        let cut = s.power_cut(Duration::from_secs(30));
+        l.finish();
+        if let Err(e) = cut {
+            t.fail(format!("power cut {} of {cuts}: {e:#}", round + 1));
+            return t.absorb(&model, vec![]);
+        }
+        t.power_cuts += 1;
+        t.note(format!(
+            "cut {} after {ms} ms: {}",
+            round + 1,
+            cut_summary(&log).unwrap_or_else(|| "no report in the log".into())
+        ));
+        if round + 1 == cuts {
+            // The power back for good: no model any more.
+            s.power = None;
+        }
+        if !restart(t, &mut s) {
+            return t.absorb(&model, vec![]);
+        }
+        *tg.write().unwrap_or_else(|e| e.into_inner()) = vec![s.addr.clone()];
+        let unreadable = load::verify(&model, &tg, Duration::from_secs(5), rng.random());
+        if !unreadable.is_empty() {
+            t.note(format!("read back after cut {}", round + 1));
+            return t.absorb(&model, unreadable);
+        }
+    }
+    t.absorb(&model, vec![])
 }
 
 /// Torn writes: a quiet load (every answer in), then a second load killed

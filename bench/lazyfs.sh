@@ -24,7 +24,10 @@
 #
 # NOT RUN BY CI, and not tested end to end where it was written: that
 # machine reaches package registries only, not GitHub, so the fetch step
-# fails there (with the message below). It needs:
+# fails there (with the message below); what follows the build (the
+# load, the cut and the check) was tried there over a stand-in for LazyFS
+# (a bind mount), and its check reported the keys lost when the stand-in's
+# clear-cache removed the node's data. It needs:
 #   - Linux with FUSE 3: /dev/fuse, fusermount3 (Debian: fuse3,
 #     libfuse3-dev), and to be root or to have `user_allow_other` in
 #     /etc/fuse.conf (LazyFS mounts with allow_other);

@@ -24,7 +24,10 @@
 #
 # NOT RUN BY CI, and not tested end to end where it was written: that
 # machine reaches package registries only, not GitHub, so the fetch step
-# fails there (with the message below). It needs:
+# fails there (with the message below); what follows the build (the
+# load, the cut and the check) was tried there over a stand-in for LazyFS
+# (a bind mount), and its check reported the keys lost when the stand-in's
+# clear-cache removed the node's data. It needs:
 #   - Linux with FUSE 3: /dev/fuse, fusermount3 (Debian: fuse3,
 #     libfuse3-dev), and to be root or to have `user_allow_other` in
 #     /etc/fuse.conf (LazyFS mounts with allow_other);
@@ -77,8 +80,8 @@ die() {
 [ "$(uname -s)" = Linux ] || die "needs Linux (FUSE 3)"
 [ -e /dev/fuse ] || die "no /dev/fuse: FUSE is not available here (in a container: --device /dev/fuse --cap-add SYS_ADMIN)"
 command -v fusermount3 >/dev/null || die "no fusermount3: install FUSE 3 (Debian: apt-get install fuse3 libfuse3-dev)"
-for t in git cmake g++ curl sha256sum mkfifo timeout; do
-  command -v "$t" >/dev/null || die "$t is missing (Debian: apt-get install git cmake g++ curl coreutils)"
+for t in git cmake g++ curl sha256sum mkfifo timeout mountpoint perl; do
+  command -v "$t" >/dev/null || die "$t is missing (Debian: apt-get install git cmake g++ curl coreutils util-linux perl)"
 done
 [ -x "$STRATA" ] || die "no strata binary at $STRATA (cargo build --release -p strata-cli, or STRATA=...)"
 if [ "$(id -u)" -ne 0 ] && ! grep -qs '^[[:space:]]*user_allow_other' /etc/fuse.conf; then

@@ -54,9 +54,10 @@ enum Command {
     Report(cmd::report::Args),
     Synth(cmd::synth::Args),
     Upgrade(cmd::upgrade::Args),
-    /// The fault campaign: kill -9, torn writes, bit flips, a full disk,
-    /// slow clients and network partitions against real nodes and a
-    /// loopback cluster, each trial checked for lost or wrong data
+    /// The fault campaign: kill -9, power cuts, torn writes, bit flips, a
+    /// full disk, slow clients and network partitions against real nodes
+    /// and a loopback cluster, each trial checked for lost or wrong data
+    /// (`strata torture --list`: the kinds)
     Torture(cmd::torture::Args),
 }
 

@@ -54,7 +54,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("s3-cluster-multipart", "S3 on the 4-node cluster: multipart uploads (5-11 MiB) among the load, kill -9 of a node mid-upload"),
     ("s3-cluster-partition", "S3 on the 4-node cluster: a member cut from the others and the metadata service (blackhole or reset), healed"),
     ("s3-cluster-loss", "S3 on the 4-node cluster: a member killed for good under load; recovery copies its rows and listing index"),
-    ("power-put", "single node over the power-loss model: power cut (unsynced writes dropped, or torn on odd seeds) during PUTs, overwrites, DELETEs and batches, 2-3 cuts"),
+    ("power-put", "single node over the power-loss model: power cut (unsynced writes dropped or torn, in turn) during PUTs, overwrites, DELETEs and batches, 2-3 cuts"),
     ("power-compaction", "single node over the power-loss model (64 KiB segments, 256 KiB of flash): power cut during compactions and tier moves, 2-3 cuts"),
     ("power-s3", "S3 (a cluster of one) over the power-loss model: power cut during PutObject, DeleteObject(s) and multipart uploads, 2-3 cuts"),
     ("cluster-power", "cluster, every node over the power-loss model: a random node's power cut under load, restarted, 2-3 cuts"),
@@ -75,10 +75,17 @@ const POWER: &[&str] = &[
     "ec-power",
 ];
 
-/// Whether the power cuts of a trial of `seed` tear unsynced writes (odd
-/// seeds) rather than drop them (even seeds).
+/// Whether the first power cut of a trial of `seed` tears unsynced writes
+/// rather than drops them; each later cut of a process does the other
+/// ([`procs::Power::after_cut`]), so that a trial of 2-3 cuts has both.
+/// A bit of a hash of the seed, not its parity: a campaign cycling
+/// through an even number of kinds gives each kind seeds of one parity.
 pub fn tears(seed: u64) -> bool {
-    seed % 2 == 1
+    // splitmix64's finalizer.
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) & 1 == 1
 }
 
 /// The order in which a trial's power cuts hit its processes: `cuts`
@@ -151,8 +158,9 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
 /// was written but not fsynced. The processes run over strata-fs's
 /// power-loss model (STRATA_POWER_ROOT: their data directories); at a
 /// random moment under load the harness makes the trigger file and the
-/// process cuts its power (unsynced writes dropped on even seeds, torn
-/// page by page on odd ones; unsynced directory changes undone) and exits
+/// process cuts its power (unsynced writes dropped, or torn page by page,
+/// the two in turn from one cut to the next, the first by the seed;
+/// unsynced directory changes undone) and exits
 /// with status 86 (any other end fails the trial). Each trial cuts 2-3
 /// times, restarting over a fresh model between cuts and without it after
 /// a process's last cut; every key is read back after each restart, and

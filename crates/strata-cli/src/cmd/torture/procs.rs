@@ -64,13 +64,16 @@ impl Power {
     /// trigger removed, so that no process started later cuts at once,
     /// and the model's leftover backups (`ROOT.power-backups`, which a cut
     /// that kept some directory changes leaves) removed, so that the next
-    /// model on the root starts clean. The next model gets another seed.
+    /// model on the root starts clean. The next model gets another seed
+    /// and the other kind of cut (a tear after a drop, a drop after a
+    /// tear).
     pub fn after_cut(&mut self) {
         let _ = std::fs::remove_file(&self.trigger);
         let mut b = self.root.as_os_str().to_owned();
         b.push(".power-backups");
         let _ = std::fs::remove_dir_all(PathBuf::from(b));
         self.seed = self.seed.wrapping_add(0x9E37_79B9);
+        self.tear = !self.tear;
     }
 }
 

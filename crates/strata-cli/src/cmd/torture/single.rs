@@ -110,7 +110,7 @@ pub fn crash(
 
 /// Power cuts at random moments of a load: the node runs over the
 /// power-loss model of its data directory (unsynced writes dropped, or
-/// torn on odd seeds, unsynced directory changes undone); 2 or 3 cuts,
+/// torn, in turn, unsynced directory changes undone); 2 or 3 cuts,
 /// the node restarted over a fresh model between them and without it
 /// after the last; after each restart every key is read back (no GET may
 /// answer 500). `extra`: server flags; `mix`: the load; `cut_ms`: how

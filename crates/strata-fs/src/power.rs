@@ -160,7 +160,6 @@ fn off() -> io::Error {
 #[derive(Debug)]
 pub struct Recorder {
     id: u64,
-    root: PathBuf,
 }
 
 impl Recorder {
@@ -186,7 +185,7 @@ impl Recorder {
         }
         all.push(Model {
             id,
-            root: root.clone(),
+            root,
             backups,
             next_backup: 0,
             files: HashMap::new(),
@@ -199,12 +198,7 @@ impl Recorder {
             last_cut: None,
         });
         ON.store(true, Ordering::SeqCst);
-        Ok(Recorder { id, root })
-    }
-
-    /// The directory recorded.
-    pub fn root(&self) -> &Path {
-        &self.root
+        Ok(Recorder { id })
     }
 
     /// Unsynced writes and directory changes held now.
@@ -307,6 +301,13 @@ pub fn arm_from_env() -> io::Result<()> {
             std::thread::sleep(std::time::Duration::from_millis(1));
         })?;
     Ok(())
+}
+
+/// `STRATA_POWER_DEBUG` set: every recorded write and sync is logged
+/// (read once).
+fn debug() -> bool {
+    static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DEBUG.get_or_init(|| std::env::var_os("STRATA_POWER_DEBUG").is_some())
 }
 
 fn key(file: &File) -> io::Result<(u64, u64)> {
@@ -653,7 +654,7 @@ pub(crate) fn write(
         |m, k, file| {
             let log = m.log(k, file)?;
             let size_before = log.file.metadata()?.len();
-            if std::env::var_os("STRATA_POWER_DEBUG").is_some() {
+            if debug() {
                 eprintln!(
                     "POWER write {:?} {offset} {len} size {size_before}",
                     fd_path(file)
@@ -717,7 +718,7 @@ pub(crate) fn synced(file: &File, op: impl FnOnce() -> io::Result<()>) -> io::Re
     let p = fd_path(file).unwrap_or_default();
     for m in all.iter_mut() {
         let had = m.files.remove(&k).is_some();
-        if had && std::env::var_os("STRATA_POWER_DEBUG").is_some() {
+        if had && debug() {
             eprintln!("POWER synced {}", p.display());
         }
         if had || p.starts_with(&m.root) {

@@ -680,7 +680,7 @@ fn a_replica_that_lost_its_newest_record_to_damage_serves_it_only_once_caught_up
     let log = std::fs::read_to_string(dir.path().join(format!("n{i}-again.log"))).unwrap();
     assert!(log.contains("may lack records it acknowledged"), "{log}");
     assert!(log.contains("caught up from the other replicas"), "{log}");
-    assert!(!row_dir.join("catch-up").exists());
+    assert!(!row_dir.join(strata_store::DAMAGE_NOTE).exists());
 }
 
 /// A HEAD through any node reads the start of the object's head record,

@@ -49,6 +49,50 @@ pub fn write_all_vectored_at(file: &File, parts: &[&[u8]], offset: u64) -> io::R
     power::write(file, offset, len, || pwritev_all(file, parts, offset))
 }
 
+/// A file written front to back through [`write_all_at`], for encoders
+/// that take an [`io::Write`] (the trace writer): each `write` lands at the
+/// end of what came before. Durable only once [`sync_data`] or
+/// [`sync_all`] of [`Appender::file`] returns.
+#[derive(Debug)]
+pub struct Appender {
+    file: File,
+    at: u64,
+}
+
+impl Appender {
+    /// Appends to `file` from offset `at` (its length, for a file being
+    /// continued; 0 for a new one).
+    pub fn new(file: File, at: u64) -> Appender {
+        Appender { file, at }
+    }
+
+    /// The file, for syncing.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The offset the next write lands at.
+    pub fn position(&self) -> u64 {
+        self.at
+    }
+}
+
+impl io::Write for Appender {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        write_all_at(&self.file, buf, self.at)?;
+        self.at += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.write(buf).map(|_| ())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The most slices one `pwritev` takes (Linux's `IOV_MAX`).
 pub const IOV_MAX: usize = 1024;
 

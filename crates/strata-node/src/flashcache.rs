@@ -77,7 +77,7 @@ impl FlashCache {
         };
         for d in &dirs {
             // A read cache holds copies only: start empty.
-            let _ = std::fs::remove_dir_all(d);
+            let _ = strata_fs::remove_dir_all(d);
         }
         let mut sc = strata_store::StoreConfig::new(first, strata_store::Tier::Flash);
         for d in &dirs[1..] {

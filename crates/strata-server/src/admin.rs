@@ -199,13 +199,16 @@ async fn flush(State(node): State<Node>) -> Response {
     match &node.tracer {
         Some(_) => {
             let n = node.clone();
-            let flushed = tokio::task::spawn_blocking(move || {
-                if let Some(t) = &n.tracer {
-                    t.flush();
-                }
+            let flushed = tokio::task::spawn_blocking(move || match &n.tracer {
+                Some(t) => t.flush(),
+                None => Ok(()),
             });
             match flushed.await {
-                Ok(()) => reason(StatusCode::OK, "traces flushed"),
+                Ok(Ok(())) => reason(StatusCode::OK, "traces flushed"),
+                Ok(Err(e)) => reason(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the trace file could not be finished: {e}"),
+                ),
                 Err(e) => reason(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
             }
         }

@@ -220,14 +220,20 @@ pub struct RowStore {
     /// The disk device's space kept back for deletes ([`crate::reserve`]).
     reserve: Option<Arc<Reserve>>,
     /// Set while this copy of the row may lack records it acknowledged
-    /// (what its open found: [`strata_store::OpenReport::may_lack_records`]),
-    /// until it has caught up from the other replicas; kept on disk in
-    /// [`CATCH_UP`] so that a restart meanwhile does not forget it.
+    /// (what the open of one of its stores found or an earlier open noted:
+    /// [`strata_store::OpenReport::may_lack_records`]), until it has caught
+    /// up from the other replicas. Each store keeps that on disk itself
+    /// ([`strata_store::DAMAGE_NOTE`], written before its open repairs
+    /// anything), so that a restart meanwhile, even after a power cut in
+    /// the middle of the repair, does not forget it.
     catching_up: AtomicBool,
 }
 
-/// The file in a row's directory that says its copy must catch up from
-/// the other replicas before it serves reads (its contents: why).
+/// The file in a row's directory that said its copy must catch up from the
+/// other replicas before it served reads, before each store kept its own
+/// note ([`strata_store::DAMAGE_NOTE`], issue 33): written after the store's
+/// repair, a power cut in between lost it. A row of that version that still
+/// has one catches up, and [`RowStore::caught_up`] removes it.
 pub const CATCH_UP: &str = "catch-up";
 
 /// A live record read back while iterating a row (tombstones included).
@@ -372,43 +378,50 @@ impl RowStore {
             }
         }
         // A copy that may lack acknowledged records (or hold a name's older
-        // record as its newest) says so on disk before it serves anything.
+        // record as its newest) says so before it serves anything; its
+        // stores noted it on disk before they repaired anything.
         let lacking: Vec<String> = std::iter::once(("", &shared))
             .chain(parts.iter().map(|(n, s)| (n.as_str(), s)))
             .filter(|(_, s)| s.open_report().may_lack_records())
             .map(|(n, s)| {
                 let r = s.open_report();
-                format!(
-                    "{}{} torn tail(s), {} damaged needle(s) naming no object, {} segment file(s) set aside",
-                    if n.is_empty() { String::new() } else { format!("part {n}: ") },
-                    r.torn_tails.len(),
-                    r.nameless_regions.len(),
-                    r.quarantined.len()
-                )
+                let part = if n.is_empty() {
+                    String::new()
+                } else {
+                    format!("part {n}: ")
+                };
+                match &r.earlier_damage {
+                    Some(e) if r.torn_tails.is_empty()
+                        && r.nameless_regions.is_empty()
+                        && r.quarantined.is_empty() =>
+                    {
+                        format!("{part}found at an earlier start and not yet caught up: {e}")
+                    }
+                    _ => format!(
+                        "{part}{} torn tail(s), {} damaged needle(s) naming no object, {} segment file(s) set aside",
+                        r.torn_tails.len(),
+                        r.nameless_regions.len(),
+                        r.quarantined.len()
+                    ),
+                }
             })
             .collect();
-        let marker = path.join(CATCH_UP);
+        let legacy = path.join(CATCH_UP).exists();
         if !lacking.is_empty() {
-            let why = lacking.join("; ");
-            crate::ec::write_atomic(&marker, why.as_bytes()).map_err(|source| {
-                ClusterError::Io {
-                    path: marker.display().to_string(),
-                    source,
-                }
-            })?;
             eprintln!(
-                "strata server: row {row}: this copy may lack records it acknowledged ({why}): \
+                "strata server: row {row}: this copy may lack records it acknowledged ({}): \
                  while another replica is live, its reads answer 503 until it has caught up \
-                 from the other replicas"
+                 from the other replicas",
+                lacking.join("; ")
             );
-        } else if marker.exists() {
+        } else if legacy {
             eprintln!(
                 "strata server: row {row}: this copy has not yet caught up from the other \
                  replicas since damage found at an earlier start: while another replica is live, \
                  its reads answer 503 until it has"
             );
         }
-        let catching_up = AtomicBool::new(marker.exists());
+        let catching_up = AtomicBool::new(legacy || !lacking.is_empty());
         let (tx, rx) = mpsc::channel::<Job>();
         let writes = Arc::new(AtomicU64::new(0));
         let w = writes.clone();
@@ -439,18 +452,26 @@ impl RowStore {
         self.catching_up.load(Ordering::Acquire)
     }
 
-    /// Records that this copy has caught up: removes [`CATCH_UP`] (durably)
-    /// and serves reads again.
+    /// Records that this copy has caught up: clears its stores' damage
+    /// notes ([`strata_store::Store::damage_dealt_with`]) and an earlier
+    /// version's [`CATCH_UP`], durably, and serves reads again.
     pub fn caught_up(&self) -> Result<(), ClusterError> {
+        let stores: Vec<Arc<Store>> = std::iter::once(self.shared.clone())
+            .chain(self.parts().into_iter().map(|(_, s)| s))
+            .collect();
+        for s in stores {
+            s.damage_dealt_with().map_err(|e| self.err(e))?;
+        }
         let marker = self.path.join(CATCH_UP);
-        let io = |source| ClusterError::Io {
-            path: marker.display().to_string(),
-            source,
-        };
-        match strata_fs::remove_file(&marker) {
-            Ok(()) => strata_fs::sync_dir(&self.path).map_err(io)?,
+        match strata_fs::remove_file_durable(&marker) {
+            Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(e)),
+            Err(source) => {
+                return Err(ClusterError::Io {
+                    path: marker.display().to_string(),
+                    source,
+                })
+            }
         }
         self.catching_up.store(false, Ordering::Release);
         Ok(())
@@ -1178,7 +1199,28 @@ impl RowStores {
             metrics: None,
             reserve: None,
         };
-        for d in std::iter::once(&s.dir).chain(s.flash.iter()) {
+        // A removal a crash interrupted: the disk directory renamed to
+        // trash is its commit point; the row's flash directory goes too,
+        // then the trash.
+        if let Ok(rd) = std::fs::read_dir(&s.dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(rest) = name.strip_prefix(TRASH) else {
+                    continue;
+                };
+                let row = rest.split('-').next().and_then(|r| r.parse::<usize>().ok());
+                if let Some(row) = row.filter(|&r| !s.row_dir(r).exists()) {
+                    if let Err(e) = s.remove_flash_dir(row) {
+                        eprintln!(
+                            "strata server: cannot finish removing row {row} from flash: {e}"
+                        );
+                        continue;
+                    }
+                }
+                let _ = strata_fs::remove_dir_all(&e.path());
+            }
+        }
+        for d in &s.flash {
             if let Ok(rd) = std::fs::read_dir(d) {
                 for e in rd.flatten() {
                     if e.file_name().to_string_lossy().starts_with(TRASH) {
@@ -1188,6 +1230,17 @@ impl RowStores {
             }
         }
         s
+    }
+
+    /// Renames row `row`'s flash directory to trash (durably) and deletes
+    /// it.
+    fn remove_flash_dir(&self, row: usize) -> std::io::Result<()> {
+        let Some(d) = self.flash_dir(row).filter(|d| d.exists()) else {
+            return Ok(());
+        };
+        let trash = strata_fs::parent(&d).join(format!("{TRASH}{row:08}-{}", std::process::id()));
+        strata_fs::rename_durable(&d, &trash)?;
+        strata_fs::remove_dir_all(&trash)
     }
 
     /// Feeds the group-commit counters of `metrics` (`strata_commit_*`).
@@ -1290,10 +1343,13 @@ impl RowStores {
     }
 
     /// Removes row `row` from this disk (and its flash directory): the
-    /// store is closed, each directory is renamed to `trash-…` (atomic; the
-    /// parent directory is synced) and then deleted. A crash in between
-    /// leaves a trash directory that [`RowStores::new`] deletes. Call only
-    /// once another disk holds the row durably (docs/recovery.md).
+    /// store is closed, the disk directory is renamed to `trash-ROW-PID`
+    /// (atomic, its parent synced: the commit point), then the flash
+    /// directory is renamed to trash and deleted, and last the disk's
+    /// trash. A crash or power cut in between leaves the disk's trash
+    /// directory, from which [`RowStores::new`] finishes the removal —
+    /// never half a row that opens as whole. Call only once another disk
+    /// holds the row durably (docs/recovery.md).
     pub fn remove_row(&self, row: usize) -> Result<(), ClusterError> {
         let store = match self.open.lock() {
             Ok(mut g) => g.remove(&row),
@@ -1304,14 +1360,16 @@ impl RowStores {
             let path = path.display().to_string();
             move |source| ClusterError::Io { path, source }
         };
-        let dirs: Vec<PathBuf> = std::iter::once(self.row_dir(row))
-            .chain(self.flash_dir(row))
-            .filter(|d| d.exists())
-            .collect();
-        for d in dirs {
-            let parent = d.parent().map(Path::to_path_buf).unwrap_or_default();
-            let trash = parent.join(format!("{TRASH}{row:08}-{}", std::process::id()));
+        let d = self.row_dir(row);
+        let trash = self
+            .dir
+            .join(format!("{TRASH}{row:08}-{}", std::process::id()));
+        if d.exists() {
             strata_fs::rename_durable(&d, &trash).map_err(io(&d))?;
+        }
+        self.remove_flash_dir(row)
+            .map_err(io(&self.flash_dir(row).unwrap_or_default()))?;
+        if trash.exists() {
             strata_fs::remove_dir_all(&trash).map_err(io(&trash))?;
         }
         Ok(())
@@ -1331,6 +1389,136 @@ impl RowStores {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row whose open finds damage (a file it must set aside), marked
+    /// for catching up and then caught up, the power cut after each file
+    /// operation in turn: until the copy has caught up it comes back
+    /// catching up (the store's note or the damage survives: before issue
+    /// 33 the marker was written after the file was set aside, and a cut
+    /// in between forgot the damage), and once caught up is acknowledged
+    /// it stays caught up.
+    #[test]
+    #[allow(clippy::disallowed_methods)] // the damage and acknowledgements
+    fn the_catch_up_marker_survives_a_power_cut_at_every_step() {
+        use strata_fs::power::{cut_at_every_step, Cut};
+        let scratch = tempfile::tempdir().unwrap();
+        let sizes = Sizes::segments_of(1 << 20);
+        for how in [Cut::Drop, Cut::Tear] {
+            let steps = cut_at_every_step(
+                scratch.path(),
+                how,
+                |root| {
+                    let rows = RowStores::new(&root.join("disk"), &[], sizes);
+                    drop(rows.row(3).unwrap());
+                    std::fs::write(root.join("disk/rows/00000003/bogus.seg"), b"junk").unwrap();
+                },
+                |root| {
+                    let rows = RowStores::new(&root.join("disk"), &[], sizes);
+                    let s = rows.row(3).map_err(std::io::Error::other)?;
+                    assert!(s.catching_up(), "the damage was found");
+                    // The copy has caught up (here: nothing to fetch).
+                    std::fs::write(root.join("ack-fetched"), b"")?;
+                    s.caught_up().map_err(std::io::Error::other)?;
+                    std::fs::write(root.join("ack-caught"), b"")
+                },
+                |root, n| {
+                    let caught = root.join("ack-caught").exists();
+                    let marker = root
+                        .join("disk/rows/00000003")
+                        .join(strata_store::DAMAGE_NOTE);
+                    // Before the catch-up, the note or the damage itself is
+                    // what the reopen below finds.
+                    if caught {
+                        assert!(!marker.exists(), "{how:?} step {n}: caught up, note back");
+                    }
+                    let rows = RowStores::new(&root.join("disk"), &[], sizes);
+                    let s = rows
+                        .row(3)
+                        .unwrap_or_else(|e| panic!("{how:?} step {n}: the row does not open: {e}"));
+                    if caught {
+                        assert!(
+                            !s.catching_up(),
+                            "{how:?} step {n}: caught up, yet catching up"
+                        );
+                    } else if !root.join("ack-fetched").exists() {
+                        assert!(
+                            s.catching_up(),
+                            "{how:?} step {n}: the damage is forgotten before the catch-up"
+                        );
+                    }
+                },
+            )
+            .unwrap();
+            assert!(steps > 3, "{how:?}: {steps} steps");
+        }
+    }
+
+    /// A row with records on a disk and a flash device removed, the power
+    /// cut after each file operation in turn: on the next start the row is
+    /// whole (every record reads) or gone from both devices, never half of
+    /// it; once the removal is acknowledged it is gone.
+    #[test]
+    #[allow(clippy::disallowed_methods)] // acknowledgements around the model
+    fn a_row_s_removal_is_whole_or_not_at_all_at_every_step() {
+        use strata_fs::power::{cut_at_every_step, Cut};
+        let scratch = tempfile::tempdir().unwrap();
+        let sizes = Sizes::segments_of(1 << 20);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let open = |root: &Path| RowStores::new(&root.join("disk"), &[root.join("flash")], sizes);
+        for how in [Cut::Drop, Cut::Tear] {
+            let steps = cut_at_every_step(
+                scratch.path(),
+                how,
+                |root| {
+                    let rows = open(root);
+                    let s = rows.row(3).unwrap();
+                    rt.block_on(async {
+                        for (i, tier) in [(0, Tier::Flash), (1, Tier::Disk)] {
+                            let k = format!("k{i}");
+                            s.put("b", &k, 10, b"\x00v", tier, false).await.unwrap();
+                        }
+                    });
+                    // Both devices hold a record of the row.
+                    assert!(root.join("flash/rows/00000003").is_dir());
+                },
+                |root| {
+                    let rows = open(root);
+                    rows.remove_row(3).map_err(std::io::Error::other)?;
+                    std::fs::write(root.join("ack"), b"")
+                },
+                |root, n| {
+                    let rows = open(root);
+                    let on_disk = root.join("disk/rows/00000003").exists();
+                    let on_flash = root.join("flash/rows/00000003").exists();
+                    if root.join("ack").exists() || !on_disk {
+                        assert!(
+                            !on_disk && !on_flash,
+                            "{how:?} step {n}: half removed: disk {on_disk}, flash {on_flash}"
+                        );
+                        assert!(rows.rows_on_disk().is_empty());
+                    } else {
+                        let s = rows.row(3).unwrap();
+                        for i in 0..2 {
+                            let got = s.get("b", &format!("k{i}")).unwrap();
+                            assert!(got.is_some(), "{how:?} step {n}: k{i} lost from a kept row");
+                        }
+                    }
+                    for d in [root.join("disk/rows"), root.join("flash/rows")] {
+                        let left: Vec<_> = std::fs::read_dir(&d)
+                            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+                            .unwrap_or_default();
+                        assert!(
+                            left.iter().all(|f| !f.to_string_lossy().starts_with(TRASH)),
+                            "{how:?} step {n}: trash left in {}: {left:?}",
+                            d.display()
+                        );
+                    }
+                },
+            )
+            .unwrap();
+            assert!(steps > 3, "{how:?}: {steps} steps");
+        }
+    }
 
     #[test]
     fn needle_layouts_round_trip() {

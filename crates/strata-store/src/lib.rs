@@ -83,5 +83,5 @@ pub use format::superblock::Tier;
 pub use store::{
     cached_only, move_headroom, Counters, MemoryUsage, NeedleIter, Object, OpenReport, Prefix,
     PutItem, Quarantined, RewriteProgress, RewriteReport, SegmentInfo, Store, StoredNeedle,
-    LOCK_FILE, QUARANTINE_DIR,
+    DAMAGE_NOTE, LOCK_FILE, QUARANTINE_DIR,
 };

@@ -250,6 +250,10 @@ pub struct OpenReport {
     /// anyway: checkpoints only make the next open faster, and the
     /// background thread retries.
     pub checkpoints_deferred: Option<String>,
+    /// What an earlier open found that may have lost acknowledged needles
+    /// and that has not been made good since ([`DAMAGE_NOTE`], cleared by
+    /// [`Store::damage_dealt_with`]).
+    pub earlier_damage: Option<String>,
 }
 
 impl OpenReport {
@@ -264,6 +268,45 @@ impl OpenReport {
         !self.torn_tails.is_empty()
             || !self.nameless_regions.is_empty()
             || !self.quarantined.is_empty()
+            || self.earlier_damage.is_some()
+    }
+}
+
+/// The file in a store's first device directory that says an open found
+/// damage that may have lost acknowledged needles (what
+/// [`OpenReport::may_lack_records`] reports), until
+/// [`Store::damage_dealt_with`]. It is written, whole, before the open
+/// changes anything that shows the damage (a torn tail cut, a file set
+/// aside, a checkpoint written over a damaged region), so that a crash or
+/// a power cut in the middle of the repair cannot make the store forget
+/// it: the next open reports it as [`OpenReport::earlier_damage`].
+pub const DAMAGE_NOTE: &str = "damage-found";
+
+/// Writes the [`DAMAGE_NOTE`] once, before the first repair that hides
+/// damage; shared by the open's loading threads.
+struct DamageNote {
+    path: PathBuf,
+    written: Mutex<bool>,
+}
+
+impl DamageNote {
+    fn new(cfg: &StoreConfig) -> DamageNote {
+        DamageNote {
+            path: cfg.devices[0].path.join(DAMAGE_NOTE),
+            written: Mutex::new(false),
+        }
+    }
+
+    /// Makes the note durable (if it is not already) before a repair of
+    /// damage that `why` describes.
+    fn before_repair(&self, why: &str) -> Result<()> {
+        let mut w = lock(&self.written);
+        if !*w {
+            strata_fs::write_atomic(&self.path, why.as_bytes())
+                .map_err(StoreError::io("recording the damage found in", &self.path))?;
+            *w = true;
+        }
+        Ok(())
     }
 }
 
@@ -286,8 +329,15 @@ pub const QUARANTINE_DIR: &str = "quarantine";
 
 /// Moves `path` (and `also`, its checkpoint, if present) to the quarantine
 /// directory beside it, never over an earlier file of the same name.
-fn quarantine(path: &std::path::Path, also: Option<PathBuf>, reason: String) -> Quarantined {
+fn quarantine(
+    note: &DamageNote,
+    path: &std::path::Path,
+    also: Option<PathBuf>,
+    reason: String,
+) -> Quarantined {
     let moved_to = (|| -> std::io::Result<PathBuf> {
+        note.before_repair(&format!("{} set aside: {reason}", path.display()))
+            .map_err(std::io::Error::other)?;
         let dir = path.parent().unwrap_or(std::path::Path::new("."));
         let q = dir.join(QUARANTINE_DIR);
         strata_fs::create_dir_all(&q)?;
@@ -1125,8 +1175,17 @@ impl Store {
             locks.push(lock_dir(&d.path)?);
         }
         check_order(&cfg)?;
-        let mut report = OpenReport::default();
-        let found = discover(&cfg, &mut report)?;
+        let mut report = OpenReport {
+            earlier_damage: strata_fs::read_if_exists(&cfg.devices[0].path.join(DAMAGE_NOTE))
+                .map_err(StoreError::io(
+                    "reading",
+                    &cfg.devices[0].path.join(DAMAGE_NOTE),
+                ))?
+                .map(|b| String::from_utf8_lossy(&b).into_owned()),
+            ..OpenReport::default()
+        };
+        let note = DamageNote::new(&cfg);
+        let found = discover(&cfg, &note, &mut report)?;
         let max_id = found.keys().next_back().copied();
         let next_id = AtomicU64::new(max_id.map_or(1, |m| m + 1));
         // The highest id of each device among first generations is its
@@ -1185,6 +1244,7 @@ impl Store {
                             is_last,
                             &fds,
                             &run_counts,
+                            &note,
                             &mut rep,
                             &mut ck_buf,
                         );
@@ -1226,7 +1286,7 @@ impl Store {
                     let idx = f.path.with_file_name(index_file_name(id, f.generation));
                     report
                         .quarantined
-                        .push(quarantine(&f.path, Some(idx), reason));
+                        .push(quarantine(&note, &f.path, Some(idx), reason));
                 }
                 Err(e) => return Err(e),
             }
@@ -1321,6 +1381,14 @@ impl Store {
             let mut ix = write(&inner.idx);
             ix.recent_floor = ix.recent_len();
         }
+        // A checkpoint written over a damaged region that names no needle
+        // would hide it from the next open: the note first.
+        if let Some(&(seg, off)) = report.nameless_regions.first() {
+            note.before_repair(&format!(
+                "{} damaged region(s) naming no needle, the first in segment {seg:016x} at {off}",
+                report.nameless_regions.len()
+            ))?;
+        }
         // Scanned or re-sealed segments get their checkpoints now, so that
         // the next open is fast even if this process is killed soon; on a
         // full device they wait (the background thread retries), since
@@ -1357,6 +1425,20 @@ impl Store {
     /// What the open found and repaired.
     pub fn open_report(&self) -> &OpenReport {
         &self.report
+    }
+
+    /// Says that what the open reported as possibly lost
+    /// ([`OpenReport::may_lack_records`]) has been made good — a replica
+    /// caught up from the others: removes the [`DAMAGE_NOTE`] (durably), so
+    /// that the next open no longer reports it. The report of this open is
+    /// unchanged.
+    pub fn damage_dealt_with(&self) -> Result<()> {
+        let p = self.inner.cfg.devices[0].path.join(DAMAGE_NOTE);
+        match strata_fs::remove_file_durable(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io("removing", &p)(e)),
+        }
     }
 
     /// The configuration the store was opened with.
@@ -1816,7 +1898,11 @@ struct Found {
 /// Lists the segment files of all devices, keeps the highest generation of
 /// each id (lower ones are leftovers of a compaction or move interrupted
 /// after its rename) and removes temporary files.
-fn discover(cfg: &StoreConfig, report: &mut OpenReport) -> Result<BTreeMap<u64, Found>> {
+fn discover(
+    cfg: &StoreConfig,
+    note: &DamageNote,
+    report: &mut OpenReport,
+) -> Result<BTreeMap<u64, Found>> {
     let mut found: BTreeMap<u64, Found> = BTreeMap::new();
     let mut stale: Vec<PathBuf> = Vec::new();
     let mut indexes: Vec<(u64, u64, PathBuf)> = Vec::new();
@@ -1849,6 +1935,7 @@ fn discover(cfg: &StoreConfig, report: &mut OpenReport) -> Result<BTreeMap<u64, 
                 }
                 Some((id, generation, false)) => indexes.push((id, generation, path)),
                 None if name.ends_with(".seg") => report.quarantined.push(quarantine(
+                    note,
                     &path,
                     None,
                     "its name is not <16 hex digits>-<8 hex digits>.seg".into(),
@@ -1870,7 +1957,12 @@ fn discover(cfg: &StoreConfig, report: &mut OpenReport) -> Result<BTreeMap<u64, 
         if let Some(d) = p.parent() {
             dirs.push(d.to_path_buf());
         }
-        strata_fs::remove_file(&p).map_err(StoreError::io("removing stale file", &p))?;
+        match strata_fs::remove_file(&p) {
+            // The damage note's temporary file, listed above, is renamed
+            // by a repair meanwhile (or was never there).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            r => r.map_err(StoreError::io("removing stale file", &p))?,
+        }
     }
     dirs.dedup();
     for d in dirs {
@@ -1898,6 +1990,7 @@ fn load_segment(
     is_last: bool,
     budget: &Arc<FdBudget>,
     run_counts: &HashMap<u64, u64>,
+    note: &DamageNote,
     report: &mut OpenReport,
     ck_buf: &mut Vec<u8>,
 ) -> Result<(Segment, Vec<Entry>, bool)> {
@@ -2145,12 +2238,19 @@ fn load_segment(
                 dirty = true;
             }
             if let Some(at) = cut {
-                strata_fs::set_len(&file, at)
-                    .and_then(|_| strata_fs::sync_all(&file))
-                    .map_err(StoreError::io("cutting torn tail of", &f.path))?;
                 // Zeros are what the store wrote ahead of its needles;
                 // anything before them (an unfinished batch) is torn.
                 let torn_end = zeros_from.unwrap_or(file_len);
+                if torn_end > at {
+                    note.before_repair(&format!(
+                        "segment {:016x}: torn tail of {} bytes at {at} cut",
+                        sb.id,
+                        torn_end - at
+                    ))?;
+                }
+                strata_fs::set_len(&file, at)
+                    .and_then(|_| strata_fs::sync_all(&file))
+                    .map_err(StoreError::io("cutting torn tail of", &f.path))?;
                 report.prepared_bytes_cut += file_len - torn_end;
                 if torn_end > at {
                     report.torn_tails.push((sb.id, at, torn_end - at));

@@ -469,6 +469,11 @@ fn a_nameless_damaged_needle_is_reported_as_records_that_may_be_lacking() {
             assert_eq!(r.corrupt_regions, vec![(1, off)], "{r:?}");
         }
         assert!(r.may_lack_records(), "last {last}");
+        // Noted on disk, for the opens after this one.
+        assert!(
+            d.path().join(strata_store::DAMAGE_NOTE).exists(),
+            "last {last}"
+        );
         // What the report warns of: the older needle is what reads back.
         assert_eq!(
             s.get(3, 0, 3).unwrap().unwrap().data,
@@ -979,11 +984,25 @@ fn a_batch_a_power_cut_tore_in_its_middle_is_cut_whole() {
             let got = s.get(*k, 0, *k as u32).map(|o| o.map(|o| o.data));
             assert_eq!(got.ok(), Some(None), "{what}: new key {k}");
         }
+        // The open noted the damage before it cut the tail.
+        let note = crashed.join(strata_store::DAMAGE_NOTE);
+        let noted = std::fs::read_to_string(&note).unwrap_or_default();
+        assert!(noted.contains("torn tail"), "{what}: {noted:?}");
         // The store takes the batch again, and keeps it.
         put_items(&s, &items);
         drop(s);
+        // Until told the loss is made good, every open says so (no new
+        // damage found), then no more.
+        let s = Store::open(c.clone()).unwrap();
+        let r = s.open_report();
+        assert!(r.torn_tails.is_empty(), "{what}: {r:?}");
+        assert_eq!(r.earlier_damage.as_deref(), Some(noted.as_str()), "{what}");
+        assert!(r.may_lack_records(), "{what}");
+        s.damage_dealt_with().unwrap();
+        drop(s);
         let s = Store::open(c).unwrap();
         assert!(!s.open_report().may_lack_records(), "{what}");
+        assert!(!note.exists(), "{what}");
         for (k, b) in &items {
             assert_eq!(
                 s.get(*k, 0, *k as u32).unwrap().unwrap().data,

@@ -280,12 +280,11 @@ impl MetaService {
 
     /// Stores the lab's tier plan (a new plan version); returns the version.
     pub async fn set_tier_plan(&self, plan: serde_json::Value) -> Result<u64, MetaError> {
-        let parsed: strata_provision::TierPlan =
-            serde_json::from_value(plan.clone()).map_err(|e| {
-                MetaError::BadRequest(format!(
-                    "not a tier plan (strata provision --plan writes one): {e}"
-                ))
-            })?;
+        let parsed: strata_plan::TierPlan = serde_json::from_value(plan.clone()).map_err(|e| {
+            MetaError::BadRequest(format!(
+                "not a tier plan (strata provision --plan writes one): {e}"
+            ))
+        })?;
         parsed
             .validate()
             .map_err(|e| MetaError::BadRequest(format!("bad tier plan: {e}")))?;

@@ -30,7 +30,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use strata_provision::Eviction;
+use strata_plan::Eviction;
 use strata_store::{SegmentInfo, Store, StoreError, StoredNeedle, Tier};
 
 /// Re-appends the still-live ones of needles read from a segment to the

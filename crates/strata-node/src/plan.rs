@@ -3,7 +3,7 @@
 //! flash, and how its flash evicts.
 
 use std::path::Path;
-use strata_provision::{Eviction, TierPlan, WorkloadPlan};
+use strata_plan::{Eviction, TierPlan, WorkloadPlan};
 
 /// Checks `plan` as every Strata server does before putting it in force
 /// (from a file, `/_admin/plan` or the metadata service): the plan

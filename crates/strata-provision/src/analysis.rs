@@ -11,9 +11,9 @@ use crate::collect::{Collected, WorkloadStats};
 use crate::curve::CacheabilityCurve;
 use crate::econ::{cost_optimum, CostOptimum, Prices};
 use crate::error::{ProvisionError, Result};
-use crate::plan::{Eviction, TierPlan, WorkloadPlan, PLAN_FORMAT, PLAN_VERSION};
 use crate::replay::{Layout, Measured};
 use crate::solver::{allocate, Item, Solution};
+use strata_plan::{Eviction, TierPlan, WorkloadPlan, PLAN_FORMAT, PLAN_VERSION};
 
 /// An amount given absolutely or as a fraction of a whole the command knows.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -519,8 +519,8 @@ impl Provision {
                     predicted_flash_reads_per_s: w.predicted_flash_reads_per_s,
                     read_ops_per_s: Some(w.read_ops_per_s),
                     ec: w.warm.as_ref().map(|a| match a.after_seconds {
-                        Some(s) => crate::plan::WarmTier::After { after_seconds: s },
-                        None => crate::plan::WarmTier::Off(crate::plan::WarmOff::Off),
+                        Some(s) => strata_plan::WarmTier::After { after_seconds: s },
+                        None => strata_plan::WarmTier::Off(strata_plan::WarmOff::Off),
                     }),
                 })
                 .collect(),

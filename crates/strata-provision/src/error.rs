@@ -52,8 +52,8 @@ pub enum ProvisionError {
     #[error("the training window has no reads: there is nothing for flash to serve")]
     NoReads,
     /// A tier plan could not be parsed or is invalid.
-    #[error("tier plan: {0}")]
-    BadPlan(String),
+    #[error(transparent)]
+    BadPlan(#[from] strata_plan::PlanError),
 }
 
 /// Shorthand for results of this crate.

@@ -26,7 +26,6 @@ pub mod collect;
 pub mod curve;
 pub mod econ;
 mod error;
-pub mod plan;
 pub mod replay;
 pub mod solver;
 pub mod svg;
@@ -39,7 +38,10 @@ pub use collect::{collect, CollectConfig, Collected, Collector, WorkloadStats};
 pub use curve::CacheabilityCurve;
 pub use econ::Prices;
 pub use error::{ProvisionError, Result};
-pub use plan::{Eviction, TierPlan, WarmOff, WarmTier, WorkloadPlan};
 pub use replay::{Layout, Replay};
 pub use solver::{allocate, Item, Solution};
+/// The tier plan format lives in its own crate (the store reads it too).
+pub use strata_plan::{
+    Eviction, TierPlan, WarmOff, WarmTier, WorkloadPlan, PLAN_FORMAT, PLAN_VERSION,
+};
 pub use warm::{warm_age, WarmAge, WarmConfig};

@@ -22,7 +22,7 @@ use serde::Serialize;
 use strata_trace::{Op, Request};
 
 use crate::collect::{mix64, unit};
-use crate::plan::Eviction;
+use strata_plan::Eviction;
 
 /// How flash is laid out for one replay.
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use strata_node::http::{method_not_allowed, read_body, reason};
-use strata_provision::TierPlan;
+use strata_plan::TierPlan;
 
 use crate::node::ClusterNode;
 

@@ -21,8 +21,8 @@ use strata_node::tiers::{SHARED, SHARED_ID};
 use strata_node::trace::Tracer;
 use strata_placement::recovery::Transfer;
 use strata_placement::{DiskId, NodeId, PlacementTable};
+use strata_plan::TierPlan;
 use strata_policy::PolicySpec;
-use strata_provision::TierPlan;
 use strata_store::Tier;
 use tokio::sync::Semaphore;
 
@@ -657,8 +657,8 @@ impl ClusterNode {
         let id = self.workload_id(part);
         let g = read(&self.plan);
         match g.1.entry(id, part)?.ec.as_ref()? {
-            strata_provision::WarmTier::After { after_seconds } => Some(Some(*after_seconds)),
-            strata_provision::WarmTier::Off(_) => Some(None),
+            strata_plan::WarmTier::After { after_seconds } => Some(Some(*after_seconds)),
+            strata_plan::WarmTier::Off(_) => Some(None),
         }
     }
 

@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use strata_analyze::{AnalyzeConfig, Analyzer};
 use strata_policy::Unit;
-use strata_provision::plan::Eviction;
+use strata_provision::Eviction;
 use strata_provision::{provision, AgeBuckets, Amount, CollectConfig, Collector, Prices};
 use strata_report::charts::{fmt_value, line_chart, Axis, Fmt, Series};
 use strata_report::{render, table, MrcCurve, ReportInput, Section};

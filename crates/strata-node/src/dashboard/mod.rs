@@ -25,7 +25,7 @@ use history::{Counts, History, PlanInfo, Reading, Window};
 use parking_lot::Mutex;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use strata_provision::TierPlan;
+use strata_plan::TierPlan;
 
 /// The page, compiled in.
 pub const PAGE: &str = include_str!("page.html");

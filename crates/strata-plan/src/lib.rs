@@ -1,8 +1,19 @@
-//! The tier plan: what the store's tier manager loads (docs/tier-plan.md).
+//! The tier plan (docs/tier-plan.md): what the lab's `strata provision
+//! --plan` writes, the metadata service stores, and each node's tier
+//! manager loads. A format crate at the bottom of the workspace: the lab
+//! and the store both depend on it, neither on the other.
+
+#![warn(missing_docs)]
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ProvisionError, Result};
+/// A tier plan that does not parse or whose fields are out of range.
+#[derive(Debug, thiserror::Error)]
+#[error("tier plan: {0}")]
+pub struct PlanError(pub String);
+
+/// Results of this crate.
+pub type Result<T> = std::result::Result<T, PlanError>;
 
 /// The `format` field of every tier plan.
 pub const PLAN_FORMAT: &str = "strata-tier-plan";
@@ -121,13 +132,13 @@ impl TierPlan {
     /// Checks the format, version and every field's range.
     pub fn validate(&self) -> Result<()> {
         if self.format != PLAN_FORMAT {
-            return Err(ProvisionError::BadPlan(format!(
+            return Err(PlanError(format!(
                 "format is {:?}, expected {PLAN_FORMAT:?}",
                 self.format
             )));
         }
         if self.version != PLAN_VERSION {
-            return Err(ProvisionError::BadPlan(format!(
+            return Err(PlanError(format!(
                 "version {} is not supported (this build reads version {PLAN_VERSION})",
                 self.version
             )));
@@ -136,20 +147,17 @@ impl TierPlan {
         let mut ids = std::collections::HashSet::new();
         for w in &self.workloads {
             if !ids.insert(w.id) {
-                return Err(ProvisionError::BadPlan(format!(
-                    "workload {} is listed twice",
-                    w.id
-                )));
+                return Err(PlanError(format!("workload {} is listed twice", w.id)));
             }
             if !(0.0..=1.0).contains(&w.write_probability) {
-                return Err(ProvisionError::BadPlan(format!(
+                return Err(PlanError(format!(
                     "workload {}: write_probability {} is not in [0, 1]",
                     w.id, w.write_probability
                 )));
             }
             if let Some(t) = w.ttl_seconds {
                 if !(t >= 0.0 && t.is_finite()) {
-                    return Err(ProvisionError::BadPlan(format!(
+                    return Err(PlanError(format!(
                         "workload {}: ttl_seconds {t} is not a non-negative number",
                         w.id
                     )));
@@ -157,7 +165,7 @@ impl TierPlan {
             }
             if let Some(WarmTier::After { after_seconds: a }) = w.ec {
                 if !(a >= 0.0 && a.is_finite()) {
-                    return Err(ProvisionError::BadPlan(format!(
+                    return Err(PlanError(format!(
                         "workload {}: ec.after_seconds {a} is not a non-negative number",
                         w.id
                     )));
@@ -165,7 +173,7 @@ impl TierPlan {
             }
             if let Some(r) = w.read_ops_per_s {
                 if !(r >= 0.0 && r.is_finite()) {
-                    return Err(ProvisionError::BadPlan(format!(
+                    return Err(PlanError(format!(
                         "workload {}: read_ops_per_s {r} is not a non-negative number",
                         w.id
                     )));
@@ -174,7 +182,7 @@ impl TierPlan {
             sum = sum.saturating_add(w.flash_bytes);
         }
         if sum > self.total_flash_bytes {
-            return Err(ProvisionError::BadPlan(format!(
+            return Err(PlanError(format!(
                 "workloads hold {sum} flash bytes, more than the total {}",
                 self.total_flash_bytes
             )));
@@ -184,8 +192,7 @@ impl TierPlan {
 
     /// Parses and validates a plan from JSON text.
     pub fn from_json(text: &str) -> Result<TierPlan> {
-        let p: TierPlan =
-            serde_json::from_str(text).map_err(|e| ProvisionError::BadPlan(e.to_string()))?;
+        let p: TierPlan = serde_json::from_str(text).map_err(|e| PlanError(e.to_string()))?;
         p.validate()?;
         Ok(p)
     }

@@ -258,10 +258,10 @@ pub fn plan_json(data: &[u8]) {
 /// Row records (docs/recovery.md: the needle data of a cluster row) and
 /// the head-record parser of the client: never panic on any bytes.
 pub fn row_record(data: &[u8]) {
-    if let Some(d) = strata_server::rows::decode(data) {
-        let _ = strata_client::protocol::parse_head(&bytes::Bytes::copy_from_slice(d.record));
+    if let Some(d) = strata_proto::row::decode(data) {
+        let _ = strata_proto::parse_head(&bytes::Bytes::copy_from_slice(d.record));
     }
-    let _ = strata_client::protocol::parse_head(&bytes::Bytes::copy_from_slice(data));
+    let _ = strata_proto::parse_head(&bytes::Bytes::copy_from_slice(data));
     let _ = strata_node::object::ObjectHeader::decode(&bytes::Bytes::copy_from_slice(data));
 }
 

@@ -15,7 +15,7 @@ use cluster_common::*;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
-use strata_client::protocol::{ListEntry, DIGEST_RANGES};
+use strata_proto::{ListEntry, DIGEST_RANGES};
 
 const TRACT: usize = 64 << 10;
 

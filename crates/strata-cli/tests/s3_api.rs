@@ -1685,7 +1685,7 @@ fn s3_member(
 /// The addresses of the replicas of `bucket`'s index row.
 fn index_holders(meta: &str, bucket: &str) -> Vec<String> {
     let (table, map) = map_of(meta);
-    let row = strata_client::protocol::index_row(&table, bucket);
+    let row = strata_proto::index_row(&table, bucket);
     table
         .row(row)
         .iter()

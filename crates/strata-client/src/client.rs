@@ -12,14 +12,14 @@ use strata_meta::api::{ClusterMap, NodeState};
 use strata_placement::{object_hash, DiskId, PlacementTable};
 
 use crate::http::Http;
-use crate::protocol::{
+use crate::ClientError;
+use strata_proto::{
     extend_path, index_list_path, index_path, index_row, inline_meta_record, inline_record,
     manifest_record, new_cookie, new_tract_version, object_path, parse_head, parse_head_start,
     tract_data, tract_record, valid_name, versioned_tract_key, ExtendRequest, ExtendResponse, Head,
     HeadInfo, IndexEntry, ListPage, ListQuery, Manifest, ObjectMeta, HEAD_START, HEAD_START_PARAM,
     RECORD_MANIFEST, RECORD_TRACT,
 };
-use crate::ClientError;
 
 /// Timeouts of a [`Client`].
 #[derive(Clone, Debug)]
@@ -153,7 +153,7 @@ impl Client {
     /// strictly increasing within this client so that a delete issued after
     /// a put of the same name always wins over it.
     pub fn next_stamp(&self) -> u64 {
-        let now = crate::protocol::now_stamp();
+        let now = strata_proto::now_stamp();
         let mut last = self.last_stamp.load(Ordering::Relaxed);
         loop {
             let next = now.max(last + 1);
@@ -1167,7 +1167,7 @@ impl Client {
         let url = format!(
             "http://{}/v1/buckets/{}/public",
             self.meta,
-            crate::protocol::encode_segment(name)
+            strata_proto::encode_segment(name)
         );
         let method = if public { Method::PUT } else { Method::DELETE };
         let r = self.admin_request(method, &url, admin_token).await?;
@@ -1189,7 +1189,7 @@ impl Client {
         let url = format!(
             "http://{}/v1/buckets/{}",
             self.meta,
-            crate::protocol::encode_segment(name)
+            strata_proto::encode_segment(name)
         );
         let method = if create { Method::PUT } else { Method::DELETE };
         let r = self
@@ -1421,7 +1421,7 @@ impl Client {
         mirrored: bool,
     ) -> Result<(), ClientError> {
         let url = format!("http://{addr}/cluster/v1/intents");
-        let body = serde_json::to_vec(&crate::protocol::IntentChange {
+        let body = serde_json::to_vec(&strata_proto::IntentChange {
             names: names.to_vec(),
             stamp,
             add,

@@ -56,10 +56,10 @@ pub struct HttpResponse {
     /// tombstone behind a 404).
     pub stamp: Option<u64>,
     /// The tier a replica put a record on or read it from
-    /// ([`crate::protocol::TIER_HEADER`]: `flash`, `disk`, ...), if it said.
+    /// ([`strata_proto::TIER_HEADER`]: `flash`, `disk`, ...), if it said.
     pub tier: Option<String>,
     /// The whole record's length when the body is its first bytes
-    /// ([`crate::protocol::RECORD_LENGTH_HEADER`]).
+    /// ([`strata_proto::RECORD_LENGTH_HEADER`]).
     pub record_len: Option<u64>,
     /// Body.
     pub body: Bytes,
@@ -138,7 +138,7 @@ impl Http {
     }
 
     /// [`send`](Self::send) with the write's stamp in
-    /// [`STAMP_HEADER`](crate::protocol::STAMP_HEADER).
+    /// [`STAMP_HEADER`](strata_proto::STAMP_HEADER).
     pub async fn send_stamped(
         &self,
         method: Method,
@@ -181,10 +181,10 @@ impl Http {
         if let Some((node, path)) = self.local_path(url).filter(|_| extra.is_empty()) {
             let mut headers = Vec::new();
             if let Some(v) = version {
-                headers.push((crate::protocol::TABLE_VERSION_HEADER, v.to_string()));
+                headers.push((strata_proto::TABLE_VERSION_HEADER, v.to_string()));
             }
             if let Some(s) = stamp {
-                headers.push((crate::protocol::STAMP_HEADER, s.to_string()));
+                headers.push((strata_proto::STAMP_HEADER, s.to_string()));
             }
             return match tokio::time::timeout(timeout, node.call(method, path, headers, body)).await
             {
@@ -200,17 +200,17 @@ impl Http {
             let table_version = header_version(&resp);
             let stamp = resp
                 .headers()
-                .get(crate::protocol::STAMP_HEADER)
+                .get(strata_proto::STAMP_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|s| s.parse().ok());
             let tier = resp
                 .headers()
-                .get(crate::protocol::TIER_HEADER)
+                .get(strata_proto::TIER_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             let record_len = resp
                 .headers()
-                .get(crate::protocol::RECORD_LENGTH_HEADER)
+                .get(strata_proto::RECORD_LENGTH_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|s| s.parse().ok());
             let body = resp
@@ -277,10 +277,10 @@ impl Http {
             req = req.header(*k, *v);
         }
         if let Some(v) = version {
-            req = req.header(crate::protocol::TABLE_VERSION_HEADER, v);
+            req = req.header(strata_proto::TABLE_VERSION_HEADER, v);
         }
         if let Some(s) = stamp {
-            req = req.header(crate::protocol::STAMP_HEADER, s);
+            req = req.header(strata_proto::STAMP_HEADER, s);
         }
         if !body.is_empty()
             && !headers
@@ -404,7 +404,7 @@ impl Http {
 /// The table version header of a response.
 pub fn header_version<B>(resp: &hyper::Response<B>) -> Option<u64> {
     resp.headers()
-        .get(crate::protocol::TABLE_VERSION_HEADER)
+        .get(strata_proto::TABLE_VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.parse().ok())
 }

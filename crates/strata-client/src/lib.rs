@@ -32,7 +32,6 @@
 mod client;
 mod error;
 mod http;
-pub mod protocol;
 
 pub use client::{Client, ClientConfig, ClientStats, Staged};
 pub use error::ClientError;

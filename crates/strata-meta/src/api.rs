@@ -5,11 +5,6 @@ use serde::{Deserialize, Serialize};
 use strata_placement::recovery::Transfer;
 use strata_placement::{DiskId, NodeId, PlacementTable};
 
-/// The HTTP header that carries the client's placement-table version on
-/// every data request; a node refuses a stale one with 409 and its own
-/// version in the same header.
-pub const TABLE_VERSION_HEADER: &str = "x-strata-table-version";
-
 /// Tier class of a disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

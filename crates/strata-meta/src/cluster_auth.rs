@@ -175,7 +175,7 @@ impl ClusterSecret {
         let signed = Signed {
             method,
             path: path_and_query,
-            version: num(crate::api::TABLE_VERSION_HEADER),
+            version: num(strata_proto::TABLE_VERSION_HEADER),
             stamp: num(STAMP_HEADER),
             len: num("content-length").unwrap_or(0),
         };

@@ -9,6 +9,7 @@
 //! is in docs/node.md ("Object header").
 
 use bytes::Bytes;
+use strata_proto::row::name_hash;
 
 /// Magic of the object header: `SNO1` in ASCII.
 pub const OBJECT_MAGIC: [u8; 4] = *b"SNO1";
@@ -27,16 +28,6 @@ pub struct ObjectId {
     pub key: u64,
     /// The 32-bit alternate key.
     pub alt: u32,
-}
-
-/// XXH3-128 over `bucket`, a zero byte and `name`: the one hash every
-/// part of Strata derives an object's engine identity from.
-pub fn name_hash(bucket: &str, name: &str) -> u128 {
-    let mut buf = Vec::with_capacity(bucket.len() + 1 + name.len());
-    buf.extend_from_slice(bucket.as_bytes());
-    buf.push(0);
-    buf.extend_from_slice(name.as_bytes());
-    xxhash_rust::xxh3::xxh3_128(&buf)
 }
 
 /// The 96-bit identity of `bucket/name`: the low 64 bits of XXH3-128 over

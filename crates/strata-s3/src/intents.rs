@@ -24,8 +24,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use strata_client::protocol::{listing_entry, now_stamp, IndexEntry};
 use strata_client::Client;
+use strata_proto::{listing_entry, now_stamp, IndexEntry};
 
 use crate::cluster::unavailable;
 use crate::service::StrataS3;

@@ -6,7 +6,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use s3s::dto::{CommonPrefix, EncodingType, Object, ObjectStorageClass, Timestamp};
 use s3s::{s3_error, S3Result};
 use std::time::{Duration, UNIX_EPOCH};
-use strata_client::protocol::{ListPage, ListQuery};
+use strata_proto::{ListPage, ListQuery};
 
 /// S3's default and largest page.
 pub const MAX_KEYS: usize = 1000;

@@ -10,7 +10,7 @@ use s3s::checksum::ChecksumHasher;
 use s3s::crypto::Checksum as _;
 use s3s::dto::{ETag, ETagCondition, Timestamp};
 use s3s::{s3_error, S3Result, TrailingHeaders};
-use strata_client::protocol::ObjectMeta;
+use strata_proto::ObjectMeta;
 
 /// The content headers S3 stores with an object and answers on GET and
 /// HEAD, by lower-case name.

@@ -13,8 +13,8 @@ use md5::{Digest, Md5};
 use s3s::dto::{ETag, Part, StreamingBlob, UploadPartInput};
 use s3s::{s3_error, S3Result};
 use std::time::Duration;
-use strata_client::protocol::{IndexEntry, ListQuery, ObjectMeta};
 use strata_client::{Client, ClientError};
+use strata_proto::{IndexEntry, ListQuery, ObjectMeta};
 
 use crate::cluster::unavailable;
 use crate::meta::{Checks, Conditions};
@@ -125,10 +125,10 @@ pub(crate) fn crash_at() -> Option<&'static str> {
 
 /// A new upload id: 128 random bits.
 fn new_upload_id() -> String {
-    let a = strata_client::protocol::new_cookie() as u128;
-    let b = strata_client::protocol::new_cookie() as u128;
-    let c = strata_client::protocol::new_cookie() as u128;
-    let d = strata_client::protocol::new_cookie() as u128;
+    let a = strata_proto::new_cookie() as u128;
+    let b = strata_proto::new_cookie() as u128;
+    let c = strata_proto::new_cookie() as u128;
+    let d = strata_proto::new_cookie() as u128;
     format!("{:032x}", a << 96 | b << 64 | c << 32 | d)
 }
 
@@ -272,7 +272,7 @@ impl StrataS3 {
         meta: ObjectMeta,
     ) -> S3Result<String> {
         let client = self.bucket(bucket).await?;
-        if !strata_client::protocol::valid_name(bucket, key) {
+        if !strata_proto::valid_name(bucket, key) {
             return Err(s3_error!(InvalidArgument, "bad object name"));
         }
         let upload = new_upload_id();
@@ -753,7 +753,7 @@ fn is_upload(name: &str) -> bool {
 /// `every` (so the nodes of a cluster do not sweep in step), then every
 /// `every`; logs what each pass removed.
 pub async fn sweep_loop(s3: StrataS3, abandoned_after: Duration, every: Duration) {
-    let jitter = every.mul_f64((strata_client::protocol::new_cookie() % 1000) as f64 / 1000.0);
+    let jitter = every.mul_f64((strata_proto::new_cookie() % 1000) as f64 / 1000.0);
     tokio::time::sleep(jitter).await;
     loop {
         match s3.sweep_uploads(abandoned_after).await {

@@ -25,7 +25,7 @@ use s3s::dto::{
 };
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use strata_client::protocol::{entry_of, HeadInfo, ListQuery, ObjectMeta};
+use strata_proto::{entry_of, HeadInfo, ListQuery, ObjectMeta};
 
 use crate::list;
 use crate::meta::{self, Checks, Conditions};
@@ -173,7 +173,7 @@ impl StrataS3 {
         &self,
         bucket: &str,
         key: &str,
-    ) -> S3Result<(Arc<Client>, strata_client::protocol::Head, u64)> {
+    ) -> S3Result<(Arc<Client>, strata_proto::Head, u64)> {
         let client = self.bucket(bucket).await?;
         let (head, stamp) = client
             .head_stamped(bucket, key)
@@ -407,11 +407,11 @@ impl StrataS3 {
         &self,
         bucket: &str,
         q: ListQuery,
-    ) -> S3Result<strata_client::protocol::ListPage> {
+    ) -> S3Result<strata_proto::ListPage> {
         let client = self.bucket(bucket).await?;
         if q.max == 0 {
             // max-keys=0: nothing, and not truncated (as S3 answers).
-            return Ok(strata_client::protocol::ListPage::default());
+            return Ok(strata_proto::ListPage::default());
         }
         client.index_list(bucket, &q).await.map_err(unavailable)
     }

@@ -912,7 +912,7 @@ pub(crate) async fn read_record(
         // meaningless there (the stripe index says what is live).
         let (_, data) = strata_store::format::needle::parse(needle, FlagCode::Ignored)
             .map_err(|e| format!("stripe {:016x} offset {}: {e}", s.id, loc.offset))?;
-        let d = crate::rows::decode(data)
+        let d = strata_proto::row::decode(data)
             .ok_or_else(|| format!("stripe {:016x} offset {}: no name header", s.id, loc.offset))?;
         if d.bucket != bucket || d.key != key || d.stamp != loc.stamp {
             return Err(format!(
@@ -1500,14 +1500,14 @@ async fn encode_one(
             {
                 continue;
             }
-            let Some(d) = crate::rows::decode(&n.data) else {
+            let Some(d) = strata_proto::row::decode(&n.data) else {
                 continue;
             };
             // A tombstone is not indexed: it stays in the replicas' row
             // stores, where it hides the stripes' older records of its
             // name and where the replica scrub purges it once no stripe
             // holds one (its bytes in the stripe are dead weight).
-            if strata_client::protocol::is_tombstone(d.record) {
+            if strata_proto::is_tombstone(d.record) {
                 continue;
             }
             out.push(IndexEntry {
@@ -1782,7 +1782,7 @@ fn needle_is(needle: &[u8], e: &IndexEntry) -> bool {
             h.key == e.key
                 && h.alt_key == e.alt
                 && data.len() == e.len as usize
-                && crate::rows::decode(data).is_some_and(|d| d.stamp == e.stamp)
+                && strata_proto::row::decode(data).is_some_and(|d| d.stamp == e.stamp)
         }
         Err(_) => false,
     }

@@ -27,7 +27,6 @@ use axum::Router;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
 use std::time::Instant;
-use strata_client::protocol::{parse_head, parse_head_start, Head, HeadInfo, HEAD_START};
 use strata_client::{Client, ClientConfig, ClientError, Http, HttpResponse, LocalNode};
 use strata_node::http::{
     check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
@@ -36,6 +35,7 @@ use strata_node::http::{
 use strata_node::metrics::Served;
 use strata_node::range::parse_range;
 use strata_node::tiers::valid_bucket;
+use strata_proto::{parse_head, parse_head_start, Head, HeadInfo, HEAD_START};
 
 use crate::node::ClusterNode;
 use crate::rows::RowStore;
@@ -532,9 +532,9 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
             // copy of the bytes).
             let start = Instant::now();
             let stamp = client.next_stamp();
-            let cookie = strata_client::protocol::new_cookie();
-            let mut data = crate::rows::encode_prefix(bucket, name, stamp, 5 + len as usize);
-            data.push(strata_client::protocol::RECORD_INLINE_COOKIE);
+            let cookie = strata_proto::new_cookie();
+            let mut data = strata_proto::row::encode_prefix(bucket, name, stamp, 5 + len as usize);
+            data.push(strata_proto::RECORD_INLINE_COOKIE);
             data.extend_from_slice(&cookie.to_le_bytes());
             let mut checked = std::pin::pin!(checked);
             let mut fault = None;
@@ -900,15 +900,9 @@ impl LocalNode for InProcess {
                     .and_then(|s| s.parse::<u64>().ok())
             };
             let status = resp.status();
-            let table_version = num(
-                resp.headers(),
-                strata_client::protocol::TABLE_VERSION_HEADER,
-            );
-            let stamp = num(resp.headers(), strata_client::protocol::STAMP_HEADER);
-            let record_len = num(
-                resp.headers(),
-                strata_client::protocol::RECORD_LENGTH_HEADER,
-            );
+            let table_version = num(resp.headers(), strata_proto::TABLE_VERSION_HEADER);
+            let stamp = num(resp.headers(), strata_proto::STAMP_HEADER);
+            let record_len = num(resp.headers(), strata_proto::RECORD_LENGTH_HEADER);
             let tier = resp
                 .headers()
                 .get(TIER_HEADER)

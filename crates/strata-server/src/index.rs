@@ -2,7 +2,7 @@
 //! every object's name, size, ETag and time, in UTF-8 byte order, in a
 //! redb database on the node (`DATA/listing.redb`). The index is
 //! partitioned by bucket: a bucket's entries live on the replicas of its
-//! index row ([`strata_client::protocol::index_row`]); the coordinator
+//! index row ([`strata_proto::index_row`]); the coordinator
 //! writes them after the object and before acknowledging, so an
 //! acknowledged PUT is listed and an acknowledged DELETE is not, after any
 //! crash (every change is durable before it answers). Writes are group
@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::Router;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use strata_client::protocol::{IndexEntry, ListPage, ListQuery};
+use strata_proto::{IndexEntry, ListPage, ListQuery};
 
 use crate::index_log::Log;
 use crate::ClusterError;
@@ -1564,7 +1564,7 @@ async fn delete_entry(
 }
 
 async fn set_intents(State(r): State<Routes>, body: Bytes) -> Response {
-    let c: strata_client::protocol::IntentChange = match serde_json::from_slice(&body) {
+    let c: strata_proto::IntentChange = match serde_json::from_slice(&body) {
         Ok(c) => c,
         Err(e) => {
             return (StatusCode::BAD_REQUEST, format!("bad intent change: {e}")).into_response()

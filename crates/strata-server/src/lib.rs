@@ -5,7 +5,7 @@
 //! and keeps the current placement table. For every row its disk belongs
 //! to it keeps one segment store (Haystack's physical volume of a logical
 //! volume; [`rows::RowStores`]) and serves the table-versioned object API of
-//! [`strata_client::protocol`]: a request with a stale table version is
+//! [`strata_proto`]: a request with a stale table version is
 //! refused, one for a row that is not here is misdirected.
 //!
 //! Recovery ([`recovery`]): when the table puts this node's disk in place of

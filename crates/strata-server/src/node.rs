@@ -1676,7 +1676,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             let node = node.clone();
             Arc::new(move |bucket: &str| {
                 node.map()
-                    .map(|m| strata_client::protocol::index_row(&m.table, bucket))
+                    .map(|m| strata_proto::index_row(&m.table, bucket))
             })
         }))
         .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));

@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 use http_body_util::BodyExt;
 use hyper::Method;
-use strata_client::protocol::take_frame;
 use strata_meta::api::RecoveryTask;
+use strata_proto::take_frame;
 use strata_store::Tier;
 
 use crate::node::ClusterNode;
@@ -388,7 +388,7 @@ pub(crate) async fn rebuild_index(node: Arc<ClusterNode>) {
 /// is in this node's rows (and a tombstone for each deleted one), with
 /// the records' stamps. Blocking.
 fn index_from_heads(node: &ClusterNode) -> Result<Vec<crate::index::ExportLine>, ClusterError> {
-    use strata_client::protocol::{is_tombstone, listing_entry, parse_head};
+    use strata_proto::{is_tombstone, listing_entry, parse_head};
     let mut out = Vec::new();
     for stores in node.stores.iter().flatten() {
         for row in stores.rows_on_disk() {

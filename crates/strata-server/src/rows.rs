@@ -8,15 +8,8 @@
 //! needles go there with their bucket's write probability and the tier
 //! mover moves the oldest flash segments whole to the disk directory.
 //!
-//! A record named `(bucket, key)` is a needle whose key and alternate key
-//! are the low 96 bits of XXH3-128 over `bucket`, NUL, `key` (cookie: the
-//! next 32 bits), and whose data is (docs/recovery.md, "Row records"):
-//! the bucket length (u16 LE, bit 15 set: stamped layout), the bucket, the
-//! key length (u16 LE), the key, the stamp (u64 LE, microseconds since the
-//! epoch), then the record (kind byte and payload). Needles of the first
-//! layout (bit 15 clear) have no stamp and read as stamp 0. The names are
-//! compared on every read, so a hash collision reads as absent, never as
-//! the wrong object.
+//! A record named `(bucket, key)` is one needle, laid out as
+//! [`strata_proto::row`] says (docs/protocol.md, *Row records*).
 //!
 //! Every write goes through the row's writer thread, which keeps a record
 //! only if its stamp is at least the stamp of the record it replaces: the
@@ -33,6 +26,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use bytes::Bytes;
 use strata_node::metrics::Metrics;
 use strata_node::tiers::SHARED;
+use strata_proto::row::{decode, encode, identity};
 use strata_store::{PutItem, Store, StoreConfig, StoreError, StoredNeedle, Tier};
 
 use crate::reserve::Reserve;
@@ -42,77 +36,6 @@ use crate::ClusterError;
 const BATCH_RECORDS: usize = 512;
 /// Most bytes one group commit writes.
 const BATCH_BYTES: usize = 16 << 20;
-/// Bit 15 of the bucket length: the needle has a stamp after the key.
-const STAMPED: u16 = 0x8000;
-
-/// The engine identity of a record.
-/// The key and alternate key are the node's object identity
-/// ([`strata_node::object::object_id`]); the next 32 bits of the same hash
-/// are the store-level cookie of a row record (the object's own random
-/// cookie is in the record, checked by the node serving the public API).
-pub fn identity(bucket: &str, key: &str) -> (u64, u32, u32) {
-    let h = strata_node::object::name_hash(bucket, key);
-    (h as u64, (h >> 64) as u32, (h >> 96) as u32)
-}
-
-/// Needle data of a record.
-pub fn encode(bucket: &str, key: &str, stamp: u64, record: &[u8]) -> Vec<u8> {
-    let mut out = encode_prefix(bucket, key, stamp, record.len());
-    out.extend_from_slice(record);
-    out
-}
-
-/// The row layout up to the record (bucket, key, stamp), with room for a
-/// record of `record_len` bytes after it.
-pub fn encode_prefix(bucket: &str, key: &str, stamp: u64, record_len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + bucket.len() + key.len() + record_len);
-    out.extend_from_slice(&(bucket.len() as u16 | STAMPED).to_le_bytes());
-    out.extend_from_slice(bucket.as_bytes());
-    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(&stamp.to_le_bytes());
-    out
-}
-
-/// A decoded needle.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Decoded<'a> {
-    /// Bucket.
-    pub bucket: &'a str,
-    /// Key.
-    pub key: &'a str,
-    /// Stamp (0 for needles of the first layout).
-    pub stamp: u64,
-    /// The record: kind byte and payload.
-    pub record: &'a [u8],
-}
-
-/// Splits needle data into its parts.
-pub fn decode(data: &[u8]) -> Option<Decoded<'_>> {
-    let raw = u16::from_le_bytes(data.get(..2)?.try_into().ok()?);
-    let stamped = raw & STAMPED != 0;
-    let bl = (raw & !STAMPED) as usize;
-    let bucket = std::str::from_utf8(data.get(2..2 + bl)?).ok()?;
-    let rest = &data[2 + bl..];
-    let kl = u16::from_le_bytes(rest.get(..2)?.try_into().ok()?) as usize;
-    let key = std::str::from_utf8(rest.get(2..2 + kl)?).ok()?;
-    let rest = &rest[2 + kl..];
-    let (stamp, record) = if stamped {
-        (
-            u64::from_le_bytes(rest.get(..8)?.try_into().ok()?),
-            &rest[8..],
-        )
-    } else {
-        (0, rest)
-    };
-    Some(Decoded {
-        bucket,
-        key,
-        stamp,
-        record,
-    })
-}
-
 /// A record read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stored {
@@ -572,7 +495,7 @@ impl RowStore {
     }
 
     /// [`RowStore::put`] of needle data already in the row layout
-    /// ([`encode`], or [`encode_prefix`] followed by the record): a caller
+    /// ([`strata_proto::row::encode`], or [`strata_proto::row::encode_prefix`] followed by the record): a caller
     /// that builds the record as a body arrives copies it once.
     pub async fn put_encoded(
         &self,
@@ -584,8 +507,7 @@ impl RowStore {
         own: bool,
     ) -> Result<bool, ClusterError> {
         let (k, alt, cookie) = identity(bucket, key);
-        let tombstone =
-            decode(&data).is_some_and(|d| strata_client::protocol::is_tombstone(d.record));
+        let tombstone = decode(&data).is_some_and(|d| strata_proto::is_tombstone(d.record));
         // A disk that met a full volume keeps its freed reserve for
         // tombstones and compaction until it is whole again.
         let reserve = match &self.reserve {
@@ -871,8 +793,7 @@ impl RowStore {
 fn current_stamp(store: &Store, key: u64, alt: u32) -> Result<Option<(u64, bool)>, WriteFail> {
     match store.get_unchecked(key, alt) {
         Ok(Some(obj)) => {
-            Ok(decode(&obj.data)
-                .map(|d| (d.stamp, strata_client::protocol::is_tombstone(d.record))))
+            Ok(decode(&obj.data).map(|d| (d.stamp, strata_proto::is_tombstone(d.record))))
         }
         Ok(None) => Ok(None),
         // The held copy cannot be read back (a damaged needle): the new
@@ -903,10 +824,7 @@ fn stamp_before_put(
         Ok(Some(p)) => match decode(&p.data) {
             // A tombstone is a few bytes: a record read in part is none.
             Some(d) if !p.verified && d.stamp <= stamp => Ok(Some((d.stamp, false))),
-            Some(d) if p.verified => Ok(Some((
-                d.stamp,
-                strata_client::protocol::is_tombstone(d.record),
-            ))),
+            Some(d) if p.verified => Ok(Some((d.stamp, strata_proto::is_tombstone(d.record)))),
             _ => current_stamp(store, key, alt),
         },
         Ok(None) => Ok(None),
@@ -1518,26 +1436,6 @@ mod tests {
             .unwrap();
             assert!(steps > 3, "{how:?}: {steps} steps");
         }
-    }
-
-    #[test]
-    fn needle_layouts_round_trip() {
-        let n = encode("b", "k", 42, b"\x00hello");
-        let d = decode(&n).unwrap();
-        assert_eq!(
-            (d.bucket, d.key, d.stamp, d.record),
-            ("b", "k", 42, &b"\x00hello"[..])
-        );
-        // The first layout (no stamp) still reads, as stamp 0.
-        let mut old = Vec::new();
-        old.extend_from_slice(&1u16.to_le_bytes());
-        old.extend_from_slice(b"b");
-        old.extend_from_slice(&1u16.to_le_bytes());
-        old.extend_from_slice(b"k");
-        old.extend_from_slice(b"\x00x");
-        let d = decode(&old).unwrap();
-        assert_eq!((d.stamp, d.record), (0, &b"\x00x"[..]));
-        assert!(decode(&n[..n.len() - 7]).is_none());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

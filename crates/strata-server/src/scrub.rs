@@ -16,8 +16,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use hyper::Method;
-use strata_client::protocol::{object_path, ListEntry, RowDigest, DIGEST_RANGES};
 use strata_meta::api::{ScrubReport, SCRUB_NAMES_KEPT};
+use strata_proto::{object_path, ListEntry, RowDigest, DIGEST_RANGES};
 
 use crate::node::ClusterNode;
 use crate::rows::RowStore;
@@ -271,7 +271,7 @@ async fn sync_row(
 }
 
 /// A data tract record's name, `KEY` NUL `TRACT` NUL `VERSION` (16 hex
-/// digits; [`strata_client::protocol::versioned_tract_key`]): the object's
+/// digits; [`strata_proto::versioned_tract_key`]): the object's
 /// key, the tract number and the version. Tracts without a version (of
 /// objects built by appends) are not orphans this pass can tell.
 fn parse_tract_name(name: &str) -> Option<(&str, u64, u64)> {
@@ -308,7 +308,7 @@ async fn reclaim_orphans(
         return Ok(0);
     };
     let grace = node.opts.orphan_grace.as_micros() as u64;
-    let now = strata_client::protocol::now_stamp();
+    let now = strata_proto::now_stamp();
     let scan = tokio::task::spawn_blocking(move || {
         let mut found: TractsByObject = HashMap::new();
         let res = store.scan(|s| {
@@ -319,9 +319,7 @@ async fn reclaim_orphans(
                 data,
             } = s
             {
-                if now.saturating_sub(stamp) >= grace
-                    && !strata_client::protocol::is_tombstone(&data)
-                {
+                if now.saturating_sub(stamp) >= grace && !strata_proto::is_tombstone(&data) {
                     if let Some((k, t, v)) = parse_tract_name(&key) {
                         found.entry((bucket, k.to_string())).or_default().push((
                             key.clone(),
@@ -367,13 +365,11 @@ async fn reclaim_orphans(
                 )
                 .await
             {
-                Ok(r) if r.status.is_success() => {
-                    match strata_client::protocol::parse_head(&r.body) {
-                        Ok(strata_client::protocol::Head::Manifest(m)) => live.push(m.version),
-                        Ok(_) => {}
-                        Err(_) => unsure = true,
-                    }
-                }
+                Ok(r) if r.status.is_success() => match strata_proto::parse_head(&r.body) {
+                    Ok(strata_proto::Head::Manifest(m)) => live.push(m.version),
+                    Ok(_) => {}
+                    Err(_) => unsure = true,
+                },
                 Ok(r) if r.status == hyper::StatusCode::NOT_FOUND => {}
                 _ => unsure = true,
             }
@@ -386,7 +382,7 @@ async fn reclaim_orphans(
                 continue;
             }
             let tpath = object_path(row, &bucket, &name);
-            let tomb = strata_client::protocol::now_stamp().max(stamp + 1);
+            let tomb = strata_proto::now_stamp().max(stamp + 1);
             let mut all = true;
             for addr in addrs {
                 let r = node
@@ -481,7 +477,7 @@ async fn repair_range(
         move |reason| ClusterError::Peer { addr, reason }
     };
     let grace = node.opts.tombstone_grace.as_micros() as u64;
-    let now = strata_client::protocol::now_stamp();
+    let now = strata_proto::now_stamp();
     let mut fix = Fix::default();
     for ((bucket, key), copies) in seen {
         let Some((_, &(stamp, tombstone, ref holders))) = copies
@@ -493,7 +489,7 @@ async fn repair_range(
         let path = object_path(row, &bucket, &key);
         // An erasure-coded stripe of the row holds this record or a newer
         // one: every replica reads it from there, none lacks it.
-        let (k, alt, _) = crate::rows::identity(&bucket, &key);
+        let (k, alt, _) = strata_proto::row::identity(&bucket, &key);
         if holders.len() < addrs.len()
             && node
                 .ec
@@ -528,7 +524,7 @@ async fn repair_range(
         }
         fix.missing += 1;
         let body = if tombstone {
-            strata_client::protocol::tombstone_record()
+            strata_proto::tombstone_record()
         } else {
             let src = &addrs[holders[0]];
             let got = node
@@ -671,7 +667,7 @@ async fn repair_from_peers(
 #[cfg(test)]
 mod tests {
     use super::parse_tract_name;
-    use strata_client::protocol::{tract_key, versioned_tract_key};
+    use strata_proto::{tract_key, versioned_tract_key};
 
     #[test]
     fn tract_names_are_parsed_and_unversioned_ones_left_alone() {

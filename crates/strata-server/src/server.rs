@@ -1,5 +1,5 @@
 //! The node's cluster routes (`/cluster/v1/...`, see
-//! [`strata_client::protocol`]).
+//! [`strata_proto`]).
 
 use std::sync::Arc;
 
@@ -14,21 +14,22 @@ use serde::Deserialize;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use strata_client::protocol::{
+use strata_node::metrics::Served;
+use strata_node::object::ObjectId;
+use strata_node::ramcache::Cached;
+use strata_placement::DiskId;
+use strata_proto::{
     is_data_record, is_tombstone, manifest_record, new_cookie, now_stamp, object_path, parse_head,
     parse_head_start, put_frame, record_hash, record_range, tombstone_record, ExtendRequest,
     ExtendResponse, ListEntry, Manifest, ObjectMeta, RowDigest, DIGEST_RANGES,
     RECORD_LENGTH_HEADER, RECORD_MANIFEST, STAMP_HEADER, TABLE_VERSION_HEADER,
 };
-use strata_node::metrics::Served;
-use strata_node::object::ObjectId;
-use strata_node::ramcache::Cached;
-use strata_placement::DiskId;
 use strata_store::Tier;
 
 use crate::error::ClusterError;
 use crate::node::ClusterNode;
-use crate::rows::{identity, RowStore, RowStores, Scanned};
+use crate::rows::{RowStore, RowStores, Scanned};
+use strata_proto::row::identity;
 
 type Node = Arc<ClusterNode>;
 
@@ -212,7 +213,7 @@ async fn health(State(node): State<Node>) -> Response {
 }
 
 /// The header naming where a record was put (PUT) or read from (GET).
-pub use strata_client::protocol::TIER_HEADER;
+pub use strata_proto::TIER_HEADER;
 
 /// The write's stamp: the client's, else this node's clock.
 fn stamp_of(headers: &HeaderMap) -> u64 {
@@ -287,7 +288,7 @@ pub(crate) async fn write_local(
     start: Instant,
 ) -> Result<Tier, ClusterError> {
     let head_len = parse_head(record).ok().map(|h| h.len());
-    let data = crate::rows::encode(bucket, key, stamp, record);
+    let data = strata_proto::row::encode(bucket, key, stamp, record);
     let is_data = is_data_record(record);
     write_encoded(
         node, store, bucket, key, stamp, data, is_data, head_len, start,
@@ -811,7 +812,8 @@ async fn delete_object(
     let prior: Option<(u64, Option<Bytes>)> = match (stripe, held) {
         (Some(l), _) if l.stamp >= stamp => None,
         (Some(l), _) => {
-            let tomb_len = crate::rows::encode(&bucket, &key, 0, &tombstone_record()).len() as u32;
+            let tomb_len =
+                strata_proto::row::encode(&bucket, &key, 0, &tombstone_record()).len() as u32;
             if l.len == tomb_len {
                 Some((l.stamp, None))
             } else {

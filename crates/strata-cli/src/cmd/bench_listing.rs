@@ -8,7 +8,7 @@
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
-use strata_client::protocol::{IndexEntry, ListQuery};
+use strata_proto::{IndexEntry, ListQuery};
 use strata_server::index::ListingIndex;
 
 /// Fill a bucket of the listing index with N names, then time pages.

@@ -144,7 +144,7 @@ pub struct GetArgs {
 
 /// Runs `strata get`.
 pub fn get(a: GetArgs) -> anyhow::Result<()> {
-    use strata_client::protocol::Head;
+    use strata_proto::Head;
     let (bucket, key) = split_name(&a.name)?;
     let mut out: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(std::io::BufWriter::new(

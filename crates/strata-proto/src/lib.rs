@@ -1,5 +1,8 @@
-//! The cluster data protocol between clients and nodes, and between nodes
-//! (recovery, scrubbing). docs/placement.md describes it for other clients.
+//! Strata's node protocol as data: what travels between clients and nodes
+//! and between nodes (recovery, scrubbing, listing), and the row record a
+//! replica stores ([`row`]). No I/O: the Rust client, the server and the
+//! metadata service build on it; docs/protocol.md describes it for
+//! clients in other languages.
 //!
 //! Routes on a node (all under `/cluster/v1`):
 //!
@@ -18,11 +21,18 @@
 //! table answers 409 with its version in the same header, and 421 when the
 //! row is not on this node in the request's version.
 
+#![warn(missing_docs)]
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::{Deserialize, Serialize};
 
-pub use strata_meta::api::TABLE_VERSION_HEADER;
+pub mod row;
+
+/// The HTTP header that carries the client's placement-table version on
+/// every data request; a node refuses a stale one with 409 and its own
+/// version in the same header.
+pub const TABLE_VERSION_HEADER: &str = "x-strata-table-version";
 
 /// Characters escaped in a path segment (everything but unreserved ones).
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -629,7 +639,7 @@ pub struct IndexEntry {
     /// `etag`); none for entries written before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<ObjectMeta>,
-    /// The writer's stamp ([`crate::Client::next_stamp`]): of two writes
+    /// The writer's stamp (`strata_client::Client::next_stamp`): of two writes
     /// of one name, on one replica, the newer stamp wins, whatever their
     /// order of arrival (0: written before stamps were kept).
     #[serde(default, skip_serializing_if = "is_zero_u64")]

@@ -103,6 +103,30 @@ impl Registry {
         self.conns.lock().len()
     }
 
+    /// After the listener stopped accepting: tells every connection to
+    /// close once its request in flight is answered (idle ones at once),
+    /// and waits up to `deadline` for all of them to end.
+    async fn drain(&self, deadline: Duration) {
+        let until = tokio::time::Instant::now() + deadline;
+        loop {
+            let freed = self.freed.notified();
+            {
+                let g = self.conns.lock();
+                if g.is_empty() && self.health_only.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                for c in g.values() {
+                    if !c.closing.swap(true, Ordering::AcqRel) {
+                        c.close.notify_one();
+                    }
+                }
+            }
+            if tokio::time::timeout_at(until, freed).await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Whether some connection has been idle at least `min_idle_ms`.
     fn has_idle(&self, now_ms: u64, min_idle_ms: u64) -> bool {
         self.conns.lock().values().any(|c| {
@@ -299,7 +323,9 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Answering<B> {
 }
 
 /// Serves `svc` (cloned per connection) on `listener` until `shutdown`
-/// resolves, within `limits` (see the module's description).
+/// resolves, within `limits` (see the module's description); then stops
+/// accepting and drains: every connection closes once its request in
+/// flight is answered, waited for up to [`DRAIN`].
 pub async fn serve<S, B>(
     listener: TcpListener,
     limits: HttpLimits,
@@ -357,7 +383,7 @@ pub async fn serve_tls<S, B>(
     let _sweeper = AbortOnDrop(sweeper);
     tokio::pin!(shutdown);
     let mut next_id = 0u64;
-    loop {
+    'accept: loop {
         // Wait until there is room for one more: under the limit, an idle
         // connection to close for it, or a health slot. Connections wait in
         // the accept queue meanwhile.
@@ -371,14 +397,14 @@ pub async fn serve_tls<S, B>(
             }
             let freed = reg.freed.notified();
             tokio::select! {
-                _ = &mut shutdown => return,
+                _ = &mut shutdown => break 'accept,
                 _ = freed => {}
                 // A busy connection may have become idle meanwhile.
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
         let (stream, peer) = tokio::select! {
-            _ = &mut shutdown => return,
+            _ = &mut shutdown => break 'accept,
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(_) => {
@@ -476,7 +502,12 @@ pub async fn serve_tls<S, B>(
             reg.freed.notify_waiters();
         });
     }
+    drop(listener);
+    reg.drain(DRAIN).await;
 }
+
+/// How long a shut-down listener waits for the requests in flight.
+pub const DRAIN: Duration = Duration::from_secs(8);
 
 /// A connection's stream that notes when the first byte of a request head
 /// arrives (bytes read while no request is in a handler and no head is on

@@ -953,14 +953,14 @@ pub(crate) async fn read_record(
 // ------------------------------------------------------------- the task
 
 /// The node's erasure-coding task (see the module comment).
-pub(crate) async fn run(node: Node) {
+pub(crate) async fn run(node: Node, mut ctx: crate::workers::Ctx) {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
+    while ctx.tick(&mut tick).await {
         if let Err(e) = step(&node).await {
             node.ec.errors.fetch_add(1, Ordering::Relaxed);
             eprintln!("strata server: erasure coding: {e}");
+            ctx.failed(e);
         }
     }
 }

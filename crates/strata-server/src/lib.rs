@@ -34,6 +34,7 @@ pub mod reserve;
 pub mod rows;
 pub mod scrub;
 mod server;
+pub mod workers;
 
 pub use error::ClusterError;
-pub use node::{embedded_meta, serve, start, ClusterNode, Device, NodeOptions, Running};
+pub use node::{embedded_meta, serve, start, ClusterNode, Device, NodeOptions, Running, Shutdown};

@@ -421,6 +421,9 @@ pub struct ClusterNode {
     /// Set by [`ClusterNode::stop`]: the tier mover ends its pass early
     /// and its thread exits.
     stopping: std::sync::atomic::AtomicBool,
+    /// The background workers (heartbeats, recovery, erasure coding,
+    /// scrub, catch-up, …), one runner with one stop.
+    pub(crate) workers: crate::workers::Workers,
     /// The tier mover's thread, joined by [`ClusterNode::stop`].
     mover: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) opts: NodeOptions,
@@ -1135,12 +1138,11 @@ impl ClusterNode {
         }
     }
 
-    async fn heartbeat_loop(self: Arc<Self>, every: Duration) {
+    async fn heartbeat_loop(self: Arc<Self>, every: Duration, mut ctx: crate::workers::Ctx) {
         let mut tick = tokio::time::interval(every);
         // The disks the last heartbeat reported failed (logged on change).
         let mut reported: Vec<DiskId> = Vec::new();
-        loop {
-            tick.tick().await;
+        while ctx.tick(&mut tick).await {
             let Some((node_id, ids)) = self.disk_ids() else {
                 let _ = self.register().await;
                 continue;
@@ -1322,7 +1324,7 @@ fn free_space(dirs: &[PathBuf]) -> u64 {
 
 /// Gives each disk device whose reserve was used back its reserve once
 /// compaction has freed room for it (every second).
-async fn refill_reserves(node: Arc<ClusterNode>) {
+async fn refill_reserves(node: Arc<ClusterNode>, mut ctx: crate::workers::Ctx) {
     let reserves: Vec<_> = node
         .stores
         .iter()
@@ -1332,8 +1334,7 @@ async fn refill_reserves(node: Arc<ClusterNode>) {
     if reserves.is_empty() {
         return;
     }
-    loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    while ctx.sleep(Duration::from_secs(1)).await {
         for r in &reserves {
             if r.is_depleted() {
                 let r = r.clone();
@@ -1365,12 +1366,68 @@ pub struct Running {
     pub addr: String,
     /// The node (its counters, for a caller in the same process).
     pub node: Arc<ClusterNode>,
-    /// The HTTP loop; it ends only when aborted.
+    /// The HTTP loop; it ends once [`Running::shutdown`] stopped it (or when aborted).
     pub served: tokio::task::JoinHandle<()>,
     /// The node's protocol routes, called in-process (the S3 coordinator
     /// of the same process reaches this node's replicas and listing index
     /// through it, as the gateway does).
     pub local: Arc<dyn strata_client::LocalNode>,
+    /// Set to stop the HTTP listener ([`Running::shutdown`]).
+    stop_http: tokio::sync::watch::Sender<bool>,
+}
+
+/// What [`Running::shutdown`] did.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    /// Workers that had not reached a safe point by the deadline (their
+    /// tasks were dropped; their work is redone at the next start).
+    pub late_workers: Vec<&'static str>,
+    /// Row stores whose checkpoints could not be written (the next open
+    /// scans them; nothing is lost).
+    pub checkpoint_errors: Vec<String>,
+}
+
+impl Running {
+    /// Stops the node cleanly within `deadline`: the listener stops
+    /// accepting and the requests in flight are answered (up to
+    /// [`strata_node::conns::DRAIN`]); every background worker stops at its
+    /// next safe point; the tier mover ends its pass; every open row store
+    /// writes its checkpoints. Everything acknowledged was durable already
+    /// (a write is answered after its fsync); this only makes the next
+    /// start fast and leaves no pass half done.
+    pub async fn shutdown(self, deadline: Duration) -> Shutdown {
+        let until = std::time::Instant::now() + deadline;
+        let _ = self.stop_http.send(true);
+        let _ = tokio::time::timeout(deadline, self.served).await;
+        let mut out = Shutdown {
+            late_workers: self
+                .node
+                .workers
+                .stop(until.saturating_duration_since(std::time::Instant::now()))
+                .await,
+            ..Shutdown::default()
+        };
+        let node = self.node.clone();
+        let errors = tokio::task::spawn_blocking(move || {
+            node.stop();
+            let mut errors = Vec::new();
+            for s in node.stores.iter().flatten().flat_map(|s| s.opened()) {
+                if let Err(e) = s.checkpoint() {
+                    errors.push(e.to_string());
+                }
+            }
+            errors
+        });
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match tokio::time::timeout(left, errors).await {
+            Ok(Ok(e)) => out.checkpoint_errors = e,
+            Ok(Err(e)) => out.checkpoint_errors.push(e.to_string()),
+            Err(_) => out
+                .checkpoint_errors
+                .push("the checkpoints were not written by the deadline".into()),
+        }
+        out
+    }
 }
 
 impl ClusterNode {
@@ -1563,6 +1620,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     };
     let node = Arc::new(ClusterNode {
         stopping: std::sync::atomic::AtomicBool::new(false),
+        workers: crate::workers::Workers::new(),
         mover: Mutex::new(None),
         fcache,
         recent: Mutex::new(HashMap::new()),
@@ -1651,17 +1709,53 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     }
     let index = Arc::new(index);
     let _ = node.index.set(index.clone());
+    let w = &node.workers;
     if index.rebuilding() {
-        tokio::spawn(crate::recovery::rebuild_index(node.clone()));
+        let n = node.clone();
+        w.spawn(
+            "index-rebuild",
+            "rebuilds the listing index from the rows",
+            |ctx| crate::recovery::rebuild_index(n, ctx),
+        );
     }
-    tokio::spawn(node.clone().heartbeat_loop(Duration::from_millis(500)));
-    tokio::spawn(refill_reserves(node.clone()));
-    tokio::spawn(crate::recovery::run(node.clone()));
-    tokio::spawn(crate::ec::run(node.clone()));
+    let n = node.clone();
+    w.spawn(
+        "heartbeat",
+        "reports to the metadata service, takes the table",
+        |ctx| n.heartbeat_loop(Duration::from_millis(500), ctx),
+    );
+    let n = node.clone();
+    w.spawn(
+        "reserve",
+        "refills the space kept back for deletes",
+        |ctx| refill_reserves(n, ctx),
+    );
+    let n = node.clone();
+    w.spawn(
+        "recovery",
+        "copies the rows the table gives this node",
+        |ctx| crate::recovery::run(n, ctx),
+    );
+    let n = node.clone();
+    w.spawn(
+        "erasure-coding",
+        "installs, encodes, rebuilds and scrubs stripes",
+        |ctx| crate::ec::run(n, ctx),
+    );
     if let Some(every) = node.opts.scrub_interval {
-        tokio::spawn(crate::scrub::run(node.clone(), every));
+        let n = node.clone();
+        w.spawn(
+            "scrub",
+            "compares the replicas of each row, repairs",
+            move |ctx| crate::scrub::run(n, every, ctx),
+        );
     }
-    tokio::spawn(crate::scrub::catch_up(node.clone()));
+    let n = node.clone();
+    w.spawn(
+        "catch-up",
+        "brings copies that may lack records up to date",
+        |ctx| crate::scrub::catch_up(n, ctx),
+    );
     // Without a flash tier the mover only keeps the gauges and the
     // recently-written sets (RAM cache admission).
     let mover = strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
@@ -1743,8 +1837,12 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             crate::gateway::count,
         ));
     let http = node.opts.http;
+    let (stop_http, mut stop) = tokio::sync::watch::channel(false);
     let served = tokio::spawn(async move {
-        strata_node::http::serve_router(app, listener, http, std::future::pending()).await;
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        strata_node::http::serve_router(app, listener, http, stopped).await;
         drop(_sampler);
     });
     Ok(Running {
@@ -1752,6 +1850,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         node,
         served,
         local,
+        stop_http,
     })
 }
 

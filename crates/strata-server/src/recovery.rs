@@ -18,10 +18,9 @@ use crate::node::ClusterNode;
 use crate::ClusterError;
 
 /// Polls the metadata service for this node's copies and runs them.
-pub(crate) async fn run(node: Arc<ClusterNode>) {
+pub(crate) async fn run(node: Arc<ClusterNode>, mut ctx: crate::workers::Ctx) {
     let mut tick = tokio::time::interval(Duration::from_millis(300));
-    loop {
-        tick.tick().await;
+    while ctx.tick(&mut tick).await {
         let Some((me, _)) = node.ids() else { continue };
         let url = format!("http://{}/v1/recovery/tasks?node={}", node.opts.meta, me.0);
         // The list answers for this table version or a later one.
@@ -324,14 +323,13 @@ pub(crate) async fn pull_index_row(
 /// records of the objects written over S3 in this node's rows. Until it
 /// is done, this node refuses listings (the client asks another replica)
 /// and index exports; writes are taken all along. Retries until done.
-pub(crate) async fn rebuild_index(node: Arc<ClusterNode>) {
+pub(crate) async fn rebuild_index(node: Arc<ClusterNode>, mut ctx: crate::workers::Ctx) {
     let Some(index) = node.index.get().cloned() else {
         return;
     };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut copied: std::collections::HashSet<usize> = std::collections::HashSet::new();
-    loop {
-        tick.tick().await;
+    while ctx.tick(&mut tick).await {
         let (Some(map), Some((_, mine))) = (node.map(), node.disk_ids()) else {
             continue;
         };
@@ -379,7 +377,10 @@ pub(crate) async fn rebuild_index(node: Arc<ClusterNode>) {
                 Err(e) => eprintln!("strata server: {e}"),
             },
             Ok(false) => {}
-            Err(e) => eprintln!("strata server: rebuilding the listing index: {e} (will retry)"),
+            Err(e) => {
+                eprintln!("strata server: rebuilding the listing index: {e} (will retry)");
+                ctx.failed(e);
+            }
         }
     }
 }

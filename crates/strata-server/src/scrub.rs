@@ -27,14 +27,14 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs a pass every `every`; reports totals since the node started (so a
 /// repair is never hidden by a later clean pass).
-pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration) {
+pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration, mut ctx: crate::workers::Ctx) {
     let mut total = ScrubReport::default();
-    loop {
-        tokio::time::sleep(every).await;
+    while ctx.sleep(every).await {
         // Counted into the totals as they happen: the repairs of a pass
         // that fails later (a peer timing out) are reported all the same.
         if let Err(e) = scrub_into(&node, &mut total).await {
             eprintln!("strata server: scrub pass failed: {e}");
+            ctx.failed(e);
         }
         if let Ok(mut g) = node.scrub_report.lock() {
             *g = Some(total.clone());
@@ -48,10 +48,9 @@ pub(crate) async fn run(node: Arc<ClusterNode>, every: Duration) {
 /// their reads answer 503 meanwhile. The scrub would repair them too, but
 /// only on its next pass and led by each row's first replica; a copy that
 /// must catch up does it itself, at once (docs/reliability.md, finding 25).
-pub(crate) async fn catch_up(node: Arc<ClusterNode>) {
+pub(crate) async fn catch_up(node: Arc<ClusterNode>, mut ctx: crate::workers::Ctx) {
     let mut attempts: HashMap<usize, u64> = HashMap::new();
-    loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    while ctx.sleep(Duration::from_secs(1)).await {
         let stores: Vec<Arc<RowStore>> = node
             .stores
             .iter()

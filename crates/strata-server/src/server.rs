@@ -1200,6 +1200,7 @@ async fn status(State(node): State<Node>) -> Response {
         "rows_removed": node.rows_removed.load(Ordering::Relaxed),
         "read_repairs": node.read_repairs.load(Ordering::Relaxed),
         "addr": node.addr,
+        "workers": node.workers.status(),
     }))
     .into_response()
 }
@@ -1239,6 +1240,35 @@ pub(crate) async fn metrics(State(node): State<Node>) -> Response {
         out.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}\n"
         ));
+    }
+    // The background workers: passes, errors, and whether one is busy.
+    let workers = node.workers.status();
+    for (name, help, kind) in [
+        (
+            "strata_worker_passes_total",
+            "Passes a background worker finished.",
+            "counter",
+        ),
+        (
+            "strata_worker_errors_total",
+            "Passes of a background worker that ended in an error.",
+            "counter",
+        ),
+        (
+            "strata_worker_busy",
+            "1 while a background worker is in a pass, 0 between passes or once it stopped.",
+            "gauge",
+        ),
+    ] {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for w in &workers {
+            let v = match name {
+                "strata_worker_passes_total" => w.passes,
+                "strata_worker_errors_total" => w.errors,
+                _ => u64::from(w.state == crate::workers::State::Busy),
+            };
+            out.push_str(&format!("{name}{{worker=\"{}\"}} {v}\n", w.name));
+        }
     }
     // The erasure-coding task's progress (as `GET /cluster/v1/ec/status`).
     let ec = node.ec.stats();

@@ -213,6 +213,47 @@ async fn status(a: StatusArgs) -> anyhow::Result<()> {
             disks.join("; ")
         );
     }
+    // Each live node's background workers (its own status route).
+    for n in st
+        .nodes
+        .iter()
+        .filter(|n| n.last_heartbeat_ms_ago.is_some())
+    {
+        let url = format!("http://{}/cluster/v1/status", n.addr);
+        match http
+            .get_json::<serde_json::Value>(&url, Duration::from_secs(5))
+            .await
+        {
+            Ok(v) => {
+                let workers: Vec<String> = v["workers"]
+                    .as_array()
+                    .map(|ws| {
+                        ws.iter()
+                            .map(|w| {
+                                let errors = w["errors"].as_u64().unwrap_or(0);
+                                format!(
+                                    "{} {} {} passes{}",
+                                    w["name"].as_str().unwrap_or("?"),
+                                    w["state"].as_str().unwrap_or("?"),
+                                    w["passes"].as_u64().unwrap_or(0),
+                                    if errors > 0 {
+                                        format!(
+                                            " {errors} errors (last: {})",
+                                            w["last_error"].as_str().unwrap_or("")
+                                        )
+                                    } else {
+                                        String::new()
+                                    }
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                println!("workers {}: {}", n.id, workers.join("; "));
+            }
+            Err(e) => println!("workers {}: status unavailable: {e}", n.id),
+        }
+    }
     for (node, s) in &st.scrub {
         println!(
             "scrub {node}: {} rows, {} objects checked, {} corrupt, {} missing, {} repaired ({} object records, {} deletes propagated), {} tombstones purged",

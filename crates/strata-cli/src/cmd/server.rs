@@ -613,6 +613,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         .block_on(strata_server::start(opts))
         .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;
     // The S3 API reaches this node's replicas and listing index in-process.
+    let stop_s3 = tokio::sync::watch::Sender::new(false);
     let s3 = match &a.s3_listen {
         None => None,
         Some(listen) => {
@@ -639,12 +640,15 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 s3.local_addr().context("--s3-listen")?
             );
             let (listener, service) = s3.into_parts();
+            let mut stop = stop_s3.subscribe();
             Some(rt.spawn(strata_node::conns::serve_tls(
                 listener,
                 http,
                 service,
                 tls,
-                std::future::pending(),
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
             )))
         }
     };
@@ -667,9 +671,49 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         use std::io::Write;
         let _ = std::io::stdout().flush();
     }
-    let served = rt.block_on(running.served);
-    if let Some(s3) = s3 {
-        s3.abort();
-    }
-    served.context("the HTTP loop stopped")
+    // SIGTERM or SIGINT: stop accepting, answer what is in flight, stop the
+    // background workers at a safe point, write checkpoints, exit 0.
+    rt.block_on(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut running = running;
+        let why = tokio::select! {
+            r = &mut running.served => {
+                if let Some(s3) = s3 {
+                    s3.abort();
+                }
+                return r.context("the HTTP loop stopped");
+            }
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        eprintln!("strata server: {why}: stopping (answering the requests in flight, stopping the background workers)");
+        let started = std::time::Instant::now();
+        let _ = stop_s3.send(true);
+        let s3_drained = async {
+            if let Some(s3) = s3 {
+                let _ = s3.await;
+            }
+        };
+        let (report, ()) = tokio::join!(running.shutdown(SHUTDOWN_DEADLINE), s3_drained);
+        if !report.late_workers.is_empty() {
+            eprintln!(
+                "strata server: workers still in a pass at the deadline, dropped (their work is redone at the next start): {}",
+                report.late_workers.join(", ")
+            );
+        }
+        for e in &report.checkpoint_errors {
+            eprintln!("strata server: checkpoint not written (the next start scans instead): {e}");
+        }
+        eprintln!(
+            "strata server: stopped in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    })
 }
+
+/// How long a stop may take in all (the requests in flight, the workers'
+/// passes, the checkpoints).
+const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(9);

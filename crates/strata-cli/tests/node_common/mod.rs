@@ -80,6 +80,40 @@ impl Server {
         self.child.id()
     }
 
+    /// Sends SIGTERM and waits up to `wait` for the process to end: its
+    /// exit status (None: still running at the deadline), how long it
+    /// took, and what it wrote to stderr.
+    #[allow(dead_code)]
+    pub fn terminate(
+        &mut self,
+        wait: std::time::Duration,
+    ) -> (
+        Option<std::process::ExitStatus>,
+        std::time::Duration,
+        String,
+    ) {
+        let t0 = std::time::Instant::now();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let mut status = None;
+        while t0.elapsed() < wait {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                status = Some(s);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let took = t0.elapsed();
+        let mut err = String::new();
+        if status.is_some() {
+            if let Some(mut e) = self.child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+        }
+        (status, took, err)
+    }
+
     /// Sends SIGHUP (reload the tier plan).
     pub fn hup(&self) {
         let _ = Command::new("kill")

@@ -1,6 +1,9 @@
 //! The store: device directories, their segments, the RAM index over all
 //! of them, and the put / get / delete / compact / move operations.
 
+mod handle;
+mod locks;
+mod node_index;
 mod report;
 
 use crate::bits::bits_for;
@@ -16,7 +19,7 @@ use crate::hash::IdHasherBuilder;
 use crate::index::{
     part_hash, part_of, part_start, ActiveIndex, Part, Run, SealedSegment, SegList,
 };
-use crate::recent::{hash_of, RecentLoc, RecentTable};
+use crate::recent::{hash_of, RecentTable};
 use crate::segment::{
     self, index_file_name, parse_file_name, pread_exact, segment_file_name, sync_dir,
     write_file_atomic, write_file_atomic_with, ScanItem, Scanner,
@@ -27,10 +30,13 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use handle::{advise_random, ActiveSeg, Body, Entry, FdBudget, SegFile, Segment, Tail};
+use locks::{lock, read, write};
+use node_index::{ident_in, Answer, Loc, NodeIndex, TOMB};
 use report::CounterCells;
 pub use report::{
     Counters, MemoryUsage, Object, OpenReport, Prefix, PutItem, Quarantined, RewriteProgress,
@@ -124,18 +130,6 @@ fn quarantine(
     }
 }
 
-/// Where the node-wide index says an identity lives: a place in the segment
-/// table and a needle ordinal in that segment.
-type Loc = RecentLoc;
-
-/// A tombstone in the exact map the open settles identities in: hides
-/// whatever the run holds for an identity (deleted since the run was
-/// built). In the node index, tombstones are the `tombs` set.
-const TOMB: Loc = Loc {
-    slot: u32::MAX,
-    ord: u32::MAX,
-};
-
 /// What [`Inner::live_entries_of`] needs of an active segment, copied so
 /// that its lock is not held meanwhile.
 struct IdsSnapshot {
@@ -192,323 +186,7 @@ struct MergePlan<'a> {
 /// times for the put that flagged it to install its newer needle.
 const SUPERSEDED_RETRIES: u32 = 10_000;
 
-/// An active segment's needles: offsets (8-byte units, then the end). The
-/// identities are not kept for good: RAM holds only those of the needles
-/// written since the segment's last checkpoint (`ids`); a checkpoint (and
-/// the sealed checkpoint at seal) reads the older ones back from the
-/// previous checkpoint file and keeps those the recent table still places
-/// in this segment.
-#[derive(Debug, Default)]
-struct ActiveSeg {
-    offsets: Vec<u32>,
-    /// Needles whose index update is done: a checkpoint covers only these
-    /// (the others are found as orphans by a scan after a crash).
-    installed: usize,
-    /// The checkpoint on disk lists the identities of needles below this
-    /// ordinal (0: RAM has them all, in `ids`).
-    ids_base: usize,
-    /// (key, alt, ordinal) of the needles at `ids_base` and above, in
-    /// ordinal order.
-    ids: Vec<Entry>,
-}
-
-impl ActiveSeg {
-    fn needle(&self, ord: u32) -> Option<(u64, u64)> {
-        let a = u64::from(*self.offsets.get(ord as usize)?);
-        let b = u64::from(*self.offsets.get(ord as usize + 1)?);
-        Some((a * 8, (b - a) * 8))
-    }
-    fn end(&self) -> u64 {
-        u64::from(self.offsets.last().copied().unwrap_or(0)) * 8
-    }
-    fn push(&mut self, key: u64, alt: u32, len: u64) -> u32 {
-        let ord = (self.offsets.len() - 1) as u32;
-        let end = (self.end() + len) / 8;
-        if self.offsets.len() == self.offsets.capacity() {
-            // Grow by a quarter rather than double: the offsets are most
-            // of an active segment's RAM after the recent table.
-            let more = (self.offsets.len() / 4).max(1024);
-            self.offsets.reserve_exact(more);
-        }
-        self.offsets.push(end as u32);
-        self.ids.push((key, alt, ord));
-        ord
-    }
-    fn heap_bytes(&self) -> usize {
-        self.offsets.capacity() * 4 + self.ids.capacity() * std::mem::size_of::<Entry>()
-    }
-}
-
-enum Body {
-    Active(RwLock<ActiveSeg>),
-    Sealed(SealedSegment),
-}
-
-/// How many segment files the store keeps open: an active segment's file
-/// stays open, a sealed one's is opened on use and closed again (least
-/// recently used first) once more than `cap` are open, so that a node with
-/// more segments than its file-descriptor limit serves them all.
-struct FdBudget {
-    open: AtomicUsize,
-    cap: usize,
-    /// Clock hand of the eviction sweep over the segment table.
-    hand: AtomicUsize,
-    random_advice: bool,
-}
-
-impl FdBudget {
-    fn new(cfg: &StoreConfig) -> FdBudget {
-        let cap = if cfg.max_open_files > 0 {
-            cfg.max_open_files
-        } else {
-            let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-                .current
-                .unwrap_or(1 << 20);
-            (soft / 2).clamp(64, 1 << 20) as usize
-        };
-        FdBudget {
-            open: AtomicUsize::new(0),
-            cap,
-            hand: AtomicUsize::new(0),
-            random_advice: cfg.random_access_advice,
-        }
-    }
-}
-
-/// A segment's file, opened on demand (see [`FdBudget`]).
-struct SegFile {
-    handle: RwLock<Option<Arc<File>>>,
-    /// Used since the eviction sweep last passed (second chance).
-    used: AtomicBool,
-    budget: Arc<FdBudget>,
-}
-
-impl SegFile {
-    fn new(file: Option<Arc<File>>, budget: &Arc<FdBudget>) -> SegFile {
-        if file.is_some() {
-            budget.open.fetch_add(1, Ordering::Relaxed);
-        }
-        SegFile {
-            handle: RwLock::new(file),
-            used: AtomicBool::new(true),
-            budget: budget.clone(),
-        }
-    }
-
-    fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
-        self.used.store(true, Ordering::Relaxed);
-        if let Some(f) = read(&self.handle).as_ref() {
-            return Ok(f.clone());
-        }
-        let mut h = write(&self.handle);
-        if let Some(f) = h.as_ref() {
-            return Ok(f.clone());
-        }
-        let f = Arc::new(segment::open_rw(path)?);
-        if self.budget.random_advice {
-            advise_random(&f);
-        }
-        *h = Some(f.clone());
-        self.budget.open.fetch_add(1, Ordering::Relaxed);
-        Ok(f)
-    }
-
-    /// Closes the handle (readers holding a clone finish on it).
-    fn close(&self) {
-        if write(&self.handle).take().is_some() {
-            self.budget.open.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Drop for SegFile {
-    fn drop(&mut self) {
-        if read(&self.handle).is_some() {
-            self.budget.open.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-struct Segment {
-    id: u64,
-    generation: u64,
-    device: usize,
-    tier: Tier,
-    path: PathBuf,
-    file: SegFile,
-    created_unix_ns: u64,
-    /// Place in the node index's segment table (kept by seal and move, new
-    /// after a compaction, which renumbers needles).
-    slot: u32,
-    body: Body,
-    len: AtomicU64,
-    garbage: AtomicU64,
-    /// Serialises in-place flag writes with the swap of a compaction, move
-    /// or seal.
-    lock: Mutex<()>,
-    /// Set once a newer handle replaced this one (seal, compaction, move).
-    retired: AtomicBool,
-    /// The newer handle and, for a compaction, each old ordinal's new one
-    /// (`u32::MAX`: dropped); a flag write that finds this handle retired
-    /// follows it.
-    moved_to: OnceLock<(Arc<Segment>, Option<Vec<u32>>)>,
-    /// The on-disk checkpoint is behind.
-    dirty: AtomicBool,
-    /// Identity → ordinal entries of a sealed segment whose checkpoint has
-    /// not been written yet (the RAM keeps no keys of sealed segments).
-    pending: Mutex<Option<Vec<(u64, u32, u32)>>>,
-    /// The segment's format version (its superblock's): from version 2 its
-    /// needles carry the batch end (`needle::BATCH_END`), from version 3
-    /// their flags are coded (`needle::FlagCode`). A version-1 active
-    /// segment takes no batch, and is sealed before one is written into it
-    /// (`put_batch_on`); an empty active segment of an older version is
-    /// upgraded to this one in place (`upgrade_empty_segment`).
-    version: AtomicU32,
-    /// An active segment's prepared space: zeros written ahead of its
-    /// needles (`StoreConfig::prepare_ahead`).
-    tail: Tail,
-}
-
-/// The file bytes of an active segment past its last needle that are
-/// written (zeros) and synced, so that a batch's `fdatasync` overwrites
-/// blocks the file has instead of growing it (a sync that grows a file
-/// also commits the file system's journal). Batches are written below
-/// `prepared` without `lock`; zeros are written at `prepared` and above,
-/// and a batch that goes past `prepared` is written, only while holding
-/// it, so the two never touch the same bytes.
-struct Tail {
-    /// Length of the file: the needles, then the zeros.
-    prepared: AtomicU64,
-    /// True once the segment takes no more zeros (sealed, closed, or a
-    /// zeroing failed).
-    lock: Mutex<bool>,
-    /// A zeroing job for this segment is queued.
-    queued: AtomicBool,
-    /// The file opened again with O_DIRECT (None where that is refused),
-    /// for the zeros and for large batches written into them; counted in
-    /// the store's open files while it is open.
-    direct: OnceLock<Option<(File, Arc<FdBudget>)>>,
-    /// The last block an O_DIRECT batch wrote, when the batch ended inside
-    /// it: (its offset, its bytes as the file holds them). The next batch
-    /// begins in that block and must write it whole again; an O_DIRECT
-    /// write drops the block from the page cache, so without this copy
-    /// each batch would first read it back from the device. Dropped by
-    /// every other write to the segment (a flag, a buffered batch), whose
-    /// bytes the copy would lack.
-    last_block: Mutex<Option<(u64, Vec<u8>)>>,
-}
-
-impl Tail {
-    /// A tail whose file ends at `len` (the last needle's end).
-    fn at(len: u64) -> Tail {
-        Tail {
-            prepared: AtomicU64::new(len),
-            lock: Mutex::new(false),
-            queued: AtomicBool::new(false),
-            direct: OnceLock::new(),
-            last_block: Mutex::new(None),
-        }
-    }
-
-    /// The segment file `path` opened for O_DIRECT writes, once, and
-    /// counted in `budget` until the tail is dropped.
-    fn direct(&self, path: &std::path::Path, budget: &Arc<FdBudget>) -> Option<&File> {
-        self.direct
-            .get_or_init(|| {
-                use std::os::unix::fs::OpenOptionsExt;
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-                    .open(path)
-                    .ok()?;
-                budget.open.fetch_add(1, Ordering::Relaxed);
-                Some((f, budget.clone()))
-            })
-            .as_ref()
-            .map(|(f, _)| f)
-    }
-
-    /// Takes no more zeros and cuts those past `len` (the segment's last
-    /// needle), synced: what a seal or a close leaves is exactly the
-    /// needles. Waits for a zeroing in flight.
-    fn finish(&self, file: &File, len: u64, path: &std::path::Path) -> Result<()> {
-        let mut done = lock(&self.lock);
-        *done = true;
-        if self.prepared.load(Ordering::Acquire) > len {
-            strata_fs::set_len(file, len)
-                .and_then(|_| strata_fs::sync_data(file))
-                .map_err(StoreError::io("cutting the prepared space of", path))?;
-            self.prepared.store(len, Ordering::Release);
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Tail {
-    fn drop(&mut self) {
-        if let Some(Some((_, budget))) = self.direct.get() {
-            budget.open.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 impl Segment {
-    /// Whether the segment's needles carry the batch end (version 2 on).
-    fn marks_batches(&self) -> bool {
-        self.version.load(Ordering::Relaxed) >= superblock::VERSION_2
-    }
-
-    /// How the segment's needles write their flags word.
-    fn flag_code(&self) -> needle::FlagCode {
-        needle::FlagCode::of_version(self.version.load(Ordering::Relaxed))
-    }
-
-    /// A scanner over `[start, end)` of the segment's file.
-    fn scanner(&self, start: u64, end: u64, with_data: bool) -> Result<Scanner> {
-        Ok(Scanner::new(
-            self.file()?,
-            &self.path,
-            start,
-            end,
-            with_data,
-            self.flag_code(),
-        ))
-    }
-
-    /// The segment's file opened for O_DIRECT writes ([`Tail::direct`]).
-    fn direct(&self) -> Option<&File> {
-        self.tail.direct(&self.path, &self.file.budget)
-    }
-
-    fn needle(&self, ord: u32) -> Option<(u64, u64)> {
-        match &self.body {
-            Body::Active(a) => read(a).needle(ord),
-            Body::Sealed(s) => s.needle(ord),
-        }
-    }
-
-    fn is_deleted(&self, ord: u32) -> bool {
-        match &self.body {
-            Body::Active(_) => false,
-            Body::Sealed(s) => s.is_deleted(ord),
-        }
-    }
-
-    fn is_active(&self) -> bool {
-        matches!(self.body, Body::Active(_))
-    }
-
-    fn needle_count(&self) -> u64 {
-        match &self.body {
-            Body::Active(a) => read(a).offsets.len().saturating_sub(1) as u64,
-            Body::Sealed(s) => s.needle_count(),
-        }
-    }
-
-    fn file(&self) -> Result<Arc<File>> {
-        self.file.get(&self.path)
-    }
-
     /// The needle read of a GET: [`Segment::pread`], except under
     /// [`cached_only`], where it is one `preadv2` with `RWF_NOWAIT`, which
     /// copies what the page cache holds and never waits for the device:
@@ -539,264 +217,6 @@ impl Segment {
             Err(e) => Err(StoreError::io("reading", &self.path)(e.into())),
         }
     }
-
-    fn pread(&self, offset: u64, len: u64, counters: &CounterCells) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len as usize];
-        let calls = pread_exact(&*self.file()?, &mut buf, offset)
-            .map_err(StoreError::io("reading", &self.path))?;
-        counters.read(calls, len);
-        Ok(buf)
-    }
-
-    fn corrupt(&self, offset: u64, reason: impl ToString) -> StoreError {
-        StoreError::Corrupt {
-            segment: self.id,
-            path: self.path.clone(),
-            offset,
-            reason: reason.to_string(),
-        }
-    }
-
-    fn index_path(&self) -> PathBuf {
-        self.path
-            .with_file_name(index_file_name(self.id, self.generation))
-    }
-
-    fn garbage_ratio(&self) -> f64 {
-        let len = self.len.load(Ordering::Relaxed).max(1);
-        (self.garbage.load(Ordering::Relaxed) as f64 / len as f64).min(1.0)
-    }
-
-    fn heap_bytes(&self) -> u64 {
-        let own = std::mem::size_of::<Segment>() + self.path.as_os_str().len();
-        let body = match &self.body {
-            Body::Active(a) => read(a).heap_bytes(),
-            Body::Sealed(s) => s.heap_bytes(),
-        };
-        (own + body) as u64
-    }
-}
-
-/// The node-wide index: which needle is the live version of each identity,
-/// over every segment of every device.
-///
-/// Two parts, each probed at most once per lookup: the *recent map*
-/// (identity → location, exact keys) holds every write since the last merge
-/// and tombstones; the *run* ([`Run`]) holds everything merged before. A
-/// recent entry always wins, so each identity has exactly one answer and a
-/// GET never probes further.
-struct NodeIndex {
-    /// Segment table: `Loc::slot` → segment (None once a compaction
-    /// replaced it by a renumbered generation).
-    table: Vec<Option<Arc<Segment>>>,
-    /// Fingerprint → location of every needle written since the last
-    /// merge (8 bytes per entry; a match is confirmed by the needle's
-    /// header).
-    recent: RecentTable,
-    /// Identities deleted since the run was built (exact).
-    tombs: HashSet<(u64, u32), IdHasherBuilder>,
-    /// Bits of the identity hash the recent table is keyed by (all but
-    /// in tests, see `StoreConfig::recent_hash_bits`).
-    hash_mask: u64,
-    /// The run; its segment lists say which table slot each of its
-    /// segments is in (none once no longer valid).
-    run: Option<Arc<Run>>,
-    /// Size of the recent map after the last merge.
-    recent_floor: usize,
-}
-
-/// What the index answers for an identity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Answer {
-    /// Live (as far as RAM knows) at this location, from the recent map.
-    Recent(Loc),
-    /// Live at this location, from the run (a fingerprint match: may be a
-    /// stranger, which the needle header tells).
-    Run(Loc),
-    /// Deleted since the run was built.
-    Tomb,
-    /// Unknown.
-    Absent,
-}
-
-impl Answer {
-    fn loc(self) -> Option<Loc> {
-        match self {
-            Answer::Recent(l) | Answer::Run(l) => Some(l),
-            _ => None,
-        }
-    }
-}
-
-impl NodeIndex {
-    fn seg(&self, slot: u32) -> Option<&Arc<Segment>> {
-        self.table.get(slot as usize).and_then(|s| s.as_ref())
-    }
-
-    /// The run's answer for an identity, if its segment is still valid.
-    fn run_hit(&self, key: u64, alt: u32) -> Option<Loc> {
-        let run = self.run.as_ref()?;
-        let (part, i, ord) = run.lookup(key, alt)?;
-        let slot = part.segs().place(i)?;
-        Some(Loc { slot, ord })
-    }
-
-    /// The recent table's key for an identity.
-    fn hid(&self, key: u64, alt: u32) -> u64 {
-        hash_of(key, alt) & self.hash_mask
-    }
-
-    /// The run's answer alone; also returns the number of probes.
-    fn find_in_run(&self, key: u64, alt: u32) -> (Answer, u64) {
-        match self.run_hit(key, alt) {
-            Some(l) => (Answer::Run(l), 2),
-            None => (Answer::Absent, if self.run.is_some() { 2 } else { 1 }),
-        }
-    }
-
-    /// Looks an identity up; also returns the number of probes (1 or 2).
-    /// A single recent candidate is returned unconfirmed (the GET confirms
-    /// it by the header it reads, and asks the run if it is a stranger);
-    /// several are told apart by their headers now.
-    fn find(&self, key: u64, alt: u32, c: &CounterCells) -> (Answer, u64) {
-        if self.tombs.contains(&(key, alt)) {
-            return (Answer::Tomb, 1);
-        }
-        let mut it = self.recent.candidates(self.hid(key, alt));
-        match (it.next(), it.next()) {
-            (None, _) => self.find_in_run(key, alt),
-            (Some(l), None) => (Answer::Recent(l), 1),
-            _ => match self.recent_exact(key, alt, c, true) {
-                Some(l) => (Answer::Recent(l), 1),
-                None => self.find_in_run(key, alt),
-            },
-        }
-    }
-
-    /// The identity of the needle at `loc`, from its header (one `pread`).
-    fn ident_at(&self, loc: Loc, c: &CounterCells) -> Option<(u64, u32)> {
-        ident_in(&self.table, loc, c)
-    }
-
-    /// The recent table's entry for exactly (key, alt), confirmed by the
-    /// candidates' headers. `lenient`: a candidate whose header cannot be
-    /// read counts as a match (a reader then gets the read's error rather
-    /// than a silent miss); otherwise as a stranger.
-    fn recent_exact(&self, key: u64, alt: u32, c: &CounterCells, lenient: bool) -> Option<Loc> {
-        let mut unreadable = None;
-        for l in self.recent.candidates(self.hid(key, alt)) {
-            match self.ident_at(l, c) {
-                Some(id) if id == (key, alt) => return Some(l),
-                Some(_) => {}
-                None => unreadable = Some(l),
-            }
-        }
-        if lenient {
-            unreadable
-        } else {
-            None
-        }
-    }
-
-    /// Whether the recent part answers for (key, alt) (an entry or a
-    /// tombstone), confirmed by headers.
-    fn recent_has(&self, key: u64, alt: u32, c: &CounterCells) -> bool {
-        self.tombs.contains(&(key, alt)) || self.recent_exact(key, alt, c, false).is_some()
-    }
-
-    fn current(&self, key: u64, alt: u32, c: &CounterCells) -> Option<Loc> {
-        if self.tombs.contains(&(key, alt)) {
-            return None;
-        }
-        if let Some(l) = self.recent_exact(key, alt, c, true) {
-            return Some(l);
-        }
-        self.run_hit(key, alt)
-    }
-
-    /// Enters (key, alt) → loc, replacing the identity's previous recent
-    /// entry (`hint`: where the caller found it, which spares the header
-    /// reads) and any tombstone.
-    fn set(
-        &mut self,
-        key: u64,
-        alt: u32,
-        loc: Loc,
-        hint: Option<Loc>,
-        c: &CounterCells,
-    ) -> Result<()> {
-        self.tombs.remove(&(key, alt));
-        let h = self.hid(key, alt);
-        let old = match hint {
-            Some(o) if self.recent.contains(h, o) => Some(o),
-            _ => self.recent_exact(key, alt, c, false),
-        };
-        if let Some(o) = old {
-            self.recent.remove(h, o);
-        }
-        let (table, mask) = (&self.table, self.hash_mask);
-        self.recent.insert(h, loc, &mut |l| {
-            ident_in(table, l, c).map(|(k, a)| hash_of(k, a) & mask)
-        })?;
-        Ok(())
-    }
-
-    /// The needle at `loc` is no longer the live version of (key, alt) (it
-    /// was deleted, or found dead): drop it from the index, hiding whatever
-    /// the run holds for the identity.
-    fn forget(&mut self, key: u64, alt: u32, loc: Loc, c: &CounterCells) {
-        if self.recent.remove(self.hid(key, alt), loc) {
-            if self.run_hit(key, alt).is_some() {
-                self.tombs.insert((key, alt));
-            }
-        } else if !self.recent_has(key, alt, c) && self.run_hit(key, alt) == Some(loc) {
-            self.tombs.insert((key, alt));
-        }
-    }
-
-    /// Gives the recent part's memory back after a merge emptied it.
-    fn shrink_recent(&mut self, c: &CounterCells) {
-        let (table, mask) = (&self.table, self.hash_mask);
-        self.recent
-            .shrink_if_sparse(&mut |l| ident_in(table, l, c).map(|(k, a)| hash_of(k, a) & mask));
-        if self.tombs.capacity() > 4 * self.tombs.len().max(1024) {
-            self.tombs.shrink_to_fit();
-        }
-    }
-
-    /// Entries and tombstones of the recent part.
-    fn recent_len(&self) -> usize {
-        self.recent.len() + self.tombs.len()
-    }
-
-    fn recent_heap_bytes(&self) -> u64 {
-        // hashbrown allocates a power of two of buckets, at most 7/8 of
-        // them usable (`capacity`), each an entry and a control byte, plus
-        // one group (16) of trailing control bytes.
-        let cap = self.tombs.capacity();
-        let tombs = if cap == 0 {
-            0
-        } else {
-            let buckets = if cap < 8 {
-                cap + 1
-            } else {
-                (cap * 8 / 7).next_power_of_two()
-            };
-            buckets * (std::mem::size_of::<(u64, u32)>() + 1) + 16
-        };
-        (self.recent.heap_bytes() + tombs) as u64
-    }
-}
-
-/// The identity of the needle at `loc` of the segment table, from its
-/// header (one `pread`); None if it cannot be read.
-fn ident_in(table: &[Option<Arc<Segment>>], loc: Loc, c: &CounterCells) -> Option<(u64, u32)> {
-    let seg = table.get(loc.slot as usize)?.as_ref()?;
-    let (offset, _) = seg.needle(loc.ord)?;
-    let buf = seg.pread(offset, HEADER_LEN as u64, c).ok()?;
-    let h = needle::repair_header(&buf, seg.flag_code()).ok()?;
-    c.header_checks.fetch_add(1, Ordering::Relaxed);
-    Some((h.key, h.alt_key))
 }
 
 struct Device {
@@ -843,26 +263,11 @@ pub struct Store {
     report: OpenReport,
 }
 
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
-}
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
-}
-
-fn advise_random(file: &File) {
-    // Advice only: failure changes performance, never correctness.
-    let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::Random);
 }
 
 impl Store {
@@ -2659,9 +2064,6 @@ fn background(weak: Weak<Inner>) {
         }
     }
 }
-
-/// An identity and the ordinal of its live needle in a segment.
-type Entry = (u64, u32, u32);
 
 /// A needle to flag: where the index says it is (with the segment handle
 /// taken in the same look-up: a compaction may renumber the segment and

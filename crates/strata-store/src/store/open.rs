@@ -3,6 +3,7 @@
 //! node-wide index built from the run file and the segments' identities
 //! ([`super::settle`]), and the background thread started.
 
+use super::background::background;
 use super::damage::{quarantine, DamageNote, DAMAGE_NOTE};
 use super::handle::{Entry, FdBudget, Segment};
 use super::load::{load_segment, Found};
@@ -10,7 +11,7 @@ use super::locks::{lock, read, write};
 use super::node_index::{Loc, NodeIndex};
 use super::report::{CounterCells, OpenReport};
 use super::write::new_active;
-use super::{background, Device, Inner, Store};
+use super::{Device, Inner, Store};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::format::needle;

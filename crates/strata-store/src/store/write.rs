@@ -2,12 +2,13 @@
 //! fdatasync, the versions it replaces flagged superseded, deletes flagged
 //! in place, and the active segment sealed and a new one started.
 
+use super::checkpoints::IdsSnapshot;
 use super::handle::{advise_random, ActiveSeg, Body, FdBudget, SegFile, Segment, Tail};
 use super::locks::{lock, read, write};
 use super::node_index::{Loc, NodeIndex};
 use super::prepared::{write_direct, DIRECT_BLOCK, DIRECT_MIN_BATCH};
 use super::report::PutItem;
-use super::{IdsSnapshot, Inner};
+use super::Inner;
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::format::needle::{self, FLAGS_OFFSET, FLAG_DELETED, FLAG_SUPERSEDED, HEADER_LEN};

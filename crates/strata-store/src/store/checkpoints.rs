@@ -18,11 +18,11 @@ use std::sync::atomic::Ordering;
 /// What [`Inner::live_entries_of`] needs of an active segment, copied so
 /// that its lock is not held meanwhile.
 pub(super) struct IdsSnapshot {
-    pub(super) ids_base: usize,
+    ids_base: usize,
     /// Byte offset of needle `ids_base`.
-    pub(super) base_offset: u64,
-    pub(super) below: usize,
-    pub(super) ids: Vec<Entry>,
+    base_offset: u64,
+    below: usize,
+    ids: Vec<Entry>,
 }
 
 impl IdsSnapshot {
@@ -56,7 +56,7 @@ impl Inner {
         Ok(())
     }
 
-    pub(super) fn write_checkpoint(&self, s: &Segment) -> Result<()> {
+    fn write_checkpoint(&self, s: &Segment) -> Result<()> {
         match &s.body {
             Body::Active(a) => {
                 // One writer at a time: the identities RAM drops below rely

@@ -24,8 +24,8 @@ pub const DAMAGE_NOTE: &str = "damage-found";
 /// Writes the [`DAMAGE_NOTE`] once, before the first repair that hides
 /// damage; shared by the open's loading threads.
 pub(super) struct DamageNote {
-    pub(super) path: PathBuf,
-    pub(super) written: Mutex<bool>,
+    path: PathBuf,
+    written: Mutex<bool>,
 }
 
 impl DamageNote {

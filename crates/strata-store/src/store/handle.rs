@@ -61,7 +61,7 @@ impl ActiveSeg {
         self.ids.push((key, alt, ord));
         ord
     }
-    pub(super) fn heap_bytes(&self) -> usize {
+    fn heap_bytes(&self) -> usize {
         self.offsets.capacity() * 4 + self.ids.capacity() * std::mem::size_of::<Entry>()
     }
 }
@@ -80,7 +80,7 @@ pub(super) struct FdBudget {
     pub(super) cap: usize,
     /// Clock hand of the eviction sweep over the segment table.
     pub(super) hand: AtomicUsize,
-    pub(super) random_advice: bool,
+    random_advice: bool,
 }
 
 impl FdBudget {
@@ -122,7 +122,7 @@ impl SegFile {
         }
     }
 
-    pub(super) fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
+    fn get(&self, path: &std::path::Path) -> Result<Arc<File>> {
         self.used.store(true, Ordering::Relaxed);
         if let Some(f) = read(&self.handle).as_ref() {
             return Ok(f.clone());
@@ -239,7 +239,7 @@ impl Tail {
 
     /// The segment file `path` opened for O_DIRECT writes, once, and
     /// counted in `budget` until the tail is dropped.
-    pub(super) fn direct(&self, path: &std::path::Path, budget: &Arc<FdBudget>) -> Option<&File> {
+    fn direct(&self, path: &std::path::Path, budget: &Arc<FdBudget>) -> Option<&File> {
         self.direct
             .get_or_init(|| {
                 use std::os::unix::fs::OpenOptionsExt;

@@ -1,6 +1,8 @@
-//! Loading one segment on open: its checkpoint if it is current, else a
-//! scan of the needles past the checkpoint (orphans), with torn tails cut
-//! ([`super::torn`]), prepared zeros cut and mended headers written back.
+//! Loading one segment on open: its superblock (written back if one bit
+//! was mended), its checkpoint if it is current, and a scan of the needles
+//! past the checkpoint (orphans), with torn tails cut ([`super::torn`]
+//! tells them from damage), the zeros of prepared space cut, and mended
+//! needle headers written back.
 
 use super::damage::DamageNote;
 use super::handle::{ActiveSeg, Body, Entry, FdBudget, SegFile, Segment, Tail};

@@ -130,13 +130,7 @@ impl NodeIndex {
     /// candidates' headers. `lenient`: a candidate whose header cannot be
     /// read counts as a match (a reader then gets the read's error rather
     /// than a silent miss); otherwise as a stranger.
-    pub(super) fn recent_exact(
-        &self,
-        key: u64,
-        alt: u32,
-        c: &CounterCells,
-        lenient: bool,
-    ) -> Option<Loc> {
+    fn recent_exact(&self, key: u64, alt: u32, c: &CounterCells, lenient: bool) -> Option<Loc> {
         let mut unreadable = None;
         for l in self.recent.candidates(self.hid(key, alt)) {
             match self.ident_at(l, c) {

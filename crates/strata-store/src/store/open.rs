@@ -313,7 +313,7 @@ pub const LOCK_FILE: &str = "strata.lock";
 
 /// Takes the exclusive lock of a device directory, so that two processes
 /// never append to (or recover) the same segments.
-pub(super) fn lock_dir(dir: &std::path::Path) -> Result<File> {
+fn lock_dir(dir: &std::path::Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -343,7 +343,7 @@ pub(super) fn lock_dir(dir: &std::path::Path) -> Result<File> {
 /// Refuses a store whose directories name a version order other than
 /// the one given (or none given), and names the given order in those that
 /// name none yet (before anything is written that needs it).
-pub(super) fn check_order(cfg: &StoreConfig) -> Result<()> {
+fn check_order(cfg: &StoreConfig) -> Result<()> {
     for d in &cfg.devices {
         let path = d.path.join(crate::config::ORDER_FILE);
         let recorded =
@@ -371,7 +371,7 @@ pub(super) fn check_order(cfg: &StoreConfig) -> Result<()> {
 /// Lists the segment files of all devices, keeps the highest generation of
 /// each id (lower ones are leftovers of a compaction or move interrupted
 /// after its rename) and removes temporary files.
-pub(super) fn discover(
+fn discover(
     cfg: &StoreConfig,
     note: &DamageNote,
     report: &mut OpenReport,
@@ -446,7 +446,7 @@ pub(super) fn discover(
 
 /// Reads the header and index section of the run file (not its keys, which
 /// only a merge needs); None if missing or damaged.
-pub(super) fn read_run_index(path: &std::path::Path) -> Option<Run> {
+fn read_run_index(path: &std::path::Path) -> Option<Run> {
     let f = File::open(path).ok()?;
     run_file::read_index(&f).ok()
 }

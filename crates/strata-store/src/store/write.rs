@@ -26,10 +26,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// leads to the new generation), and whose it should be.
 #[derive(Clone)]
 pub(super) struct FlagTarget {
-    pub(super) seg: Option<Arc<Segment>>,
-    pub(super) loc: Loc,
-    pub(super) key: u64,
-    pub(super) alt: u32,
+    seg: Option<Arc<Segment>>,
+    loc: Loc,
+    key: u64,
+    alt: u32,
 }
 
 impl NodeIndex {

@@ -11,12 +11,12 @@
 //!   needles past it), [`torn`] tells a torn tail from damage, [`damage`]
 //!   notes damage before a repair and sets unreadable files aside, and
 //!   [`settle`] settles identities two segments both claim.
-//! - [`write`]: batches of puts, deletes and the flags they write in
-//!   place, the active segment's seal and its successor; [`prepared`]: the
-//!   zeros written ahead of an active segment's needles, and the O_DIRECT
-//!   batches into them.
-//! - [`read`]: GETs, prefixes, the page-cache-only mode, liveness, the
-//!   needles of a segment in file order.
+//! - [`write`](mod@write): batches of puts, deletes and the flags they
+//!   write in place, the active segment's seal and its successor;
+//!   [`prepared`]: the zeros written ahead of an active segment's needles,
+//!   and the O_DIRECT batches into them.
+//! - [`read`](mod@read): GETs, prefixes, the page-cache-only mode,
+//!   liveness, the needles of a segment in file order.
 //! - [`checkpoints`]: the segments' index checkpoints.
 //! - [`merge`]: the recent map merged into a new run.
 //! - [`rewrite`]: a sealed segment rewritten as its next generation, by a

@@ -11,10 +11,10 @@
 //! After each trial the usual checks: every acknowledged write reads back
 //! identical (healthy or degraded), every acknowledged delete is absent.
 
-use super::cluster::Cluster;
-use super::load::{self, Load, Mix, Model};
-use super::procs::{files, Power};
-use super::{Ctx, Trial};
+use crate::cluster::Cluster;
+use crate::load::{self, Load, Mix, Model};
+use crate::procs::{files, Power};
+use crate::{Ctx, Trial};
 use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -66,7 +66,7 @@ fn ec_sum(c: &Cluster, field: &str) -> u64 {
     c.nodes
         .iter()
         .filter(|n| n.up)
-        .filter_map(|n| super::cluster::signed_get(c, &n.server.addr, "/cluster/v1/ec/status"))
+        .filter_map(|n| crate::cluster::signed_get(c, &n.server.addr, "/cluster/v1/ec/status"))
         .filter_map(|v| v[field].as_u64())
         .sum()
 }
@@ -109,7 +109,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         Fault::Rebuild => node_flags.extend(["--ec-rebuild-rate", "256KiB"]),
         _ => {}
     }
-    let tear = super::tears(t.seed);
+    let tear = crate::tears(t.seed);
     let base: u64 = if fault == Fault::Power {
         rng.random()
     } else {
@@ -183,7 +183,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         }
         Fault::Power => {
             let cuts = rng.random_range(2..=3);
-            let plan = super::cut_plan(&mut rng, c.nodes.len(), cuts);
+            let plan = crate::cut_plan(&mut rng, c.nodes.len(), cuts);
             for (round, &victim) in plan.iter().enumerate() {
                 std::thread::sleep(Duration::from_millis(rng.random_range(0..3000)));
                 let stripes = meta_u64(&c, "ec_segments");
@@ -194,7 +194,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
                     return t.absorb(&model, vec![]);
                 }
                 std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
-                if !super::cut_again(&plan, round) {
+                if !crate::cut_again(&plan, round) {
                     c.nodes[victim].server.power = None;
                 }
                 if !c.restart(t, victim) {
@@ -395,7 +395,7 @@ fn delete_most(model: &Model, c: &Cluster, keys: &[String], rng: &mut StdRng, ti
         };
         let path = format!("/{}/{k}", load::BUCKET);
         let log = model.log(k);
-        let o = match super::http::request(&addr, "DELETE", &path, &[], &[], timeout) {
+        let o = match crate::http::request(&addr, "DELETE", &path, &[], &[], timeout) {
             Ok(r) if matches!(r.status, 200 | 204) => load::Outcome::Acked,
             Ok(r) if r.status == 404 => {
                 if !log.allowed().contains(&None) {

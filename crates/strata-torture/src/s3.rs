@@ -9,10 +9,10 @@
 //! acknowledged delete listed, no name the harness never wrote, no name
 //! twice, names in order.
 
-use super::http::{self, Resp};
-use super::load::{self, KeyLog, Model, Op, Outcome};
-use super::procs::{cut_summary, listen_port, Power, Server};
-use super::{Ctx, Trial};
+use crate::http::{self, Resp};
+use crate::load::{self, KeyLog, Model, Op, Outcome};
+use crate::procs::{cut_summary, listen_port, Power, Server};
+use crate::{Ctx, Trial};
 use anyhow::{bail, Context};
 use hmac::{Hmac, KeyInit, Mac};
 use rand::rngs::StdRng;
@@ -788,14 +788,14 @@ pub fn cluster_trial(
     let mut rng = StdRng::seed_from_u64(t.seed);
     MULTIPART_ACKED.store(0, Ordering::Relaxed);
     let signer = ctx.s3_signer();
-    let mut c = super::cluster::Cluster::start_with(
+    let mut c = crate::cluster::Cluster::start_with(
         ctx,
         dir,
         ctx.nodes,
         &["--tract-size", "8MiB"],
-        &[super::cluster::S3_LISTEN],
+        &[crate::cluster::S3_LISTEN],
     )?;
-    let s3_of = |c: &super::cluster::Cluster| -> Vec<String> {
+    let s3_of = |c: &crate::cluster::Cluster| -> Vec<String> {
         c.nodes
             .iter()
             .filter(|n| n.up)
@@ -866,14 +866,14 @@ pub fn cluster_trial(
             // The member keeps its S3 clients; what it loses is every other
             // member and the metadata service.
             let mode = if rng.random_bool(0.5) {
-                super::proxy::Mode::Blackhole
+                crate::proxy::Mode::Blackhole
             } else {
-                super::proxy::Mode::Reset
+                crate::proxy::Mode::Reset
             };
             let ms = rng.random_range(300..4000);
             c.nodes[victim].peer.set(mode);
             std::thread::sleep(Duration::from_millis(ms));
-            c.nodes[victim].peer.set(super::proxy::Mode::Open);
+            c.nodes[victim].peer.set(crate::proxy::Mode::Open);
             t.note(format!(
                 "node {victim} cut from the other members and the metadata service ({mode:?}) for {ms} ms"
             ));
@@ -911,7 +911,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         root: dir.join("node"),
         trigger: dir.join("power-cut"),
         seed: rng.random(),
-        tear: super::tears(t.seed),
+        tear: crate::tears(t.seed),
     });
     if let Some(p) = &power {
         // The model's root must exist before the process starts.

@@ -1,8 +1,8 @@
 //! Trials against a single node (a cluster of one).
 
-use super::load::{self, Load, Mix, Model, Targets};
-use super::procs::{cut_summary, files, Power, Server};
-use super::{Ctx, Trial};
+use crate::load::{self, Load, Mix, Model, Targets};
+use crate::procs::{cut_summary, files, Power, Server};
+use crate::{Ctx, Trial};
 use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -132,7 +132,7 @@ pub fn power(
         root: data.clone(),
         trigger: dir.join("power-cut"),
         seed: rng.random(),
-        tear: super::tears(t.seed),
+        tear: crate::tears(t.seed),
     };
     let mut s = Server::start_powered(&ctx.env, args(&data, extra), &log, Some(power))?;
     Server::wait_ready(&s.addr, Duration::from_secs(30))?;
@@ -443,7 +443,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     let mut refused = 0;
     while start_t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(100));
-        let probe = super::http::request(
+        let probe = crate::http::request(
             &s.addr,
             "PUT",
             "/torture/full-probe",
@@ -489,7 +489,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     // Delete half of what exists; then new writes must be taken again.
     let names = model.key_names();
     for k in names.iter().filter(|_| rng.random_bool(0.5)) {
-        match super::http::request(
+        match crate::http::request(
             &s.addr,
             "DELETE",
             &format!("/{}/{k}", load::BUCKET),
@@ -522,7 +522,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         let key = format!("after-delete-{}", start_t.elapsed().as_millis());
         let ver = 1;
         let body = load::payload(&key, ver, 8 << 10);
-        if let Ok(r) = super::http::request(
+        if let Ok(r) = crate::http::request(
             &s.addr,
             "PUT",
             &format!("/{}/{key}", load::BUCKET),
@@ -597,7 +597,7 @@ pub fn slow_clients(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> 
         Duration::from_secs(10),
     );
     std::thread::sleep(Duration::from_millis(rng.random_range(300..900)));
-    let h = super::http::request(&s.addr, "GET", "/healthz", &[], &[], Duration::from_secs(5));
+    let h = crate::http::request(&s.addr, "GET", "/healthz", &[], &[], Duration::from_secs(5));
     if !matches!(h, Ok(ref r) if r.status == 200) {
         t.fail(format!(
             "/healthz not answered within 5 s with {n} slow clients connected"

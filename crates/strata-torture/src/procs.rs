@@ -308,7 +308,7 @@ impl Server {
     pub fn wait_answering(addr: &str, limit: Duration, full_ok: bool) -> anyhow::Result<()> {
         let start = Instant::now();
         loop {
-            let last = match super::http::request(
+            let last = match crate::http::request(
                 addr,
                 "PUT",
                 "/torture-ready/probe",

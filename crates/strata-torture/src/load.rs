@@ -9,7 +9,7 @@
 //! a time, so the model of each key is a sequence of operations, each
 //! acknowledged (2xx) or of unknown effect (no answer, or an error status).
 
-use super::http::{self, Resp};
+use crate::http::{self, Resp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;

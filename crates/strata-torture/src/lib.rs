@@ -1,10 +1,17 @@
-//! `strata torture`: the fault campaign (issue 15). Real `strata`
-//! processes, really killed; real bytes cut and flipped; a real full
-//! filesystem; a fault-injecting proxy between nodes and between clients
-//! and nodes. After each trial every acknowledged write must read back
-//! byte for byte, every acknowledged delete must be absent, and no wrong
-//! byte may ever have been served (payloads are derived from key and
-//! version, so any wrong byte is caught). docs/reliability.md.
+//! strata-torture: the fault campaign behind `strata torture` (issue 15;
+//! docs/reliability.md). Real `strata` processes, really killed and
+//! power-cut; real bytes cut and flipped; a real full filesystem; a
+//! fault-injecting proxy between nodes and between clients and nodes.
+//! After each trial every acknowledged write must read back byte for
+//! byte, every acknowledged delete must be absent, and no wrong byte may
+//! ever have been served (payloads are derived from key and version, so
+//! any wrong byte is caught).
+//!
+//! [`run`] runs a campaign of [`Options`]; the processes it starts are
+//! the binary [`Options::exe`] names (the `strata` command line passes
+//! itself).
+
+#![warn(missing_docs)]
 
 mod cluster;
 mod ec;
@@ -15,13 +22,89 @@ mod proxy;
 mod s3;
 mod single;
 
-use anyhow::{bail, Context};
 use load::{Mix, Model};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Every kind of trial, in the order a campaign cycles through them.
+/// What a campaign runs: the flags of `strata torture`.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The `strata` binary the trials start (servers, the metadata
+    /// service, `strata cluster` commands).
+    pub exe: PathBuf,
+    /// Number of trials (they cycle through the kinds).
+    pub trials: usize,
+    /// Kinds of trials ([`KINDS`]) or groups of them: all, single,
+    /// cluster, ec, s3, power.
+    pub kinds: Vec<String>,
+    /// Seed of trial 0 (trial i uses SEED+i); None: from the clock.
+    pub seed: Option<u64>,
+    /// The report as JSON on standard output instead of a table.
+    pub json: bool,
+    /// Directory for the trials' data (None: a temporary directory on
+    /// /dev/shm when there is one).
+    pub dir: Option<PathBuf>,
+    /// Keep the directories (data and logs) of failed trials.
+    pub keep_failed: bool,
+    /// Where the histories of `linearizable` trials are written.
+    pub history: Option<PathBuf>,
+    /// Nodes of the cluster trials (replication 3; at least 3).
+    pub nodes: usize,
+    /// Client threads of each trial's load.
+    pub workers: usize,
+    /// Start no trial after this long (the report then counts the trials
+    /// run); None: no limit.
+    pub time_limit: Option<Duration>,
+}
+
+/// Why a campaign did not pass.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The options ask for something the campaign cannot run (an
+    /// unknown kind, no trial, fewer than 3 nodes, no worker).
+    #[error("{0}")]
+    Options(String),
+    /// The campaign's own files: its directory, a trial's directory.
+    #[error("{what}")]
+    Io {
+        /// What the campaign was doing.
+        what: String,
+        /// The error the system gave.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The JSON report could not be written.
+    #[error("the JSON report: {0}")]
+    Report(#[from] serde_json::Error),
+    /// Trials failed (each printed with the command that repeats it).
+    #[error("{failed} of {trials} trials failed")]
+    Failed {
+        /// Trials that failed.
+        failed: usize,
+        /// Trials run.
+        trials: usize,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+/// A campaign that passed.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// Trials run (fewer than asked when the time limit stopped it).
+    pub trials: usize,
+    /// Trials skipped (they had nothing to damage); they count as passed.
+    pub skipped: usize,
+    /// Processes whose power was cut.
+    pub power_cuts: u64,
+}
+
+/// Every kind of trial and what it does, in the order a campaign cycles
+/// through them.
 pub const KINDS: &[(&str, &str)] = &[
     ("put", "single node: kill -9 during single PUTs"),
     ("batch", "single node: kill -9 during batch POSTs"),
@@ -80,7 +163,7 @@ const POWER: &[&str] = &[
 /// ([`procs::Power::after_cut`]), so that a trial of 2-3 cuts has both.
 /// A bit of a hash of the seed, not its parity: a campaign cycling
 /// through an even number of kinds gives each kind seeds of one parity.
-pub fn tears(seed: u64) -> bool {
+pub(crate) fn tears(seed: u64) -> bool {
     // splitmix64's finalizer.
     let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -90,13 +173,13 @@ pub fn tears(seed: u64) -> bool {
 
 /// The order in which a trial's power cuts hit its processes: `cuts`
 /// random indexes below `n`.
-pub fn cut_plan(rng: &mut impl rand::Rng, n: usize, cuts: usize) -> Vec<usize> {
+pub(crate) fn cut_plan(rng: &mut impl rand::Rng, n: usize, cuts: usize) -> Vec<usize> {
     (0..cuts).map(|_| rng.random_range(0..n)).collect()
 }
 
 /// Whether the process cut in round `round` of `plan` is cut again later
 /// (then it restarts over the model; after its last cut, without).
-pub fn cut_again(plan: &[usize], round: usize) -> bool {
+pub(crate) fn cut_again(plan: &[usize], round: usize) -> bool {
     plan[round + 1..].contains(&plan[round])
 }
 
@@ -124,97 +207,7 @@ fn group(name: &str) -> Option<Vec<&'static str>> {
     })
 }
 
-/// Run the fault campaign: trials of kill -9, torn writes, bit flips, a
-/// full disk, slow clients and network partitions against real `strata`
-/// processes (a single node and a loopback cluster), each checked for lost,
-/// resurrected and wrong data.
-///
-/// Each trial starts fresh processes in its own directory, runs a load of
-/// checksummed objects (each a pure function of its key and version),
-/// injects its fault, brings the node or cluster back, and reads every key
-/// back: an acknowledged PUT must read back byte for byte, an acknowledged
-/// DELETE must be absent (404), an operation without an answer may have
-/// taken effect or not, and a wrong byte must never have been served.
-/// Trials cycle through --kinds; trial i uses seed SEED+i, and each failure
-/// prints the command that repeats it.
-///
-/// Kinds (--kinds, comma-separated; groups: all, single, cluster, ec, s3,
-/// power):
-///   single: put, batch, delete, overwrite, compaction, tier-move,
-///     torn-write, flip-needle, flip-checkpoint, flip-superblock, disk-full
-///     (needs root: it mounts a 64 MiB tmpfs), slow-clients, power-put,
-///     power-compaction
-///   cluster: cluster-kill, multipart, node-loss, partition-nodes,
-///     partition-client, linearizable, cluster-flip, cluster-power,
-///     cluster-power-all
-///   ec (6 nodes, --ec 4+2): ec-encode, ec-compact, ec-rebuild, ec-flip,
-///     ec-power
-///   s3: s3-put, s3-multipart, s3-delete, s3-flip-listing, s3-cluster,
-///     s3-cluster-multipart, s3-cluster-partition, s3-cluster-loss, power-s3
-///   power: power-put, power-compaction, power-s3, cluster-power,
-///     cluster-power-all, ec-power
-///
-/// Power cuts (the power kinds): unlike kill -9, a power cut loses what
-/// was written but not fsynced. The processes run over strata-fs's
-/// power-loss model (STRATA_POWER_ROOT: their data directories); at a
-/// random moment under load the harness makes the trigger file and the
-/// process cuts its power (unsynced writes dropped, or torn page by page,
-/// the two in turn from one cut to the next, the first by the seed;
-/// unsynced directory changes undone) and exits
-/// with status 86 (any other end fails the trial). Each trial cuts 2-3
-/// times, restarting over a fresh model between cuts and without it after
-/// a process's last cut; every key is read back after each restart, and
-/// a GET answering 500 then fails the trial. The report's `cuts` column
-/// (`power_cuts` in --json) counts the processes whose power was cut.
-///
-/// Linearizability: `linearizable` trials write their histories to
-/// --history DIR; check them with tools/linearizability (Porcupine):
-///   go run ./tools/linearizability DIR/*.json
-///
-/// Exit status: 0 when every trial passed, 1 otherwise.
-#[derive(clap::Args)]
-#[command(verbatim_doc_comment)]
-pub struct Args {
-    /// Number of trials (they cycle through the kinds).
-    #[arg(long, default_value_t = 18)]
-    trials: usize,
-    /// Kinds of trials, comma-separated (see above), or a group: all, single,
-    /// cluster, ec, s3, power.
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    kinds: Vec<String>,
-    /// Seed of trial 0 (trial i uses SEED+i); default: from the clock.
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Print the report as JSON on standard output instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Directory for the trials' data (default: a temporary directory on
-    /// /dev/shm when there is one). Each trial's directory is removed when
-    /// it passes.
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
-    /// Keep the directories (data and logs) of failed trials.
-    #[arg(long)]
-    keep_failed: bool,
-    /// Write the histories of `linearizable` trials here.
-    #[arg(long, value_name = "DIR")]
-    history: Option<PathBuf>,
-    /// Nodes of the cluster trials (replication 3).
-    #[arg(long, default_value_t = 4)]
-    nodes: usize,
-    /// Client threads of each trial's load.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
-    /// Start no trial after this many seconds (the report then counts the
-    /// trials run); 0: no limit.
-    #[arg(long, value_name = "SECS", default_value_t = 0)]
-    time_limit: u64,
-    /// List the kinds and exit.
-    #[arg(long)]
-    list: bool,
-}
-
-pub struct Ctx {
+pub(crate) struct Ctx {
     env: procs::Env,
     workers: usize,
     nodes: usize,
@@ -234,7 +227,7 @@ impl Ctx {
 
 /// One trial's result.
 #[derive(serde::Serialize, Default)]
-pub struct Trial {
+pub(crate) struct Trial {
     pub index: usize,
     pub kind: String,
     pub seed: u64,
@@ -321,7 +314,7 @@ impl Trial {
     }
 }
 
-fn expand(kinds: &[String]) -> anyhow::Result<Vec<&'static str>> {
+fn expand(kinds: &[String]) -> Result<Vec<&'static str>, Error> {
     let mut out = Vec::new();
     for k in kinds {
         if let Some(g) = group(k) {
@@ -330,14 +323,16 @@ fn expand(kinds: &[String]) -> anyhow::Result<Vec<&'static str>> {
         }
         match KINDS.iter().find(|(n, _)| *n == k) {
             Some((n, _)) => out.push(*n),
-            None => bail!(
+            None => {
+                return Err(Error::Options(format!(
                 "--kinds: unknown kind {k:?}; the kinds are {} (or all, single, cluster, ec, s3, power)",
                 KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
-            ),
+            )))
+            }
         }
     }
     if out.is_empty() {
-        bail!("--kinds: no kind given");
+        return Err(Error::Options("--kinds: no kind given".into()));
     }
     Ok(out)
 }
@@ -426,43 +421,86 @@ fn random_hex() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.list {
-        for (k, d) in KINDS {
-            println!("{k:<17} {d}");
-        }
-        return Ok(());
+/// The kinds, one a line: name and what the trial does (`strata torture
+/// --list`).
+pub fn kind_list() -> String {
+    KINDS
+        .iter()
+        .map(|(k, d)| format!("{k:<17} {d}\n"))
+        .collect()
+}
+
+/// A bar counting the trials on standard error, hidden when it is no
+/// terminal (so that logs and pipes stay clean).
+fn progress(trials: usize) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let target = if std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let pb = indicatif::ProgressBar::with_draw_target(Some(trials as u64), target);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg:>12} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    pb.set_message("trials");
+    pb
+}
+
+/// Runs the fault campaign: trials of kill -9, power cuts, torn writes,
+/// bit flips, a full disk, slow clients and network partitions against
+/// real `strata` processes (a single node, a loopback cluster, erasure
+/// coding, the S3 API), each checked for lost, resurrected and wrong
+/// data.
+///
+/// Each trial starts fresh processes in its own directory, runs a load of
+/// checksummed objects (each a pure function of its key and version),
+/// injects its fault, brings the node or cluster back, and reads every
+/// key back. Trials cycle through `opts.kinds`; trial i uses seed SEED+i.
+/// Progress and each failure (with the command that repeats it) go to
+/// standard error, the report (a table, or JSON) to standard output.
+/// [`Error::Failed`] when a trial failed.
+pub fn run(opts: &Options) -> Result<Summary, Error> {
+    let kinds = expand(&opts.kinds)?;
+    if opts.trials == 0 {
+        return Err(Error::Options("--trials must be at least 1".into()));
     }
-    let kinds = expand(&a.kinds)?;
-    if a.trials == 0 {
-        bail!("--trials must be at least 1");
+    if opts.nodes < 3 {
+        return Err(Error::Options(
+            "--nodes must be at least 3 (replication 3)".into(),
+        ));
     }
-    if a.nodes < 3 {
-        bail!("--nodes must be at least 3 (replication 3)");
+    if opts.workers == 0 {
+        return Err(Error::Options("--workers must be at least 1".into()));
     }
-    if a.workers == 0 {
-        bail!("--workers must be at least 1");
-    }
-    let seed = a.seed.unwrap_or_else(|| {
+    let seed = opts.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64 % 1_000_000_000)
     });
-    let root = match &a.dir {
+    let root = match &opts.dir {
         Some(d) => {
-            std::fs::create_dir_all(d).with_context(|| format!("--dir {}", d.display()))?;
-            tempfile::Builder::new().prefix("torture-").tempdir_in(d)?
+            std::fs::create_dir_all(d).map_err(io(format!("--dir {}", d.display())))?;
+            tempfile::Builder::new()
+                .prefix("torture-")
+                .tempdir_in(d)
+                .map_err(io(format!("a temporary directory in {}", d.display())))?
         }
         None if Path::new("/dev/shm").is_dir() => tempfile::Builder::new()
             .prefix("strata-torture-")
-            .tempdir_in("/dev/shm")?,
+            .tempdir_in("/dev/shm")
+            .map_err(io("a temporary directory in /dev/shm"))?,
         None => tempfile::Builder::new()
             .prefix("strata-torture-")
-            .tempdir()?,
+            .tempdir()
+            .map_err(io("a temporary directory"))?,
     };
     let ctx = Ctx {
         env: procs::Env {
-            exe: std::env::current_exe().context("the strata binary")?,
+            exe: opts.exe.clone(),
             admin_token: random_hex(),
             cluster_secret: random_hex(),
             s3_root: (
@@ -470,29 +508,34 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 random_hex(),
             ),
         },
-        workers: a.workers,
-        nodes: a.nodes,
-        history: a.history.clone(),
+        workers: opts.workers,
+        nodes: opts.nodes,
+        history: opts.history.clone(),
     };
     eprintln!(
         "strata torture: {} trials over {} kinds, seed {seed}, in {}",
-        a.trials,
+        opts.trials,
         kinds.len(),
         root.path().display()
     );
-    let pb = crate::progress::bar(a.trials as u64, "trials");
+    let pb = progress(opts.trials);
     let mut results = Vec::new();
     let campaign = Instant::now();
-    for i in 0..a.trials {
-        if a.time_limit > 0 && campaign.elapsed().as_secs() >= a.time_limit {
-            pb.suspend(|| eprintln!("--time-limit {} s reached after {i} trials", a.time_limit));
+    for i in 0..opts.trials {
+        if let Some(limit) = opts.time_limit.filter(|l| campaign.elapsed() >= *l) {
+            pb.suspend(|| {
+                eprintln!(
+                    "--time-limit {} s reached after {i} trials",
+                    limit.as_secs()
+                )
+            });
             break;
         }
         let kind = kinds[i % kinds.len()];
         let tseed = seed.wrapping_add(i as u64);
         pb.set_message(kind.to_string());
         let dir = root.path().join(format!("trial-{i:05}-{kind}"));
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(&dir).map_err(io(format!("{}", dir.display())))?;
         let mut t = Trial {
             index: i,
             kind: kind.to_string(),
@@ -516,28 +559,35 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     eprintln!("  note: {n}");
                 }
                 eprintln!("  repeat: {}", t.repro);
-                if a.keep_failed {
+                if opts.keep_failed {
                     eprintln!("  data and logs kept in {}", dir.display());
                 }
             });
         }
-        if t.passed || !a.keep_failed {
+        if t.passed || !opts.keep_failed {
             let _ = std::fs::remove_dir_all(&dir);
         }
         results.push(t);
         pb.inc(1);
     }
     pb.finish_and_clear();
-    if a.keep_failed && results.iter().any(|t| !t.passed) {
+    if opts.keep_failed && results.iter().any(|t| !t.passed) {
         let kept = root.keep();
         eprintln!("failed trials' directories are under {}", kept.display());
     }
-    report(&results, &kinds, seed, a.json)?;
+    report(&results, &kinds, seed, opts.json)?;
     let failed = results.iter().filter(|t| !t.passed).count();
     if failed > 0 {
-        bail!("{failed} of {} trials failed", results.len());
+        return Err(Error::Failed {
+            failed,
+            trials: results.len(),
+        });
     }
-    Ok(())
+    Ok(Summary {
+        trials: results.len(),
+        skipped: results.iter().filter(|t| t.skipped).count(),
+        power_cuts: results.iter().map(|t| t.power_cuts).sum(),
+    })
 }
 
 #[derive(serde::Serialize, Default)]
@@ -556,7 +606,7 @@ struct KindSummary {
     seconds: f64,
 }
 
-fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> anyhow::Result<()> {
+fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> Result<(), Error> {
     let mut sums: Vec<KindSummary> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for k in kinds {

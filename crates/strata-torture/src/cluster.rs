@@ -4,11 +4,11 @@
 //! cutting it partitions the node from the cluster) and the one the
 //! harness's clients use (cutting it partitions the clients from it).
 
+use crate::damage::{burst_at_tail, files, flip_bit, Flip};
 use crate::load::{self, Load, Mix, Model, Targets};
-use crate::procs::{cut_summary, files, Meta, Power, Server};
+use crate::procs::{cut_summary, Meta, Power, Server};
 use crate::proxy::{Mode, Proxy};
-use crate::single::{burst_at_tail, flip_bit, Flip};
-use crate::{Ctx, Trial};
+use crate::trial::{Ctx, Trial};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::ffi::OsString;
@@ -252,10 +252,25 @@ impl Cluster {
         }
     }
 
+    /// The metadata service's status (`strata cluster status --json`):
+    /// None when it does not answer.
+    pub fn meta_status(&self) -> Option<serde_json::Value> {
+        let out = self
+            .env
+            .command()
+            .args(["cluster", "status", "--meta", &self.meta.addr, "--json"])
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
     /// The ids of the nodes the metadata service knows (`strata cluster
     /// status --json`), sorted; None when it does not answer.
     pub fn node_ids(&self) -> Option<Vec<u64>> {
-        let s = crate::ec::meta_status(self)?;
+        let s = self.meta_status()?;
         let mut ids: Vec<u64> = s["nodes"]
             .as_array()?
             .iter()
@@ -372,7 +387,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: &str) -> anyhow::Resul
 /// cluster settles and every key is read back (no GET may answer 500).
 pub fn power(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(t.seed);
-    let tear = crate::tears(t.seed);
+    let tear = crate::procs::tears(t.seed);
     let base: u64 = rng.random();
     let mut c = Cluster::start_powered(
         ctx,
@@ -402,7 +417,7 @@ pub fn power(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         Duration::from_secs(15),
     );
     let cuts = rng.random_range(2..=3);
-    let plan = crate::cut_plan(&mut rng, c.nodes.len(), cuts);
+    let plan = crate::procs::cut_plan(&mut rng, c.nodes.len(), cuts);
     for (round, &victim) in plan.iter().enumerate() {
         std::thread::sleep(Duration::from_millis(rng.random_range(200..1000)));
         if !c.power_cut(t, victim) {
@@ -410,7 +425,7 @@ pub fn power(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
             return t.absorb(&model, vec![]);
         }
         std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
-        if !crate::cut_again(&plan, round) {
+        if !crate::procs::cut_again(&plan, round) {
             c.nodes[victim].server.power = None;
         }
         if !c.restart(t, victim) {
@@ -440,7 +455,7 @@ const ROWS_DROPPED: [&str; 2] = ["dropping them", "gave this node a new identity
 /// then the cluster settles and every key is read back.
 pub fn power_all(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(t.seed);
-    let tear = crate::tears(t.seed);
+    let tear = crate::procs::tears(t.seed);
     let base: u64 = rng.random();
     let trigger = dir.join("power-cut");
     let mut c = Cluster::start_powered(

@@ -10,22 +10,67 @@
 //! [`run`] runs a campaign of [`Options`]; the processes it starts are
 //! the binary [`Options::exe`] names (the `strata` command line passes
 //! itself).
+//!
+//! The modules, each using only those below it (a test of this file
+//! checks it):
+//!
+//! ```text
+//! kinds     the kinds, their groups, which trial function runs each
+//! report    the table or JSON report
+//! s3        trials through the S3 API, on one node or on the cluster
+//! ec        erasure-coding trials on the cluster
+//! cluster   the loopback cluster (meta, nodes, proxies) and its trials
+//! single    trials on one node
+//! trial     what a trial gets (Ctx) and what it gives back (Trial)
+//! sigv4     the S3 requests' SigV4 signatures
+//! load      payloads, the model of what was acknowledged, the loads
+//! damage    a stopped node's files: bits flipped, bytes damaged
+//! procs     the strata processes: started, killed, their power cut
+//! proxy     the fault-injecting TCP proxy
+//! http      the blocking HTTP/1.1 client
+//! ```
 
 #![warn(missing_docs)]
 
 mod cluster;
+mod damage;
 mod ec;
 mod http;
+mod kinds;
 mod load;
 mod procs;
 mod proxy;
+mod report;
 mod s3;
+mod sigv4;
 mod single;
+mod trial;
 
-use load::{Mix, Model};
+/// The modules from the top down: each uses only modules after it.
+#[cfg(test)]
+const LAYERS: &[(&str, &str)] = &[
+    ("kinds", include_str!("kinds.rs")),
+    ("report", include_str!("report.rs")),
+    ("s3", include_str!("s3.rs")),
+    ("ec", include_str!("ec.rs")),
+    ("cluster", include_str!("cluster.rs")),
+    ("single", include_str!("single.rs")),
+    ("trial", include_str!("trial.rs")),
+    ("sigv4", include_str!("sigv4.rs")),
+    ("load", include_str!("load.rs")),
+    ("damage", include_str!("damage.rs")),
+    ("procs", include_str!("procs.rs")),
+    ("proxy", include_str!("proxy.rs")),
+    ("http", include_str!("http.rs")),
+];
+
+pub use kinds::KINDS;
+
+use kinds::{expand, run_trial};
+use report::report;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use trial::{Ctx, Trial};
 
 /// What a campaign runs: the flags of `strata torture`.
 #[derive(Clone, Debug)]
@@ -103,315 +148,6 @@ pub struct Summary {
     pub power_cuts: u64,
 }
 
-/// Every kind of trial and what it does, in the order a campaign cycles
-/// through them.
-pub const KINDS: &[(&str, &str)] = &[
-    ("put", "single node: kill -9 during single PUTs"),
-    ("batch", "single node: kill -9 during batch POSTs"),
-    ("delete", "single node: kill -9 during DELETEs"),
-    ("overwrite", "single node: kill -9 during overwrites"),
-    ("compaction", "single node: kill -9 during background compactions (overwrite- and delete-heavy, 64 KiB segments)"),
-    ("tier-move", "single node: kill -9 while the tier mover moves segments from flash to disk (256 KiB of flash)"),
-    ("torn-write", "single node: kill -9, then every segment's unsynced tail cut at a random offset"),
-    ("flip-needle", "single node: a bit flipped in a needle of a stopped node"),
-    ("flip-checkpoint", "single node: a bit flipped in an index checkpoint"),
-    ("flip-superblock", "single node: a bit flipped in a segment's superblock"),
-    ("disk-full", "single node on a 64 MiB tmpfs: written until 507, killed, restarted, half deleted, written again"),
-    ("slow-clients", "single node: 50-200 stalled and dribbling connections during a load, then kill -9"),
-    ("cluster-kill", "cluster: kill -9 of a random node under load, restarted"),
-    ("multipart", "cluster: objects striped in 64 KiB tracts, kill -9 of a node mid-upload"),
-    ("node-loss", "cluster: a node killed for good under load; recovery re-replicates its rows"),
-    ("partition-nodes", "cluster: a node cut from the others and the metadata service (proxy blackhole or reset), healed"),
-    ("partition-client", "cluster: the clients cut from a node mid-request, healed"),
-    ("linearizable", "cluster: 5 clients, 3 keys, a kill and a partition; the history is written for Porcupine"),
-    ("cluster-flip", "cluster: bits flipped in a stopped node's segments and checkpoints; read through it, the scrub must repair"),
-    ("ec-encode", "erasure coding (6 nodes, --ec 4+2, 64 KiB segments): kill -9 of a node while segments are encoded"),
-    ("ec-compact", "erasure coding: most objects deleted; kill -9 of a node while stripes are compacted"),
-    ("ec-rebuild", "erasure coding: a node lost for good; kill -9 of another while the lost shards are rebuilt"),
-    ("ec-flip", "erasure coding: a bit flipped in a shard file; every read checked, the scrub must rebuild it"),
-    ("s3-put", "S3 (a cluster of one): kill -9 during PutObject and DeleteObject; GetObject and ListObjectsV2 checked"),
-    ("s3-multipart", "S3: kill -9 during multipart uploads (UploadPart, CompleteMultipartUpload of 5-11 MiB objects)"),
-    ("s3-delete", "S3: kill -9 during DeleteObjects (2-12 keys each)"),
-    ("s3-flip-listing", "S3: a bit flipped in the listing index (listing.redb) of a stopped node"),
-    ("s3-cluster", "S3 on a 4-node cluster (every node an S3 endpoint): kill -9 of a random node under load, restarted"),
-    ("s3-cluster-multipart", "S3 on the 4-node cluster: multipart uploads (5-11 MiB) among the load, kill -9 of a node mid-upload"),
-    ("s3-cluster-partition", "S3 on the 4-node cluster: a member cut from the others and the metadata service (blackhole or reset), healed"),
-    ("s3-cluster-loss", "S3 on the 4-node cluster: a member killed for good under load; recovery copies its rows and listing index"),
-    ("power-put", "single node over the power-loss model: power cut (unsynced writes dropped or torn, in turn) during PUTs, overwrites, DELETEs and batches, 2-3 cuts"),
-    ("power-compaction", "single node over the power-loss model (64 KiB segments, 256 KiB of flash): power cut during compactions and tier moves, 2-3 cuts"),
-    ("power-s3", "S3 (a cluster of one) over the power-loss model: power cut during PutObject, DeleteObject(s) and multipart uploads, 2-3 cuts"),
-    ("cluster-power", "cluster, every node over the power-loss model: a random node's power cut under load, restarted, 2-3 cuts"),
-    ("cluster-power-all", "cluster: the metadata service and every node lose their power at once, all restarted; node ids kept, no rows dropped; 2-3 cuts"),
-    ("ec-power", "erasure coding (6 nodes, --ec 4+2), nodes over the power-loss model: a node's power cut while segments are encoded, 2-3 cuts"),
-];
-
-/// The power-cut kinds (group `power`): processes run over strata-fs's
-/// power-loss model (`STRATA_POWER_ROOT`), their power cut by a trigger
-/// file (exit status 86), restarted over a fresh model for the next cut
-/// and, after their last, without it.
-const POWER: &[&str] = &[
-    "power-put",
-    "power-compaction",
-    "power-s3",
-    "cluster-power",
-    "cluster-power-all",
-    "ec-power",
-];
-
-/// Whether the first power cut of a trial of `seed` tears unsynced writes
-/// rather than drops them; each later cut of a process does the other
-/// ([`procs::Power::after_cut`]), so that a trial of 2-3 cuts has both.
-/// A bit of a hash of the seed, not its parity: a campaign cycling
-/// through an even number of kinds gives each kind seeds of one parity.
-pub(crate) fn tears(seed: u64) -> bool {
-    // splitmix64's finalizer.
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) & 1 == 1
-}
-
-/// The order in which a trial's power cuts hit its processes: `cuts`
-/// random indexes below `n`.
-pub(crate) fn cut_plan(rng: &mut impl rand::Rng, n: usize, cuts: usize) -> Vec<usize> {
-    (0..cuts).map(|_| rng.random_range(0..n)).collect()
-}
-
-/// Whether the process cut in round `round` of `plan` is cut again later
-/// (then it restarts over the model; after its last cut, without).
-pub(crate) fn cut_again(plan: &[usize], round: usize) -> bool {
-    plan[round + 1..].contains(&plan[round])
-}
-
-/// The kinds of a group name of --kinds.
-fn group(name: &str) -> Option<Vec<&'static str>> {
-    let all = KINDS.iter().map(|(k, _)| *k);
-    let is_ec = |k: &str| k.starts_with("ec-");
-    let is_s3 = |k: &str| k.starts_with("s3-");
-    let named = |ks: &'static [(&'static str, &'static str)]| ks.iter().map(|(k, _)| *k);
-    Some(match name {
-        "all" => all.collect(),
-        "single" => named(&KINDS[..12])
-            .chain(["power-put", "power-compaction"])
-            .collect(),
-        "cluster" => named(&KINDS[12..19])
-            .chain(["cluster-power", "cluster-power-all"])
-            .collect(),
-        "ec" => all.filter(|k| is_ec(k)).collect(),
-        "s3" => all
-            .filter(|k| is_s3(k))
-            .chain(std::iter::once("power-s3"))
-            .collect(),
-        "power" => POWER.to_vec(),
-        _ => return None,
-    })
-}
-
-pub(crate) struct Ctx {
-    env: procs::Env,
-    workers: usize,
-    nodes: usize,
-    history: Option<PathBuf>,
-}
-
-impl Ctx {
-    /// A SigV4 signer with the nodes' S3 root key.
-    pub fn s3_signer(&self) -> s3::Signer {
-        s3::Signer {
-            access: self.env.s3_root.0.clone(),
-            secret: self.env.s3_root.1.clone(),
-            timeout: std::time::Duration::from_secs(20),
-        }
-    }
-}
-
-/// One trial's result.
-#[derive(serde::Serialize, Default)]
-pub(crate) struct Trial {
-    pub index: usize,
-    pub kind: String,
-    pub seed: u64,
-    pub passed: bool,
-    pub skipped: bool,
-    pub failures: Vec<String>,
-    pub notes: Vec<String>,
-    pub acked_puts: u64,
-    pub acked_deletes: u64,
-    pub unknown_ops: u64,
-    pub reads: u64,
-    pub history: Option<String>,
-    pub history_ops: usize,
-    /// Processes whose power was cut (the power kinds).
-    pub power_cuts: u64,
-    pub seconds: f64,
-    pub repro: String,
-}
-
-impl Trial {
-    pub fn fail(&mut self, s: String) {
-        self.failures.push(s);
-    }
-    pub fn note(&mut self, s: String) {
-        self.notes.push(s);
-    }
-    pub fn absorb(&mut self, m: &Model, unreadable: Vec<String>) -> anyhow::Result<()> {
-        self.absorb_with_budget(m, unreadable, 0)
-    }
-    /// Takes the model's counts and findings; up to `budget` lost or
-    /// unreadable keys are allowed (a bit flip may destroy what it hit).
-    pub fn absorb_with_budget(
-        &mut self,
-        m: &Model,
-        unreadable: Vec<String>,
-        budget: usize,
-    ) -> anyhow::Result<()> {
-        self.acked_puts += m.acked_puts.load(Ordering::Relaxed);
-        self.acked_deletes += m.acked_deletes.load(Ordering::Relaxed);
-        self.unknown_ops += m.unknown.load(Ordering::Relaxed);
-        self.reads += m.reads.load(Ordering::Relaxed);
-        let e500 = m
-            .errors_500
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        for e in e500.iter().take(5) {
-            self.fail(format!("SERVER ERROR: {e}"));
-        }
-        if e500.len() > 5 {
-            self.fail(format!("... and {} more GETs answered 500", e500.len() - 5));
-        }
-        let wrong = m.wrong.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for w in wrong.iter().take(10) {
-            self.fail(format!("WRONG DATA SERVED: {w}"));
-        }
-        if wrong.len() > 10 {
-            self.fail(format!("... and {} more wrong answers", wrong.len() - 10));
-        }
-        let lost = m.lost.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let bad: Vec<String> = lost
-            .into_iter()
-            .map(|l| format!("lost: {l}"))
-            .chain(unreadable.into_iter().map(|u| format!("unreadable: {u}")))
-            .collect();
-        if bad.len() > budget {
-            for b in bad.iter().take(10) {
-                self.fail(b.clone());
-            }
-            if bad.len() > 10 {
-                self.fail(format!(
-                    "... and {} more lost or unreadable",
-                    bad.len() - 10
-                ));
-            }
-        } else if !bad.is_empty() {
-            self.note(format!(
-                "{} key(s) lost to the fault (allowed: {budget}): {}",
-                bad.len(),
-                bad.join("; ")
-            ));
-        }
-        Ok(())
-    }
-}
-
-fn expand(kinds: &[String]) -> Result<Vec<&'static str>, Error> {
-    let mut out = Vec::new();
-    for k in kinds {
-        if let Some(g) = group(k) {
-            out.extend(g);
-            continue;
-        }
-        match KINDS.iter().find(|(n, _)| *n == k) {
-            Some((n, _)) => out.push(*n),
-            None => {
-                return Err(Error::Options(format!(
-                "--kinds: unknown kind {k:?}; the kinds are {} (or all, single, cluster, ec, s3, power)",
-                KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ")
-            )))
-            }
-        }
-    }
-    if out.is_empty() {
-        return Err(Error::Options("--kinds: no kind given".into()));
-    }
-    Ok(out)
-}
-
-fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
-    let kill = (100, 900);
-    let kind = t.kind.clone();
-    match kind.as_str() {
-        "put" => single::crash(ctx, t, dir, &[], Mix::new(1, 0, 0, 0, 0), kill),
-        "batch" => single::crash(ctx, t, dir, &[], Mix::new(1, 0, 0, 6, 1), kill),
-        "delete" => single::crash(ctx, t, dir, &[], Mix::new(3, 0, 6, 1, 1), kill),
-        "overwrite" => single::crash(ctx, t, dir, &[], Mix::new(1, 6, 0, 1, 2), kill),
-        "compaction" => single::crash(
-            ctx,
-            t,
-            dir,
-            &["--segment-size", "64KiB"],
-            Mix::new(2, 6, 3, 1, 1).sizes(1 << 10, 16 << 10),
-            (400, 1500),
-        ),
-        "tier-move" => single::crash(
-            ctx,
-            t,
-            dir,
-            &[
-                "--segment-size",
-                "64KiB",
-                "--flash-capacity",
-                "256KiB",
-                "--mover-rate",
-                "64MiB",
-            ],
-            Mix::new(4, 2, 1, 2, 2).sizes(1 << 10, 16 << 10),
-            (300, 1500),
-        ),
-        "torn-write" => single::torn(ctx, t, dir),
-        "flip-needle" => single::bitflip(ctx, t, dir, single::Flip::Needle),
-        "flip-checkpoint" => single::bitflip(ctx, t, dir, single::Flip::Checkpoint),
-        "flip-superblock" => single::bitflip(ctx, t, dir, single::Flip::Superblock),
-        "disk-full" => single::disk_full(ctx, t, dir),
-        "slow-clients" => single::slow_clients(ctx, t, dir),
-        "linearizable" => cluster::linearizable(ctx, t, dir),
-        "cluster-flip" => cluster::flip(ctx, t, dir),
-        "ec-encode" => ec::trial(ctx, t, dir, ec::Fault::Encode),
-        "ec-compact" => ec::trial(ctx, t, dir, ec::Fault::Compact),
-        "ec-rebuild" => ec::trial(ctx, t, dir, ec::Fault::Rebuild),
-        "ec-flip" => ec::trial(ctx, t, dir, ec::Fault::Flip),
-        "s3-put" => s3::trial(ctx, t, dir, s3::Fault::Put),
-        "s3-multipart" => s3::trial(ctx, t, dir, s3::Fault::Multipart),
-        "s3-delete" => s3::trial(ctx, t, dir, s3::Fault::Delete),
-        "s3-flip-listing" => s3::trial(ctx, t, dir, s3::Fault::FlipListing),
-        "s3-cluster" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Kill),
-        "s3-cluster-multipart" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Multipart),
-        "s3-cluster-partition" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Partition),
-        "s3-cluster-loss" => s3::cluster_trial(ctx, t, dir, s3::ClusterFault::Loss),
-        "power-put" => single::power(ctx, t, dir, &[], Mix::new(4, 3, 1, 2, 1), (100, 900)),
-        "power-compaction" => single::power(
-            ctx,
-            t,
-            dir,
-            &[
-                "--segment-size",
-                "64KiB",
-                "--flash-capacity",
-                "256KiB",
-                "--mover-rate",
-                "64MiB",
-            ],
-            Mix::new(2, 6, 3, 1, 1).sizes(1 << 10, 16 << 10),
-            (400, 1500),
-        ),
-        "power-s3" => s3::trial(ctx, t, dir, s3::Fault::Power),
-        "cluster-power" => cluster::power(ctx, t, dir),
-        "cluster-power-all" => cluster::power_all(ctx, t, dir),
-        "ec-power" => ec::trial(ctx, t, dir, ec::Fault::Power),
-        k => cluster::trial(ctx, t, dir, k),
-    }
-}
-
 fn random_hex() -> String {
     let mut b = [0u8; 16];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
@@ -464,7 +200,7 @@ fn progress(trials: usize) -> indicatif::ProgressBar {
 /// standard error, the report (a table, or JSON) to standard output.
 /// [`Error::Failed`] when a trial failed.
 pub fn run(opts: &Options) -> Result<Summary, Error> {
-    let kinds = expand(&opts.kinds)?;
+    let kinds = expand(&opts.kinds).map_err(Error::Options)?;
     if opts.trials == 0 {
         return Err(Error::Options("--trials must be at least 1".into()));
     }
@@ -590,121 +326,73 @@ pub fn run(opts: &Options) -> Result<Summary, Error> {
     })
 }
 
-#[derive(serde::Serialize, Default)]
-struct KindSummary {
-    kind: String,
-    trials: usize,
-    passed: usize,
-    failed: usize,
-    skipped: usize,
-    acked_puts: u64,
-    acked_deletes: u64,
-    unknown_ops: u64,
-    reads: u64,
-    history_ops: usize,
-    power_cuts: u64,
-    seconds: f64,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn report(results: &[Trial], kinds: &[&str], seed: u64, json: bool) -> Result<(), Error> {
-    let mut sums: Vec<KindSummary> = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for k in kinds {
-        if !seen.contains(k) {
-            seen.push(k);
+    /// The modules of this crate that `src` names (`crate::m` and
+    /// `use crate::{m, ..}`), comments left out.
+    fn uses(src: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for line in src.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (i, _) in line.match_indices("crate::") {
+                let rest = &line[i + "crate::".len()..];
+                let names: Vec<&str> = match rest.strip_prefix('{') {
+                    Some(r) => r
+                        .split('}')
+                        .next()
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(|p| p.trim().split("::").next().unwrap_or_default())
+                        .collect(),
+                    None => vec![rest],
+                };
+                for n in names {
+                    let n: String = n
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    if !n.is_empty() {
+                        out.push(n);
+                    }
+                }
+            }
         }
+        out
     }
-    for k in seen {
-        let ts: Vec<&Trial> = results.iter().filter(|t| t.kind == k).collect();
-        if ts.is_empty() {
-            continue;
+
+    #[test]
+    fn every_module_is_in_the_layers() {
+        let mut declared: Vec<&str> = include_str!("lib.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+            .collect();
+        let mut layered: Vec<&str> = LAYERS.iter().map(|(n, _)| *n).collect();
+        declared.sort_unstable();
+        layered.sort_unstable();
+        assert_eq!(declared, layered);
+    }
+
+    #[test]
+    fn module_arrows_point_one_way() {
+        let names: Vec<&str> = LAYERS.iter().map(|(n, _)| *n).collect();
+        let mut arrows = 0;
+        for (i, (m, src)) in LAYERS.iter().enumerate() {
+            for u in uses(src) {
+                let j = names.iter().position(|n| *n == u);
+                assert!(
+                    j.is_some_and(|j| j > i),
+                    "{m} uses crate::{u}, which is not below it in LAYERS"
+                );
+                arrows += 1;
+            }
         }
-        sums.push(KindSummary {
-            kind: k.to_string(),
-            trials: ts.len(),
-            passed: ts.iter().filter(|t| t.passed).count(),
-            failed: ts.iter().filter(|t| !t.passed).count(),
-            skipped: ts.iter().filter(|t| t.skipped).count(),
-            acked_puts: ts.iter().map(|t| t.acked_puts).sum(),
-            acked_deletes: ts.iter().map(|t| t.acked_deletes).sum(),
-            unknown_ops: ts.iter().map(|t| t.unknown_ops).sum(),
-            reads: ts.iter().map(|t| t.reads).sum(),
-            history_ops: ts.iter().map(|t| t.history_ops).sum(),
-            power_cuts: ts.iter().map(|t| t.power_cuts).sum(),
-            seconds: ts.iter().map(|t| t.seconds).sum(),
-        });
-    }
-    if json {
-        let v = serde_json::json!({
-            "seed": seed,
-            "trials": results.len(),
-            "passed": results.iter().filter(|t| t.passed).count(),
-            "failed": results.iter().filter(|t| !t.passed).count(),
-            "power_cuts": results.iter().map(|t| t.power_cuts).sum::<u64>(),
-            "kinds": sums,
-            "results": results,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    println!(
-        "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>5} {:>8}",
-        "kind",
-        "trials",
-        "passed",
-        "failed",
-        "skipped",
-        "acked PUT",
-        "acked DEL",
-        "unknown",
-        "reads",
-        "cuts",
-        "seconds"
-    );
-    for s in &sums {
-        println!(
-            "{:<17} {:>6} {:>6} {:>6} {:>7} {:>10} {:>10} {:>8} {:>9} {:>5} {:>8.1}",
-            s.kind,
-            s.trials,
-            s.passed,
-            s.failed,
-            s.skipped,
-            s.acked_puts,
-            s.acked_deletes,
-            s.unknown_ops,
-            s.reads,
-            s.power_cuts,
-            s.seconds
+        // The check saw the arrows (ec uses cluster, s3 uses sigv4, ...).
+        assert!(arrows > 20, "only {arrows} uses of crate:: found");
+        assert!(uses(LAYERS[3].1).contains(&"cluster".to_string()));
+        assert_eq!(
+            uses("use crate::{a, b::C};\n// crate::d\nx(crate::e::f)"),
+            ["a", "b", "e"]
         );
     }
-    let failed: Vec<&Trial> = results.iter().filter(|t| !t.passed).collect();
-    let cuts: u64 = results.iter().map(|t| t.power_cuts).sum();
-    println!(
-        "{} trials, {} passed, {} failed (seed {seed}){}",
-        results.len(),
-        results.len() - failed.len(),
-        failed.len(),
-        if cuts > 0 {
-            format!("; {cuts} power cuts")
-        } else {
-            String::new()
-        }
-    );
-    for t in failed {
-        println!(
-            "FAILED trial {} ({}): {}",
-            t.index,
-            t.kind,
-            t.failures.join(" | ")
-        );
-        println!("  repeat: {}", t.repro);
-    }
-    let hist: Vec<&str> = results
-        .iter()
-        .filter_map(|t| t.history.as_deref())
-        .collect();
-    if !hist.is_empty() {
-        println!("{} linearizability histories written; check them with: go run ./tools/linearizability {}", hist.len(), hist.join(" "));
-    }
-    Ok(())
 }

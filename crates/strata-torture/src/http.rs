@@ -58,6 +58,32 @@ pub fn request(
     parse(&raw, method == "HEAD")
 }
 
+/// [`request`] of an `http::Request` (a signed one: [`crate::sigv4`]):
+/// its method, target, headers and body; `Host` is `addr`, as the
+/// request's URI says when it was signed.
+pub fn send(addr: &str, req: &http::Request<&[u8]>, timeout: Duration) -> std::io::Result<Resp> {
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let headers: Vec<(&str, String)> = req
+        .headers()
+        .iter()
+        .filter(|(k, _)| *k != http::header::HOST)
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    request(
+        addr,
+        req.method().as_str(),
+        target,
+        &headers,
+        req.body(),
+        timeout,
+    )
+}
+
 fn bad(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
 }

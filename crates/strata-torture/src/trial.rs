@@ -23,11 +23,11 @@ pub struct Ctx {
 impl Ctx {
     /// A SigV4 signer with the nodes' S3 root key.
     pub fn s3_signer(&self) -> Signer {
-        Signer {
-            access: self.env.s3_root.0.clone(),
-            secret: self.env.s3_root.1.clone(),
-            timeout: std::time::Duration::from_secs(20),
-        }
+        Signer::new(
+            &self.env.s3_root.0,
+            &self.env.s3_root.1,
+            std::time::Duration::from_secs(20),
+        )
     }
 }
 

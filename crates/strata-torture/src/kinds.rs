@@ -186,3 +186,56 @@ pub fn run_trial(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         k => cluster::trial(ctx, t, dir, k),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Vec<&'static str> {
+        KINDS.iter().map(|(k, _)| *k).collect()
+    }
+
+    #[test]
+    fn every_group_names_kinds_and_every_kind_is_in_a_group() {
+        assert_eq!(group("all"), Some(names()));
+        let groups = ["single", "cluster", "ec", "s3", "power"];
+        for g in groups {
+            let ks = group(g).expect("a group");
+            assert!(!ks.is_empty(), "{g}");
+            for k in &ks {
+                assert!(names().contains(k), "{g}: {k} is no kind");
+            }
+        }
+        for k in names() {
+            assert!(
+                groups
+                    .iter()
+                    .any(|g| group(g).is_some_and(|ks| ks.contains(&k))),
+                "{k} is in no group"
+            );
+        }
+        assert_eq!(group("single").map(|g| g.len()), Some(14));
+        assert!(group("s3").is_some_and(|g| g.contains(&"power-s3")));
+        assert_eq!(group("power").map(|g| g.len()), Some(POWER.len()));
+    }
+
+    #[test]
+    fn kinds_and_groups_expand_in_order_and_unknown_ones_are_refused() {
+        let arg = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            expand(&arg(&["s3-put", "ec", "put"])),
+            Ok(vec![
+                "s3-put",
+                "ec-encode",
+                "ec-compact",
+                "ec-rebuild",
+                "ec-flip",
+                "ec-power",
+                "put"
+            ])
+        );
+        let e = expand(&arg(&["put", "nope"])).expect_err("unknown");
+        assert!(e.starts_with("--kinds: unknown kind \"nope\""), "{e}");
+        assert_eq!(expand(&[]), Err("--kinds: no kind given".to_string()));
+    }
+}

@@ -487,3 +487,43 @@ pub fn cut_plan(rng: &mut impl rand::Rng, n: usize, cuts: usize) -> Vec<usize> {
 pub fn cut_again(plan: &[usize], round: usize) -> bool {
     plan[round + 1..].contains(&plan[round])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_cuts_tear_or_drop_for_seeds_of_either_parity() {
+        // A campaign over an even number of kinds gives each kind seeds
+        // of one parity: each parity must still see both kinds of cut.
+        for parity in [0, 1] {
+            let tears: Vec<bool> = (0..64u64).map(|i| tears(2 * i + parity)).collect();
+            assert!(tears.contains(&true) && tears.contains(&false), "{parity}");
+        }
+    }
+
+    #[test]
+    fn a_process_restarts_over_the_model_only_when_cut_again() {
+        let plan = [2, 0, 2, 1];
+        let again: Vec<bool> = (0..plan.len()).map(|r| cut_again(&plan, r)).collect();
+        assert_eq!(again, [true, false, false, false]);
+    }
+
+    #[test]
+    fn the_power_cut_summary_reads_the_models_last_report() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("node.log");
+        std::fs::write(
+            &log,
+            "start\nstrata-fs: power cut (Drop): Ok(CutReport { files: 1, writes_dropped: 2, writes_torn: 0, dir_changes_undone: 0 })\n\
+             strata-fs: power cut (Tear): Ok(CutReport { files: 3, writes_dropped: 4, writes_torn: 5, dir_changes_undone: 6 })\n",
+        )
+        .expect("log");
+        assert_eq!(
+            cut_summary(&log).as_deref(),
+            Some("tear: 3 file(s), 4 write(s) dropped, 5 torn, 6 directory change(s) undone")
+        );
+        std::fs::write(&log, "nothing\n").expect("log");
+        assert_eq!(cut_summary(&log), None);
+    }
+}

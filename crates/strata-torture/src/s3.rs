@@ -900,3 +900,16 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
     }
     t.absorb(&model, unreadable)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_found_in_order_and_unescaped() {
+        let xml = "<R><Deleted><Key>a&amp;b</Key></Deleted><Key>&lt;c&gt;</Key><Key>open";
+        assert_eq!(tags(xml, "Key"), ["a&b", "<c>"]);
+        assert!(tags(xml, "UploadId").is_empty());
+        assert_eq!(unescape("&amp;lt; &quot;&apos;"), "&lt; \"'");
+    }
+}

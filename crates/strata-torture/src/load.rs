@@ -9,7 +9,7 @@
 //! a time, so the model of each key is a sequence of operations, each
 //! acknowledged (2xx) or of unknown effect (no answer, or an error status).
 
-use super::http::{self, Resp};
+use crate::http::{self, Resp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -540,4 +540,73 @@ pub fn verify(model: &Model, targets: &Targets, patience: Duration, seed: u64) -
         });
     }
     unreadable
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_decodes_to_its_version_and_any_change_is_caught() {
+        let p = payload("aw0-7", 3, 1000);
+        assert_eq!(p.len(), 1016);
+        assert_eq!(decode("aw0-7", &p), Ok(3));
+        // Another key's payload of the same version and length.
+        assert!(decode("aw0-8", &p).is_err());
+        for at in [0, 5, 13, 16, 500, 1015] {
+            let mut q = p.clone();
+            q[at] ^= 0x10;
+            assert!(decode("aw0-7", &q).is_err(), "byte {at} flipped");
+        }
+        assert!(decode("aw0-7", &p[..1015]).is_err());
+        assert!(decode("aw0-7", b"").is_err());
+    }
+
+    #[test]
+    fn a_key_may_be_its_last_acknowledged_state_or_any_later_unknown_one() {
+        let mut l = KeyLog::default();
+        // Never acknowledged: absent, or what an unknown write made it.
+        assert_eq!(l.allowed(), [None]);
+        l.ops.push((Op::Put(1), Outcome::Unknown));
+        assert_eq!(l.allowed(), [None, Some(1)]);
+        l.ops.push((Op::Put(2), Outcome::Acked));
+        assert_eq!(l.allowed(), [Some(2)]);
+        l.ops.push((Op::Del, Outcome::Unknown));
+        l.ops.push((Op::Put(3), Outcome::Unknown));
+        assert_eq!(l.allowed(), [Some(2), None, Some(3)]);
+        l.ops.push((Op::Del, Outcome::Acked));
+        assert_eq!(l.allowed(), [None]);
+        assert!(l.attempted(1) && !l.attempted(4));
+    }
+
+    #[test]
+    fn a_read_the_model_forbids_is_lost_and_a_foreign_body_is_wrong() {
+        let m = Model::default();
+        m.record("k", Op::Put(1), Outcome::Acked);
+        m.record("k", Op::Put(2), Outcome::Acked);
+        let log = m.log("k");
+        let ok = |status, body: Vec<u8>| Resp {
+            status,
+            headers: vec![],
+            body,
+        };
+        assert!(check_read(
+            &m,
+            "k",
+            &ok(200, payload("k", 2, 10)),
+            &log,
+            "t"
+        ));
+        assert!(m.lost.lock().unwrap().is_empty() && m.wrong.lock().unwrap().is_empty());
+        // An older version, then a 404: both lost.
+        check_read(&m, "k", &ok(200, payload("k", 1, 10)), &log, "t");
+        check_read(&m, "k", &ok(404, vec![]), &log, "t");
+        assert_eq!(m.lost.lock().unwrap().len(), 2);
+        // A version never written, and bytes that are no payload: wrong.
+        check_read(&m, "k", &ok(200, payload("k", 9, 10)), &log, "t");
+        check_read(&m, "k", &ok(200, b"garbage".to_vec()), &log, "t");
+        assert_eq!(m.wrong.lock().unwrap().len(), 2);
+        // A 503 is no state at all.
+        assert!(!check_read(&m, "k", &ok(503, vec![]), &log, "t"));
+    }
 }

@@ -147,3 +147,74 @@ fn pump(mut from: TcpStream, mut to: TcpStream, inner: &Inner) {
     let _ = to.shutdown(Shutdown::Write);
     let _ = from.shutdown(Shutdown::Read);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An echo server on loopback: its address.
+    fn echo() -> String {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut s = s;
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut buf) {
+                        if n == 0 || s.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn round_trip(s: &mut TcpStream, msg: &[u8]) -> std::io::Result<Vec<u8>> {
+        s.write_all(msg)?;
+        let mut got = vec![0u8; msg.len()];
+        s.read_exact(&mut got)?;
+        Ok(got)
+    }
+
+    fn connect(addr: &str) -> TcpStream {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        s
+    }
+
+    #[test]
+    fn open_forwards_blackhole_holds_and_delivers_when_healed() {
+        let p = Proxy::start(&echo()).expect("proxy");
+        let mut s = connect(&p.addr);
+        assert_eq!(round_trip(&mut s, b"one").expect("open"), b"one");
+        p.set(Mode::Blackhole);
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        s.write_all(b"two").expect("write");
+        let mut got = [0u8; 3];
+        assert!(s.read_exact(&mut got).is_err(), "nothing flows while cut");
+        p.set(Mode::Open);
+        s.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        s.read_exact(&mut got).expect("the held bytes");
+        assert_eq!(&got, b"two");
+    }
+
+    #[test]
+    fn reset_closes_every_connection_and_refuses_new_ones() {
+        let p = Proxy::start(&echo()).expect("proxy");
+        let mut s = connect(&p.addr);
+        assert_eq!(round_trip(&mut s, b"x").expect("open"), b"x");
+        p.set(Mode::Reset);
+        assert!(round_trip(&mut s, b"y").is_err(), "cut");
+        let mut t = connect(&p.addr);
+        assert!(round_trip(&mut t, b"z").is_err(), "refused");
+        p.set(Mode::Open);
+        let mut u = connect(&p.addr);
+        assert_eq!(round_trip(&mut u, b"w").expect("healed"), b"w");
+    }
+}

@@ -1,8 +1,9 @@
 //! Trials against a single node (a cluster of one).
 
-use super::load::{self, Load, Mix, Model, Targets};
-use super::procs::{cut_summary, files, Power, Server};
-use super::{Ctx, Trial};
+use crate::damage::{files, flip_bit, written_end, Flip};
+use crate::load::{self, Load, Mix, Model, Targets};
+use crate::procs::{cut_summary, Power, Server};
+use crate::trial::{Ctx, Trial};
 use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -132,7 +133,7 @@ pub fn power(
         root: data.clone(),
         trigger: dir.join("power-cut"),
         seed: rng.random(),
-        tear: super::tears(t.seed),
+        tear: crate::procs::tears(t.seed),
     };
     let mut s = Server::start_powered(&ctx.env, args(&data, extra), &log, Some(power))?;
     Server::wait_ready(&s.addr, Duration::from_secs(30))?;
@@ -281,71 +282,6 @@ pub fn torn(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     t.absorb(&model, unreadable)
 }
 
-/// Where the last non-zero byte of a file ends, rounded up to 8 (needles
-/// are 8-byte aligned): the end of a segment's needles, wherever the
-/// prepared zeros after them end.
-fn written_end(p: &Path) -> std::io::Result<u64> {
-    let b = std::fs::read(p)?;
-    let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
-    Ok((end as u64).next_multiple_of(8).min(b.len() as u64))
-}
-
-/// Which part of the files a bit flip hits.
-#[derive(Clone, Copy, Debug)]
-pub enum Flip {
-    /// Past a segment's superblock: a needle's header, key, data or
-    /// checksum, or prepared zeros.
-    Needle,
-    /// An index checkpoint (rebuilt from its segment).
-    Checkpoint,
-    /// A segment's 64-byte superblock (one bit: corrected by its checksum).
-    Superblock,
-}
-
-/// Flips one random bit of the file `f` in the part `what` names (past
-/// the 64-byte superblock for a needle, in it for a superblock, anywhere
-/// in a checkpoint): the byte offset and the bit, or None when the file
-/// has no such part.
-pub fn flip_bit(f: &Path, what: Flip, rng: &mut StdRng) -> std::io::Result<Option<(usize, u8)>> {
-    let mut bytes = std::fs::read(f)?;
-    let len = bytes.len();
-    let (lo, hi) = match what {
-        Flip::Needle => (64, len),
-        Flip::Superblock => (0, 64.min(len)),
-        Flip::Checkpoint => (0, len),
-    };
-    if hi <= lo {
-        return Ok(None);
-    }
-    let off = rng.random_range(lo..hi);
-    let bit = rng.random_range(0..8u8);
-    bytes[off] ^= 1 << bit;
-    std::fs::write(f, &bytes)?;
-    Ok(Some((off, bit)))
-}
-
-/// Damage of several bytes at once near the end of a segment's written
-/// needles (a bad sector under the newest writes, say): 2 to 16 bytes from
-/// a random place in the last 256 bytes written (past the superblock),
-/// each XORed with a random non-zero value. Such damage hits the newest
-/// needle's header in more than one bit (no checksum names whose needle
-/// it was) or looks like a torn write. The offset and the byte count, or
-/// None when the segment holds no needle.
-pub fn burst_at_tail(f: &Path, rng: &mut StdRng) -> std::io::Result<Option<(usize, usize)>> {
-    let end = written_end(f)? as usize;
-    if end <= 64 {
-        return Ok(None);
-    }
-    let mut bytes = std::fs::read(f)?;
-    let off = rng.random_range(end.saturating_sub(256).max(64)..end);
-    let n = rng.random_range(2..=16usize).min(bytes.len() - off);
-    for b in &mut bytes[off..off + n] {
-        *b ^= rng.random_range(1..=255u8);
-    }
-    std::fs::write(f, &bytes)?;
-    Ok(Some((off, n)))
-}
-
 /// A bit flipped in a stopped node's files. The node must start, must
 /// never serve a wrong byte, and may lose only what the flip hit: one
 /// object for a needle, nothing for a checkpoint (it is rebuilt from the
@@ -443,7 +379,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     let mut refused = 0;
     while start_t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(100));
-        let probe = super::http::request(
+        let probe = crate::http::request(
             &s.addr,
             "PUT",
             "/torture/full-probe",
@@ -489,7 +425,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     // Delete half of what exists; then new writes must be taken again.
     let names = model.key_names();
     for k in names.iter().filter(|_| rng.random_bool(0.5)) {
-        match super::http::request(
+        match crate::http::request(
             &s.addr,
             "DELETE",
             &format!("/{}/{k}", load::BUCKET),
@@ -522,7 +458,7 @@ pub fn disk_full(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         let key = format!("after-delete-{}", start_t.elapsed().as_millis());
         let ver = 1;
         let body = load::payload(&key, ver, 8 << 10);
-        if let Ok(r) = super::http::request(
+        if let Ok(r) = crate::http::request(
             &s.addr,
             "PUT",
             &format!("/{}/{key}", load::BUCKET),
@@ -597,7 +533,7 @@ pub fn slow_clients(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> 
         Duration::from_secs(10),
     );
     std::thread::sleep(Duration::from_millis(rng.random_range(300..900)));
-    let h = super::http::request(&s.addr, "GET", "/healthz", &[], &[], Duration::from_secs(5));
+    let h = crate::http::request(&s.addr, "GET", "/healthz", &[], &[], Duration::from_secs(5));
     if !matches!(h, Ok(ref r) if r.status == 200) {
         t.fail(format!(
             "/healthz not answered within 5 s with {n} slow clients connected"

@@ -58,6 +58,32 @@ pub fn request(
     parse(&raw, method == "HEAD")
 }
 
+/// [`request`] of an `http::Request` (a signed one: [`crate::sigv4`]):
+/// its method, target, headers and body; `Host` is `addr`, as the
+/// request's URI says when it was signed.
+pub fn send(addr: &str, req: &http::Request<&[u8]>, timeout: Duration) -> std::io::Result<Resp> {
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let headers: Vec<(&str, String)> = req
+        .headers()
+        .iter()
+        .filter(|(k, _)| *k != http::header::HOST)
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    request(
+        addr,
+        req.method().as_str(),
+        target,
+        &headers,
+        req.body(),
+        timeout,
+    )
+}
+
 fn bad(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
 }
@@ -122,5 +148,45 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
         }
         out.extend_from_slice(&b[..size]);
         b = &b[size + 2..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_with_a_content_length_is_read_to_its_length() {
+        let r = parse(
+            b"HTTP/1.1 201 Created\r\nContent-Length: 5\r\nETag: \"x\"\r\n\r\nhello",
+            false,
+        )
+        .expect("parsed");
+        assert_eq!(r.status, 201);
+        assert_eq!(r.header("etag"), Some("\"x\""));
+        assert_eq!(r.body, b"hello");
+    }
+
+    #[test]
+    fn a_body_shorter_than_its_content_length_is_no_answer() {
+        let e = parse(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhello", false);
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn a_chunked_body_is_joined_and_a_cut_one_is_no_answer() {
+        let whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\n ab\r\n0\r\n\r\n";
+        assert_eq!(parse(whole, false).expect("parsed").body, b"hello ab");
+        // No last chunk: the server died mid-body.
+        let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
+        assert!(parse(cut, false).is_err());
+    }
+
+    #[test]
+    fn an_incomplete_head_is_no_answer_and_head_has_no_body() {
+        assert!(parse(b"HTTP/1.1 200 OK\r\nContent-Le", false).is_err());
+        let r =
+            parse(b"HTTP/1.1 404 Not Found\r\nContent-Length: 7\r\n\r\n", true).expect("parsed");
+        assert_eq!((r.status, r.body.len()), (404, 0));
     }
 }

@@ -11,10 +11,11 @@
 //! After each trial the usual checks: every acknowledged write reads back
 //! identical (healthy or degraded), every acknowledged delete is absent.
 
-use super::cluster::Cluster;
-use super::load::{self, Load, Mix, Model};
-use super::procs::{files, Power};
-use super::{Ctx, Trial};
+use crate::cluster::{signed_get, Cluster};
+use crate::damage::files;
+use crate::load::{self, Load, Mix, Model};
+use crate::procs::Power;
+use crate::trial::{Ctx, Trial};
 use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -42,22 +43,8 @@ pub enum Fault {
 /// Nodes of an erasure-coding trial: K + M.
 const NODES: usize = 6;
 
-/// The metadata service's status (`strata cluster status --json`).
-pub fn meta_status(c: &Cluster) -> Option<serde_json::Value> {
-    let out = c
-        .env
-        .command()
-        .args(["cluster", "status", "--meta", &c.meta.addr, "--json"])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
-}
-
 fn meta_u64(c: &Cluster, field: &str) -> u64 {
-    meta_status(c).and_then(|s| s[field].as_u64()).unwrap_or(0)
+    c.meta_status().and_then(|s| s[field].as_u64()).unwrap_or(0)
 }
 
 /// The sum of an erasure-coding counter (`/cluster/v1/ec/status`) over
@@ -66,7 +53,7 @@ fn ec_sum(c: &Cluster, field: &str) -> u64 {
     c.nodes
         .iter()
         .filter(|n| n.up)
-        .filter_map(|n| super::cluster::signed_get(c, &n.server.addr, "/cluster/v1/ec/status"))
+        .filter_map(|n| signed_get(c, &n.server.addr, "/cluster/v1/ec/status"))
         .filter_map(|v| v[field].as_u64())
         .sum()
 }
@@ -109,7 +96,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         Fault::Rebuild => node_flags.extend(["--ec-rebuild-rate", "256KiB"]),
         _ => {}
     }
-    let tear = super::tears(t.seed);
+    let tear = crate::procs::tears(t.seed);
     let base: u64 = if fault == Fault::Power {
         rng.random()
     } else {
@@ -183,7 +170,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         }
         Fault::Power => {
             let cuts = rng.random_range(2..=3);
-            let plan = super::cut_plan(&mut rng, c.nodes.len(), cuts);
+            let plan = crate::procs::cut_plan(&mut rng, c.nodes.len(), cuts);
             for (round, &victim) in plan.iter().enumerate() {
                 std::thread::sleep(Duration::from_millis(rng.random_range(0..3000)));
                 let stripes = meta_u64(&c, "ec_segments");
@@ -194,7 +181,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
                     return t.absorb(&model, vec![]);
                 }
                 std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
-                if !super::cut_again(&plan, round) {
+                if !crate::procs::cut_again(&plan, round) {
                     c.nodes[victim].server.power = None;
                 }
                 if !c.restart(t, victim) {
@@ -254,7 +241,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
             std::thread::sleep(Duration::from_millis(rng.random_range(1000..3000)));
             c.kill(victim);
             let dead = wait_for(Duration::from_secs(60), || {
-                meta_status(&c)
+                c.meta_status()
                     .and_then(|s| {
                         s["nodes"]
                             .as_array()
@@ -283,7 +270,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
                 if started { "" } else { " (no shard rebuilt yet)" }
             ));
             let whole = wait_for(Duration::from_secs(180), || {
-                meta_status(&c).is_some_and(|s| {
+                c.meta_status().is_some_and(|s| {
                     s["stripes_degraded"].as_u64() == Some(0)
                         && s["ec_segments"].as_u64().unwrap_or(0) > 0
                 })
@@ -395,7 +382,7 @@ fn delete_most(model: &Model, c: &Cluster, keys: &[String], rng: &mut StdRng, ti
         };
         let path = format!("/{}/{k}", load::BUCKET);
         let log = model.log(k);
-        let o = match super::http::request(&addr, "DELETE", &path, &[], &[], timeout) {
+        let o = match crate::http::request(&addr, "DELETE", &path, &[], &[], timeout) {
             Ok(r) if matches!(r.status, 200 | 204) => load::Outcome::Acked,
             Ok(r) if r.status == 404 => {
                 if !log.allowed().contains(&None) {

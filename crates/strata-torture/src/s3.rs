@@ -2,34 +2,31 @@
 //! one with its embedded metadata service): PutObject, DeleteObject,
 //! DeleteObjects, multipart uploads (CreateMultipartUpload, UploadPart,
 //! CompleteMultipartUpload) and GetObject, every request signed with
-//! SigV4 by the harness's own signer (`hmac` and `sha2`, the crates s3s
-//! verifies with). After the fault every key is read back with GetObject
-//! and checked against the model, and ListObjectsV2 (paged) is compared
-//! with the acknowledged set: no acknowledged object missing, no
+//! SigV4 ([`crate::sigv4`]). After the fault every key is read back with
+//! GetObject and checked against the model, and ListObjectsV2 (paged) is
+//! compared with the acknowledged set: no acknowledged object missing, no
 //! acknowledged delete listed, no name the harness never wrote, no name
 //! twice, names in order.
 
-use super::http::{self, Resp};
-use super::load::{self, KeyLog, Model, Op, Outcome};
-use super::procs::{cut_summary, listen_port, Power, Server};
-use super::{Ctx, Trial};
+use crate::http::Resp;
+use crate::load::{self, KeyLog, Model, Op, Outcome};
+use crate::procs::{cut_summary, listen_port, Power, Server};
+use crate::sigv4::Signer;
+use crate::trial::{Ctx, Trial};
 use anyhow::{bail, Context};
-use hmac::{Hmac, KeyInit, Mac};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The bucket of the S3 trials.
 const BUCKET: &str = "torture-s3";
 /// The smallest part but the last (S3's 5 MiB, which Strata enforces).
 const MIN_PART: usize = 5 << 20;
-const REGION: &str = "us-east-1";
 
 /// Multipart uploads acknowledged (CompleteMultipartUpload answered 200)
 /// in the trial running (trials run one after the other).
@@ -64,158 +61,6 @@ pub enum ClusterFault {
     /// A member killed for good under load: detection, recovery (rows and
     /// their listing index copied to new replicas) under the load.
     Loss,
-}
-
-/// An access key and the SigV4 signature of requests with it.
-#[derive(Clone)]
-pub struct Signer {
-    pub access: String,
-    pub secret: String,
-    /// How long a request may take ([`http::request`]).
-    pub timeout: Duration,
-}
-
-fn hmac(key: &[u8], msg: &[u8]) -> Vec<u8> {
-    // HMAC takes a key of any length: new_from_slice cannot fail here.
-    match <Hmac<Sha256> as KeyInit>::new_from_slice(key) {
-        Ok(mut m) => {
-            m.update(msg);
-            m.finalize().into_bytes().to_vec()
-        }
-        Err(_) => Vec::new(),
-    }
-}
-
-/// RFC 3986 percent-encoding as SigV4 wants it (unreserved characters as
-/// they are; `/` too when `slash`).
-fn uri_encode(s: &str, slash: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) || (slash && b == b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `YYYYMMDDTHHMMSSZ` of now (UTC).
-fn amz_date() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-impl Signer {
-    /// Signs `METHOD path?query` to `host` with `body`: the request target
-    /// and the headers to send (host, x-amz-date, x-amz-content-sha256,
-    /// authorization, and `extra`, which are signed too).
-    pub fn sign(
-        &self,
-        method: &str,
-        host: &str,
-        path: &str,
-        query: &[(&str, &str)],
-        extra: &[(&str, String)],
-        body: &[u8],
-    ) -> (String, Vec<(&'static str, String)>) {
-        let date = amz_date();
-        let day = &date[..8];
-        let payload = hex::encode(Sha256::digest(body));
-        let mut q: Vec<(String, String)> = query
-            .iter()
-            .map(|(k, v)| (uri_encode(k, false), uri_encode(v, false)))
-            .collect();
-        q.sort();
-        let qs = q
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("&");
-        let uri = uri_encode(path, true);
-        let mut hs: Vec<(String, String)> = vec![
-            ("host".into(), host.to_string()),
-            ("x-amz-content-sha256".into(), payload.clone()),
-            ("x-amz-date".into(), date.clone()),
-        ];
-        for (k, v) in extra {
-            hs.push((k.to_ascii_lowercase(), v.trim().to_string()));
-        }
-        hs.sort();
-        let canonical_headers: String = hs.iter().map(|(k, v)| format!("{k}:{v}\n")).collect();
-        let signed = hs
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .collect::<Vec<_>>()
-            .join(";");
-        let canonical = format!("{method}\n{uri}\n{qs}\n{canonical_headers}\n{signed}\n{payload}");
-        let scope = format!("{day}/{REGION}/s3/aws4_request");
-        let to_sign = format!(
-            "AWS4-HMAC-SHA256\n{date}\n{scope}\n{}",
-            hex::encode(Sha256::digest(canonical.as_bytes()))
-        );
-        let k = hmac(format!("AWS4{}", self.secret).as_bytes(), day.as_bytes());
-        let k = hmac(&k, REGION.as_bytes());
-        let k = hmac(&k, b"s3");
-        let k = hmac(&k, b"aws4_request");
-        let sig = hex::encode(hmac(&k, to_sign.as_bytes()));
-        let auth = format!(
-            "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed}, Signature={sig}",
-            self.access
-        );
-        let mut headers: Vec<(&'static str, String)> = vec![
-            ("x-amz-content-sha256", payload),
-            ("x-amz-date", date),
-            ("Authorization", auth),
-        ];
-        for (k, v) in extra {
-            // The extra headers are few and fixed names of this module.
-            let name: &'static str = match k.to_ascii_lowercase().as_str() {
-                "content-md5" => "Content-MD5",
-                "content-type" => "Content-Type",
-                _ => continue,
-            };
-            headers.push((name, v.clone()));
-        }
-        let target = if qs.is_empty() {
-            uri
-        } else {
-            format!("{uri}?{qs}")
-        };
-        (target, headers)
-    }
-
-    /// One signed request to `addr`.
-    pub fn request(
-        &self,
-        addr: &str,
-        method: &str,
-        path: &str,
-        query: &[(&str, &str)],
-        extra: &[(&str, String)],
-        body: &[u8],
-    ) -> std::io::Result<Resp> {
-        let (target, headers) = self.sign(method, addr, path, query, extra, body);
-        http::request(addr, method, &target, &headers, body, self.timeout)
-    }
 }
 
 /// Every text between `<tag>` and `</tag>` in `xml`, XML-unescaped.
@@ -788,14 +633,14 @@ pub fn cluster_trial(
     let mut rng = StdRng::seed_from_u64(t.seed);
     MULTIPART_ACKED.store(0, Ordering::Relaxed);
     let signer = ctx.s3_signer();
-    let mut c = super::cluster::Cluster::start_with(
+    let mut c = crate::cluster::Cluster::start_with(
         ctx,
         dir,
         ctx.nodes,
         &["--tract-size", "8MiB"],
-        &[super::cluster::S3_LISTEN],
+        &[crate::cluster::S3_LISTEN],
     )?;
-    let s3_of = |c: &super::cluster::Cluster| -> Vec<String> {
+    let s3_of = |c: &crate::cluster::Cluster| -> Vec<String> {
         c.nodes
             .iter()
             .filter(|n| n.up)
@@ -866,14 +711,14 @@ pub fn cluster_trial(
             // The member keeps its S3 clients; what it loses is every other
             // member and the metadata service.
             let mode = if rng.random_bool(0.5) {
-                super::proxy::Mode::Blackhole
+                crate::proxy::Mode::Blackhole
             } else {
-                super::proxy::Mode::Reset
+                crate::proxy::Mode::Reset
             };
             let ms = rng.random_range(300..4000);
             c.nodes[victim].peer.set(mode);
             std::thread::sleep(Duration::from_millis(ms));
-            c.nodes[victim].peer.set(super::proxy::Mode::Open);
+            c.nodes[victim].peer.set(crate::proxy::Mode::Open);
             t.note(format!(
                 "node {victim} cut from the other members and the metadata service ({mode:?}) for {ms} ms"
             ));
@@ -911,7 +756,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         root: dir.join("node"),
         trigger: dir.join("power-cut"),
         seed: rng.random(),
-        tear: super::tears(t.seed),
+        tear: crate::procs::tears(t.seed),
     });
     if let Some(p) = &power {
         // The model's root must exist before the process starts.
@@ -1054,4 +899,17 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: Fault) -> anyhow::Resu
         Err(e) => t.fail(format!("LISTING: {e:#}")),
     }
     t.absorb(&model, unreadable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_found_in_order_and_unescaped() {
+        let xml = "<R><Deleted><Key>a&amp;b</Key></Deleted><Key>&lt;c&gt;</Key><Key>open";
+        assert_eq!(tags(xml, "Key"), ["a&b", "<c>"]);
+        assert!(tags(xml, "UploadId").is_empty());
+        assert_eq!(unescape("&amp;lt; &quot;&apos;"), "&lt; \"'");
+    }
 }

@@ -4,11 +4,11 @@
 //! cutting it partitions the node from the cluster) and the one the
 //! harness's clients use (cutting it partitions the clients from it).
 
-use super::load::{self, Load, Mix, Model, Targets};
-use super::procs::{cut_summary, files, Meta, Power, Server};
-use super::proxy::{Mode, Proxy};
-use super::single::{burst_at_tail, flip_bit, Flip};
-use super::{Ctx, Trial};
+use crate::damage::{burst_at_tail, files, flip_bit, Flip};
+use crate::load::{self, Load, Mix, Model, Targets};
+use crate::procs::{cut_summary, Meta, Power, Server};
+use crate::proxy::{Mode, Proxy};
+use crate::trial::{Ctx, Trial};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::ffi::OsString;
@@ -33,7 +33,7 @@ pub struct Cluster {
     pub meta: Meta,
     pub nodes: Vec<Node>,
     pub targets: Targets,
-    pub env: super::procs::Env,
+    pub env: crate::procs::Env,
 }
 
 /// Starts node `i` of a cluster behind its two proxies, with the server
@@ -46,7 +46,7 @@ fn start_node(
     extra: &[&str],
     power: Option<Power>,
 ) -> anyhow::Result<Node> {
-    let port = super::procs::listen_port()?;
+    let port = crate::procs::listen_port()?;
     let listen = format!("127.0.0.1:{port}");
     let peer = Proxy::start(&listen)?;
     let client = Proxy::start(&listen)?;
@@ -74,7 +74,7 @@ fn start_node(
     let mut s3 = None;
     for a in extra {
         if *a == S3_LISTEN {
-            let addr = format!("127.0.0.1:{}", super::procs::listen_port()?);
+            let addr = format!("127.0.0.1:{}", crate::procs::listen_port()?);
             args.extend(["--s3-listen".into(), addr.clone().into()]);
             s3 = Some(addr);
         } else {
@@ -252,10 +252,25 @@ impl Cluster {
         }
     }
 
+    /// The metadata service's status (`strata cluster status --json`):
+    /// None when it does not answer.
+    pub fn meta_status(&self) -> Option<serde_json::Value> {
+        let out = self
+            .env
+            .command()
+            .args(["cluster", "status", "--meta", &self.meta.addr, "--json"])
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
     /// The ids of the nodes the metadata service knows (`strata cluster
     /// status --json`), sorted; None when it does not answer.
     pub fn node_ids(&self) -> Option<Vec<u64>> {
-        let s = super::ec::meta_status(self)?;
+        let s = self.meta_status()?;
         let mut ids: Vec<u64> = s["nodes"]
             .as_array()?
             .iter()
@@ -372,7 +387,7 @@ pub fn trial(ctx: &Ctx, t: &mut Trial, dir: &Path, fault: &str) -> anyhow::Resul
 /// cluster settles and every key is read back (no GET may answer 500).
 pub fn power(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(t.seed);
-    let tear = super::tears(t.seed);
+    let tear = crate::procs::tears(t.seed);
     let base: u64 = rng.random();
     let mut c = Cluster::start_powered(
         ctx,
@@ -402,7 +417,7 @@ pub fn power(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
         Duration::from_secs(15),
     );
     let cuts = rng.random_range(2..=3);
-    let plan = super::cut_plan(&mut rng, c.nodes.len(), cuts);
+    let plan = crate::procs::cut_plan(&mut rng, c.nodes.len(), cuts);
     for (round, &victim) in plan.iter().enumerate() {
         std::thread::sleep(Duration::from_millis(rng.random_range(200..1000)));
         if !c.power_cut(t, victim) {
@@ -410,7 +425,7 @@ pub fn power(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
             return t.absorb(&model, vec![]);
         }
         std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
-        if !super::cut_again(&plan, round) {
+        if !crate::procs::cut_again(&plan, round) {
             c.nodes[victim].server.power = None;
         }
         if !c.restart(t, victim) {
@@ -440,7 +455,7 @@ const ROWS_DROPPED: [&str; 2] = ["dropping them", "gave this node a new identity
 /// then the cluster settles and every key is read back.
 pub fn power_all(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(t.seed);
-    let tear = super::tears(t.seed);
+    let tear = crate::procs::tears(t.seed);
     let base: u64 = rng.random();
     let trigger = dir.join("power-cut");
     let mut c = Cluster::start_powered(
@@ -626,7 +641,7 @@ pub fn signed_get(c: &Cluster, addr: &str, path: &str) -> Option<serde_json::Val
         stamp: None,
         len: 0,
     });
-    let r = super::http::request(
+    let r = crate::http::request(
         addr,
         "GET",
         path,
@@ -860,7 +875,7 @@ pub fn linearizable(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> 
                         n += 1;
                         let ver = ((ci as u64 + 1) << 32) | n;
                         let body = load::payload(&key, ver, rng.random_range(16..2048));
-                        let res = super::http::request(&addr, "PUT", &p, &[], &body, to);
+                        let res = crate::http::request(&addr, "PUT", &p, &[], &body, to);
                         let o = if matches!(res, Ok(ref r) if r.status == 201 || r.status == 200) {
                             "ok"
                         } else {
@@ -868,7 +883,7 @@ pub fn linearizable(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> 
                         };
                         ("put", Some(ver.to_string()), o)
                     } else if r < 0.55 {
-                        let res = super::http::request(&addr, "DELETE", &p, &[], &[], to);
+                        let res = crate::http::request(&addr, "DELETE", &p, &[], &[], to);
                         let o = if matches!(res, Ok(ref r) if matches!(r.status, 200 | 204 | 404)) {
                             "ok"
                         } else {
@@ -876,7 +891,7 @@ pub fn linearizable(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> 
                         };
                         ("delete", None, o)
                     } else {
-                        match super::http::request(&addr, "GET", &p, &[], &[], to) {
+                        match crate::http::request(&addr, "GET", &p, &[], &[], to) {
                             Ok(r) if r.status == 200 => match load::decode(&key, &r.body) {
                                 Ok(v) => ("get", Some(v.to_string()), "ok"),
                                 Err(e) => {

@@ -308,7 +308,7 @@ impl Server {
     pub fn wait_answering(addr: &str, limit: Duration, full_ok: bool) -> anyhow::Result<()> {
         let start = Instant::now();
         loop {
-            let last = match super::http::request(
+            let last = match crate::http::request(
                 addr,
                 "PUT",
                 "/torture-ready/probe",
@@ -463,23 +463,67 @@ impl Drop for Meta {
     }
 }
 
-/// Every regular file under `dir` whose name ends with `suffix`.
-pub fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() && p.to_string_lossy().ends_with(suffix) => out.push(p),
-                _ => {}
-            }
+/// Whether the first power cut of a trial of `seed` tears unsynced writes
+/// rather than drops them; each later cut of a process does the other
+/// ([`procs::Power::after_cut`]), so that a trial of 2-3 cuts has both.
+/// A bit of a hash of the seed, not its parity: a campaign cycling
+/// through an even number of kinds gives each kind seeds of one parity.
+pub fn tears(seed: u64) -> bool {
+    // splitmix64's finalizer.
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) & 1 == 1
+}
+
+/// The order in which a trial's power cuts hit its processes: `cuts`
+/// random indexes below `n`.
+pub fn cut_plan(rng: &mut impl rand::Rng, n: usize, cuts: usize) -> Vec<usize> {
+    (0..cuts).map(|_| rng.random_range(0..n)).collect()
+}
+
+/// Whether the process cut in round `round` of `plan` is cut again later
+/// (then it restarts over the model; after its last cut, without).
+pub fn cut_again(plan: &[usize], round: usize) -> bool {
+    plan[round + 1..].contains(&plan[round])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_cuts_tear_or_drop_for_seeds_of_either_parity() {
+        // A campaign over an even number of kinds gives each kind seeds
+        // of one parity: each parity must still see both kinds of cut.
+        for parity in [0, 1] {
+            let tears: Vec<bool> = (0..64u64).map(|i| tears(2 * i + parity)).collect();
+            assert!(tears.contains(&true) && tears.contains(&false), "{parity}");
         }
     }
-    out.sort();
-    out
+
+    #[test]
+    fn a_process_restarts_over_the_model_only_when_cut_again() {
+        let plan = [2, 0, 2, 1];
+        let again: Vec<bool> = (0..plan.len()).map(|r| cut_again(&plan, r)).collect();
+        assert_eq!(again, [true, false, false, false]);
+    }
+
+    #[test]
+    fn the_power_cut_summary_reads_the_models_last_report() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("node.log");
+        std::fs::write(
+            &log,
+            "start\nstrata-fs: power cut (Drop): Ok(CutReport { files: 1, writes_dropped: 2, writes_torn: 0, dir_changes_undone: 0 })\n\
+             strata-fs: power cut (Tear): Ok(CutReport { files: 3, writes_dropped: 4, writes_torn: 5, dir_changes_undone: 6 })\n",
+        )
+        .expect("log");
+        assert_eq!(
+            cut_summary(&log).as_deref(),
+            Some("tear: 3 file(s), 4 write(s) dropped, 5 torn, 6 directory change(s) undone")
+        );
+        std::fs::write(&log, "nothing\n").expect("log");
+        assert_eq!(cut_summary(&log), None);
+    }
 }

@@ -23,41 +23,18 @@ fn kill9_during_batch_puts_loses_nothing_acknowledged() {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for t in 0..4u64 {
-            let addr = s.addr.clone();
-            let acked = acked.clone();
-            let stop = stop.clone();
+            let bucket = format!("crash{}", t % 2);
+            let (addr, acked, stop) = (s.addr.clone(), acked.clone(), stop.clone());
             threads.push(std::thread::spawn(move || {
-                let bucket = format!("crash{}", t % 2);
-                let mut seq = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let items: Vec<(String, Vec<u8>, u64)> = (0..8)
-                        .map(|i| {
-                            seq += 1;
-                            let seed = (round << 40) | (t << 32) | seq;
-                            let len = (seed.wrapping_mul(2654435761) % 9000) as usize + i;
-                            (format!("r{round}-t{t}-{seq}"), content(seed, len), seed)
-                        })
-                        .collect();
-                    let body = batch_body(
-                        &items
-                            .iter()
-                            .map(|(n, d, _)| (n.clone(), d.clone()))
-                            .collect::<Vec<_>>(),
-                    );
-                    let r = match request(&addr, "POST", &format!("/{bucket}"), &[], Some(&body)) {
-                        Ok(r) => r,
-                        Err(_) => return, // the server is gone
-                    };
-                    if r.status != 201 {
-                        return;
-                    }
-                    let cookies = cookies_of(&r.text());
-                    let mut a = acked.lock().unwrap();
-                    for ((n, d, seed), (n2, c)) in items.iter().zip(cookies) {
-                        assert_eq!(*n, n2);
-                        a.push((bucket.clone(), n.clone(), *seed, d.len(), c));
-                    }
-                }
+                write_batches(
+                    &addr,
+                    &bucket,
+                    &format!("r{round}-t{t}"),
+                    (round << 40) | (t << 32),
+                    9000,
+                    &acked,
+                    &stop,
+                )
             }));
         }
         std::thread::sleep(Duration::from_millis(600 + 250 * round));
@@ -88,38 +65,17 @@ fn sigterm_under_load_exits_0_within_10_s_and_loses_nothing_acknowledged() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for t in 0..4u64 {
-        let addr = s.addr.clone();
-        let acked = acked.clone();
-        let stop = stop.clone();
+        let (addr, acked, stop) = (s.addr.clone(), acked.clone(), stop.clone());
         threads.push(std::thread::spawn(move || {
-            let mut seq = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let items: Vec<(String, Vec<u8>, u64)> = (0..8)
-                    .map(|i| {
-                        seq += 1;
-                        let seed = (9 << 40) | (t << 32) | seq;
-                        let len = (seed.wrapping_mul(2654435761) % 20_000) as usize + i;
-                        (format!("t{t}-{seq}"), content(seed, len), seed)
-                    })
-                    .collect();
-                let body = batch_body(
-                    &items
-                        .iter()
-                        .map(|(n, d, _)| (n.clone(), d.clone()))
-                        .collect::<Vec<_>>(),
-                );
-                let Ok(r) = request(&addr, "POST", "/term", &[], Some(&body)) else {
-                    return; // the server stopped accepting
-                };
-                if r.status != 201 {
-                    return;
-                }
-                let mut a = acked.lock().unwrap();
-                for ((n, d, seed), (n2, c)) in items.iter().zip(cookies_of(&r.text())) {
-                    assert_eq!(*n, n2);
-                    a.push(("term".into(), n.clone(), *seed, d.len(), c));
-                }
-            }
+            write_batches(
+                &addr,
+                "term",
+                &format!("t{t}"),
+                (9 << 40) | (t << 32),
+                20_000,
+                &acked,
+                &stop,
+            )
         }));
     }
     std::thread::sleep(Duration::from_millis(1500));
@@ -150,6 +106,48 @@ fn sigterm_under_load_exits_0_within_10_s_and_loses_nothing_acknowledged() {
     );
     let s = Server::start(dir.path(), &["--segment-size", "256KiB"]);
     verify(&s.addr, &a);
+}
+
+/// Batch PUTs of 8 objects (`{prefix}-{seq}`, up to `max_len` bytes, content
+/// seeds `seed_base | seq`) into `bucket` until `stop` or the server stops
+/// answering 201; every acknowledged object is pushed to `acked`.
+fn write_batches(
+    addr: &str,
+    bucket: &str,
+    prefix: &str,
+    seed_base: u64,
+    max_len: u64,
+    acked: &Mutex<Vec<Acked>>,
+    stop: &AtomicBool,
+) {
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let items: Vec<(String, Vec<u8>, u64)> = (0..8)
+            .map(|i| {
+                seq += 1;
+                let seed = seed_base | seq;
+                let len = (seed.wrapping_mul(2654435761) % max_len) as usize + i;
+                (format!("{prefix}-{seq}"), content(seed, len), seed)
+            })
+            .collect();
+        let body = batch_body(
+            &items
+                .iter()
+                .map(|(n, d, _)| (n.clone(), d.clone()))
+                .collect::<Vec<_>>(),
+        );
+        let Ok(r) = request(addr, "POST", &format!("/{bucket}"), &[], Some(&body)) else {
+            return; // the server is gone, or stopped accepting
+        };
+        if r.status != 201 {
+            return;
+        }
+        let mut a = acked.lock().unwrap();
+        for ((n, d, seed), (n2, c)) in items.iter().zip(cookies_of(&r.text())) {
+            assert_eq!(*n, n2);
+            a.push((bucket.to_string(), n.clone(), *seed, d.len(), c));
+        }
+    }
 }
 
 fn verify(addr: &str, acked: &[Acked]) {

@@ -388,10 +388,7 @@ impl RowStore {
     /// notes ([`strata_store::Store::damage_dealt_with`]) and an earlier
     /// version's [`CATCH_UP`], durably, and serves reads again.
     pub fn caught_up(&self) -> Result<(), ClusterError> {
-        let stores: Vec<Arc<Store>> = std::iter::once(self.shared.clone())
-            .chain(self.parts().into_iter().map(|(_, s)| s))
-            .collect();
-        for s in stores {
+        for (_, s) in self.parts() {
             s.damage_dealt_with().map_err(|e| self.err(e))?;
         }
         let marker = self.path.join(CATCH_UP);

@@ -112,28 +112,23 @@ impl Ctx {
     /// tick: true to run the next pass, false once the runner stops (the
     /// loop returns then: this is its safe point).
     pub async fn tick(&mut self, interval: &mut tokio::time::Interval) -> bool {
-        self.idle();
-        if self.stopping() {
-            return false;
-        }
-        let mut stop = self.stop.clone();
-        tokio::select! {
-            _ = interval.tick() => {}
-            _ = stop.wait_for(|s| *s) => return false,
-        }
-        self.busy();
-        true
+        self.between_passes(interval.tick()).await
     }
 
     /// [`Ctx::tick`] with a sleep of `d` between passes.
     pub async fn sleep(&mut self, d: Duration) -> bool {
+        self.between_passes(tokio::time::sleep(d)).await
+    }
+
+    /// The wait between two passes: `wait`, unless the runner stops first.
+    async fn between_passes(&mut self, wait: impl Future) -> bool {
         self.idle();
         if self.stopping() {
             return false;
         }
         let mut stop = self.stop.clone();
         tokio::select! {
-            _ = tokio::time::sleep(d) => {}
+            _ = wait => {}
             _ = stop.wait_for(|s| *s) => return false,
         }
         self.busy();

@@ -1368,10 +1368,10 @@ pub struct Running {
     pub node: Arc<ClusterNode>,
     /// The HTTP loop; it ends once [`Running::shutdown`] stopped it (or when aborted).
     pub served: tokio::task::JoinHandle<()>,
-    /// The node's protocol routes, called in-process (the S3 coordinator
-    /// of the same process reaches this node's replicas and listing index
-    /// through it, as the gateway does).
-    pub local: Arc<dyn strata_client::LocalNode>,
+    /// The process's coordinator (the public API's, the S3 API's): this
+    /// node's own replicas called directly, the others over the node
+    /// protocol.
+    pub coordinator: Arc<strata_client::Client>,
     /// Set to stop the HTTP listener ([`Running::shutdown`]).
     stop_http: tokio::sync::watch::Sender<bool>,
 }
@@ -1765,6 +1765,22 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     if let Ok(mut g) = node.mover.lock() {
         *g = Some(mover);
     }
+    let coordinator = Arc::new(strata_client::Client::over(
+        Arc::new(strata_client::ClusterView::new(
+            &node.opts.meta,
+            node.http.clone(),
+            TIMEOUT,
+            None,
+        )),
+        strata_client::ClientConfig::coordinator(),
+        Some((
+            node.addr.clone(),
+            Arc::new(crate::local::LocalReplica {
+                node: node.clone(),
+                index: index.clone(),
+            }) as Arc<dyn strata_client::Replica>,
+        )),
+    ));
     let protocol = crate::server::router(node.clone())
         .merge(crate::index::routes(index, {
             let node = node.clone();
@@ -1774,13 +1790,9 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             })
         }))
         .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));
-    let local: Arc<dyn strata_client::LocalNode> =
-        Arc::new(crate::gateway::InProcess(protocol.clone()));
     let gateway = Arc::new(crate::gateway::Gateway::new(
-        &node.opts.meta,
         node.opts.gateway.clone(),
-        Some((node.addr.clone(), local.clone())),
-        Some(node.clone()),
+        coordinator.clone(),
     ));
     // The dashboard's sampler stops when this function returns.
     let dash =
@@ -1849,7 +1861,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         addr: node.addr.clone(),
         node,
         served,
-        local,
+        coordinator,
         stop_http,
     })
 }

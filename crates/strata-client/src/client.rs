@@ -807,7 +807,10 @@ impl Client {
         bucket: &str,
         key: &str,
     ) -> Result<Option<(Head, u64)>, ClientError> {
-        Ok(self.read_head(bucket, key).await?.map(|r| (r.head, r.stamp)))
+        Ok(self
+            .read_head(bucket, key)
+            .await?
+            .map(|r| (r.head, r.stamp)))
     }
 
     /// The head record of `bucket/key` whole (an inline object's bytes
@@ -1302,8 +1305,14 @@ impl Client {
         stamp: u64,
         intent: u64,
     ) -> Result<(), ClientError> {
-        self.index_change(bucket, key, entry, stamp, IndexOrder::Resolve { upto: intent })
-            .await
+        self.index_change(
+            bucket,
+            key,
+            entry,
+            stamp,
+            IndexOrder::Resolve { upto: intent },
+        )
+        .await
     }
 
     /// Sends one change of `bucket/key`'s entry to every replica of the

@@ -39,5 +39,5 @@ pub use client::{Client, ClientConfig, ClientStats, HeadRead, Staged};
 pub use error::ClientError;
 pub use http::{set_pool_idle, Http, HttpResponse};
 pub use replica::Replica;
-pub use view::{ClusterView, Placement};
 pub use strata_meta::state::{BucketRecord, KeyRecord, Permission};
+pub use view::{ClusterView, Placement};

@@ -206,7 +206,13 @@ impl Replica for Remote<'_> {
         Box::pin(async move {
             let path = object_path(row, bucket, key);
             let r = self
-                .send(Method::DELETE, &path, Some(version), Some(stamp), Bytes::new())
+                .send(
+                    Method::DELETE,
+                    &path,
+                    Some(version),
+                    Some(stamp),
+                    Bytes::new(),
+                )
                 .await?;
             if !r.status.is_success() && r.status != StatusCode::NOT_FOUND {
                 return Err(refusal(&r));

@@ -129,7 +129,11 @@ fn version_of(headers: &HeaderMap) -> Result<u64, Refusal> {
         .get(TABLE_VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| Refusal::Bad(format!("missing or malformed {TABLE_VERSION_HEADER} header")))
+        .ok_or_else(|| {
+            Refusal::Bad(format!(
+                "missing or malformed {TABLE_VERSION_HEADER} header"
+            ))
+        })
 }
 
 /// Checks a call's table version `v` and that `row` is on this node;
@@ -808,8 +812,7 @@ async fn delete_object(
         Err(r) => return refused(r),
     };
     let Some(stamp) = q.purge else {
-        return match delete_record(&node, version, row, &bucket, &key, stamp_of(&headers)).await
-        {
+        return match delete_record(&node, version, row, &bucket, &key, stamp_of(&headers)).await {
             Ok(r) => {
                 let mut resp = match (&r.manifest, r.live) {
                     (Some(rec), _) => (StatusCode::OK, rec.clone()).into_response(),
@@ -968,10 +971,14 @@ pub(crate) async fn extend_record(
     };
     let live = map.table.live_replicas(row);
     if live.first() != Some(&disk) {
-        return Err(Refusal::NotHere(format!("extend of row {row} goes to the row's first live replica")));
+        return Err(Refusal::NotHere(format!(
+            "extend of row {row} goes to the row's first live replica"
+        )));
     }
     if req.lens.is_empty() || req.tract_size == 0 || req.lens.iter().any(|&l| l > req.tract_size) {
-        return Err(Refusal::Bad("extend needs at least one tract, each no larger than the tract size".into()));
+        return Err(Refusal::Bad(
+            "extend needs at least one tract, each no larger than the tract size".into(),
+        ));
     }
     let _serial = node.extend_lock.lock().await;
     let store = row_store(stores, row).await?;
@@ -1003,12 +1010,16 @@ pub(crate) async fn extend_record(
                     ..m
                 },
                 Err(e) => {
-                    return Err(Refusal::Failed(format!("{bucket}/{key}: damaged manifest: {e}")))
+                    return Err(Refusal::Failed(format!(
+                        "{bucket}/{key}: damaged manifest: {e}"
+                    )))
                 }
             }
         }
         Some(_) => {
-            return Err(Refusal::Conflict(format!("{bucket}/{key} is a small object stored whole; it cannot be appended to")))
+            return Err(Refusal::Conflict(format!(
+                "{bucket}/{key} is a small object stored whole; it cannot be appended to"
+            )))
         }
     };
     if m.lens.is_empty() && m.tracts > 0 {
@@ -1046,7 +1057,9 @@ pub(crate) async fn extend_record(
             .await
             .is_ok_and(|r| r.status.is_success());
         if !ok {
-            return Err(Refusal::Unavailable(format!("replica {addr} did not take the new manifest; retry")));
+            return Err(Refusal::Unavailable(format!(
+                "replica {addr} did not take the new manifest; retry"
+            )));
         }
     }
     Ok(ExtendResponse {

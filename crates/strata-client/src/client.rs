@@ -15,10 +15,10 @@ use crate::replica::{Call, Intents, Remote, Replica};
 use crate::view::{ClusterView, Placement};
 use crate::ClientError;
 use strata_proto::{
-    index_row, inline_meta_record, inline_record, manifest_record, new_cookie, new_tract_version,
-    parse_head, parse_head_start, tract_data, tract_record, valid_name, versioned_tract_key,
-    ExtendRequest, Head, HeadInfo, IndexEntry, ListPage, ListQuery, Manifest, ObjectMeta,
-    HEAD_START, RECORD_TRACT,
+    index_row, inline_meta_record, manifest_record, new_cookie, new_tract_version, parse_head,
+    parse_head_start, tract_data, tract_record, valid_name, versioned_tract_key, ExtendRequest,
+    Head, HeadInfo, IndexEntry, ListPage, ListQuery, Manifest, ObjectMeta, HEAD_START,
+    RECORD_INLINE_COOKIE, RECORD_TRACT,
 };
 
 /// Timeouts of a [`Client`].
@@ -360,10 +360,10 @@ impl Client {
             first_tier,
         } = staged;
         let m = match body {
-            StagedBody::Small(data) => {
+            StagedBody::Small(rec) => {
                 let rec = match meta {
-                    Some(m) => inline_meta_record(cookie, &m, &data),
-                    None => inline_record(cookie, &data),
+                    Some(m) => inline_meta_record(cookie, &m, &rec[INLINE_LEAD..]),
+                    None => rec,
                 };
                 return self
                     .put_record(&bucket, &key, h, -1, rec, Some(stamp))
@@ -465,17 +465,24 @@ impl Client {
         let mut inflight = FuturesOrdered::new();
         let mut ended = false;
         // Each tract's record is built in place (kind byte, then the bytes
-        // as they arrive): one copy from the body into the record.
+        // as they arrive): one copy from the body into the record, the only
+        // one on the way to the segment file (the row store writes the
+        // record where it lies). The first record has room for an inline
+        // record's kind and cookie before the bytes ([`INLINE_LEAD`]): a
+        // body that ends within it becomes that record in place; one that
+        // goes on is a tract from its fifth byte.
         // A record starts small: a body that arrives in one chunk (most
         // small objects) gets a buffer of its size, not a whole tract's
         // (8 MiB by default: a mapping and its page faults per PUT); a
         // second chunk reserves the rest of the tract at once.
-        let new_record = || {
+        let new_record = |lead: usize| {
             let mut r = BytesMut::new();
+            r.resize(lead - 1, 0);
             r.extend_from_slice(&[RECORD_TRACT]);
             r
         };
-        let mut rec = new_record();
+        let mut lead = INLINE_LEAD;
+        let mut rec = new_record(lead);
         let mut pending: Option<Bytes> = None;
         let mut first_tier: Option<String> = None;
         // This write's tracts go under keys of their own: an overwrite cut
@@ -490,7 +497,7 @@ impl Client {
             first_tier,
         };
         loop {
-            while rec.len() < ts + 1 {
+            while rec.len() < ts + lead {
                 let chunk = match pending.take() {
                     Some(c) => c,
                     None => match next_chunk(&mut body, &mut inflight, &mut first_tier).await? {
@@ -505,8 +512,8 @@ impl Client {
                         }
                     },
                 };
-                let room = ts + 1 - rec.len();
-                if rec.len() > 1 {
+                let room = ts + lead - rec.len();
+                if rec.len() > lead {
                     rec.reserve(room);
                 } else {
                     rec.reserve(chunk.len().min(room));
@@ -520,10 +527,15 @@ impl Client {
             }
             if tracts == 0 && ended {
                 // Small object: stored whole in its head record, no tracts.
-                return Ok(staged(StagedBody::Small(rec.freeze().slice(1..)), None));
+                rec[0] = RECORD_INLINE_COOKIE;
+                rec[1..INLINE_LEAD].copy_from_slice(&cookie.to_le_bytes());
+                return Ok(staged(StagedBody::Small(rec.freeze()), None));
             }
-            if rec.len() > 1 {
-                let piece = std::mem::replace(&mut rec, new_record()).freeze();
+            if rec.len() > lead {
+                let piece = std::mem::replace(&mut rec, new_record(1))
+                    .freeze()
+                    .slice(lead - 1..);
+                lead = 1;
                 let t = tracts;
                 tracts += 1;
                 let name = versioned_tract_key(key, tract_version, t);
@@ -1682,9 +1694,15 @@ pub struct Staged {
     first_tier: Option<String>,
 }
 
+/// The bytes of an inline record before the object's ([`inline_record`]:
+/// kind, cookie).
+const INLINE_LEAD: usize = 5;
+
 #[derive(Debug)]
 enum StagedBody {
-    /// The whole body, to go in the head record.
+    /// The head record of a body stored whole, without metadata
+    /// ([`inline_record`]: kind, cookie, then the body, built in place as
+    /// the body arrived).
     Small(Bytes),
     /// Data tracts written, the manifest to come.
     Striped {
@@ -1699,7 +1717,7 @@ impl Staged {
     /// The body's length in bytes.
     pub fn len(&self) -> u64 {
         match &self.body {
-            StagedBody::Small(b) => b.len() as u64,
+            StagedBody::Small(rec) => (rec.len() - INLINE_LEAD) as u64,
             StagedBody::Striped { len, .. } => *len,
         }
     }

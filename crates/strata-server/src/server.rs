@@ -290,8 +290,9 @@ pub(crate) fn tier_str(t: Tier) -> &'static str {
 /// write probability; manifests and tombstones to disk), the part by the
 /// plan, the caches told, the write counted and traced once at its head
 /// record. The one write path of the row protocol (`PUT
-/// /cluster/v1/rows/...`) and of the public API's local rows
-/// ([`crate::gateway`]); answers the tier the record went to.
+/// /cluster/v1/rows/...`) and of the coordinator's calls on this node's
+/// replica ([`crate::local`]); answers the tier the record went to. The
+/// record goes to the store as it came (no copy behind the row prefix).
 pub(crate) async fn write_local(
     node: &Node,
     store: &Arc<RowStore>,
@@ -302,29 +303,7 @@ pub(crate) async fn write_local(
     start: Instant,
 ) -> Result<Tier, ClusterError> {
     let head_len = parse_head(record).ok().map(|h| h.len());
-    let data = strata_proto::row::encode(bucket, key, stamp, record);
     let is_data = is_data_record(record);
-    write_encoded(
-        node, store, bucket, key, stamp, data, is_data, head_len, start,
-    )
-    .await
-}
-
-/// [`write_local`] of needle data already in the row layout: `is_data`
-/// says whether the record holds object bytes (a whole object or a tract),
-/// `head_len` the object's length when it is an object's head record.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn write_encoded(
-    node: &Node,
-    store: &Arc<RowStore>,
-    bucket: &str,
-    key: &str,
-    stamp: u64,
-    data: Vec<u8>,
-    is_data: bool,
-    head_len: Option<u64>,
-    start: Instant,
-) -> Result<Tier, ClusterError> {
     let data_bytes = is_data || is_tract(key);
     let tier = if data_bytes {
         node.choose_tier(bucket)
@@ -332,7 +311,9 @@ pub(crate) async fn write_encoded(
         Tier::Disk
     };
     let own = node.own_part(bucket);
-    let res = store.put_encoded(bucket, key, stamp, data, tier, own).await;
+    let res = store
+        .put(bucket, key, stamp, record.clone(), tier, own)
+        .await;
     node.forget(object_id(bucket, key));
     res?;
     // An object's write is counted and traced once, at its head record (the
@@ -902,7 +883,7 @@ pub(crate) async fn delete_record(
             &bucket,
             &key,
             stamp,
-            &tombstone_record(),
+            tombstone_record(),
             Tier::Disk,
             node.own_part(&bucket),
         )
@@ -1034,7 +1015,9 @@ pub(crate) async fn extend_record(
     let rec = manifest_record(&m);
     let stamp = now_stamp();
     let own = node.own_part(&bucket);
-    let res = store.put(&bucket, &key, stamp, &rec, Tier::Disk, own).await;
+    let res = store
+        .put(&bucket, &key, stamp, rec.clone(), Tier::Disk, own)
+        .await;
     node.forget(object_id(&bucket, &key));
     if let Err(e) = res {
         return Err(Refusal::Failed(e.to_string()));

@@ -215,7 +215,16 @@ pub fn encode_in_batch(
     batch_end: bool,
 ) {
     let mut frame = Vec::with_capacity(FRAME_MAX);
-    let (head, tail) = encode_frame(&mut frame, cookie, key, alt_key, flags, data, batch_end);
+    let (head, tail) = encode_frame(
+        &mut frame,
+        cookie,
+        key,
+        alt_key,
+        flags,
+        &[],
+        data,
+        batch_end,
+    );
     out.extend_from_slice(&frame[head]);
     out.extend_from_slice(data);
     out.extend_from_slice(&frame[tail]);
@@ -239,11 +248,12 @@ pub fn encode_frame(
     key: u64,
     alt_key: u32,
     flags: u32,
+    head: &[u8],
     data: &[u8],
     batch_end: bool,
 ) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
     let start = out.len();
-    let size = data.len() as u32;
+    let size = (head.len() + data.len()) as u32;
     let word = if batch_end { size | BATCH_END } else { size };
     out.extend_from_slice(&HEADER_MAGIC.to_le_bytes());
     out.extend_from_slice(&cookie.to_le_bytes());
@@ -255,8 +265,9 @@ pub fn encode_frame(
     out.extend_from_slice(&crc.to_le_bytes());
     let tail = out.len();
     out.extend_from_slice(&FOOTER_MAGIC.to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
-    let pad = needle_len(size) as usize - HEADER_LEN - data.len() - FOOTER_LEN;
+    let crc = crc32c::crc32c_append(crc32c::crc32c(head), data);
+    out.extend_from_slice(&crc.to_le_bytes());
+    let pad = needle_len(size) as usize - HEADER_LEN - size as usize - FOOTER_LEN;
     out.resize(out.len() + pad, 0);
     (start..tail, tail..out.len())
 }
@@ -464,7 +475,7 @@ mod tests {
     fn the_batch_end_bit_is_apart_from_the_size() {
         for end in [false, true] {
             let mut frame = Vec::new();
-            let (head, tail) = encode_frame(&mut frame, 1, 2, 3, 0, b"hello", end);
+            let (head, tail) = encode_frame(&mut frame, 1, 2, 3, 0, b"he", b"llo", end);
             let mut buf = frame[head].to_vec();
             buf.extend_from_slice(b"hello");
             buf.extend_from_slice(&frame[tail]);
@@ -559,7 +570,7 @@ mod tests {
         ] {
             let data = vec![0x5Au8; size];
             let mut frame = Vec::new();
-            let (head, _) = encode_frame(&mut frame, cookie, key, alt, 0, &data, end);
+            let (head, _) = encode_frame(&mut frame, cookie, key, alt, 0, &[], &data, end);
             let good = frame[head][..HEADER_LEN].to_vec();
             let want = parse_header(&good, C).unwrap();
             assert_eq!(repair_header(&good, C), Ok(want));

@@ -240,8 +240,7 @@ impl Inner {
                     it.key,
                     it.alt_key,
                     0,
-                    it.head,
-                    it.data,
+                    &[it.head, it.data],
                     marks && i + 1 == items.len(),
                 ));
             }

@@ -1,24 +1,24 @@
 //! The client: map cache, writes to all replicas, reads with failover.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use hyper::{Method, StatusCode};
 use rand::seq::SliceRandom;
-use strata_meta::api::{ClusterMap, NodeState};
-use strata_placement::{object_hash, DiskId, PlacementTable};
+use strata_placement::{object_hash, PlacementTable, DEFAULT_TRACT_SIZE};
+use strata_proto::replica::{IndexChange, IndexOrder, RecordRead, Refusal};
 
 use crate::http::Http;
+use crate::replica::{Call, Intents, Remote, Replica};
+use crate::view::{ClusterView, Placement};
 use crate::ClientError;
 use strata_proto::{
-    extend_path, index_list_path, index_path, index_row, inline_meta_record, inline_record,
-    manifest_record, new_cookie, new_tract_version, object_path, parse_head, parse_head_start,
-    tract_data, tract_record, valid_name, versioned_tract_key, ExtendRequest, ExtendResponse, Head,
-    HeadInfo, IndexEntry, ListPage, ListQuery, Manifest, ObjectMeta, HEAD_START, HEAD_START_PARAM,
-    RECORD_MANIFEST, RECORD_TRACT,
+    index_row, inline_meta_record, manifest_record, new_cookie, new_tract_version, parse_head,
+    parse_head_start, tract_data, tract_record, valid_name, versioned_tract_key, ExtendRequest,
+    Head, HeadInfo, IndexEntry, ListPage, ListQuery, Manifest, ObjectMeta, HEAD_START,
+    RECORD_INLINE_COOKIE, RECORD_TRACT,
 };
 
 /// Timeouts of a [`Client`].
@@ -73,73 +73,38 @@ pub struct ClientStats {
 
 #[derive(Default)]
 struct Counters {
-    refreshes: AtomicU64,
     stale: AtomicU64,
     failovers: AtomicU64,
     write_retries: AtomicU64,
 }
 
-struct Map {
-    table: PlacementTable,
-    addr_of_disk: HashMap<DiskId, String>,
-    /// (row, disk) of every copy still to do: that disk of the row does
-    /// not hold the row's older writes yet ([`ClusterMap::copying`]).
-    copying: std::collections::HashSet<(usize, DiskId)>,
-}
-
-impl Map {
-    fn from_cluster(m: ClusterMap) -> Result<Map, ClientError> {
-        let table = m.table.ok_or(ClientError::NoTable)?;
-        let addr_of_node: HashMap<_, _> = m
-            .nodes
-            .iter()
-            .filter(|n| n.state != NodeState::Dead)
-            .map(|n| (n.id, n.addr.clone()))
-            .collect();
-        let addr_of_disk = table
-            .disks()
-            .iter()
-            .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
-            .collect();
-        let copying = m.copying.iter().map(|t| (t.row, t.target)).collect();
-        Ok(Map {
-            table,
-            addr_of_disk,
-            copying,
-        })
-    }
-
-    /// Addresses of the live replicas of `row` that hold all of it: not
-    /// the target of a copy still to do.
-    fn complete_replicas(&self, row: usize) -> Vec<String> {
-        self.table
-            .live_replicas(row)
-            .into_iter()
-            .filter(|&d| !self.copying.contains(&(row, d)))
-            .filter_map(|d| self.addr_of_disk.get(&d).cloned())
-            .collect()
-    }
-
-    /// Addresses of the live replicas of `row`.
-    fn replicas(&self, row: usize) -> Vec<String> {
-        self.table
-            .live_replicas(row)
-            .into_iter()
-            .filter_map(|d| self.addr_of_disk.get(&d).cloned())
-            .collect()
-    }
-}
-
-/// A cluster client. Share it (`Arc<Client>`) across tasks.
+/// A cluster client: the coordinator of every operation, in a client
+/// process and in every node alike. Share it (`Arc<Client>`) across tasks.
 pub struct Client {
-    meta: String,
-    http: Http,
+    view: Arc<ClusterView>,
     cfg: ClientConfig,
-    map: RwLock<Arc<Map>>,
-    refresh: tokio::sync::Mutex<()>,
     counters: Counters,
     /// Last stamp handed out: stamps of one client strictly increase.
     last_stamp: std::sync::atomic::AtomicU64,
+    /// The replica in this process (a node's own), by its address:
+    /// called directly, never over HTTP.
+    local: Option<(String, Arc<dyn Replica>)>,
+}
+
+/// The replica at one address: this process's own, or a remote one.
+enum Via<'c> {
+    Here(&'c dyn Replica),
+    There(Remote<'c>),
+}
+
+impl<'c> std::ops::Deref for Via<'c> {
+    type Target = dyn Replica + 'c;
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Via::Here(r) => *r,
+            Via::There(r) => r,
+        }
+    }
 }
 
 enum Outcome {
@@ -172,80 +137,125 @@ impl Client {
     /// Fetches the map from the metadata service at `meta` (`host:port`),
     /// waiting up to `cfg.deadline` for the cluster's first table.
     pub async fn connect(meta: &str, cfg: ClientConfig) -> Result<Client, ClientError> {
-        Client::connect_with(meta, cfg, Http::new()).await
+        let view = Arc::new(ClusterView::new(
+            meta,
+            Http::new(),
+            cfg.request_timeout,
+            None,
+        ));
+        let start = Instant::now();
+        loop {
+            view.refresh_from(0).await?;
+            if view.current().is_some() {
+                break;
+            }
+            if start.elapsed() >= cfg.deadline {
+                return Err(ClientError::NoTable);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(Client::over(view, cfg, None))
     }
 
-    /// [`connect`](Self::connect) over `http` (for instance one that serves
-    /// this process's own node in-process: [`Http::with_local`]).
-    pub async fn connect_with(
-        meta: &str,
+    /// The coordinator over a process's cluster `view` (which may have no
+    /// table yet: operations then fail with [`ClientError::NoTable`]),
+    /// calling `local` directly for the replicas at its address (a node's
+    /// own) and the others over HTTP.
+    pub fn over(
+        view: Arc<ClusterView>,
         cfg: ClientConfig,
-        http: Http,
-    ) -> Result<Client, ClientError> {
-        let start = Instant::now();
-        let map = loop {
-            match fetch_map(&http, meta, cfg.request_timeout).await {
-                Ok(m) => break m,
-                Err(ClientError::NoTable) if start.elapsed() < cfg.deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        Ok(Client {
-            meta: meta.to_string(),
-            http,
+        local: Option<(String, Arc<dyn Replica>)>,
+    ) -> Client {
+        Client {
+            view,
             cfg,
-            map: RwLock::new(Arc::new(map)),
-            refresh: tokio::sync::Mutex::new(()),
             counters: Counters::default(),
             last_stamp: std::sync::atomic::AtomicU64::new(0),
-        })
+            local,
+        }
     }
 
-    /// The placement table the client uses now.
-    pub fn table(&self) -> PlacementTable {
-        self.current().table.clone()
+    /// The cluster view the client places with.
+    pub fn view(&self) -> &Arc<ClusterView> {
+        &self.view
     }
 
-    /// The version of that table.
+    fn http(&self) -> &Http {
+        self.view.http()
+    }
+
+    fn meta(&self) -> &str {
+        self.view.meta()
+    }
+
+    /// The address of the replica in this process, if any.
+    fn local_addr(&self) -> Option<&str> {
+        self.local.as_ref().map(|(a, _)| a.as_str())
+    }
+
+    /// The replica at `addr`.
+    fn at<'c>(&'c self, addr: &'c str) -> Via<'c> {
+        match &self.local {
+            Some((a, r)) if a == addr => Via::Here(r.as_ref()),
+            _ => Via::There(Remote {
+                http: self.http(),
+                addr,
+                timeout: self.cfg.request_timeout,
+            }),
+        }
+    }
+
+    /// A replica's answer to `call`, or [`Refusal::Unreachable`] after one
+    /// request timeout.
+    async fn timed<T>(&self, addr: &str, call: Call<'_, T>) -> Result<T, Refusal> {
+        match tokio::time::timeout(self.cfg.request_timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(Refusal::Unreachable(format!(
+                "{addr}: no answer within {:?}",
+                self.cfg.request_timeout
+            ))),
+        }
+    }
+
+    /// The placement table the client uses now (none before the cluster
+    /// has one).
+    pub fn table(&self) -> Option<PlacementTable> {
+        self.current().map(|m| m.table.clone())
+    }
+
+    /// The version of that table (0: none yet).
     pub fn table_version(&self) -> u64 {
-        self.current().table.version()
+        self.view.version()
     }
 
     /// What the client had to do beyond the happy path so far.
     pub fn stats(&self) -> ClientStats {
         let c = &self.counters;
         ClientStats {
-            refreshes: c.refreshes.load(Ordering::Relaxed),
+            refreshes: self.view.refreshes(),
             stale_refusals: c.stale.load(Ordering::Relaxed),
             failovers: c.failovers.load(Ordering::Relaxed),
             write_retries: c.write_retries.load(Ordering::Relaxed),
         }
     }
 
-    fn current(&self) -> Arc<Map> {
-        match self.map.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
+    fn current(&self) -> Option<Arc<Placement>> {
+        self.view.current()
+    }
+
+    /// The map in force, fetched first when the view has none yet.
+    async fn map(&self) -> Result<Arc<Placement>, ClientError> {
+        if let Some(m) = self.current() {
+            return Ok(m);
         }
+        self.view.refresh_from(0).await?;
+        self.current().ok_or(ClientError::NoTable)
     }
 
     /// Fetches the map again unless another task already replaced the one
     /// with version `seen`.
     pub async fn refresh_from(&self, seen: u64) -> Result<(), ClientError> {
-        let _g = self.refresh.lock().await;
-        if self.table_version() > seen {
-            return Ok(());
-        }
-        let m = fetch_map(&self.http, &self.meta, self.cfg.request_timeout).await?;
-        self.counters.refreshes.fetch_add(1, Ordering::Relaxed);
-        let mut w = match self.map.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        *w = Arc::new(m);
-        Ok(())
+        self.view.refresh_from(seen).await
     }
 
     /// Stores `data` as `bucket/key` on every replica; returns once all of
@@ -258,7 +268,8 @@ impl Client {
     /// The tract size of the cluster's table: objects larger than this are
     /// split into tracts across rows.
     pub fn tract_size(&self) -> u64 {
-        self.current().table.tract_size()
+        self.current()
+            .map_or(DEFAULT_TRACT_SIZE, |m| m.table.tract_size())
     }
 
     /// Bytes a streamed PUT holds in memory at most: the tract being
@@ -349,10 +360,10 @@ impl Client {
             first_tier,
         } = staged;
         let m = match body {
-            StagedBody::Small(data) => {
+            StagedBody::Small(rec) => {
                 let rec = match meta {
-                    Some(m) => inline_meta_record(cookie, &m, &data),
-                    None => inline_record(cookie, &data),
+                    Some(m) => inline_meta_record(cookie, &m, &rec[INLINE_LEAD..]),
+                    None => rec,
                 };
                 return self
                     .put_record(&bucket, &key, h, -1, rec, Some(stamp))
@@ -454,17 +465,24 @@ impl Client {
         let mut inflight = FuturesOrdered::new();
         let mut ended = false;
         // Each tract's record is built in place (kind byte, then the bytes
-        // as they arrive): one copy from the body into the record.
+        // as they arrive): one copy from the body into the record, the only
+        // one on the way to the segment file (the row store writes the
+        // record where it lies). The first record has room for an inline
+        // record's kind and cookie before the bytes ([`INLINE_LEAD`]): a
+        // body that ends within it becomes that record in place; one that
+        // goes on is a tract from its fifth byte.
         // A record starts small: a body that arrives in one chunk (most
         // small objects) gets a buffer of its size, not a whole tract's
         // (8 MiB by default: a mapping and its page faults per PUT); a
         // second chunk reserves the rest of the tract at once.
-        let new_record = || {
+        let new_record = |lead: usize| {
             let mut r = BytesMut::new();
+            r.resize(lead - 1, 0);
             r.extend_from_slice(&[RECORD_TRACT]);
             r
         };
-        let mut rec = new_record();
+        let mut lead = INLINE_LEAD;
+        let mut rec = new_record(lead);
         let mut pending: Option<Bytes> = None;
         let mut first_tier: Option<String> = None;
         // This write's tracts go under keys of their own: an overwrite cut
@@ -479,7 +497,7 @@ impl Client {
             first_tier,
         };
         loop {
-            while rec.len() < ts + 1 {
+            while rec.len() < ts + lead {
                 let chunk = match pending.take() {
                     Some(c) => c,
                     None => match next_chunk(&mut body, &mut inflight, &mut first_tier).await? {
@@ -494,8 +512,8 @@ impl Client {
                         }
                     },
                 };
-                let room = ts + 1 - rec.len();
-                if rec.len() > 1 {
+                let room = ts + lead - rec.len();
+                if rec.len() > lead {
                     rec.reserve(room);
                 } else {
                     rec.reserve(chunk.len().min(room));
@@ -509,10 +527,15 @@ impl Client {
             }
             if tracts == 0 && ended {
                 // Small object: stored whole in its head record, no tracts.
-                return Ok(staged(StagedBody::Small(rec.freeze().slice(1..)), None));
+                rec[0] = RECORD_INLINE_COOKIE;
+                rec[1..INLINE_LEAD].copy_from_slice(&cookie.to_le_bytes());
+                return Ok(staged(StagedBody::Small(rec.freeze()), None));
             }
-            if rec.len() > 1 {
-                let piece = std::mem::replace(&mut rec, new_record()).freeze();
+            if rec.len() > lead {
+                let piece = std::mem::replace(&mut rec, new_record(1))
+                    .freeze()
+                    .slice(lead - 1..);
+                lead = 1;
                 let t = tracts;
                 tracts += 1;
                 let name = versioned_tract_key(key, tract_version, t);
@@ -592,69 +615,48 @@ impl Client {
         let mut backoff = Duration::from_millis(50);
         let mut tier: Option<String> = None;
         loop {
-            let map = self.current();
+            let map = self.map().await?;
             let version = map.table.version();
             let row = map.table.tract_row(h, tract);
             let reps = map.replicas(row);
             let outcome = if reps.is_empty() {
                 Outcome::Failed(format!("row {row} has no live replica"))
             } else {
-                let path = object_path(row, bucket, name);
                 let sends = reps.iter().map(|addr| {
-                    let url = format!("http://{addr}{path}");
                     let body = body.clone();
                     async move {
-                        self.http
-                            .send_stamped(
-                                Method::PUT,
-                                &url,
-                                Some(version),
-                                Some(stamp),
-                                body,
-                                self.cfg.request_timeout,
-                            )
+                        let via = self.at(addr);
+                        self.timed(addr, via.put(version, row, bucket, name, stamp, body))
                             .await
                     }
                 });
                 let results = futures_util::future::join_all(sends).await;
-                let local = self.http.local_addr();
+                let local = self.local_addr();
                 let mut out = Outcome::Done;
                 for (addr, r) in reps.iter().zip(results) {
                     match r {
-                        Ok(resp) if resp.status == StatusCode::INSUFFICIENT_STORAGE => {
+                        Err(Refusal::Full(why)) => {
                             // (A tract's stored name carries its number after a NUL.)
                             let key = name.split('\0').next().unwrap_or(name);
                             return Err(ClientError::Full {
                                 name: format!("{bucket}/{key}"),
-                                reason: format!(
-                                    "{addr}: {}",
-                                    String::from_utf8_lossy(&resp.body).trim_end()
-                                ),
+                                reason: format!("{addr}: {why}"),
                             });
                         }
-                        Ok(resp) if resp.status.is_success() => {
+                        Ok(t) => {
                             // The tier of this process's own replica, else
                             // of the first one.
                             if tier.is_none() || local == Some(addr.as_str()) {
-                                tier = resp.tier;
+                                tier = t;
                             }
                         }
-                        Ok(resp) if resp.status == StatusCode::CONFLICT => {
+                        Err(Refusal::Stale { .. }) => {
                             self.counters.stale.fetch_add(1, Ordering::Relaxed);
                             out = Outcome::Stale;
                         }
-                        Ok(resp) => {
-                            if !matches!(out, Outcome::Stale) {
-                                out = Outcome::Failed(format!(
-                                    "{} {}",
-                                    resp.status,
-                                    String::from_utf8_lossy(&resp.body)
-                                ));
-                            }
-                        }
                         Err(e) => {
                             if !matches!(out, Outcome::Stale) {
-                                out = Outcome::Failed(e);
+                                out = Outcome::Failed(format!("{addr}: {e}"));
                             }
                         }
                     }
@@ -700,7 +702,7 @@ impl Client {
             });
         }
         let h = object_hash(bucket, key);
-        let ts = self.current().table.tract_size();
+        let ts = self.map().await?.table.tract_size();
         let lens: Vec<u64> = data.chunks(ts as usize).map(|c| c.len() as u64).collect();
         let (first, version) = self.extend(bucket, key, h, &lens, ts).await?;
         let work = lens.iter().enumerate().map(|(i, _)| {
@@ -726,64 +728,43 @@ impl Client {
         lens: &[u64],
         tract_size: u64,
     ) -> Result<(u64, u64), ClientError> {
-        let body = serde_json::to_vec(&ExtendRequest {
+        let req = ExtendRequest {
             lens: lens.to_vec(),
             tract_size,
-        })
-        .map(Bytes::from)
-        .map_err(|e| ClientError::Write {
-            name: format!("{bucket}/{key}"),
-            reason: e.to_string(),
-        })?;
+        };
         let start = Instant::now();
         let mut backoff = Duration::from_millis(50);
         loop {
-            let map = self.current();
+            let map = self.map().await?;
             let version = map.table.version();
             let row = map.table.tract_row(h, -1);
             let reason = match map.replicas(row).first() {
                 None => format!("row {row} has no live replica"),
                 Some(addr) => {
-                    let url = format!("http://{addr}{}", extend_path(row, bucket, key));
+                    let via = self.at(addr);
                     match self
-                        .http
-                        .send(
-                            Method::POST,
-                            &url,
-                            Some(version),
-                            body.clone(),
-                            self.cfg.request_timeout,
-                        )
+                        .timed(addr, via.extend(version, row, bucket, key, &req))
                         .await
                     {
-                        Ok(r) if r.status.is_success() => {
-                            let e: ExtendResponse =
-                                serde_json::from_slice(&r.body).map_err(|e| {
-                                    ClientError::Manifest {
-                                        name: format!("{bucket}/{key}"),
-                                        reason: format!("bad extend answer: {e}"),
-                                    }
-                                })?;
-                            return Ok((e.first, e.version));
-                        }
-                        Ok(r) if r.status == StatusCode::CONFLICT && r.table_version.is_some() => {
+                        Ok(e) => return Ok((e.first, e.version)),
+                        Err(Refusal::Stale { .. }) => {
                             self.counters.stale.fetch_add(1, Ordering::Relaxed);
                             self.refresh_from(version).await?;
                             continue;
                         }
-                        Ok(r)
-                            if r.status.is_client_error()
-                                && r.status != StatusCode::MISDIRECTED_REQUEST =>
-                        {
+                        Err(Refusal::Bad(why) | Refusal::Conflict(why)) => {
                             return Err(ClientError::Write {
                                 name: format!("{bucket}/{key}"),
-                                reason: String::from_utf8_lossy(&r.body).into_owned(),
+                                reason: why,
                             });
                         }
-                        Ok(r) => {
-                            format!("{url}: {} {}", r.status, String::from_utf8_lossy(&r.body))
+                        Err(Refusal::Full(why)) => {
+                            return Err(ClientError::Full {
+                                name: format!("{bucket}/{key}"),
+                                reason: format!("{addr}: {why}"),
+                            });
                         }
-                        Err(e) => e,
+                        Err(e) => format!("{addr}: {e}"),
                     }
                 }
             };
@@ -838,17 +819,35 @@ impl Client {
         bucket: &str,
         key: &str,
     ) -> Result<Option<(Head, u64)>, ClientError> {
+        Ok(self
+            .read_head(bucket, key)
+            .await?
+            .map(|r| (r.head, r.stamp)))
+    }
+
+    /// The head record of `bucket/key` whole (an inline object's bytes
+    /// with it), its stamp, and where the replica that answered read it.
+    pub async fn read_head(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<HeadRead<Head>>, ClientError> {
         check(bucket, key)?;
         let h = object_hash(bucket, key);
-        let Some((rec, stamp)) = self.get_stamped(bucket, key, h, -1).await? else {
+        let Some(got) = self.read_record(bucket, key, h, -1, None).await? else {
             return Ok(None);
         };
-        parse_head(&rec)
-            .map(|head| Some((head, stamp)))
-            .map_err(|reason| ClientError::Manifest {
+        match parse_head(&got.record) {
+            Ok(head) => Ok(Some(HeadRead {
+                head,
+                stamp: got.stamp,
+                tier: got.tier,
+            })),
+            Err(reason) => Err(ClientError::Manifest {
                 name: format!("{bucket}/{key}"),
                 reason,
-            })
+            }),
+        }
     }
 
     /// What a HEAD answers of `bucket/key`, with the head record's stamp:
@@ -861,22 +860,40 @@ impl Client {
         bucket: &str,
         key: &str,
     ) -> Result<Option<(HeadInfo, u64)>, ClientError> {
+        Ok(self
+            .read_head_info(bucket, key)
+            .await?
+            .map(|r| (r.head, r.stamp)))
+    }
+
+    /// [`Client::head_info`] with where the replica that answered read the
+    /// record.
+    pub async fn read_head_info(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<Option<HeadRead<HeadInfo>>, ClientError> {
         check(bucket, key)?;
         let h = object_hash(bucket, key);
-        let Some((rec, stamp, len)) = self
-            .read_stamped(bucket, key, h, -1, Some(HEAD_START))
+        let Some(got) = self
+            .read_record(bucket, key, h, -1, Some(HEAD_START))
             .await?
         else {
             return Ok(None);
         };
         // A replica that does not know `start` answers the record whole.
-        let len = len.unwrap_or(rec.len() as u64);
-        match parse_head_start(&rec, len) {
-            Ok(Some(info)) => Ok(Some((info, stamp))),
-            Ok(None) => Ok(self
-                .head_stamped(bucket, key)
-                .await?
-                .map(|(h, stamp)| (h.info(), stamp))),
+        let len = got.len.unwrap_or(got.record.len() as u64);
+        match parse_head_start(&got.record, len) {
+            Ok(Some(info)) => Ok(Some(HeadRead {
+                head: info,
+                stamp: got.stamp,
+                tier: got.tier,
+            })),
+            Ok(None) => Ok(self.read_head(bucket, key).await?.map(|r| HeadRead {
+                head: r.head.info(),
+                stamp: r.stamp,
+                tier: r.tier,
+            })),
             Err(reason) => Err(ClientError::Manifest {
                 name: format!("{bucket}/{key}"),
                 reason,
@@ -993,83 +1010,77 @@ impl Client {
         tract: i64,
     ) -> Result<Option<(Bytes, u64)>, ClientError> {
         Ok(self
-            .read_stamped(bucket, name, h, tract, None)
+            .read_record(bucket, name, h, tract, None)
             .await?
-            .map(|(rec, stamp, _)| (rec, stamp)))
+            .map(|g| (g.record, g.stamp)))
     }
 
-    /// [`Client::get_stamped`], asking for the record's first `limit`
-    /// bytes only when given: then the third value is the whole record's
-    /// length, if the replica said it (else the record is whole).
-    async fn read_stamped(
+    /// One record read from one replica with failover: the replica in this
+    /// process first (no network hop), the others in random order. With a
+    /// `limit`, only the record's first `limit` bytes are asked for.
+    async fn read_record(
         &self,
         bucket: &str,
         name: &str,
         h: u64,
         tract: i64,
         limit: Option<usize>,
-    ) -> Result<Option<(Bytes, u64, Option<u64>)>, ClientError> {
+    ) -> Result<Option<Got>, ClientError> {
         let start = Instant::now();
         let mut backoff = Duration::from_millis(50);
         loop {
-            let map = self.current();
+            let map = self.map().await?;
             let version = map.table.version();
             let row = map.table.tract_row(h, tract);
             let mut reps = map.replicas(row);
             reps.shuffle(&mut rand::rng());
-            // A replica in this process is read first (no network hop).
             if let Some(i) = self
-                .http
                 .local_addr()
                 .and_then(|l| reps.iter().position(|a| a.as_str() == l))
             {
                 reps.swap(0, i);
             }
-            let mut path = object_path(row, bucket, name);
-            if let Some(n) = limit {
-                path = format!("{path}?{HEAD_START_PARAM}={n}");
-            }
             let mut not_found = 0;
+            let mut unreadable = Vec::new();
             let mut stale = false;
             // The newest tombstone seen: a replica that missed the delete
             // may still hold the older object; it must not be served.
             let mut deleted_at: Option<u64> = None;
             let mut last_err = format!("row {row} has no live replica");
             for (i, addr) in reps.iter().enumerate() {
-                let url = format!("http://{addr}{path}");
+                let via = self.at(addr);
                 match self
-                    .http
-                    .send(
-                        Method::GET,
-                        &url,
-                        Some(version),
-                        Bytes::new(),
-                        self.cfg.request_timeout,
-                    )
+                    .timed(addr, via.get(version, row, bucket, name, limit))
                     .await
                 {
-                    Ok(r)
-                        if r.status == StatusCode::OK
-                            && deleted_at.is_none_or(|d| r.stamp.unwrap_or(0) > d) =>
-                    {
-                        return Ok(Some((r.body, r.stamp.unwrap_or(0), r.record_len)))
+                    Ok(RecordRead::Found {
+                        record,
+                        stamp,
+                        len,
+                        tier,
+                    }) if deleted_at.is_none_or(|d| stamp > d) => {
+                        return Ok(Some(Got {
+                            record,
+                            stamp,
+                            len,
+                            tier,
+                        }))
                     }
-                    Ok(r) if r.status == StatusCode::OK => not_found += 1,
-                    Ok(r) if r.status == StatusCode::NOT_FOUND => {
+                    Ok(RecordRead::Found { .. } | RecordRead::Absent) => not_found += 1,
+                    Ok(RecordRead::Deleted { stamp }) => {
                         not_found += 1;
-                        if let Some(s) = r.stamp {
-                            deleted_at = Some(deleted_at.map_or(s, |d| d.max(s)));
-                        }
+                        deleted_at = Some(deleted_at.map_or(stamp, |d| d.max(stamp)));
                     }
-                    Ok(r) if r.status == StatusCode::CONFLICT => {
+                    Err(Refusal::Stale { .. }) => {
                         self.counters.stale.fetch_add(1, Ordering::Relaxed);
                         stale = true;
                         break;
                     }
-                    Ok(r) => {
-                        last_err = format!("{url}: {}", r.status);
-                    }
-                    Err(e) => last_err = e,
+                    // The replica's device failed on this record: not a
+                    // fault that passes (it repairs it from a peer that
+                    // holds it, if one does).
+                    Err(Refusal::Failed(e)) => unreadable.push(format!("{addr}: {e}")),
+                    Err(e) => last_err = format!("{addr}: {e}"),
                 }
                 if i + 1 < reps.len() {
                     self.counters.failovers.fetch_add(1, Ordering::Relaxed);
@@ -1081,6 +1092,14 @@ impl Client {
             }
             if !reps.is_empty() && not_found == reps.len() {
                 return Ok(None);
+            }
+            // Every replica answered: those that hold the record cannot
+            // read it. Waiting changes nothing.
+            if !reps.is_empty() && not_found + unreadable.len() == reps.len() {
+                return Err(ClientError::Unreadable {
+                    name: format!("{bucket}/{name}"),
+                    reason: unreadable.join("; "),
+                });
             }
             // Some replica failed (and the others lack it or failed too): it
             // may hold the only copy, so wait for it or for a new table.
@@ -1101,14 +1120,14 @@ impl Client {
         &self,
     ) -> Result<std::collections::BTreeMap<String, strata_meta::state::BucketRecord>, ClientError>
     {
-        self.http
+        self.http()
             .get_json(
-                &format!("http://{}/v1/buckets", self.meta),
+                &format!("http://{}/v1/buckets", self.meta()),
                 self.cfg.request_timeout,
             )
             .await
             .map_err(|reason| ClientError::Meta {
-                addr: self.meta.clone(),
+                addr: self.meta().to_string(),
                 reason,
             })
     }
@@ -1121,7 +1140,7 @@ impl Client {
         url: &str,
         admin_token: &str,
     ) -> Result<crate::HttpResponse, ClientError> {
-        self.http
+        self.http()
             .send_with_headers(
                 method,
                 url,
@@ -1131,7 +1150,7 @@ impl Client {
             )
             .await
             .map_err(|reason| ClientError::Meta {
-                addr: self.meta.clone(),
+                addr: self.meta().to_string(),
                 reason,
             })
     }
@@ -1143,10 +1162,10 @@ impl Client {
         admin_token: &str,
     ) -> Result<std::collections::BTreeMap<String, strata_meta::state::KeyRecord>, ClientError>
     {
-        let url = format!("http://{}/v1/keys", self.meta);
+        let url = format!("http://{}/v1/keys", self.meta());
         let r = self.admin_request(Method::GET, &url, admin_token).await?;
         let fail = |reason: String| ClientError::Meta {
-            addr: self.meta.clone(),
+            addr: self.meta().to_string(),
             reason,
         };
         if r.status != StatusCode::OK {
@@ -1166,13 +1185,13 @@ impl Client {
     ) -> Result<bool, ClientError> {
         let url = format!(
             "http://{}/v1/buckets/{}/public",
-            self.meta,
+            self.meta(),
             strata_proto::encode_segment(name)
         );
         let method = if public { Method::PUT } else { Method::DELETE };
         let r = self.admin_request(method, &url, admin_token).await?;
         let fail = |reason: String| ClientError::Meta {
-            addr: self.meta.clone(),
+            addr: self.meta().to_string(),
             reason,
         };
         match r.status {
@@ -1188,16 +1207,16 @@ impl Client {
     pub async fn set_bucket(&self, name: &str, create: bool) -> Result<bool, ClientError> {
         let url = format!(
             "http://{}/v1/buckets/{}",
-            self.meta,
+            self.meta(),
             strata_proto::encode_segment(name)
         );
         let method = if create { Method::PUT } else { Method::DELETE };
         let r = self
-            .http
+            .http()
             .send(method, &url, None, Bytes::new(), self.cfg.request_timeout)
             .await
             .map_err(|reason| ClientError::Meta {
-                addr: self.meta.clone(),
+                addr: self.meta().to_string(),
                 reason,
             })?;
         match r.status {
@@ -1205,7 +1224,7 @@ impl Client {
             StatusCode::OK | StatusCode::NOT_FOUND => Ok(false),
             StatusCode::BAD_REQUEST => Err(ClientError::BadName(name.to_string())),
             s => Err(ClientError::Meta {
-                addr: self.meta.clone(),
+                addr: self.meta().to_string(),
                 reason: format!("{url}: {s}: {}", String::from_utf8_lossy(&r.body)),
             }),
         }
@@ -1239,7 +1258,7 @@ impl Client {
         stamp: u64,
     ) -> Result<(), ClientError> {
         let entry = entry.map(|e| IndexEntry { stamp, ..e.clone() });
-        self.index_change(bucket, key, entry.as_ref(), stamp, "")
+        self.index_change(bucket, key, entry.as_ref(), stamp, IndexOrder::Write)
             .await
     }
 
@@ -1259,49 +1278,28 @@ impl Client {
         stamp: u64,
     ) -> Result<bool, ClientError> {
         check(bucket, key)?;
-        let Some(local) = self.http.local_addr() else {
+        let Some((local, replica)) = &self.local else {
             return Ok(false);
         };
-        let map = self.current();
+        let map = self.map().await?;
         let reps = map.replicas(index_row(&map.table, bucket));
         if reps.is_empty() || reps.iter().any(|a| a != local) {
             return Ok(false);
         }
-        let (method, body) = match entry {
-            Some(e) => (
-                Method::PUT,
-                Bytes::from(
-                    serde_json::to_vec(&IndexEntry { stamp, ..e.clone() }).unwrap_or_default(),
-                ),
-            ),
-            None => (Method::DELETE, Bytes::new()),
+        let change = IndexChange {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            entry: entry.map(|e| IndexEntry { stamp, ..e.clone() }),
+            stamp,
+            order: IndexOrder::Write,
+            intent: true,
         };
-        let url = format!(
-            "http://{local}{}?intent=1&stamp={stamp}",
-            index_path(bucket, key)
-        );
-        let failed = |reason: String| ClientError::Write {
-            name: format!("{bucket}/{key} (listing index and write intent)"),
-            reason,
-        };
-        let r = self
-            .http
-            .send(
-                method,
-                &url,
-                Some(map.table.version()),
-                body,
-                self.cfg.request_timeout,
-            )
+        self.timed(local, replica.index_change(map.table.version(), &change))
             .await
-            .map_err(failed)?;
-        if !r.status.is_success() {
-            return Err(failed(format!(
-                "{url}: {}: {}",
-                r.status,
-                String::from_utf8_lossy(&r.body).trim_end()
-            )));
-        }
+            .map_err(|e| ClientError::Write {
+                name: format!("{bucket}/{key} (listing index and write intent)"),
+                reason: e.to_string(),
+            })?;
         Ok(true)
     }
 
@@ -1319,37 +1317,37 @@ impl Client {
         stamp: u64,
         intent: u64,
     ) -> Result<(), ClientError> {
-        let order = format!("order=resolve&upto={intent}&");
-        self.index_change(bucket, key, entry, stamp, &order).await
+        self.index_change(
+            bucket,
+            key,
+            entry,
+            stamp,
+            IndexOrder::Resolve { upto: intent },
+        )
+        .await
     }
 
     /// Sends one change of `bucket/key`'s entry to every replica of the
-    /// index row: `entry` (its own stamp) or a delete of stamp `stamp`,
-    /// ordered as a writer's change (`order` empty) or as `order` says
-    /// (query parameters ending in `&`).
+    /// index row: `entry` (its own stamp) or a removal of stamp `stamp`,
+    /// ordered as `order` says.
     async fn index_change(
         &self,
         bucket: &str,
         key: &str,
         entry: Option<&IndexEntry>,
         stamp: u64,
-        order: &str,
+        order: IndexOrder,
     ) -> Result<(), ClientError> {
         check(bucket, key)?;
-        let path = index_path(bucket, key);
-        let (method, body, path) = match entry {
-            Some(e) => (
-                Method::PUT,
-                Bytes::from(serde_json::to_vec(e).unwrap_or_default()),
-                format!("{path}?{order}stamp={}", e.stamp),
-            ),
-            None => (
-                Method::DELETE,
-                Bytes::new(),
-                format!("{path}?{order}stamp={stamp}"),
-            ),
+        let change = IndexChange {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            stamp: entry.map_or(stamp, |e| e.stamp),
+            entry: entry.cloned(),
+            order,
+            intent: false,
         };
-        self.index_call(bucket, method, &path, body, true)
+        self.index_rows(bucket, IndexCall::Change(&change))
             .await
             .map(drop)
             .map_err(|reason| ClientError::Write {
@@ -1370,10 +1368,10 @@ impl Client {
         add: bool,
         mirrored: bool,
     ) -> Result<bool, ClientError> {
-        let Some(local) = self.http.local_addr().map(str::to_string) else {
+        let Some(local) = self.local_addr() else {
             return Ok(false);
         };
-        self.intent_at(&local, names, stamp, add, mirrored).await?;
+        self.intent_at(local, names, stamp, add, mirrored).await?;
         Ok(true)
     }
 
@@ -1392,14 +1390,14 @@ impl Client {
         add: bool,
         to: Option<&str>,
     ) -> Option<String> {
-        let local = self.http.local_addr()?.to_string();
+        let local = self.local_addr()?;
         let candidates = match to {
             Some(to) => vec![to.to_string()],
             None => {
-                let map = self.current();
+                let map = self.current()?;
                 map.replicas(index_row(&map.table, bucket))
                     .into_iter()
-                    .filter(|a| *a != local)
+                    .filter(|a| a != local)
                     .collect()
             }
         };
@@ -1420,35 +1418,19 @@ impl Client {
         add: bool,
         mirrored: bool,
     ) -> Result<(), ClientError> {
-        let url = format!("http://{addr}/cluster/v1/intents");
-        let body = serde_json::to_vec(&strata_proto::IntentChange {
+        let change = strata_proto::IntentChange {
             names: names.to_vec(),
             stamp,
             add,
             mirrored,
-        })
-        .unwrap_or_default();
-        let r = self
-            .http
-            .send(
-                Method::POST,
-                &url,
-                None,
-                Bytes::from(body),
-                self.cfg.request_timeout,
-            )
+        };
+        let via = self.at(addr);
+        self.timed(addr, via.intents(&change))
             .await
-            .map_err(|reason| ClientError::Write {
+            .map_err(|e| ClientError::Write {
                 name: "write intents".into(),
-                reason,
-            })?;
-        if !r.status.is_success() {
-            return Err(ClientError::Write {
-                name: "write intents".into(),
-                reason: format!("{url}: {}: {}", r.status, String::from_utf8_lossy(&r.body)),
-            });
-        }
-        Ok(())
+                reason: format!("{addr}: {e}"),
+            })
     }
 
     /// The write intents of the node in this process recorded with a
@@ -1458,53 +1440,36 @@ impl Client {
         &self,
         before: u64,
         mirrored: bool,
-    ) -> Result<Vec<(String, String, u64)>, ClientError> {
-        let Some(local) = self.http.local_addr().map(str::to_string) else {
+    ) -> Result<Intents, ClientError> {
+        let Some((local, replica)) = &self.local else {
             return Ok(Vec::new());
         };
-        let kind = if mirrored { "&mirrored=1" } else { "" };
-        let url = format!("http://{local}/cluster/v1/intents?before={before}{kind}");
-        let fail = |reason: String| ClientError::Read {
-            name: "write intents".into(),
-            reason,
-        };
-        let r = self
-            .http
-            .send(
-                Method::GET,
-                &url,
-                None,
-                Bytes::new(),
-                self.cfg.request_timeout,
-            )
+        self.timed(local, replica.intents_before(before, mirrored))
             .await
-            .map_err(fail)?;
-        if !r.status.is_success() {
-            return Err(fail(format!("{url}: {}", r.status)));
-        }
-        serde_json::from_slice(&r.body).map_err(|e| fail(e.to_string()))
+            .map_err(|e| ClientError::Read {
+                name: "write intents".into(),
+                reason: e.to_string(),
+            })
     }
 
-    /// Sends one request to the replicas of `bucket`'s index row, with a
-    /// fresh table and back-off until the deadline: to every replica
-    /// (`all`: a write, done when each answers 2xx) or to one replica at a
-    /// time in random order (a read, done at the first 200). Returns the
-    /// answer's body, or the last failure.
-    async fn index_call(
+    /// Makes one call on the replicas of `bucket`'s index row, with a
+    /// fresh table and back-off until the deadline: on every replica
+    /// (`all`: a change, done when each took it) or on one replica at a
+    /// time in random order (a read, done at the first answer). Returns
+    /// the first answer, or the last failure.
+    async fn index_rows(
         &self,
         bucket: &str,
-        method: Method,
-        path: &str,
-        body: Bytes,
-        all: bool,
-    ) -> Result<Bytes, String> {
+        call: IndexCall<'_>,
+    ) -> Result<Option<ListPage>, String> {
+        let all = matches!(call, IndexCall::Change(_));
         let start = Instant::now();
         let mut backoff = Duration::from_millis(50);
         loop {
-            let map = self.current();
+            let map = self.map().await.map_err(|e| e.to_string())?;
             let version = map.table.version();
             let row = index_row(&map.table, bucket);
-            // A write goes to every replica; a listing only to one that
+            // A change goes to every replica; a listing only to one that
             // holds the whole index of the row (a replica still being
             // filled by recovery would miss older names).
             let reps = if all {
@@ -1523,26 +1488,25 @@ impl Client {
             };
             let mut done = 0;
             for addr in &reps {
-                let url = format!("http://{addr}{path}");
-                match self
-                    .http
-                    .send(
-                        method.clone(),
-                        &url,
-                        Some(version),
-                        body.clone(),
-                        self.cfg.request_timeout,
-                    )
-                    .await
-                {
-                    Ok(r) if r.status.is_success() && !all => return Ok(r.body),
-                    Ok(r) if r.status.is_success() => done += 1,
-                    Ok(r) => last_err = format!("{url}: {}", r.status),
-                    Err(e) => last_err = e,
+                let via = self.at(addr);
+                let answer = match call {
+                    IndexCall::Change(c) => self
+                        .timed(addr, via.index_change(version, c))
+                        .await
+                        .map(|()| None),
+                    IndexCall::List(q) => self
+                        .timed(addr, via.index_list(version, bucket, q))
+                        .await
+                        .map(Some),
+                };
+                match answer {
+                    Ok(page) if !all => return Ok(page),
+                    Ok(_) => done += 1,
+                    Err(e) => last_err = format!("{addr}: {e}"),
                 }
             }
             if all && done == reps.len() && done > 0 {
-                return Ok(Bytes::new());
+                return Ok(None);
             }
             if start.elapsed() >= self.cfg.deadline {
                 return Err(last_err);
@@ -1556,19 +1520,17 @@ impl Client {
     /// One page of `bucket`'s listing index, from one replica of its index
     /// row (failing over to the others).
     pub async fn index_list(&self, bucket: &str, q: &ListQuery) -> Result<ListPage, ClientError> {
-        let body = Bytes::from(serde_json::to_vec(q).unwrap_or_default());
         let name = format!("{bucket} (listing index)");
-        let page = self
-            .index_call(bucket, Method::POST, &index_list_path(bucket), body, false)
+        self.index_rows(bucket, IndexCall::List(q))
             .await
             .map_err(|reason| ClientError::Read {
                 name: name.clone(),
                 reason,
-            })?;
-        serde_json::from_slice(&page).map_err(|e| ClientError::Read {
-            name,
-            reason: format!("bad listing page: {e}"),
-        })
+            })?
+            .ok_or(ClientError::Read {
+                name,
+                reason: "no replica answered".into(),
+            })
     }
 
     /// Deletes `bucket/key` (and its tracts) on every replica; returns
@@ -1630,52 +1592,36 @@ impl Client {
         // tombstone itself, of this stamp: not older, so not counted).
         let mut newest: Option<(u64, Option<Option<Bytes>>)> = None;
         loop {
-            let map = self.current();
+            let map = self.map().await?;
             let version = map.table.version();
             let row = map.table.tract_row(h, tract);
-            let path = object_path(row, bucket, name);
             let mut stale = false;
             let mut failed = None;
             for addr in map.replicas(row) {
-                let url = format!("http://{addr}{path}");
+                let via = self.at(&addr);
                 match self
-                    .http
-                    .send_stamped(
-                        Method::DELETE,
-                        &url,
-                        Some(version),
-                        Some(stamp),
-                        Bytes::new(),
-                        self.cfg.request_timeout,
-                    )
+                    .timed(&addr, via.delete(version, row, bucket, name, stamp))
                     .await
                 {
-                    Ok(r) if r.status.is_success() || r.status == StatusCode::NOT_FOUND => {
+                    Ok(r) => {
                         if let Some(s) = r.stamp.filter(|&s| s < stamp) {
                             if newest.as_ref().is_none_or(|(n, _)| s > *n) {
-                                let live = r.status.is_success().then(|| {
-                                    (r.body.first() == Some(&RECORD_MANIFEST)).then_some(r.body)
-                                });
-                                newest = Some((s, live));
+                                newest = Some((s, r.live.then_some(r.manifest)));
                             }
                         }
                     }
-                    Ok(r) if r.status == StatusCode::CONFLICT => stale = true,
+                    Err(Refusal::Stale { .. }) => stale = true,
                     // A replica whose device is full even for a tombstone
                     // (its reserve for deletes used up): the client's to
                     // know at once, not a fault to retry until the deadline.
-                    Ok(r) if r.status == StatusCode::INSUFFICIENT_STORAGE => {
+                    Err(Refusal::Full(why)) => {
                         let key = name.split('\0').next().unwrap_or(name);
                         return Err(ClientError::Full {
                             name: format!("{bucket}/{key}"),
-                            reason: format!(
-                                "{addr}: {}",
-                                String::from_utf8_lossy(&r.body).trim_end()
-                            ),
+                            reason: format!("{addr}: {why}"),
                         });
                     }
-                    Ok(r) => failed = Some(format!("{url}: {}", r.status)),
-                    Err(e) => failed = Some(e),
+                    Err(e) => failed = Some(format!("{addr}: {e}")),
                 }
             }
             if stale {
@@ -1707,20 +1653,35 @@ fn check(bucket: &str, key: &str) -> Result<(), ClientError> {
     }
 }
 
-async fn fetch_map(http: &Http, meta: &str, timeout: Duration) -> Result<Map, ClientError> {
-    let m: ClusterMap = http
-        .get_json(&format!("http://{meta}/v1/map"), timeout)
-        .await
-        .map_err(|reason| ClientError::Meta {
-            addr: meta.to_string(),
-            reason,
-        })?;
-    Map::from_cluster(m)
+/// A call on the replicas of a bucket's index row.
+#[derive(Clone, Copy)]
+enum IndexCall<'a> {
+    /// A change, made on every replica.
+    Change(&'a IndexChange),
+    /// A listing, from one replica.
+    List(&'a ListQuery),
 }
 
-/// The next piece of a body being cut into tracts, driving the tract
-/// writes already started while it waits: a tract is written as soon as
-/// it is cut, not when the next one fills or the body ends.
+/// One record as a replica answered it.
+struct Got {
+    record: Bytes,
+    stamp: u64,
+    len: Option<u64>,
+    tier: Option<String>,
+}
+
+/// An object's head as one replica read it ([`Client::read_head`]).
+#[derive(Clone, Debug)]
+pub struct HeadRead<T> {
+    /// The head ([`Head`], or [`HeadInfo`] for a HEAD).
+    pub head: T,
+    /// The head record's stamp.
+    pub stamp: u64,
+    /// Where the replica read it (`ram`, `flash-cache`, `flash`, `disk`,
+    /// ...), if it said.
+    pub tier: Option<String>,
+}
+
 /// A body stored by [`Client::put_staged`] whose head record is not
 /// written yet.
 #[derive(Debug)]
@@ -1733,9 +1694,15 @@ pub struct Staged {
     first_tier: Option<String>,
 }
 
+/// The bytes of an inline record before the object's ([`inline_record`]:
+/// kind, cookie).
+const INLINE_LEAD: usize = 5;
+
 #[derive(Debug)]
 enum StagedBody {
-    /// The whole body, to go in the head record.
+    /// The head record of a body stored whole, without metadata
+    /// ([`inline_record`]: kind, cookie, then the body, built in place as
+    /// the body arrived).
     Small(Bytes),
     /// Data tracts written, the manifest to come.
     Striped {
@@ -1750,7 +1717,7 @@ impl Staged {
     /// The body's length in bytes.
     pub fn len(&self) -> u64 {
         match &self.body {
-            StagedBody::Small(b) => b.len() as u64,
+            StagedBody::Small(rec) => (rec.len() - INLINE_LEAD) as u64,
             StagedBody::Striped { len, .. } => *len,
         }
     }
@@ -1761,6 +1728,9 @@ impl Staged {
     }
 }
 
+/// The next piece of a body being cut into tracts, driving the tract
+/// writes already started while it waits: a tract is written as soon as
+/// it is cut, not when the next one fills or the body ends.
 async fn next_chunk<S, E, F>(
     body: &mut std::pin::Pin<&mut S>,
     inflight: &mut futures_util::stream::FuturesOrdered<F>,

@@ -42,6 +42,16 @@ pub enum ClientError {
         /// The last replica error.
         reason: String,
     },
+    /// Every replica of a record answered, and none could serve it: each
+    /// that holds it failed to read it (its device answered damaged bytes
+    /// or an error). Retrying does not help; the detail is for the log.
+    #[error("read of {name} failed: every replica that holds it could not read it: {reason}")]
+    Unreadable {
+        /// bucket/key.
+        name: String,
+        /// The replicas' errors.
+        reason: String,
+    },
     /// A stored manifest is damaged.
     #[error("object {name}: damaged manifest: {reason}")]
     Manifest {

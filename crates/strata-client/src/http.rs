@@ -18,25 +18,6 @@ pub struct Http {
     /// The cluster secret every request is signed with
     /// ([`strata_meta::cluster_auth`]; none: unsigned).
     secret: Option<strata_meta::cluster_auth::ClusterSecret>,
-    /// This process's own node, called in-process instead of over a socket.
-    local: Option<(String, std::sync::Arc<dyn LocalNode>)>,
-}
-
-/// A node running in this process. A request the client would send to its
-/// address goes to [`LocalNode::call`] instead: the same routes and code,
-/// without a socket, a copy through the kernel or HTTP parsing (a node that
-/// coordinates a request and holds one of its replicas reads or writes
-/// that replica directly).
-pub trait LocalNode: Send + Sync {
-    /// Serves one request (`path` with its query) as the node's HTTP server
-    /// would, with the given headers, and answers it whole.
-    fn call(
-        &self,
-        method: Method,
-        path: String,
-        headers: Vec<(&'static str, String)>,
-        body: Bytes,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<HttpResponse, String>> + Send>>;
 }
 
 /// The path and query of an `http://host:port/...` URL.
@@ -100,28 +81,8 @@ impl Http {
             .build(conn);
         Http {
             pool,
-            local: None,
             secret: strata_meta::cluster_auth::process_secret(),
         }
-    }
-
-    /// This client with requests to `addr` served in-process by `node`.
-    pub fn with_local(mut self, addr: &str, node: std::sync::Arc<dyn LocalNode>) -> Http {
-        self.local = Some((addr.to_string(), node));
-        self
-    }
-
-    /// The address of the in-process node, if any.
-    pub fn local_addr(&self) -> Option<&str> {
-        self.local.as_ref().map(|(a, _)| a.as_str())
-    }
-
-    /// The path of `url` if it names the in-process node.
-    fn local_path(&self, url: &str) -> Option<(&dyn LocalNode, String)> {
-        let (addr, node) = self.local.as_ref()?;
-        let rest = url.strip_prefix("http://")?.strip_prefix(addr.as_str())?;
-        rest.starts_with('/')
-            .then(|| (node.as_ref(), rest.to_string()))
     }
 
     /// Sends a request and reads the whole answer within `timeout`.
@@ -176,22 +137,6 @@ impl Http {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
-        // Requests with extra headers go to the metadata service, never
-        // to this node's own routes.
-        if let Some((node, path)) = self.local_path(url).filter(|_| extra.is_empty()) {
-            let mut headers = Vec::new();
-            if let Some(v) = version {
-                headers.push((strata_proto::TABLE_VERSION_HEADER, v.to_string()));
-            }
-            if let Some(s) = stamp {
-                headers.push((strata_proto::STAMP_HEADER, s.to_string()));
-            }
-            return match tokio::time::timeout(timeout, node.call(method, path, headers, body)).await
-            {
-                Ok(r) => r,
-                Err(_) => Err(format!("{url}: no answer within {timeout:?}")),
-            };
-        }
         let fut = async {
             let resp = self
                 .start_stamped(method, url, version, stamp, extra, body)

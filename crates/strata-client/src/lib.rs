@@ -32,8 +32,12 @@
 mod client;
 mod error;
 mod http;
+pub mod replica;
+pub mod view;
 
-pub use client::{Client, ClientConfig, ClientStats, Staged};
+pub use client::{Client, ClientConfig, ClientStats, HeadRead, Staged};
 pub use error::ClientError;
-pub use http::{set_pool_idle, Http, HttpResponse, LocalNode};
+pub use http::{set_pool_idle, Http, HttpResponse};
+pub use replica::Replica;
 pub use strata_meta::state::{BucketRecord, KeyRecord, Permission};
+pub use view::{ClusterView, Placement};

@@ -250,6 +250,7 @@ fn flush(store: &Store, fills: &mut Vec<(ObjectId, u32, Vec<u8>)>, metrics: &Met
     let items: Vec<PutItem<'_>> = fills
         .iter()
         .map(|(id, cookie, d)| PutItem {
+            head: &[],
             key: id.key,
             alt_key: id.alt,
             cookie: *cookie,

@@ -139,6 +139,7 @@ pub fn reappend_live(
         let items: Vec<PutItem<'_>> = chunk
             .iter()
             .map(|n| PutItem {
+                head: &[],
                 key: n.key,
                 alt_key: n.alt_key,
                 cookie: n.cookie,

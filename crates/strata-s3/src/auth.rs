@@ -78,7 +78,7 @@ impl Keys {
                 }
             }
         }
-        let client = self.cluster.client().await?;
+        let client = self.cluster.client();
         let public: BTreeSet<String> = client
             .buckets()
             .await
@@ -111,7 +111,7 @@ impl Keys {
                 }
             }
         }
-        let client = self.cluster.client().await?;
+        let client = self.cluster.client();
         let keys = client.keys(token).await.map_err(unavailable)?;
         let found = keys.get(access).cloned();
         if let Ok(mut g) = self.cache.lock() {

@@ -220,11 +220,7 @@ impl StrataS3 {
         before: u64,
         mirrored_before: u64,
     ) -> Result<(usize, usize), String> {
-        let client = self
-            .cluster()
-            .client()
-            .await
-            .map_err(|e| format!("{e:?}"))?;
+        let client = self.cluster().client();
         let mut resolved = [0, 0];
         for (mirrored, before) in [(false, before), (true, mirrored_before)] {
             let left = client

@@ -673,7 +673,7 @@ impl StrataS3 {
     /// pending record once that is older than `abandoned_after` and its
     /// upload is no longer open (or abandoned).
     pub async fn sweep_uploads(&self, abandoned_after: Duration) -> S3Result<Swept> {
-        let client = self.client().await?;
+        let client = self.client();
         let now = crate::service::now_ms();
         let age = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
         let mut swept = Swept::default();

@@ -17,8 +17,6 @@ use crate::S3Error;
 pub struct S3Options {
     /// The address to listen on.
     pub listen: String,
-    /// The cluster's metadata service.
-    pub meta: String,
     /// The root access key (every permission).
     pub root: Option<Key>,
     /// Largest object accepted.
@@ -29,9 +27,9 @@ pub struct S3Options {
     /// Domains of virtual-host-style requests (`BUCKET.DOMAIN`); requests
     /// to any other host are path style.
     pub domains: Vec<String>,
-    /// This process's node (its address and protocol routes), reached
-    /// in-process rather than over loopback HTTP.
-    pub local: Option<(String, Arc<dyn strata_client::LocalNode>)>,
+    /// The coordinator of the node this process runs: its own replicas
+    /// called directly, the other nodes' over the node protocol.
+    pub coordinator: Arc<strata_client::Client>,
     /// Whether PUTs write the listing index (always, but for the
     /// benchmark of the index's cost: without it nothing is listed).
     pub listing_index: bool,
@@ -277,7 +275,7 @@ impl Listener {
 /// Binds the S3 listener of a node.
 pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
     let root = opts.root.ok_or(S3Error::NoRootKey)?;
-    let cluster = Arc::new(Cluster::new(&opts.meta, opts.local));
+    let cluster = Arc::new(Cluster::new(opts.coordinator));
     let keys = Keys::new(root, cluster.clone(), opts.admin_token.clone());
     let mut s3 = StrataS3::new(
         cluster.clone(),

@@ -133,8 +133,8 @@ impl StrataS3 {
         }
     }
 
-    pub(crate) async fn client(&self) -> S3Result<Arc<Client>> {
-        self.cluster.client().await
+    pub(crate) fn client(&self) -> Arc<Client> {
+        self.cluster.client()
     }
 
     /// The cluster's buckets, fetched again if `fresh` or the copy is old.
@@ -157,7 +157,7 @@ impl StrataS3 {
 
     /// The client, once `bucket` is known to exist (else NoSuchBucket).
     pub(crate) async fn bucket(&self, bucket: &str) -> S3Result<Arc<Client>> {
-        let client = self.client().await?;
+        let client = self.client();
         if self.buckets(&client, false).await?.contains_key(bucket)
             || self.buckets(&client, true).await?.contains_key(bucket)
         {
@@ -1025,7 +1025,7 @@ impl S3 for StrataS3 {
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
-        let client = self.client().await?;
+        let client = self.client();
         let input = req.input;
         let public = canned_public(
             input.acl.as_ref(),
@@ -1082,7 +1082,7 @@ impl S3 for StrataS3 {
         if !page.contents.is_empty() {
             return Err(s3_error!(BucketNotEmpty));
         }
-        let client = self.client().await?;
+        let client = self.client();
         // Unfinished uploads go with the bucket (their parts are hidden
         // objects of it); a bucket made again under the name starts bare.
         self.drop_all_uploads(&client, &name).await?;
@@ -1227,7 +1227,7 @@ impl S3 for StrataS3 {
             (Some(keys), Some(c)) => keys.visible_buckets(&c.access_key).await?,
             _ => None,
         };
-        let client = self.client().await?;
+        let client = self.client();
         let mut buckets: Vec<Bucket> = self
             .buckets(&client, true)
             .await?

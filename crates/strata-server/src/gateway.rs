@@ -24,22 +24,17 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
-use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use std::time::Instant;
-use strata_client::{Client, ClientConfig, ClientError, Http, HttpResponse, LocalNode};
+use strata_client::{Client, ClientError};
 use strata_node::http::{
     check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
     requested_range, unsatisfiable, COOKIE_HEADER,
 };
-use strata_node::metrics::Served;
 use strata_node::range::parse_range;
 use strata_node::tiers::valid_bucket;
-use strata_proto::{parse_head, parse_head_start, Head, HeadInfo, HEAD_START};
+use strata_proto::{Head, HeadInfo};
 
-use crate::node::ClusterNode;
-use crate::rows::RowStore;
-use crate::server::{read_local, tier_str, write_encoded, LocalRead, TIER_HEADER};
+use crate::server::TIER_HEADER;
 
 /// Limits of the public API of a cluster node.
 #[derive(Clone, Debug)]
@@ -73,19 +68,12 @@ impl Default for GatewayLimits {
 /// How long a request waits for room under the buffered-bytes cap.
 const BUDGET_WAIT: Duration = Duration::from_secs(1);
 
-/// The coordinator of public requests on one node.
+/// The public API of one node, over the process's one coordinator.
 pub struct Gateway {
-    meta: String,
     limits: GatewayLimits,
-    client: tokio::sync::OnceCell<Arc<Client>>,
-    /// This node's own protocol routes, called in-process for the replicas
-    /// it holds (no socket, no HTTP parsing: with every row on every node
-    /// of a 3-node cluster, every read is local).
-    local: Option<(String, Arc<dyn LocalNode>)>,
-    /// This node, whose replicas the public API reads directly (no
-    /// protocol request): a GET of an object whose head row is here is one
-    /// RAM index lookup and one device read, as on the direct path.
-    node: Option<Arc<ClusterNode>>,
+    /// The coordinator: placement, every replica's call (this node's own
+    /// directly, the others over the node protocol), failover.
+    client: Arc<Client>,
     /// Wrong cookies per client address.
     cookies: strata_node::guard::CookieLimiter,
     /// The cap on request bytes held at once.
@@ -93,167 +81,19 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway into the cluster whose metadata service is `meta`; the
-    /// node at `local`'s address is served in-process.
-    pub(crate) fn new(
-        meta: &str,
-        limits: GatewayLimits,
-        local: Option<(String, Arc<dyn LocalNode>)>,
-        node: Option<Arc<ClusterNode>>,
-    ) -> Gateway {
+    /// The public API over `client`.
+    pub(crate) fn new(limits: GatewayLimits, client: Arc<Client>) -> Gateway {
         Gateway {
-            meta: meta.to_string(),
             budget: strata_node::guard::BodyBudget::new(limits.max_buffered_bytes),
             cookies: strata_node::guard::CookieLimiter::default(),
             limits,
-            client: tokio::sync::OnceCell::new(),
-            local,
-            node,
+            client,
         }
     }
 
-    /// The store of `bucket/name`'s head row when every replica of it is
-    /// on this node (a cluster of one): a write of a small object is then
-    /// one record into it, with no protocol request.
-    async fn only_here(&self, bucket: &str, name: &str) -> Option<Arc<RowStore>> {
-        match self.head_row_here(bucket, name).await? {
-            (store, true) => Some(store),
-            (_, false) => None,
-        }
-    }
-
-    /// The store of `bucket/name`'s head row if this node holds a replica
-    /// of it, and whether every replica of the row is here.
-    async fn head_row_here(&self, bucket: &str, name: &str) -> Option<(Arc<RowStore>, bool)> {
-        let node = self.node.as_ref()?;
-        let map = node.map()?;
-        let row = map
-            .table
-            .tract_row(strata_placement::object_hash(bucket, name), -1);
-        let (disk, stores) = node.home_in(&map.table, row)?;
-        let only_here = map.table.row(row).iter().all(|&d| d == disk);
-        let store = match stores.opened_row(row) {
-            Some(s) => s,
-            None => tokio::task::spawn_blocking(move || stores.row(row))
-                .await
-                .ok()?
-                .ok()?,
-        };
-        Some((store, only_here))
-    }
-
-    /// Reads the head record of `bucket/name` from this node when its row
-    /// is here: `Some(Ok(..))` with the head and where it was read from;
-    /// `Some(Err(answer))` when this node's answer settles it (every
-    /// replica of the row is here: absent, or unreadable); `None` when the
-    /// cluster must be asked (the row is elsewhere, or this replica lacks
-    /// the record or failed to read it and another replica may serve it).
-    async fn read_here(
-        &self,
-        bucket: &str,
-        name: &str,
-    ) -> Option<Result<(Head, Served), Response>> {
-        Some(match self.record_here(bucket, name, None).await? {
-            Ok((record, _, served)) => Ok((parse_head(&record).ok()?, served)),
-            Err(answer) => Err(answer),
-        })
-    }
-
-    /// [`Gateway::read_here`] for a HEAD: the head without the object's
-    /// bytes, from the record's first [`HEAD_START`] bytes (the record
-    /// whole when its metadata runs past them).
-    async fn head_here(
-        &self,
-        bucket: &str,
-        name: &str,
-    ) -> Option<Result<(HeadInfo, Served), Response>> {
-        match self.record_here(bucket, name, Some(HEAD_START)).await? {
-            Ok((start, len, served)) => match parse_head_start(&start, len) {
-                Ok(Some(info)) => Some(Ok((info, served))),
-                Ok(None) => Some(
-                    self.read_here(bucket, name)
-                        .await?
-                        .map(|(h, served)| (h.info(), served)),
-                ),
-                Err(_) => None,
-            },
-            Err(answer) => Some(Err(answer)),
-        }
-    }
-
-    /// The head record of `bucket/name` (its first `limit` bytes, with the
-    /// whole record's length) read on this node, as [`Gateway::read_here`]
-    /// says.
-    async fn record_here(
-        &self,
-        bucket: &str,
-        name: &str,
-        limit: Option<usize>,
-    ) -> Option<Result<(Bytes, u64, Served), Response>> {
-        let node = self.node.as_ref()?;
-        let (store, only_here) = self.head_row_here(bucket, name).await?;
-        match read_local(node, &store, bucket, name, false, limit, Instant::now()).await {
-            LocalRead::Found {
-                record,
-                len,
-                served,
-                ..
-            } => Some(Ok((record, len, served))),
-            LocalRead::Deleted { .. } | LocalRead::Absent if only_here => {
-                Some(Err(reason(StatusCode::NOT_FOUND, "no such object")))
-            }
-            LocalRead::Failed(why) if only_here => {
-                // The detail (file paths, offsets, checksums) is for the
-                // operator's log, not for the client.
-                eprintln!("strata server: reading {bucket}/{name}: {why}");
-                Some(Err(reason(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the node could not read the object (the server's log says why)",
-                )))
-            }
-            LocalRead::Failed(why) => {
-                eprintln!(
-                    "strata server: reading {bucket}/{name} here failed ({why}); asking another replica"
-                );
-                None
-            }
-            _ => None,
-        }
-    }
-
-    fn http(&self) -> Http {
-        match &self.local {
-            Some((addr, node)) => Http::new().with_local(addr, node.clone()),
-            None => Http::new(),
-        }
-    }
-
-    /// The cluster client, connected on first use (the cluster may have no
-    /// table yet when the node starts).
+    /// The coordinator.
     async fn client(&self) -> Result<Arc<Client>, Response> {
-        self.client
-            .get_or_try_init(|| async {
-                let cfg = ClientConfig::coordinator();
-                let quick = ClientConfig {
-                    deadline: Duration::from_millis(500),
-                    ..cfg.clone()
-                };
-                // Wait briefly for a table; the operation deadline is longer.
-                let c = Client::connect(&self.meta, quick).await?;
-                drop(c);
-                Client::connect_with(&self.meta, cfg, self.http())
-                    .await
-                    .map(Arc::new)
-            })
-            .await
-            .cloned()
-            .map_err(|e| match e {
-                ClientError::NoTable => reason(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the cluster has no placement table yet (too few nodes registered)",
-                ),
-                e => reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-            })
+        Ok(self.client.clone())
     }
 }
 
@@ -292,6 +132,15 @@ fn client_error(e: ClientError) -> Response {
             )
         }
         ClientError::Manifest { .. } => reason(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        // The detail (file paths, offsets, checksums) is for the
+        // operator's log, not for the client.
+        ClientError::Unreadable { name, reason: why } => {
+            eprintln!("strata server: reading {name}: {why}");
+            reason(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the node could not read the object (the server's log says why)",
+            )
+        }
     }
 }
 
@@ -518,76 +367,7 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
             }
         },
     );
-    // A small object whose row is only here (a cluster of one): read the
-    // body and write its one record directly, as the row protocol would.
-    let local = if len < client.tract_size() {
-        gw.only_here(bucket, name).await
-    } else {
-        None
-    };
-    let result = match (local, &gw.node) {
-        (Some(store), Some(node)) => {
-            // The needle is built in place: the row layout (names, stamp),
-            // the record's kind and cookie, then the body as it arrives (one
-            // copy of the bytes).
-            let start = Instant::now();
-            let stamp = client.next_stamp();
-            let cookie = strata_proto::new_cookie();
-            let mut data = strata_proto::row::encode_prefix(bucket, name, stamp, 5 + len as usize);
-            data.push(strata_proto::RECORD_INLINE_COOKIE);
-            data.extend_from_slice(&cookie.to_le_bytes());
-            let mut checked = std::pin::pin!(checked);
-            let mut fault = None;
-            while let Some(chunk) = checked.next().await {
-                match chunk {
-                    Ok(c) => data.extend_from_slice(&c),
-                    Err(e) => {
-                        fault = Some(e);
-                        break;
-                    }
-                }
-            }
-            match fault {
-                Some(e) => Err(ClientError::Write {
-                    name: format!("{bucket}/{name}"),
-                    reason: format!("reading the body: {e}"),
-                }),
-                None => {
-                    match write_encoded(
-                        node,
-                        &store,
-                        bucket,
-                        name,
-                        stamp,
-                        data,
-                        true,
-                        Some(len),
-                        start,
-                    )
-                    .await
-                    {
-                        Ok(t) => Ok((cookie, Some(tier_str(t).to_string()))),
-                        Err(e @ crate::error::ClusterError::Full { .. }) => {
-                            eprintln!("strata server: writing {bucket}/{name}: {e}");
-                            Err(ClientError::Full {
-                                name: format!("{bucket}/{name}"),
-                                reason: "the node's volume is full (delete objects to free space)"
-                                    .into(),
-                            })
-                        }
-                        Err(reason) => {
-                            eprintln!("strata server: writing {bucket}/{name}: {reason}");
-                            Err(ClientError::Write {
-                                name: format!("{bucket}/{name}"),
-                                reason: "the node could not write the object (the server's log says why)".into(),
-                            })
-                        }
-                    }
-                }
-            }
-        }
-        _ => client.put_stream_tier(bucket, name, checked).await,
-    };
+    let result = client.put_stream_tier(bucket, name, checked).await;
     match result {
         Ok((cookie, tier)) => {
             let mut r = (
@@ -672,31 +452,21 @@ impl Found {
 
 /// The head of `bucket/name` for a GET (`whole`: the record whole, with
 /// an inline object's bytes) or a HEAD (the record's start only: its data
-/// is neither read nor checked), and where it was read on this node:
-/// from this node when its row is here, else from the cluster.
+/// is neither read nor checked), and where its replica read it (this
+/// node's own first, when it holds one).
 async fn head_of(
     gw: &Gw,
     bucket: &str,
     name: &str,
     whole: bool,
-) -> Result<(Found, Option<Served>), Response> {
-    let here = if whole {
-        let got = gw.read_here(bucket, name).await;
-        got.map(|r| r.map(|(h, s)| (Found::Whole(h), Some(s))))
-    } else {
-        let got = gw.head_here(bucket, name).await;
-        got.map(|r| r.map(|(info, s)| (Found::Start(info), Some(s))))
-    };
-    if let Some(answer) = here {
-        return answer;
-    }
+) -> Result<(Found, Option<String>), Response> {
     let client = gw.client().await?;
     let got = if whole {
-        let got = client.head(bucket, name).await;
-        got.map(|h| h.map(|h| (Found::Whole(h), None)))
+        let got = client.read_head(bucket, name).await;
+        got.map(|h| h.map(|r| (Found::Whole(r.head), r.tier)))
     } else {
-        let got = client.head_info(bucket, name).await;
-        got.map(|h| h.map(|(info, _)| (Found::Start(info), None)))
+        let got = client.read_head_info(bucket, name).await;
+        got.map(|h| h.map(|r| (Found::Start(r.head), r.tier)))
     };
     match got {
         Ok(Some(h)) => Ok(h),
@@ -772,8 +542,8 @@ async fn get(
     if let Ok(v) = HeaderValue::from_str(&format!("{stored:08x}")) {
         h.insert(COOKIE_HEADER, v);
     }
-    if let Some(s) = served {
-        h.insert(TIER_HEADER, HeaderValue::from_static(tier_name(s)));
+    if let Some(Ok(v)) = served.map(|s| HeaderValue::from_str(&tier_name(&s))) {
+        h.insert(TIER_HEADER, v);
     }
     if status == StatusCode::PARTIAL_CONTENT {
         if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1)) {
@@ -783,12 +553,10 @@ async fn get(
     resp
 }
 
-/// The `X-Strata-Tier` value of a read served from `s` (docs/node.md).
-fn tier_name(s: Served) -> &'static str {
-    match s {
-        Served::FlashCache => "flash-cache",
-        s => s.as_str(),
-    }
+/// The `X-Strata-Tier` value of a read its replica served from `s`
+/// (docs/node.md: `flash-cache` for the flash read cache).
+fn tier_name(s: &str) -> String {
+    s.replace('_', "-")
 }
 
 async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -> Response {
@@ -865,60 +633,4 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
         axum::Json(serde_json::json!({ "objects": objects })),
     )
         .into_response()
-}
-
-/// A node's protocol router, called in-process ([`LocalNode`]).
-pub struct InProcess(pub Router);
-
-impl LocalNode for InProcess {
-    fn call(
-        &self,
-        method: Method,
-        path: String,
-        headers: Vec<(&'static str, String)>,
-        body: Bytes,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<HttpResponse, String>> + Send>>
-    {
-        use tower::ServiceExt;
-        let router = self.0.clone();
-        Box::pin(async move {
-            let mut req = axum::http::Request::builder().method(method).uri(&path);
-            for (k, v) in headers {
-                req = req.header(k, v);
-            }
-            let mut req = req
-                .body(Body::from(body))
-                .map_err(|e| format!("{path}: {e}"))?;
-            req.extensions_mut().insert(crate::server::InProcessCall);
-            let resp = match router.oneshot(req).await {
-                Ok(r) => r,
-                Err(never) => match never {},
-            };
-            let num = |h: &axum::http::HeaderMap, name: &str| {
-                h.get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|s| s.parse::<u64>().ok())
-            };
-            let status = resp.status();
-            let table_version = num(resp.headers(), strata_proto::TABLE_VERSION_HEADER);
-            let stamp = num(resp.headers(), strata_proto::STAMP_HEADER);
-            let record_len = num(resp.headers(), strata_proto::RECORD_LENGTH_HEADER);
-            let tier = resp
-                .headers()
-                .get(TIER_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
-                .await
-                .map_err(|e| format!("{path}: reading the answer: {e}"))?;
-            Ok(HttpResponse {
-                status,
-                table_version,
-                stamp,
-                tier,
-                record_len,
-                body,
-            })
-        })
-    }
 }

@@ -334,25 +334,9 @@ impl Drop for ListingIndex {
     }
 }
 
-/// How a change is ordered against what the index holds for its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Order {
-    /// A writer's change: applied unless the name holds a newer stamp
-    /// (an entry or a tombstone); stamp 0 (no stamp) always applies.
-    Write,
-    /// A copied entry or tombstone (recovery, a rebuild): applied only
-    /// over nothing or something strictly older.
-    Copy,
-    /// The resolution of a write intent of stamp `upto` from the object's
-    /// head record (docs/placement.md, "Write intents"): applied over
-    /// nothing, something strictly older, or anything the interrupted
-    /// write itself may have left (stamp at most `upto`: an S3 write's
-    /// entry carries its intent's stamp), never over a later write.
-    Resolve {
-        /// The intent's stamp.
-        upto: u64,
-    },
-}
+/// How a change is ordered against what the index holds for the name.
+pub use strata_proto::replica::IndexOrder as Order;
+use strata_proto::replica::{IndexChange, Refusal};
 
 /// One change to one name: set (`Some` value) or remove it.
 struct Op {
@@ -1503,16 +1487,10 @@ async fn write(
                 .into_response()
         }
     };
-    let done = match (q.intent, order) {
-        (None, order) => {
-            idx.change_async(&bucket, &name, entry.as_ref(), q.stamp, order)
-                .await
-        }
-        (Some(1), Order::Write) => {
-            idx.write_intended_async(&bucket, &name, entry.as_ref(), q.stamp)
-                .await
-        }
-        (Some(i), _) => {
+    let intent = match q.intent {
+        None => false,
+        Some(1) => true,
+        Some(i) => {
             return (
                 StatusCode::BAD_REQUEST,
                 format!("intent={i}: only intent=1, with a writer's change (no order)"),
@@ -1520,9 +1498,72 @@ async fn write(
                 .into_response()
         }
     };
-    match done {
+    let change = IndexChange {
+        bucket,
+        key: name,
+        entry,
+        stamp: q.stamp,
+        order,
+        intent,
+    };
+    match apply_change(&idx, &change).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => failed(e),
+        Err(r) => crate::server::refused(r),
+    }
+}
+
+/// One change of a listing entry on this node's index (`PUT`/`DELETE
+/// /cluster/v1/index/...`, and the coordinator's call on this node's own
+/// replica).
+pub(crate) async fn apply_change(idx: &ListingIndex, c: &IndexChange) -> Result<(), Refusal> {
+    let done = match (c.intent, c.order) {
+        (false, order) => {
+            idx.change_async(&c.bucket, &c.key, c.entry.as_ref(), c.stamp, order)
+                .await
+        }
+        (true, Order::Write) => {
+            idx.write_intended_async(&c.bucket, &c.key, c.entry.as_ref(), c.stamp)
+                .await
+        }
+        (true, _) => {
+            return Err(Refusal::Bad(
+                "a write intent goes only with a writer's change (no order)".into(),
+            ))
+        }
+    };
+    done.map_err(|e| Refusal::Failed(e.to_string()))
+}
+
+/// One page of `bucket`'s listing from this node's index.
+pub(crate) async fn list_page(
+    idx: &Arc<ListingIndex>,
+    bucket: &str,
+    q: &ListQuery,
+) -> Result<ListPage, Refusal> {
+    if idx.rebuilding() {
+        return Err(Refusal::Unavailable(
+            "this node's listing index is being rebuilt; ask another replica".into(),
+        ));
+    }
+    let (idx, bucket, q) = (idx.clone(), bucket.to_string(), q.clone());
+    match tokio::task::spawn_blocking(move || idx.list(&bucket, &q)).await {
+        Ok(Ok(page)) => Ok(page),
+        Ok(Err(e)) => Err(Refusal::Failed(e.to_string())),
+        Err(e) => Err(Refusal::Failed(e.to_string())),
+    }
+}
+
+/// This node's write intents below `before`.
+pub(crate) async fn intents_below(
+    idx: &Arc<ListingIndex>,
+    before: u64,
+    mirrored: bool,
+) -> Result<Vec<(String, String, u64)>, Refusal> {
+    let idx = idx.clone();
+    match tokio::task::spawn_blocking(move || idx.intents_before(before, mirrored)).await {
+        Ok(Ok(list)) => Ok(list),
+        Ok(Err(e)) => Err(Refusal::Failed(e.to_string())),
+        Err(e) => Err(Refusal::Failed(e.to_string())),
     }
 }
 
@@ -1585,12 +1626,9 @@ struct BeforeQuery {
 }
 
 async fn list_intents(State(r): State<Routes>, Query(q): Query<BeforeQuery>) -> Response {
-    let idx = r.idx;
-    let mirrored = q.mirrored.is_some();
-    match tokio::task::spawn_blocking(move || idx.intents_before(q.before, mirrored)).await {
-        Ok(Ok(list)) => axum::Json(list).into_response(),
-        Ok(Err(e)) => failed(e),
-        Err(e) => failed(e),
+    match intents_below(&r.idx, q.before, q.mirrored.is_some()).await {
+        Ok(list) => axum::Json(list).into_response(),
+        Err(r) => crate::server::refused(r),
     }
 }
 
@@ -1601,14 +1639,9 @@ async fn list(State(r): State<Routes>, UrlPath(bucket): UrlPath<String>, body: B
             return (StatusCode::BAD_REQUEST, format!("bad listing query: {e}")).into_response()
         }
     };
-    if r.idx.rebuilding() {
-        return rebuilding();
-    }
-    let idx = r.idx;
-    match tokio::task::spawn_blocking(move || idx.list(&bucket, &q)).await {
-        Ok(Ok(page)) => axum::Json(page).into_response(),
-        Ok(Err(e)) => failed(e),
-        Err(e) => failed(e),
+    match list_page(&r.idx, &bucket, &q).await {
+        Ok(page) => axum::Json(page).into_response(),
+        Err(r) => crate::server::refused(r),
     }
 }
 

@@ -28,6 +28,7 @@ mod error;
 pub mod gateway;
 pub mod index;
 mod index_log;
+mod local;
 mod node;
 pub mod recovery;
 pub mod reserve;

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use strata_client::Http;
+use strata_client::{Http, Placement};
 use strata_meta::api::{
-    ClusterMap, DiskSpec, HeartbeatRequest, HeartbeatResponse, RecoveryTask, RegisterRequest,
-    RegisterResponse, ScrubReport, TierClass,
+    DiskSpec, HeartbeatRequest, HeartbeatResponse, RecoveryTask, RegisterRequest, RegisterResponse,
+    ScrubReport, TierClass,
 };
 use strata_node::metrics::Metrics;
 use strata_node::plan::ActivePlan;
@@ -318,13 +318,6 @@ struct Identity {
     devices: Vec<String>,
 }
 
-pub(crate) struct NodeMap {
-    pub(crate) table: PlacementTable,
-    pub(crate) addr_of_disk: HashMap<DiskId, String>,
-    /// (row, disk) of every copy still to do (`ClusterMap::copying`).
-    pub(crate) copying: HashSet<(usize, DiskId)>,
-}
-
 /// Which rows of a node are still being copied into its disks (recovery,
 /// add-node, a drain): such a copy may lack records acknowledged before
 /// the disk joined the row, so the older copies of those names its
@@ -432,8 +425,10 @@ pub struct ClusterNode {
     /// Row stores per device (None for a flash-tier device).
     pub(crate) stores: Vec<Option<Arc<RowStores>>>,
     identity: RwLock<Option<Identity>>,
-    map: RwLock<Option<Arc<NodeMap>>>,
-    refresh: tokio::sync::Mutex<()>,
+    /// The process's one cluster map, shared with its coordinator
+    /// ([`Running::coordinator`]): which rows are this node's, where the
+    /// other replicas are.
+    pub(crate) view: Arc<strata_client::ClusterView>,
     /// The metadata service's address fingerprint the map was fetched
     /// under (a peer that restarted at another address changes it).
     addresses_seen: AtomicU64,
@@ -621,13 +616,13 @@ impl ClusterNode {
             .cloned()
     }
 
-    pub(crate) fn map(&self) -> Option<Arc<NodeMap>> {
-        read(&self.map).clone()
+    pub(crate) fn map(&self) -> Option<Arc<Placement>> {
+        self.view.current()
     }
 
     /// The table version this node serves with (0: none yet).
     pub fn table_version(&self) -> u64 {
-        self.map().map_or(0, |m| m.table.version())
+        self.view.version()
     }
 
     /// The tier for a new record of `bucket`: flash with the bucket's write
@@ -769,40 +764,23 @@ impl ClusterNode {
         }
     }
 
-    /// Fetches the map unless one newer than `seen` is already here.
+    /// Fetches the map unless one newer than `seen` is already here
+    /// (the view marks the rows a new table brings here before it is
+    /// published: [`ClusterNode::arrived`]).
     pub(crate) async fn refresh_from(&self, seen: u64) -> Result<(), ClusterError> {
-        let _g = self.refresh.lock().await;
-        if self.table_version() > seen {
-            return Ok(());
-        }
-        let m: ClusterMap = self
-            .http
-            .get_json(&format!("http://{}/v1/map", self.opts.meta), TIMEOUT)
+        self.view
+            .refresh_from(seen)
             .await
-            .map_err(|reason| self.meta_err(reason))?;
-        let Some(table) = m.table else {
-            return Ok(());
-        };
-        let addr_of_node: HashMap<NodeId, String> =
-            m.nodes.iter().map(|n| (n.id, n.addr.clone())).collect();
-        let addr_of_disk = table
-            .disks()
-            .iter()
-            .filter_map(|d| addr_of_node.get(&d.node).map(|a| (d.id, a.clone())))
-            .collect();
-        let copying = m.copying.iter().map(|t| (t.row, t.target)).collect();
-        // Rows this table brings to a disk here are marked as being copied
-        // before any request is admitted under it (the recovery poll
-        // clears the mark once the copy is done).
-        if let (Some(old), Some((_, ids))) = (self.map(), self.disk_ids()) {
-            lock(&self.incoming).arrived(&old.table, &table, &ids);
+            .map_err(|e| self.meta_err(e.to_string()))
+    }
+
+    /// Marks the rows `next` brings to a disk here that `old` did not put
+    /// there as being copied, before any request is admitted under `next`
+    /// (the recovery poll clears the mark once the copy is done).
+    fn arrived(&self, old: Option<&Placement>, next: &Placement) {
+        if let (Some(old), Some((_, ids))) = (old, self.disk_ids()) {
+            lock(&self.incoming).arrived(&old.table, &next.table, &ids);
         }
-        *write(&self.map) = Some(Arc::new(NodeMap {
-            table,
-            addr_of_disk,
-            copying,
-        }));
-        Ok(())
     }
 
     /// Folds in a poll of this node's recovery tasks that began while it
@@ -1368,10 +1346,10 @@ pub struct Running {
     pub node: Arc<ClusterNode>,
     /// The HTTP loop; it ends once [`Running::shutdown`] stopped it (or when aborted).
     pub served: tokio::task::JoinHandle<()>,
-    /// The node's protocol routes, called in-process (the S3 coordinator
-    /// of the same process reaches this node's replicas and listing index
-    /// through it, as the gateway does).
-    pub local: Arc<dyn strata_client::LocalNode>,
+    /// The process's coordinator (the public API's, the S3 API's): this
+    /// node's own replicas called directly, the others over the node
+    /// protocol.
+    pub coordinator: Arc<strata_client::Client>,
     /// Set to stop the HTTP listener ([`Running::shutdown`]).
     stop_http: tokio::sync::watch::Sender<bool>,
 }
@@ -1618,18 +1596,30 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         ),
         None => None,
     };
-    let node = Arc::new(ClusterNode {
+    let http = Http::new();
+    let node = Arc::new_cyclic(|me: &std::sync::Weak<ClusterNode>| ClusterNode {
+        view: {
+            let me = me.clone();
+            Arc::new(strata_client::ClusterView::new(
+                &opts.meta,
+                http.clone(),
+                TIMEOUT,
+                Some(Box::new(move |old, next| {
+                    if let Some(n) = me.upgrade() {
+                        n.arrived(old, next);
+                    }
+                })),
+            ))
+        },
         stopping: std::sync::atomic::AtomicBool::new(false),
         workers: crate::workers::Workers::new(),
         mover: Mutex::new(None),
         fcache,
         recent: Mutex::new(HashMap::new()),
         addr: opts.advertise.clone().unwrap_or(bound),
-        http: Http::new(),
+        http,
         stores,
         identity: RwLock::new(None),
-        map: RwLock::new(None),
-        refresh: tokio::sync::Mutex::new(()),
         addresses_seen: AtomicU64::new(0),
         completed: Mutex::new(Vec::new()),
         completed_bytes: AtomicU64::new(0),
@@ -1765,6 +1755,17 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     if let Ok(mut g) = node.mover.lock() {
         *g = Some(mover);
     }
+    let coordinator = Arc::new(strata_client::Client::over(
+        node.view.clone(),
+        strata_client::ClientConfig::coordinator(),
+        Some((
+            node.addr.clone(),
+            Arc::new(crate::local::LocalReplica {
+                node: node.clone(),
+                index: index.clone(),
+            }) as Arc<dyn strata_client::Replica>,
+        )),
+    ));
     let protocol = crate::server::router(node.clone())
         .merge(crate::index::routes(index, {
             let node = node.clone();
@@ -1774,13 +1775,9 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             })
         }))
         .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));
-    let local: Arc<dyn strata_client::LocalNode> =
-        Arc::new(crate::gateway::InProcess(protocol.clone()));
     let gateway = Arc::new(crate::gateway::Gateway::new(
-        &node.opts.meta,
         node.opts.gateway.clone(),
-        Some((node.addr.clone(), local.clone())),
-        Some(node.clone()),
+        coordinator.clone(),
     ));
     // The dashboard's sampler stops when this function returns.
     let dash =
@@ -1849,7 +1846,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         addr: node.addr.clone(),
         node,
         served,
-        local,
+        coordinator,
         stop_http,
     })
 }

@@ -150,7 +150,7 @@ async fn pull_row(node: &Arc<ClusterNode>, task: &RecoveryTask) -> Result<u64, C
         let writes = puts.iter().map(|f| {
             let own = node.own_part(&f.bucket);
             node.forget(strata_node::object::object_id(&f.bucket, &f.key));
-            store.put(&f.bucket, &f.key, f.stamp, &f.data, Tier::Disk, own)
+            store.put(&f.bucket, &f.key, f.stamp, f.data.clone(), Tier::Disk, own)
         });
         for r in futures_util::future::join_all(writes).await {
             r?;

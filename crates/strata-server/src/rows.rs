@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use bytes::Bytes;
 use strata_node::metrics::Metrics;
 use strata_node::tiers::SHARED;
-use strata_proto::row::{decode, encode, identity};
+use strata_proto::row::{decode, encode_prefix, identity};
 use strata_store::{PutItem, Store, StoreConfig, StoreError, StoredNeedle, Tier};
 
 use crate::reserve::Reserve;
@@ -90,7 +90,10 @@ struct WriteReq {
     cookie: u32,
     stamp: u64,
     tier: Tier,
-    data: Vec<u8>,
+    /// The row layout's prefix (bucket, key, stamp), then the record: the
+    /// needle's data, kept apart so the record is not copied.
+    head: Vec<u8>,
+    record: Bytes,
     /// The part the record goes to.
     target: Arc<Store>,
     /// The other part that may hold an older record of the name.
@@ -480,40 +483,22 @@ impl RowStore {
     /// once it is durable (batched with concurrent writes to the row: one
     /// fsync per batch, part and tier). Returns false, writing nothing, when
     /// the row already holds a record of the name with a newer stamp.
+    ///
+    /// The record is not copied behind the row layout's prefix (bucket,
+    /// key, stamp): the two go to the store apart and to the kernel in one
+    /// vectored write ([`strata_store::PutItem::head`]).
     pub async fn put(
         &self,
         bucket: &str,
         key: &str,
         stamp: u64,
-        record: &[u8],
+        record: Bytes,
         tier: Tier,
         own: bool,
     ) -> Result<bool, ClusterError> {
-        self.put_encoded(
-            bucket,
-            key,
-            stamp,
-            encode(bucket, key, stamp, record),
-            tier,
-            own,
-        )
-        .await
-    }
-
-    /// [`RowStore::put`] of needle data already in the row layout
-    /// ([`strata_proto::row::encode`], or [`strata_proto::row::encode_prefix`] followed by the record): a caller
-    /// that builds the record as a body arrives copies it once.
-    pub async fn put_encoded(
-        &self,
-        bucket: &str,
-        key: &str,
-        stamp: u64,
-        data: Vec<u8>,
-        tier: Tier,
-        own: bool,
-    ) -> Result<bool, ClusterError> {
+        let head = encode_prefix(bucket, key, stamp, 0);
         let (k, alt, cookie) = identity(bucket, key);
-        let tombstone = decode(&data).is_some_and(|d| strata_proto::is_tombstone(d.record));
+        let tombstone = strata_proto::is_tombstone(&record);
         // A disk that met a full volume keeps its freed reserve for
         // tombstones and compaction until it is whole again.
         let reserve = match &self.reserve {
@@ -552,7 +537,8 @@ impl RowStore {
             cookie,
             stamp,
             tier,
-            data,
+            head,
+            record,
             target,
             other,
             reserve,
@@ -864,7 +850,7 @@ fn group_commit(rx: &mpsc::Receiver<Job>, writes: &AtomicU64, metrics: Option<&M
             Err(mpsc::TryRecvError::Disconnected) => break,
         };
         let size = |j: &Job| match j {
-            Job::Put(r) => r.data.len(),
+            Job::Put(r) => r.head.len() + r.record.len(),
             _ => 0,
         };
         let mut bytes = size(&first);
@@ -1034,10 +1020,11 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
             let items: Vec<PutItem<'_>> = idx
                 .iter()
                 .map(|&j| PutItem {
+                    head: &batch[j].0.head,
                     key: batch[j].0.key,
                     alt_key: batch[j].0.alt,
                     cookie: batch[j].0.cookie,
-                    data: &batch[j].0.data,
+                    data: &batch[j].0.record,
                 })
                 .collect();
             let target = &batch[i].0.target;
@@ -1066,10 +1053,11 @@ fn apply(batch: Vec<(WriteReq, bool)>, writes: &AtomicU64, metrics: Option<&Metr
                     let items: Vec<PutItem<'_>> = graves
                         .iter()
                         .map(|&j| PutItem {
+                            head: &batch[j].0.head,
                             key: batch[j].0.key,
                             alt_key: batch[j].0.alt,
                             cookie: batch[j].0.cookie,
-                            data: &batch[j].0.data,
+                            data: &batch[j].0.record,
                         })
                         .collect();
                     let res = target
@@ -1399,7 +1387,9 @@ mod tests {
                     rt.block_on(async {
                         for (i, tier) in [(0, Tier::Flash), (1, Tier::Disk)] {
                             let k = format!("k{i}");
-                            s.put("b", &k, 10, b"\x00v", tier, false).await.unwrap();
+                            s.put("b", &k, 10, Bytes::from_static(b"\x00v"), tier, false)
+                                .await
+                                .unwrap();
                         }
                     });
                     // Both devices hold a record of the row.
@@ -1455,28 +1445,55 @@ mod tests {
         );
         let s = rows.row(3).unwrap();
         assert!(s
-            .put("b", "k", 10, b"\x00v10", Tier::Flash, false)
+            .put(
+                "b",
+                "k",
+                10,
+                Bytes::from_static(b"\x00v10"),
+                Tier::Flash,
+                false
+            )
             .await
             .unwrap());
         // A tombstone newer than the object replaces it ...
-        assert!(s.put("b", "k", 20, &[2], Tier::Disk, false).await.unwrap());
+        assert!(s
+            .put("b", "k", 20, Bytes::from_static(&[2]), Tier::Disk, false)
+            .await
+            .unwrap());
         // ... and an older copy arriving later (a recovery stream) loses.
         assert!(!s
-            .put("b", "k", 10, b"\x00v10", Tier::Disk, false)
+            .put(
+                "b",
+                "k",
+                10,
+                Bytes::from_static(b"\x00v10"),
+                Tier::Disk,
+                false
+            )
             .await
             .unwrap());
         let got = s.get("b", "k").unwrap().unwrap();
         assert_eq!((got.stamp, &got.record[..]), (20, &[2u8][..]));
         // A newer put wins over the tombstone.
         assert!(s
-            .put("b", "k", 30, b"\x00v30", Tier::Flash, false)
+            .put(
+                "b",
+                "k",
+                30,
+                Bytes::from_static(b"\x00v30"),
+                Tier::Flash,
+                false
+            )
             .await
             .unwrap());
         let got = s.get("b", "k").unwrap().unwrap();
         assert_eq!((got.stamp, got.tier), (30, Tier::Flash));
         // Purge drops only the tombstone it names.
         assert!(!s.purge("b", "k", 30).await.unwrap());
-        assert!(s.put("b", "k", 40, &[2], Tier::Disk, false).await.unwrap());
+        assert!(s
+            .put("b", "k", 40, Bytes::from_static(&[2]), Tier::Disk, false)
+            .await
+            .unwrap());
         assert!(!s.purge("b", "k", 39).await.unwrap());
         assert!(s.purge("b", "k", 40).await.unwrap());
         assert!(s.get("b", "k").unwrap().is_none());
@@ -1491,16 +1508,37 @@ mod tests {
         // and drops the older record from the shared part; an older record
         // for either part loses; the newest wins on reads.
         assert!(s
-            .put("b", "j", 10, b"\x00v10", Tier::Disk, false)
+            .put(
+                "b",
+                "j",
+                10,
+                Bytes::from_static(b"\x00v10"),
+                Tier::Disk,
+                false
+            )
             .await
             .unwrap());
         assert!(s
-            .put("b", "j", 20, b"\x00v20", Tier::Flash, true)
+            .put(
+                "b",
+                "j",
+                20,
+                Bytes::from_static(b"\x00v20"),
+                Tier::Flash,
+                true
+            )
             .await
             .unwrap());
         assert_eq!(s.get("b", "j").unwrap().unwrap().stamp, 20);
         assert!(!s
-            .put("b", "j", 15, b"\x00v15", Tier::Disk, false)
+            .put(
+                "b",
+                "j",
+                15,
+                Bytes::from_static(b"\x00v15"),
+                Tier::Disk,
+                false
+            )
             .await
             .unwrap());
         let mut held = 0;
@@ -1513,7 +1551,14 @@ mod tests {
         }
         assert_eq!(held, 1, "one live record across parts");
         assert!(s
-            .put("b", "j", 30, b"\x00v30", Tier::Disk, false)
+            .put(
+                "b",
+                "j",
+                30,
+                Bytes::from_static(b"\x00v30"),
+                Tier::Disk,
+                false
+            )
             .await
             .unwrap());
         let got = s.get("b", "j").unwrap().unwrap();

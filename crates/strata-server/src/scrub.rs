@@ -182,7 +182,7 @@ async fn scrub_into(node: &Arc<ClusterNode>, report: &mut ScrubReport) -> Result
 /// (a replica installed a stripe while it was listed).
 async fn sync_row(
     node: &Arc<ClusterNode>,
-    map: &crate::node::NodeMap,
+    map: &strata_client::Placement,
     version: u64,
     row: usize,
     addrs: &[String],
@@ -295,7 +295,7 @@ fn parse_tract_name(name: &str) -> Option<(&str, u64, u64)> {
 /// Returns how many tracts it deleted.
 async fn reclaim_orphans(
     node: &Arc<ClusterNode>,
-    map: &crate::node::NodeMap,
+    map: &strata_client::Placement,
     version: u64,
     row: usize,
     addrs: &[String],

@@ -29,6 +29,7 @@ use strata_store::Tier;
 use crate::error::ClusterError;
 use crate::node::ClusterNode;
 use crate::rows::{RowStore, RowStores, Scanned};
+use strata_proto::replica::{RecordRead, Refusal, Replaced};
 use strata_proto::row::identity;
 
 type Node = Arc<ClusterNode>;
@@ -64,12 +65,6 @@ pub(crate) fn router(node: Node) -> Router {
         .with_state(node)
 }
 
-/// Marks a request this process sends itself (the coordinator's own
-/// replica, [`crate::gateway::InProcess`]): it never crossed a socket, so it
-/// needs no credentials. A request from outside cannot carry it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct InProcessCall;
-
 /// The node protocol's guard: a request from outside the process must
 /// carry the cluster secret's MAC ([`strata_meta::cluster_auth`]), checked
 /// before it touches a store: 401 without it, 403 when wrong or when this
@@ -80,8 +75,7 @@ pub(crate) async fn cluster_guard(
 ) -> Response {
     use strata_meta::cluster_auth::{process_secret, AuthFault};
     // The health probe (pitchfork's) says only ok or not, to anyone.
-    if req.extensions().get::<InProcessCall>().is_some() || req.uri().path() == "/cluster/v1/health"
-    {
+    if req.uri().path() == "/cluster/v1/health" {
         return next.run(req).await;
     }
     let Some(secret) = process_secret() else {
@@ -117,89 +111,92 @@ fn with_version(code: StatusCode, version: u64, msg: String) -> Response {
     r
 }
 
-/// Checks the request's table version and that `row` is on this node;
-/// returns this node's disk in the row and its row stores.
-async fn admit(
-    node: &ClusterNode,
-    headers: &HeaderMap,
-    row: usize,
-) -> Result<(DiskId, Arc<RowStores>), Response> {
-    let Some(v) = headers
+/// The answer that carries `r` (a stale table's refusal with this node's
+/// version in its header).
+pub(crate) fn refused(r: Refusal) -> Response {
+    match r {
+        Refusal::Stale { at } => with_version(StatusCode::CONFLICT, at, r.reason()),
+        r => text(
+            StatusCode::from_u16(r.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            r.reason(),
+        ),
+    }
+}
+
+/// The table version a request carries.
+fn version_of(headers: &HeaderMap) -> Result<u64, Refusal> {
+    headers
         .get(TABLE_VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.parse::<u64>().ok())
-    else {
-        return Err(text(
-            StatusCode::BAD_REQUEST,
-            format!("missing or malformed {TABLE_VERSION_HEADER} header"),
-        ));
-    };
+        .ok_or_else(|| {
+            Refusal::Bad(format!(
+                "missing or malformed {TABLE_VERSION_HEADER} header"
+            ))
+        })
+}
+
+/// Checks a call's table version `v` and that `row` is on this node;
+/// returns this node's disk in the row and its row stores.
+pub(crate) async fn admit(
+    node: &ClusterNode,
+    v: u64,
+    row: usize,
+) -> Result<(DiskId, Arc<RowStores>), Refusal> {
     if v > node.table_version() {
         // The client saw a newer table first: catch up.
         let _ = node.refresh_from(node.table_version()).await;
     }
     let Some(map) = node.map() else {
-        return Err(text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "this node has no placement table yet",
+        return Err(Refusal::Unavailable(
+            "this node has no placement table yet".into(),
         ));
     };
     let mine = map.table.version();
     if v < mine {
-        return Err(with_version(
-            StatusCode::CONFLICT,
-            mine,
-            format!("table version {v} is stale; this node is at {mine}"),
-        ));
+        return Err(Refusal::Stale { at: mine });
     }
     if v > mine {
-        return Err(with_version(
-            StatusCode::SERVICE_UNAVAILABLE,
-            mine,
-            format!("table version {v} is not known here yet (at {mine}); retry"),
-        ));
+        return Err(Refusal::Unavailable(format!(
+            "table version {v} is not known here yet (at {mine}); retry"
+        )));
     }
     if row >= map.table.row_count() {
-        return Err(text(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "row {row} does not exist (table has {})",
-                map.table.row_count()
-            ),
-        ));
+        return Err(Refusal::Bad(format!(
+            "row {row} does not exist (table has {})",
+            map.table.row_count()
+        )));
     }
     if node.ids().is_none() {
-        return Err(text(StatusCode::SERVICE_UNAVAILABLE, "not registered"));
+        return Err(Refusal::Unavailable("not registered".into()));
     }
-    match node.home_in(&map.table, row) {
-        Some(home) => Ok(home),
-        None => Err(text(
-            StatusCode::MISDIRECTED_REQUEST,
-            format!("row {row} is not on this node in table version {mine}"),
-        )),
-    }
+    node.home_in(&map.table, row).ok_or_else(|| {
+        Refusal::NotHere(format!(
+            "row {row} is not on this node in table version {mine}"
+        ))
+    })
 }
 
-/// The row's store for a request that carries a current table version and
-/// names a row this node serves (`admit`), or the refusal to send.
-async fn admitted_row_store(
+/// The row's store for a call that carries a current table version and
+/// names a row this node serves (`admit`), or the refusal.
+pub(crate) async fn admitted_row_store(
     node: &Node,
-    headers: &HeaderMap,
+    version: u64,
     row: usize,
-) -> Result<Arc<RowStore>, Response> {
-    let (_, stores) = admit(node, headers, row).await?;
+) -> Result<Arc<RowStore>, Refusal> {
+    let (_, stores) = admit(node, version, row).await?;
     row_store(stores, row).await
 }
 
-async fn row_store(stores: Arc<RowStores>, row: usize) -> Result<Arc<RowStore>, Response> {
+async fn row_store(stores: Arc<RowStores>, row: usize) -> Result<Arc<RowStore>, Refusal> {
     // Open already (every row but the first request's): no hand-off.
     if let Some(s) = stores.opened_row(row) {
         return Ok(s);
     }
     match tokio::task::spawn_blocking(move || stores.row(row)).await {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
-        Err(e) => Err(text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        Ok(Err(e)) => Err(Refusal::Failed(e.to_string())),
+        Err(e) => Err(Refusal::Failed(e.to_string())),
     }
 }
 
@@ -241,25 +238,42 @@ async fn put_object(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let start = Instant::now();
-    let store = match admitted_row_store(&node, &headers, row).await {
-        Ok(s) => s,
-        Err(r) => return r,
+    let put = async {
+        let version = version_of(&headers)?;
+        put_record(&node, version, row, &bucket, &key, stamp_of(&headers), body).await
     };
-    let stamp = stamp_of(&headers);
-    match write_local(&node, &store, &bucket, &key, stamp, &body, start).await {
+    match put.await {
         Ok(tier) => {
             let mut r = text(StatusCode::OK, "stored");
-            r.headers_mut().insert(
-                TIER_HEADER,
-                axum::http::HeaderValue::from_static(tier_str(tier)),
-            );
+            if let Some(Ok(v)) = tier.map(|t| axum::http::HeaderValue::from_str(&t)) {
+                r.headers_mut().insert(TIER_HEADER, v);
+            }
             r
         }
+        Err(r) => refused(r),
+    }
+}
+
+/// A replica's put of one record (`PUT /cluster/v1/rows/...`, and the
+/// coordinator's call on this node's own replica): answers the tier it
+/// went to.
+pub(crate) async fn put_record(
+    node: &Node,
+    version: u64,
+    row: usize,
+    bucket: &str,
+    key: &str,
+    stamp: u64,
+    record: Bytes,
+) -> Result<Option<String>, Refusal> {
+    let start = Instant::now();
+    let store = admitted_row_store(node, version, row).await?;
+    match write_local(node, &store, bucket, key, stamp, &record, start).await {
+        Ok(tier) => Ok(Some(tier_str(tier).to_string())),
         // A full device is the client's to know (507: deleting frees
         // space), not a fault to retry on.
-        Err(e @ ClusterError::Full { .. }) => text(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e @ ClusterError::Full { .. }) => Err(Refusal::Full(e.to_string())),
+        Err(e) => Err(Refusal::Failed(e.to_string())),
     }
 }
 
@@ -276,8 +290,9 @@ pub(crate) fn tier_str(t: Tier) -> &'static str {
 /// write probability; manifests and tombstones to disk), the part by the
 /// plan, the caches told, the write counted and traced once at its head
 /// record. The one write path of the row protocol (`PUT
-/// /cluster/v1/rows/...`) and of the public API's local rows
-/// ([`crate::gateway`]); answers the tier the record went to.
+/// /cluster/v1/rows/...`) and of the coordinator's calls on this node's
+/// replica ([`crate::local`]); answers the tier the record went to. The
+/// record goes to the store as it came (no copy behind the row prefix).
 pub(crate) async fn write_local(
     node: &Node,
     store: &Arc<RowStore>,
@@ -288,29 +303,7 @@ pub(crate) async fn write_local(
     start: Instant,
 ) -> Result<Tier, ClusterError> {
     let head_len = parse_head(record).ok().map(|h| h.len());
-    let data = strata_proto::row::encode(bucket, key, stamp, record);
     let is_data = is_data_record(record);
-    write_encoded(
-        node, store, bucket, key, stamp, data, is_data, head_len, start,
-    )
-    .await
-}
-
-/// [`write_local`] of needle data already in the row layout: `is_data`
-/// says whether the record holds object bytes (a whole object or a tract),
-/// `head_len` the object's length when it is an object's head record.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn write_encoded(
-    node: &Node,
-    store: &Arc<RowStore>,
-    bucket: &str,
-    key: &str,
-    stamp: u64,
-    data: Vec<u8>,
-    is_data: bool,
-    head_len: Option<u64>,
-    start: Instant,
-) -> Result<Tier, ClusterError> {
     let data_bytes = is_data || is_tract(key);
     let tier = if data_bytes {
         node.choose_tier(bucket)
@@ -318,7 +311,9 @@ pub(crate) async fn write_encoded(
         Tier::Disk
     };
     let own = node.own_part(bucket);
-    let res = store.put_encoded(bucket, key, stamp, data, tier, own).await;
+    let res = store
+        .put(bucket, key, stamp, record.clone(), tier, own)
+        .await;
     node.forget(object_id(bucket, key));
     res?;
     // An object's write is counted and traced once, at its head record (the
@@ -365,34 +360,31 @@ async fn get_object(
     Query(q): Query<GetQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let start = Instant::now();
-    let store = match admitted_row_store(&node, &headers, row).await {
-        Ok(s) => s,
-        Err(r) => return r,
+    let got = async {
+        let version = version_of(&headers)?;
+        get_record(&node, version, row, &bucket, &key, q.raw.is_some(), q.start).await
     };
-    let raw = q.raw.is_some();
-    match read_local(&node, &store, &bucket, &key, raw, q.start, start).await {
-        LocalRead::Found {
+    match got.await {
+        Ok(RecordRead::Found {
             stamp,
             record,
             len,
-            served,
-        } => {
+            tier,
+        }) => {
             let mut r = (StatusCode::OK, record).into_response();
-            if q.start.is_some() {
+            if let (Some(len), true) = (len, q.start.is_some()) {
                 r.headers_mut()
                     .insert(RECORD_LENGTH_HEADER, axum::http::HeaderValue::from(len));
             }
             if let Ok(v) = stamp.to_string().parse() {
                 r.headers_mut().insert(STAMP_HEADER, v);
             }
-            r.headers_mut().insert(
-                TIER_HEADER,
-                axum::http::HeaderValue::from_static(served.as_str()),
-            );
+            if let Some(Ok(v)) = tier.map(|t| axum::http::HeaderValue::from_str(&t)) {
+                r.headers_mut().insert(TIER_HEADER, v);
+            }
             r
         }
-        LocalRead::Deleted { stamp } => {
+        Ok(RecordRead::Deleted { stamp }) => {
             // A tombstone: 404 with the delete's stamp, so a client that
             // fails over to a replica which missed the delete does not
             // serve the older object.
@@ -402,26 +394,50 @@ async fn get_object(
             }
             r
         }
-        LocalRead::Absent => text(StatusCode::NOT_FOUND, "not found"),
-        LocalRead::Copying => text(
-            StatusCode::NOT_FOUND,
-            format!("row {row} is still being copied to this node: ask another replica"),
-        ),
-        LocalRead::NotYetKnown => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "this node has just started and does not know yet whether its copy of \
-                 row {row} is complete: retry, or ask another replica"
-            ),
-        ),
-        LocalRead::CatchingUp => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "this node's copy of row {row} may lack records after damage found when it \
-                 opened, and is catching up from the other replicas: ask another replica"
-            ),
-        ),
-        LocalRead::Failed(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Ok(RecordRead::Absent) => text(StatusCode::NOT_FOUND, "not found"),
+        Err(r) => refused(r),
+    }
+}
+
+/// A replica's read of one record (`GET /cluster/v1/rows/...`, and the
+/// coordinator's call on this node's own replica): with `raw`, a
+/// tombstone is answered as a record; with a `limit`, the record's first
+/// bytes and its whole length.
+pub(crate) async fn get_record(
+    node: &Node,
+    version: u64,
+    row: usize,
+    bucket: &str,
+    key: &str,
+    raw: bool,
+    limit: Option<usize>,
+) -> Result<RecordRead, Refusal> {
+    let start = Instant::now();
+    let store = admitted_row_store(node, version, row).await?;
+    match read_local(node, &store, bucket, key, raw, limit, start).await {
+        LocalRead::Found {
+            stamp,
+            record,
+            len,
+            served,
+        } => Ok(RecordRead::Found {
+            record,
+            stamp,
+            len: Some(len),
+            tier: Some(served.as_str().to_string()),
+        }),
+        LocalRead::Deleted { stamp } => Ok(RecordRead::Deleted { stamp }),
+        // No stamp: the reader asks the other replicas.
+        LocalRead::Absent | LocalRead::Copying => Ok(RecordRead::Absent),
+        LocalRead::NotYetKnown => Err(Refusal::Unavailable(format!(
+            "this node has just started and does not know yet whether its copy of \
+             row {row} is complete: retry, or ask another replica"
+        ))),
+        LocalRead::CatchingUp => Err(Refusal::Unavailable(format!(
+            "this node's copy of row {row} may lack records after damage found when it \
+             opened, and is catching up from the other replicas: ask another replica"
+        ))),
+        LocalRead::Failed(e) => Err(Refusal::Failed(e)),
     }
 }
 
@@ -772,11 +788,31 @@ async fn delete_object(
     Query(q): Query<DeleteQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let store = match admitted_row_store(&node, &headers, row).await {
-        Ok(s) => s,
-        Err(r) => return r,
+    let version = match version_of(&headers) {
+        Ok(v) => v,
+        Err(r) => return refused(r),
     };
-    if let Some(stamp) = q.purge {
+    let Some(stamp) = q.purge else {
+        return match delete_record(&node, version, row, &bucket, &key, stamp_of(&headers)).await {
+            Ok(r) => {
+                let mut resp = match (&r.manifest, r.live) {
+                    (Some(rec), _) => (StatusCode::OK, rec.clone()).into_response(),
+                    (None, true) => text(StatusCode::OK, "deleted"),
+                    (None, false) => text(StatusCode::NOT_FOUND, "not found"),
+                };
+                if let Some(v) = r.stamp.and_then(|s| s.to_string().parse().ok()) {
+                    resp.headers_mut().insert(STAMP_HEADER, v);
+                }
+                resp
+            }
+            Err(r) => refused(r),
+        };
+    };
+    let store = match admitted_row_store(&node, version, row).await {
+        Ok(s) => s,
+        Err(r) => return refused(r),
+    };
+    {
         let (k, alt, _) = identity(&bucket, &key);
         if !node.ec.may_purge(store.row(), k, alt, stamp) {
             return text(
@@ -791,7 +827,22 @@ async fn delete_object(
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         };
     }
-    let stamp = stamp_of(&headers);
+}
+
+/// A replica's delete (`DELETE /cluster/v1/rows/...`, and the
+/// coordinator's call on this node's own replica): a tombstone of `stamp`;
+/// answers what it replaced.
+pub(crate) async fn delete_record(
+    node: &Node,
+    version: u64,
+    row: usize,
+    bucket: &str,
+    key: &str,
+    stamp: u64,
+) -> Result<Replaced, Refusal> {
+    let store = admitted_row_store(node, version, row).await?;
+    let (bucket, key) = (bucket.to_string(), key.to_string());
+    let node = node.clone();
     // The newest copy older than this delete, the row store's or an
     // erasure-coded stripe's (whose index tells a tombstone by its
     // length): its stamp and whether it is live go back to the client,
@@ -799,8 +850,8 @@ async fn delete_object(
     // tracts), so that a delete costs no read of the object before it.
     let held = match row_start(&node, &store, &bucket, &key).await {
         Ok(Ok(g)) => g,
-        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Ok(Err(e)) => return Err(Refusal::Failed(e.to_string())),
+        Err(e) => return Err(Refusal::Failed(e)),
     };
     let (k, alt, _) = identity(&bucket, &key);
     let stripe = node
@@ -819,7 +870,7 @@ async fn delete_object(
             } else {
                 match crate::ec::read_record(&node, l, &bucket, &key).await {
                     Ok(r) => Some((l.stamp, Some(r))),
-                    Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e),
+                    Err(e) => return Err(Refusal::Failed(e)),
                 }
             }
         }
@@ -832,33 +883,34 @@ async fn delete_object(
             &bucket,
             &key,
             stamp,
-            &tombstone_record(),
+            tombstone_record(),
             Tier::Disk,
             node.own_part(&bucket),
         )
         .await;
     node.forget(object_id(&bucket, &key));
-    let r = match res {
+    match res {
         Ok(_) => {
             if let (Some(t), false) = (node.tracer.as_ref(), is_tract(&key)) {
                 t.delete(object_id(&bucket, &key).key, node.workload_id(&bucket));
             }
-            let mut r = match &prior {
-                Some((_, Some(rec))) if rec.first() == Some(&RECORD_MANIFEST) => {
-                    (StatusCode::OK, rec.clone()).into_response()
-                }
-                Some((_, Some(_))) => text(StatusCode::OK, "deleted"),
-                _ => text(StatusCode::NOT_FOUND, "not found"),
-            };
-            if let Some(v) = prior.and_then(|(s, _)| s.to_string().parse().ok()) {
-                r.headers_mut().insert(STAMP_HEADER, v);
-            }
-            r
+            Ok(match prior {
+                Some((s, Some(rec))) => Replaced {
+                    stamp: Some(s),
+                    live: true,
+                    manifest: (rec.first() == Some(&RECORD_MANIFEST)).then_some(rec),
+                },
+                Some((s, None)) => Replaced {
+                    stamp: Some(s),
+                    live: false,
+                    manifest: None,
+                },
+                None => Replaced::default(),
+            })
         }
-        Err(e @ ClusterError::Full { .. }) => text(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    r
+        Err(e @ ClusterError::Full { .. }) => Err(Refusal::Full(e.to_string())),
+        Err(e) => Err(Refusal::Failed(e.to_string())),
+    }
 }
 
 /// FDS's extend-blob at the first live replica of the object's metadata
@@ -871,41 +923,52 @@ async fn extend(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (disk, stores) = match admit(&node, &headers, row).await {
-        Ok(d) => d,
-        Err(r) => return r,
+    let done = async {
+        let version = version_of(&headers)?;
+        let req: ExtendRequest = serde_json::from_slice(&body)
+            .map_err(|e| Refusal::Bad(format!("bad extend request: {e}")))?;
+        extend_record(&node, version, row, &bucket, &key, &req).await
     };
+    match done.await {
+        Ok(r) => Json(r).into_response(),
+        Err(r) => refused(r),
+    }
+}
+
+/// A replica's extend (see [`extend`]): the first live replica of the
+/// row reserves `req.lens` tracts at the object's end.
+pub(crate) async fn extend_record(
+    node: &Node,
+    version: u64,
+    row: usize,
+    bucket: &str,
+    key: &str,
+    req: &ExtendRequest,
+) -> Result<ExtendResponse, Refusal> {
+    let (bucket, key) = (bucket.to_string(), key.to_string());
+    let (disk, stores) = admit(node, version, row).await?;
     let Some(map) = node.map() else {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "no table");
+        return Err(Refusal::Unavailable("no table".into()));
     };
     let live = map.table.live_replicas(row);
     if live.first() != Some(&disk) {
-        return text(
-            StatusCode::MISDIRECTED_REQUEST,
-            format!("extend of row {row} goes to the row's first live replica"),
-        );
+        return Err(Refusal::NotHere(format!(
+            "extend of row {row} goes to the row's first live replica"
+        )));
     }
-    let req: ExtendRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return text(StatusCode::BAD_REQUEST, format!("bad extend request: {e}")),
-    };
     if req.lens.is_empty() || req.tract_size == 0 || req.lens.iter().any(|&l| l > req.tract_size) {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "extend needs at least one tract, each no larger than the tract size",
-        );
+        return Err(Refusal::Bad(
+            "extend needs at least one tract, each no larger than the tract size".into(),
+        ));
     }
     let _serial = node.extend_lock.lock().await;
-    let store = match row_store(stores, row).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+    let store = row_store(stores, row).await?;
     let (b, k) = (bucket.clone(), key.clone());
     let st = store.clone();
     let current = match tokio::task::spawn_blocking(move || st.get(&b, &k)).await {
         Ok(Ok(c)) => c.map(|s| s.record).filter(|r| !is_tombstone(r)),
-        Ok(Err(e)) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Ok(Err(e)) => return Err(Refusal::Failed(e.to_string())),
+        Err(e) => return Err(Refusal::Failed(e.to_string())),
     };
     let mut m = match current {
         None => Manifest {
@@ -928,18 +991,16 @@ async fn extend(
                     ..m
                 },
                 Err(e) => {
-                    return text(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("{bucket}/{key}: damaged manifest: {e}"),
-                    )
+                    return Err(Refusal::Failed(format!(
+                        "{bucket}/{key}: damaged manifest: {e}"
+                    )))
                 }
             }
         }
         Some(_) => {
-            return text(
-                StatusCode::CONFLICT,
-                format!("{bucket}/{key} is a small object stored whole; it cannot be appended to"),
-            )
+            return Err(Refusal::Conflict(format!(
+                "{bucket}/{key} is a small object stored whole; it cannot be appended to"
+            )))
         }
     };
     if m.lens.is_empty() && m.tracts > 0 {
@@ -954,10 +1015,12 @@ async fn extend(
     let rec = manifest_record(&m);
     let stamp = now_stamp();
     let own = node.own_part(&bucket);
-    let res = store.put(&bucket, &key, stamp, &rec, Tier::Disk, own).await;
+    let res = store
+        .put(&bucket, &key, stamp, rec.clone(), Tier::Disk, own)
+        .await;
     node.forget(object_id(&bucket, &key));
     if let Err(e) = res {
-        return text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+        return Err(Refusal::Failed(e.to_string()));
     }
     let path = object_path(row, &bucket, &key);
     for d in live.iter().skip(1) {
@@ -977,17 +1040,15 @@ async fn extend(
             .await
             .is_ok_and(|r| r.status.is_success());
         if !ok {
-            return text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("replica {addr} did not take the new manifest; retry"),
-            );
+            return Err(Refusal::Unavailable(format!(
+                "replica {addr} did not take the new manifest; retry"
+            )));
         }
     }
-    Json(ExtendResponse {
+    Ok(ExtendResponse {
         first,
         version: m.version,
     })
-    .into_response()
 }
 
 /// Streams every live record of the row (no version check: a node being

@@ -20,8 +20,8 @@
 //! // A batch lands on one device of the tier with one fdatasync, and
 //! // put_batch returns only once it is durable.
 //! store.put_batch(Tier::Flash, &[
-//!     PutItem { key: 1, alt_key: 0, cookie: 0xdead_beef, data: b"thumbnail" },
-//!     PutItem { key: 1, alt_key: 1, cookie: 0x1234_5678, data: b"full size" },
+//!     PutItem { head: &[], key: 1, alt_key: 0, cookie: 0xdead_beef, data: b"thumbnail" },
+//!     PutItem { head: &[], key: 1, alt_key: 1, cookie: 0x1234_5678, data: b"full size" },
 //! ])?;
 //!
 //! // (key, alt key, cookie): a wrong cookie reads as absent.

@@ -27,6 +27,7 @@ fn the_active_index_stays_within_16_bytes_per_object_at_every_fill() {
     for first in (0..total).step_by(batch as usize) {
         let items: Vec<PutItem> = (first..first + batch)
             .map(|k| PutItem {
+                head: &[],
                 key: k,
                 alt_key: 0,
                 cookie: 1,

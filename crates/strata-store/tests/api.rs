@@ -137,6 +137,7 @@ fn tiers_moves_and_iteration() {
         .iter()
         .enumerate()
         .map(|(i, d)| PutItem {
+            head: &[],
             key: i as u64,
             alt_key: 0,
             cookie: 5,
@@ -230,6 +231,7 @@ fn a_batch_of_deletes_costs_one_fdatasync_per_segment() {
         .iter()
         .enumerate()
         .map(|(i, d)| PutItem {
+            head: &[],
             key: i as u64,
             alt_key: 0,
             cookie: 1,

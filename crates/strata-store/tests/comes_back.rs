@@ -91,6 +91,7 @@ fn a_full_volume_reopens_and_serves() {
                 .iter()
                 .enumerate()
                 .map(|(i, d)| PutItem {
+                    head: &[],
                     key: k + i as u64,
                     alt_key: 0,
                     cookie: 7,

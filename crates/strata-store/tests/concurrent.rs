@@ -104,6 +104,7 @@ fn readers_writers_deleters_and_compactions_together() {
                         .put_batch(
                             tier,
                             &[PutItem {
+                                head: &[],
                                 key,
                                 alt_key: 0,
                                 cookie: ver as u32,

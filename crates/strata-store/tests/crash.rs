@@ -63,6 +63,7 @@ fn put_pairs(store: &Store, pairs: &[(u64, u64)], body: impl Fn(u64, u64) -> Vec
         .iter()
         .zip(&datas)
         .map(|(&(k, v), d)| PutItem {
+            head: &[],
             key: k,
             alt_key: 0,
             cookie: v as u32,

@@ -162,6 +162,7 @@ fn run_model_with(ops: Vec<Op>, hash_bits: u32, ordered: bool) -> Result<(), Tes
                     .iter()
                     .zip(&datas)
                     .map(|(&(key, alt_key, cookie, _), d)| PutItem {
+                        head: &[],
                         key,
                         alt_key,
                         cookie,
@@ -240,6 +241,7 @@ fn a_compaction_forgets_the_entries_of_the_needles_it_drops() {
     let config = || config_hash_bits(flash.path(), disk.path(), 2);
     let mut store = Store::open(config()).unwrap();
     let item = |key, alt_key| PutItem {
+        head: &[],
         key,
         alt_key,
         cookie: 0,

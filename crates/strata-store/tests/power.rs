@@ -136,6 +136,7 @@ fn writer(store: &Store, seed: u64, model: &Mutex<Model>, stop: &AtomicBool) {
                 .iter()
                 .zip(&datas)
                 .map(|(&(k, v), d)| PutItem {
+                    head: &[],
                     key: k,
                     alt_key: 0,
                     cookie: v as u32,
@@ -309,6 +310,7 @@ fn a_power_cut_at_every_step_of_a_store_s_life_loses_nothing_acknowledged() {
                         .iter()
                         .zip(&datas)
                         .map(|(&k, d)| PutItem {
+                            head: &[],
                             key: k,
                             alt_key: 0,
                             cookie: ver as u32,

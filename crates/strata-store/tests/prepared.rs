@@ -33,6 +33,7 @@ fn put(store: &Store, keys: std::ops::Range<u64>, len: usize) {
     let items: Vec<PutItem<'_>> = keys
         .zip(&bodies)
         .map(|(key, data)| PutItem {
+            head: &[],
             key,
             alt_key: 0,
             cookie: 7,

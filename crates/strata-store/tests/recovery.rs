@@ -575,6 +575,7 @@ fn damage_at_the_end_of_an_older_segment_is_not_a_torn_tail() {
     let items: Vec<PutItem<'_>> = (10..15u64)
         .zip(&batch)
         .map(|(k, b)| PutItem {
+            head: &[],
             key: k,
             alt_key: 0,
             cookie: k as u32,
@@ -822,6 +823,7 @@ fn before_torn_batch(dir: &Path, prepare: bool) -> Store {
     let items: Vec<PutItem<'_>> = (20..26u64)
         .zip(&batch)
         .map(|(k, b)| PutItem {
+            head: &[],
             key: k,
             alt_key: 0,
             cookie: k as u32,
@@ -868,6 +870,7 @@ fn put_items(s: &Store, items: &[(u64, Vec<u8>)]) {
     let items: Vec<PutItem<'_>> = items
         .iter()
         .map(|(k, b)| PutItem {
+            head: &[],
             key: *k,
             alt_key: 0,
             cookie: *k as u32,

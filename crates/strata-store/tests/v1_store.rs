@@ -87,6 +87,7 @@ fn a_version_1_active_segment_takes_no_batch_without_its_end() {
             .iter()
             .zip(&datas)
             .map(|(&key, data)| PutItem {
+                head: &[],
                 key,
                 alt_key: 0,
                 cookie: 7,

@@ -180,6 +180,7 @@ fn fill(dir: &std::path::Path, a: &Args, size: usize) -> anyhow::Result<(f64, f6
                 let items: Vec<PutItem> = (first..last)
                     .zip(bufs.iter())
                     .map(|(k, b)| PutItem {
+                        head: &[],
                         key: k,
                         alt_key: 0,
                         cookie: cookie_of(k),

@@ -620,12 +620,11 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             let s3 = rt
                 .block_on(strata_s3::serve(strata_s3::S3Options {
                     listen: listen.clone(),
-                    meta: meta.clone(),
                     root,
                     max_object_size,
                     admin_token: token,
                     domains: a.s3_domain.clone(),
-                    local: Some((running.addr.clone(), running.local.clone())),
+                    coordinator: running.coordinator.clone(),
                     listing_index: !a.s3_bench_no_listing_index,
                     abandoned_uploads_after,
                     region: a

@@ -215,7 +215,7 @@ pub fn encode_in_batch(
     batch_end: bool,
 ) {
     let mut frame = Vec::with_capacity(FRAME_MAX);
-    let (head, tail) = encode_frame(&mut frame, cookie, key, alt_key, flags, data, batch_end);
+    let (head, tail) = encode_frame(&mut frame, cookie, key, alt_key, flags, &[data], batch_end);
     out.extend_from_slice(&frame[head]);
     out.extend_from_slice(data);
     out.extend_from_slice(&frame[tail]);
@@ -230,7 +230,8 @@ pub const FRAME_MAX: usize = HEADER_LEN + FOOTER_LEN + 7;
 /// `out`; the needle is `out[head]`, the data, `out[tail]`, in that order
 /// (what [`encode`] writes), so that a writer can hand the data to the
 /// kernel where it lies (`pwritev`) instead of copying it into a buffer.
-/// `batch_end` sets the [`BATCH_END`] bit, for the last needle of a write
+/// The needle's data is the parts of `data`, in order (one checksum over
+/// them). `batch_end` sets the [`BATCH_END`] bit, for the last needle of a write
 /// batch (in a segment of version 2; a version-1 segment takes needles
 /// without it).
 pub fn encode_frame(
@@ -239,11 +240,11 @@ pub fn encode_frame(
     key: u64,
     alt_key: u32,
     flags: u32,
-    data: &[u8],
+    data: &[&[u8]],
     batch_end: bool,
 ) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
     let start = out.len();
-    let size = data.len() as u32;
+    let size = data.iter().map(|d| d.len()).sum::<usize>() as u32;
     let word = if batch_end { size | BATCH_END } else { size };
     out.extend_from_slice(&HEADER_MAGIC.to_le_bytes());
     out.extend_from_slice(&cookie.to_le_bytes());
@@ -255,8 +256,9 @@ pub fn encode_frame(
     out.extend_from_slice(&crc.to_le_bytes());
     let tail = out.len();
     out.extend_from_slice(&FOOTER_MAGIC.to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
-    let pad = needle_len(size) as usize - HEADER_LEN - data.len() - FOOTER_LEN;
+    let crc = data.iter().fold(0, |c, d| crc32c::crc32c_append(c, d));
+    out.extend_from_slice(&crc.to_le_bytes());
+    let pad = needle_len(size) as usize - HEADER_LEN - size as usize - FOOTER_LEN;
     out.resize(out.len() + pad, 0);
     (start..tail, tail..out.len())
 }
@@ -464,7 +466,7 @@ mod tests {
     fn the_batch_end_bit_is_apart_from_the_size() {
         for end in [false, true] {
             let mut frame = Vec::new();
-            let (head, tail) = encode_frame(&mut frame, 1, 2, 3, 0, b"hello", end);
+            let (head, tail) = encode_frame(&mut frame, 1, 2, 3, 0, &[b"he", b"llo"], end);
             let mut buf = frame[head].to_vec();
             buf.extend_from_slice(b"hello");
             buf.extend_from_slice(&frame[tail]);
@@ -559,7 +561,7 @@ mod tests {
         ] {
             let data = vec![0x5Au8; size];
             let mut frame = Vec::new();
-            let (head, _) = encode_frame(&mut frame, cookie, key, alt, 0, &data, end);
+            let (head, _) = encode_frame(&mut frame, cookie, key, alt, 0, &[&data], end);
             let good = frame[head][..HEADER_LEN].to_vec();
             let want = parse_header(&good, C).unwrap();
             assert_eq!(repair_header(&good, C), Ok(want));

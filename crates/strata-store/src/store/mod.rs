@@ -154,6 +154,7 @@ impl Store {
         self.put_batch(
             tier,
             &[PutItem {
+                head: &[],
                 key,
                 alt_key,
                 cookie,

@@ -17,7 +17,14 @@ pub struct PutItem<'a> {
     pub alt_key: u32,
     /// Random cookie, checked on every read.
     pub cookie: u32,
-    /// The object's bytes.
+    /// The first bytes of the object, written before [`PutItem::data`]
+    /// (empty for most callers): a caller that frames its bodies with a
+    /// header of its own (the server's row layout) hands the header and
+    /// the body apart, so the body goes to the kernel where it lies
+    /// instead of being copied behind the header first. The needle's data
+    /// is `head` then `data`, one checksum over both.
+    pub head: &'a [u8],
+    /// The object's bytes (after `head`).
     pub data: &'a [u8],
 }
 

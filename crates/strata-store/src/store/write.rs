@@ -213,9 +213,10 @@ impl Inner {
             .get(device)
             .ok_or(StoreError::NoSuchDevice(device))?;
         for it in items {
-            if it.data.len() as u64 > self.cfg.max_object_size {
+            let size = (it.head.len() + it.data.len()) as u64;
+            if size > self.cfg.max_object_size {
                 return Err(StoreError::ObjectTooLarge {
-                    size: it.data.len() as u64,
+                    size,
                     max: self.cfg.max_object_size,
                 });
             }
@@ -239,7 +240,7 @@ impl Inner {
                     it.key,
                     it.alt_key,
                     0,
-                    it.data,
+                    &[it.head, it.data],
                     marks && i + 1 == items.len(),
                 ));
             }
@@ -248,7 +249,7 @@ impl Inner {
         let (mut frames, mut ranges) = encode(true);
         let lens: Vec<u64> = items
             .iter()
-            .map(|it| needle::needle_len(it.data.len() as u32))
+            .map(|it| needle::needle_len((it.head.len() + it.data.len()) as u32))
             .collect();
         let total: u64 = lens.iter().sum();
         let mut w = lock(&dev.writer);
@@ -270,9 +271,15 @@ impl Inner {
         if !seg.marks_batches() {
             (frames, ranges) = encode(false);
         }
-        let mut parts = Vec::with_capacity(items.len() * 3);
+        let mut parts = Vec::with_capacity(items.len() * 4);
+        // Where the last needle's parts begin (its header).
+        let mut last_at = 0;
         for (it, (head, tail)) in items.iter().zip(ranges) {
+            last_at = parts.len();
             parts.push(&frames[head]);
+            if !it.head.is_empty() {
+                parts.push(it.head);
+            }
             parts.push(it.data);
             parts.push(&frames[tail]);
         }
@@ -292,10 +299,18 @@ impl Inner {
             // prepared end: without it the zeroing thread could write its
             // zeros over the torn batch (O_DIRECT, past the page cache),
             // and the test saw no torn tail at all (a CI flake).
-            let keep = parts.len() - 3;
+            let keep = last_at;
             let done: u64 = lens[..items.len() - 1].iter().sum();
-            let last = parts[keep + 1];
-            let torn = [parts[keep], &last[..last.len() / 2]];
+            // The last needle's header, then the first half of its data
+            // (its own header part and body part, in order).
+            let data = &parts[keep + 1..parts.len() - 1];
+            let mut half = data.iter().map(|d| d.len()).sum::<usize>() / 2;
+            let mut torn = vec![parts[keep]];
+            for d in data {
+                let n = half.min(d.len());
+                torn.push(&d[..n]);
+                half -= n;
+            }
             let _ = strata_fs::write_all_vectored_at(&file, &parts[..keep], start)
                 .and_then(|_| strata_fs::write_all_vectored_at(&file, &torn, start + done));
             crash_now("store-batch-torn");

@@ -107,6 +107,7 @@ impl Shape {
                         .put_batch(
                             tier,
                             &[PutItem {
+                                head: &[],
                                 key: k,
                                 alt_key: 0,
                                 cookie: v,

@@ -418,20 +418,34 @@ pub fn parse_mending(
 /// The data of the needle `h` heads at the start of `bytes`, once its
 /// length, footer magic and data checksum are checked.
 pub fn check_body<'a>(bytes: &'a [u8], h: &NeedleHeader) -> Result<&'a [u8], NeedleError> {
-    let need = h.needle_len();
-    if (bytes.len() as u64) < need {
+    if bytes.len() < HEADER_LEN {
         return Err(NeedleError::Truncated {
-            need,
+            need: h.needle_len(),
             have: bytes.len() as u64,
         });
     }
+    check_rest(&bytes[HEADER_LEN..], h)
+}
+
+/// [`check_body`] of what follows the header (a reader that read the
+/// header into a buffer of its own and the rest into another, so that the
+/// data need not be moved to drop the header).
+pub fn check_rest<'a>(rest: &'a [u8], h: &NeedleHeader) -> Result<&'a [u8], NeedleError> {
+    let need = h.needle_len() - HEADER_LEN as u64;
+    if (rest.len() as u64) < need {
+        return Err(NeedleError::Truncated {
+            need: h.needle_len(),
+            have: (rest.len() + HEADER_LEN) as u64,
+        });
+    }
+    let bytes = rest;
     let n = h.size as usize;
-    let data = &bytes[HEADER_LEN..HEADER_LEN + n];
-    let footer = le_u32(bytes, HEADER_LEN + n);
+    let data = &bytes[..n];
+    let footer = le_u32(bytes, n);
     if footer != FOOTER_MAGIC {
         return Err(NeedleError::BadFooterMagic(footer));
     }
-    let stored = le_u32(bytes, HEADER_LEN + n + 4);
+    let stored = le_u32(bytes, n + 4);
     let computed = crc32c::crc32c(data);
     if stored != computed {
         return Err(NeedleError::BadDataChecksum { stored, computed });

@@ -7,7 +7,7 @@ use super::locks::{lock, read, write};
 use super::report::CounterCells;
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
-use crate::format::needle;
+use crate::format::needle::{self, HEADER_LEN};
 use crate::format::superblock::{self, Tier};
 use crate::index::SealedSegment;
 use crate::segment::{self, index_file_name, pread_exact, Scanner};
@@ -341,6 +341,23 @@ impl Segment {
         let calls = pread_exact(&*self.file()?, &mut buf, offset)
             .map_err(StoreError::io("reading", &self.path))?;
         counters.read(calls, len);
+        Ok(buf)
+    }
+
+    /// [`Segment::pread`] of `HEADER_LEN + len` bytes at `offset`: the
+    /// needle header into `head`, the `len` bytes after it returned (one
+    /// device read; the data is never moved to drop the header).
+    pub(super) fn pread_split(
+        &self,
+        offset: u64,
+        head: &mut [u8; HEADER_LEN],
+        len: u64,
+        counters: &CounterCells,
+    ) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len as usize];
+        let calls = segment::pread_exact_split(&*self.file()?, head, &mut buf, offset)
+            .map_err(StoreError::io("reading", &self.path))?;
+        counters.read(calls, HEADER_LEN as u64 + len);
         Ok(buf)
     }
 

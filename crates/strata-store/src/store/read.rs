@@ -44,24 +44,36 @@ pub fn cached_only<T>(f: impl FnOnce() -> T) -> T {
 }
 
 impl Segment {
-    /// The needle read of a GET: [`Segment::pread`], except under
-    /// [`cached_only`], where it is one `preadv2` with `RWF_NOWAIT`, which
-    /// copies what the page cache holds and never waits for the device:
-    /// a needle not wholly cached is [`StoreError::NotCached`]. A file
-    /// system that does not take the flag is read as usual.
-    fn pread_get(&self, offset: u64, len: u64, counters: &CounterCells) -> Result<Vec<u8>> {
+    /// The needle read of a GET, `len` bytes at `offset`: the header into
+    /// `head`, the rest returned ([`Segment::pread_split`]: the data is
+    /// not moved to drop the header), except under [`cached_only`], where
+    /// it is one `preadv2` with `RWF_NOWAIT`, which copies what the page
+    /// cache holds and never waits for the device: a needle not wholly
+    /// cached is [`StoreError::NotCached`]. A file system that does not
+    /// take the flag is read as usual.
+    fn pread_get(
+        &self,
+        offset: u64,
+        head: &mut [u8; HEADER_LEN],
+        len: u64,
+        counters: &CounterCells,
+    ) -> Result<Vec<u8>> {
+        let rest = len.saturating_sub(HEADER_LEN as u64);
         if !CACHED_ONLY.get() {
-            return self.pread(offset, len, counters);
+            return self.pread_split(offset, head, rest, counters);
         }
-        let mut buf = vec![0u8; len as usize];
+        let mut buf = vec![0u8; rest as usize];
         let res = rustix::io::preadv2(
             &*self.file()?,
-            &mut [std::io::IoSliceMut::new(&mut buf)],
+            &mut [
+                std::io::IoSliceMut::new(head),
+                std::io::IoSliceMut::new(&mut buf),
+            ],
             offset,
             rustix::io::ReadWriteFlags::NOWAIT,
         );
         match res {
-            Ok(n) if n == buf.len() => {
+            Ok(n) if n as u64 == len => {
                 counters.read(1, len);
                 Ok(buf)
             }
@@ -69,7 +81,7 @@ impl Segment {
             // where it may wait.
             Ok(_) | Err(rustix::io::Errno::AGAIN) => Err(StoreError::NotCached),
             Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => {
-                self.pread(offset, len, counters)
+                self.pread_split(offset, head, rest, counters)
             }
             Err(e) => Err(StoreError::io("reading", &self.path)(e.into())),
         }
@@ -146,7 +158,8 @@ impl Inner {
                 _ => len,
             };
             let whole = want == len;
-            let mut buf = match seg.pread_get(offset, want, &self.counters) {
+            let mut head = [0u8; HEADER_LEN];
+            let mut buf = match seg.pread_get(offset, &mut head, want, &self.counters) {
                 Err(StoreError::NotCached) => {
                     // Counted again by the read that follows.
                     self.counters.gets.fetch_sub(1, Ordering::Relaxed);
@@ -159,7 +172,7 @@ impl Inner {
             // One flipped header bit, corrected by its checksum: read as
             // written if the whole needle was read and its data checks
             // (below); a prefix cannot be.
-            let (h, header_err) = match needle::mend_header(&buf, seg.flag_code()) {
+            let (h, header_err) = match needle::mend_header(&head, seg.flag_code()) {
                 Ok((_, Some(e))) if !whole => return Err(seg.corrupt(offset, e)),
                 Ok(x) => x,
                 Err(e) => return Err(seg.corrupt(offset, e)),
@@ -174,7 +187,7 @@ impl Inner {
                 return Ok(None); // a fingerprint false positive: another needle
             }
             if whole {
-                if let Err(e) = needle::check_body(&buf, &h) {
+                if let Err(e) = needle::check_rest(&buf, &h) {
                     return Err(seg.corrupt(offset, header_err.unwrap_or(e)));
                 }
             } else if needle::needle_len(h.size) > len {
@@ -206,8 +219,9 @@ impl Inner {
             if cookie.is_some_and(|ck| ck != h.cookie) {
                 return Ok(None);
             }
-            buf.truncate(HEADER_LEN + h.size as usize);
-            buf.drain(..HEADER_LEN);
+            // The data is the start of `buf` already: truncating frees
+            // nothing and moves nothing.
+            buf.truncate(h.size as usize);
             return Ok(Some((
                 Object {
                     data: buf,

@@ -454,7 +454,9 @@ impl Client {
         use futures_util::stream::{FuturesOrdered, StreamExt};
         check(bucket, key)?;
         let h = object_hash(bucket, key);
-        let ts = self.tract_size() as usize;
+        // The table's tract size: a node may take a PUT before its first
+        // table arrives, and the object must not be cut to a default.
+        let ts = self.map().await?.table.tract_size() as usize;
         let body_err = |e: E| ClientError::Write {
             name: format!("{bucket}/{key}"),
             reason: format!("reading the body: {e}"),
@@ -1394,7 +1396,7 @@ impl Client {
         let candidates = match to {
             Some(to) => vec![to.to_string()],
             None => {
-                let map = self.current()?;
+                let map = self.map().await.ok()?;
                 map.replicas(index_row(&map.table, bucket))
                     .into_iter()
                     .filter(|a| a != local)

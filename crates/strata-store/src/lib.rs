@@ -68,6 +68,7 @@ pub mod bits;
 pub mod config;
 pub mod error;
 pub mod format;
+mod fresh;
 pub mod hash;
 pub mod index;
 pub mod mphf;

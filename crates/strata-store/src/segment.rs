@@ -123,38 +123,6 @@ pub fn pread_exact(file: &File, buf: &mut [u8], offset: u64) -> io::Result<u64> 
     Ok(calls)
 }
 
-/// [`pread_exact`] into two buffers from `offset` on (`head` first, then
-/// `rest`), with one `preadv` when the file gives all of it at once: a
-/// needle's header and its data read apart, in one device read, so the
-/// data need not be moved to drop the header. Returns the calls made.
-pub fn pread_exact_split(
-    file: &File,
-    head: &mut [u8],
-    rest: &mut [u8],
-    offset: u64,
-) -> io::Result<u64> {
-    let n = loop {
-        match rustix::io::preadv(
-            file,
-            &mut [io::IoSliceMut::new(head), io::IoSliceMut::new(rest)],
-            offset,
-        ) {
-            Ok(n) => break n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    };
-    let h = head.len();
-    let mut calls = 1;
-    if n < h {
-        calls += pread_exact(file, &mut head[n..], offset + n as u64)?;
-        calls += pread_exact(file, rest, offset + h as u64)?;
-    } else if n - h < rest.len() {
-        calls += pread_exact(file, &mut rest[n - h..], offset + n as u64)?;
-    }
-    Ok(calls)
-}
-
 /// One thing found by a [`Scanner`].
 #[derive(Debug, Clone)]
 pub enum ScanItem {

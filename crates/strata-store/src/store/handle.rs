@@ -10,7 +10,7 @@ use crate::error::{Result, StoreError};
 use crate::format::needle::{self, HEADER_LEN};
 use crate::format::superblock::{self, Tier};
 use crate::index::SealedSegment;
-use crate::segment::{self, index_file_name, pread_exact, Scanner};
+use crate::segment::{self, index_file_name, Scanner};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -337,8 +337,7 @@ impl Segment {
     }
 
     pub(super) fn pread(&self, offset: u64, len: u64, counters: &CounterCells) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len as usize];
-        let calls = pread_exact(&*self.file()?, &mut buf, offset)
+        let (buf, calls) = crate::fresh::read_at(&*self.file()?, len as usize, offset)
             .map_err(StoreError::io("reading", &self.path))?;
         counters.read(calls, len);
         Ok(buf)
@@ -346,19 +345,26 @@ impl Segment {
 
     /// [`Segment::pread`] of `HEADER_LEN + len` bytes at `offset`: the
     /// needle header into `head`, the `len` bytes after it returned (one
-    /// device read; the data is never moved to drop the header).
+    /// device read; the data is never moved to drop the header). With
+    /// `nowait`, only from the page cache ([`crate::fresh::read_split`]):
+    /// `None` when it does not hold all of it.
     pub(super) fn pread_split(
         &self,
         offset: u64,
         head: &mut [u8; HEADER_LEN],
         len: u64,
+        nowait: bool,
         counters: &CounterCells,
-    ) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len as usize];
-        let calls = segment::pread_exact_split(&*self.file()?, head, &mut buf, offset)
-            .map_err(StoreError::io("reading", &self.path))?;
-        counters.read(calls, HEADER_LEN as u64 + len);
-        Ok(buf)
+    ) -> Result<Option<Vec<u8>>> {
+        match crate::fresh::read_split(&*self.file()?, head, len as usize, offset, nowait)
+            .map_err(StoreError::io("reading", &self.path))?
+        {
+            crate::fresh::Split::Read(buf, calls) => {
+                counters.read(calls, HEADER_LEN as u64 + len);
+                Ok(Some(buf))
+            }
+            crate::fresh::Split::NotCached => Ok(None),
+        }
     }
 
     pub(super) fn corrupt(&self, offset: u64, reason: impl ToString) -> StoreError {

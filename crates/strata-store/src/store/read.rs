@@ -46,11 +46,11 @@ pub fn cached_only<T>(f: impl FnOnce() -> T) -> T {
 impl Segment {
     /// The needle read of a GET, `len` bytes at `offset`: the header into
     /// `head`, the rest returned ([`Segment::pread_split`]: the data is
-    /// not moved to drop the header), except under [`cached_only`], where
-    /// it is one `preadv2` with `RWF_NOWAIT`, which copies what the page
-    /// cache holds and never waits for the device: a needle not wholly
-    /// cached is [`StoreError::NotCached`]. A file system that does not
-    /// take the flag is read as usual.
+    /// not moved to drop the header, nor zeroed before the read), except
+    /// under [`cached_only`], where it is one `preadv2` with `RWF_NOWAIT`,
+    /// which copies what the page cache holds and never waits for the
+    /// device: a needle not wholly cached is [`StoreError::NotCached`]. A
+    /// file system that does not take the flag is read as usual.
     fn pread_get(
         &self,
         offset: u64,
@@ -59,32 +59,8 @@ impl Segment {
         counters: &CounterCells,
     ) -> Result<Vec<u8>> {
         let rest = len.saturating_sub(HEADER_LEN as u64);
-        if !CACHED_ONLY.get() {
-            return self.pread_split(offset, head, rest, counters);
-        }
-        let mut buf = vec![0u8; rest as usize];
-        let res = rustix::io::preadv2(
-            &*self.file()?,
-            &mut [
-                std::io::IoSliceMut::new(head),
-                std::io::IoSliceMut::new(&mut buf),
-            ],
-            offset,
-            rustix::io::ReadWriteFlags::NOWAIT,
-        );
-        match res {
-            Ok(n) if n as u64 == len => {
-                counters.read(1, len);
-                Ok(buf)
-            }
-            // Nothing, or a cached head of it: the caller reads it whole
-            // where it may wait.
-            Ok(_) | Err(rustix::io::Errno::AGAIN) => Err(StoreError::NotCached),
-            Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL) => {
-                self.pread_split(offset, head, rest, counters)
-            }
-            Err(e) => Err(StoreError::io("reading", &self.path)(e.into())),
-        }
+        self.pread_split(offset, head, rest, CACHED_ONLY.get(), counters)?
+            .ok_or(StoreError::NotCached)
     }
 }
 

@@ -230,7 +230,7 @@ pub fn trace_reader(data: &[u8]) {
 /// re-frames to exactly the input.
 pub fn batch(data: &[u8]) {
     let body = bytes::Bytes::copy_from_slice(data);
-    if let Ok(items) = strata_node::http::parse_batch(&body) {
+    if let Ok(items) = strata_proto::batch::parse(&body) {
         let mut out = Vec::new();
         for (n, d) in &items {
             out.extend_from_slice(&(n.len() as u16).to_le_bytes());
@@ -276,7 +276,7 @@ pub fn range(data: &[u8]) {
     let Ok(v) = std::str::from_utf8(&data[8..]) else {
         return;
     };
-    if let Ok((a, b)) = strata_node::range::parse_range(v, size) {
+    if let Ok((a, b)) = strata_http::range::parse_range(v, size) {
         assert!(a < b && b <= size, "{v:?} of {size} gave [{a}, {b})");
     }
 }

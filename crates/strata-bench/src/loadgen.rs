@@ -294,19 +294,6 @@ fn payload_pool(max: u64, seed: u64) -> Bytes {
     Bytes::from(v)
 }
 
-/// The framed body of a Strata multi-write (docs/node.md, "Batch PUT").
-pub fn encode_batch(items: &[(String, Bytes)]) -> Bytes {
-    let total: usize = items.iter().map(|(n, d)| 6 + n.len() + d.len()).sum();
-    let mut out = Vec::with_capacity(total);
-    for (name, data) in items {
-        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(data);
-    }
-    Bytes::from(out)
-}
-
 #[derive(serde::Deserialize)]
 struct BatchAnswer {
     objects: Vec<BatchItem>,
@@ -385,7 +372,13 @@ impl Worker {
                     let path = format!("/{bucket}?batch");
                     let r = self
                         .client
-                        .request(&addr, Method::POST, &path, &[], encode_batch(&named))
+                        .request(
+                            &addr,
+                            Method::POST,
+                            &path,
+                            &[],
+                            strata_proto::batch::encode(&named),
+                        )
                         .await
                         .map_err(|e| e.to_string())?;
                     if !r.status.is_success() {
@@ -910,7 +903,7 @@ mod tests {
 
     #[test]
     fn batch_framing() {
-        let b = encode_batch(&[("a".into(), Bytes::from_static(b"xyz"))]);
+        let b = strata_proto::batch::encode(&[("a".into(), Bytes::from_static(b"xyz"))]);
         assert_eq!(&b[..], &[1, 0, 3, 0, 0, 0, b'a', b'x', b'y', b'z']);
     }
 }

@@ -10,7 +10,8 @@
 //! whose reads fall off at different speeds, one read late, one cold and
 //! big).
 
-use crate::node::{ClusterNode, Device, NodeOptions};
+#![warn(missing_docs)]
+
 use bytes::Bytes;
 use hyper::Method;
 use rand::{RngCore, SeedableRng};
@@ -20,11 +21,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use strata_bench::client::Client;
 use strata_meta::api::TierClass;
-use strata_node::client::Client;
 use strata_provision::{
     provision, AgeBuckets, Amount, CollectConfig, Collector, Config, Eviction, Prices, TierPlan,
 };
+use strata_server::{ClusterNode, Device, NodeOptions};
 use strata_trace::{Op, Request};
 use strata_workload::{AgeShape, Generator, WorkloadSpec};
 
@@ -133,7 +135,7 @@ pub struct DemoReport {
 pub enum DemoError {
     /// The node failed.
     #[error(transparent)]
-    Node(#[from] crate::ClusterError),
+    Node(#[from] strata_server::ClusterError),
     /// The workload generator refused its parameters.
     #[error("{0}")]
     Workload(String),
@@ -380,7 +382,7 @@ pub fn run_demo(
     let (flash_capacity, segment_bytes) = (opts.flash_capacity, opts.segment_bytes);
     let traces = opts.dir.join("traces");
     // The demo's own control requests carry a token of this run.
-    let token = strata_node::auth::generate();
+    let token = strata_http::auth::generate();
     let bearer = format!("Bearer {token}");
     let admin = [("authorization", bearer.as_str())];
     // The one server, a cluster of one, on its own runtime; its protocol
@@ -393,7 +395,8 @@ pub fn run_demo(
         .map_err(|e| DemoError::Io(format!("cannot start the node's runtime: {e}")))?;
     let running = node_rt.block_on(async {
         let meta =
-            crate::embedded_meta(&data.join("meta"), "127.0.0.1:0", Some(token.clone())).await?;
+            strata_server::embedded_meta(&data.join("meta"), "127.0.0.1:0", Some(token.clone()))
+                .await?;
         let mut opts = NodeOptions::new(&meta, "127.0.0.1:0", &data);
         opts.devices = vec![
             Device {
@@ -414,7 +417,7 @@ pub fn run_demo(
         opts.trace_rotate = 100_000;
         opts.mover_interval = Duration::from_millis(50);
         opts.admin_token = Some(token.clone());
-        crate::start(opts).await
+        strata_server::start(opts).await
     })?;
     let addr = running.addr.to_string();
     log(&format!(

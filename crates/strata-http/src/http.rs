@@ -8,9 +8,7 @@
 // request, never on the success path, so its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use crate::object::MAX_NAME_BYTES;
 use crate::range::{parse_range, RangeError};
-use crate::tiers::valid_bucket;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +16,8 @@ use axum::Router;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use std::time::Duration;
+use strata_node::object::MAX_NAME_BYTES;
+use strata_node::tiers::valid_bucket;
 use tokio::net::TcpListener;
 
 /// The header naming a request's workload (else the bucket is).
@@ -241,47 +241,12 @@ pub async fn read_batch(
             "body shorter than Content-Length",
         ));
     }
-    let items = parse_batch(&body)
+    let items = strata_proto::batch::parse(&body)
         .map_err(|e| reason(StatusCode::BAD_REQUEST, format!("bad batch: {e}")))?;
     for (name, _) in &items {
         check_names(bucket, name)?;
     }
     Ok(items)
-}
-
-/// Parses a batch body (docs/node.md, "Batch PUT"): repeated
-/// `name_len u16 LE, data_len u32 LE, name, data`.
-pub fn parse_batch(body: &Bytes) -> Result<Vec<(String, Bytes)>, String> {
-    let mut out = Vec::new();
-    let mut i = 0usize;
-    while i < body.len() {
-        if body.len() - i < 6 {
-            return Err(format!(
-                "batch item {} is truncated in its header",
-                out.len() + 1
-            ));
-        }
-        let nl = u16::from_le_bytes([body[i], body[i + 1]]) as usize;
-        let dl = u32::from_le_bytes([body[i + 2], body[i + 3], body[i + 4], body[i + 5]]) as usize;
-        i += 6;
-        if body.len() - i < nl + dl {
-            return Err(format!(
-                "batch item {} says {nl} name bytes and {dl} data bytes but only {} remain",
-                out.len() + 1,
-                body.len() - i
-            ));
-        }
-        let name = std::str::from_utf8(&body[i..i + nl])
-            .map_err(|_| format!("batch item {}: name is not UTF-8", out.len() + 1))?
-            .to_string();
-        i += nl;
-        out.push((name, body.slice(i..i + dl)));
-        i += dl;
-    }
-    if out.is_empty() {
-        return Err("empty batch".into());
-    }
-    Ok(out)
 }
 
 /// Serves `app` on `listener` with Strata's connection limits (every
@@ -305,20 +270,6 @@ pub async fn serve_router(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn batch_parse() {
-        let b = crate::loadgen::encode_batch(&[
-            ("a".into(), Bytes::from_static(b"1")),
-            ("bc".into(), Bytes::from_static(b"")),
-        ]);
-        let v = parse_batch(&b).unwrap();
-        assert_eq!(v.len(), 2);
-        assert_eq!(v[1].0, "bc");
-        assert!(parse_batch(&b.slice(..b.len() - 1)).is_err());
-        assert!(parse_batch(&Bytes::from_static(&[1, 0, 9, 0, 0, 0, b'a'])).is_err());
-        assert!(parse_batch(&Bytes::new()).is_err());
-    }
 
     #[test]
     fn cookies() {

@@ -4,30 +4,20 @@
 //! the stratified write draw and flash rules ([`tiers`]), the RAM and flash
 //! read caches run by `strata-policy` ([`ramcache`], [`flashcache`]),
 //! sampled request traces in the lab's format ([`trace`]), the tier plan in
-//! force ([`plan`]), counters ([`metrics`]), the live flash dashboard
-//! ([`dashboard`]), the admin token ([`auth`]), and the HTTP pieces of the
-//! public API ([`http`], [`range`], [`object`]). The server that runs them
-//! is `strata-server`; [`loadgen`] and [`client`] drive it in `strata
-//! bench http` and `strata demo`.
+//! force ([`plan`]), counters ([`metrics`]) and the object header of the
+//! native API ([`object`]). No HTTP here: the front that serves it is
+//! `strata-http`, the server that runs it `strata-server`, and the load
+//! generator that drives it `strata-bench`.
 
 #![warn(missing_docs)]
 
-pub mod auth;
-pub mod client;
-pub mod conns;
-pub mod dashboard;
 pub mod flashcache;
-pub mod guard;
-pub mod http;
-pub mod loadgen;
 pub mod metrics;
 pub mod mover;
 pub mod object;
 pub mod plan;
 pub mod ramcache;
-pub mod range;
 pub mod tiers;
 pub mod trace;
 
-pub use http::HttpLimits;
 pub use tiers::RamAdmission;

@@ -27,6 +27,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::{Deserialize, Serialize};
 
+pub mod batch;
 pub mod replica;
 pub mod row;
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_client::Client;
-use strata_proto::{listing_entry, now_stamp, IndexEntry};
+use strata_proto::{listing_entry, IndexEntry};
 
 use crate::cluster::unavailable;
 use crate::service::StrataS3;
@@ -40,7 +40,7 @@ pub const RESOLVE_AFTER: Duration = Duration::from_secs(60);
 /// [`RESOLVE_EVERY`] and [`RESOLVE_AFTER`], or, for tests that cannot wait
 /// a minute, the milliseconds in `STRATA_TEST_RESOLVE_EVERY_MS` and
 /// `STRATA_TEST_RESOLVE_AFTER_MS`.
-fn resolver_times() -> (Duration, Duration) {
+pub(crate) fn resolver_times() -> (Duration, Duration) {
     let ms = |var: &str, default: Duration| {
         std::env::var(var)
             .ok()
@@ -237,29 +237,5 @@ impl StrataS3 {
             }
         }
         Ok((resolved[0], resolved[1]))
-    }
-}
-
-/// Resolves this node's intents a previous run left at once, then those
-/// older than [`RESOLVE_AFTER`] every [`RESOLVE_EVERY`], for ever; the
-/// mirrors it holds for other nodes only once older than
-/// [`RESOLVE_AFTER`].
-pub async fn resolve_loop(s3: StrataS3) {
-    let (every, after) = resolver_times();
-    let aged = || now_stamp().saturating_sub(after.as_micros() as u64);
-    let mut before = now_stamp();
-    loop {
-        match s3.resolve_intents(before, aged()).await {
-            Ok((0, 0)) => {}
-            Ok((n, 0)) => eprintln!(
-                "strata: S3 write intents: {n} left by an interrupted write resolved against the objects' head records"
-            ),
-            Ok((n, m)) => eprintln!(
-                "strata: S3 write intents: {n} left by an interrupted write, and {m} mirrored for another node that did not finish them, resolved against the objects' head records"
-            ),
-            Err(e) => eprintln!("strata: S3 write intents not resolved yet: {e}"),
-        }
-        tokio::time::sleep(every).await;
-        before = aged();
     }
 }

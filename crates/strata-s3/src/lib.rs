@@ -14,6 +14,7 @@ pub mod auth;
 pub mod cluster;
 pub mod error;
 pub mod intents;
+pub mod jobs;
 pub mod list;
 pub mod meta;
 pub mod multipart;

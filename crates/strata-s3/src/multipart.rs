@@ -749,25 +749,6 @@ fn is_upload(name: &str) -> bool {
     !name.contains('/')
 }
 
-/// Runs [`StrataS3::sweep_uploads`] for ever: first after a random part of
-/// `every` (so the nodes of a cluster do not sweep in step), then every
-/// `every`; logs what each pass removed.
-pub async fn sweep_loop(s3: StrataS3, abandoned_after: Duration, every: Duration) {
-    let jitter = every.mul_f64((strata_proto::new_cookie() % 1000) as f64 / 1000.0);
-    tokio::time::sleep(jitter).await;
-    loop {
-        match s3.sweep_uploads(abandoned_after).await {
-            Ok(s) if s != Swept::default() => eprintln!(
-                "strata: S3 upload sweep: {} abandoned uploads aborted, {} completed uploads' records and {} parts removed",
-                s.uploads, s.completed, s.parts
-            ),
-            Ok(_) => {}
-            Err(e) => eprintln!("strata: S3 upload sweep: {e:?}"),
-        }
-        tokio::time::sleep(every).await;
-    }
-}
-
 /// An unfinished upload, as ListMultipartUploads shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct OpenUpload {

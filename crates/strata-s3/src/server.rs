@@ -27,9 +27,6 @@ pub struct S3Options {
     /// Domains of virtual-host-style requests (`BUCKET.DOMAIN`); requests
     /// to any other host are path style.
     pub domains: Vec<String>,
-    /// The coordinator of the node this process runs: its own replicas
-    /// called directly, the other nodes' over the node protocol.
-    pub coordinator: Arc<strata_client::Client>,
     /// Whether PUTs write the listing index (always, but for the
     /// benchmark of the index's cost: without it nothing is listed).
     pub listing_index: bool,
@@ -72,6 +69,7 @@ impl S3Host for Domains {
 pub struct Listener {
     listener: tokio::net::TcpListener,
     service: RequestIds,
+    jobs: Vec<crate::jobs::Job>,
 }
 
 /// The S3 service with a request id on every answer, as S3 gives one: the
@@ -265,44 +263,41 @@ impl Listener {
     }
 
     /// The bound socket and the S3 service, for the server's one
-    /// connection loop (`strata_node::conns::serve`: connection limit,
-    /// idle drop, head timeout).
-    pub fn into_parts(self) -> (tokio::net::TcpListener, RequestIds) {
-        (self.listener, self.service)
+    /// connection loop (`strata_http::conns::serve`: connection limit,
+    /// idle drop, head timeout), and the background jobs, for its workers.
+    pub fn into_parts(self) -> (tokio::net::TcpListener, RequestIds, Vec<crate::jobs::Job>) {
+        (self.listener, self.service, self.jobs)
     }
 }
 
-/// Binds the S3 listener of a node.
-pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
+/// Binds the S3 listener of a node, over the node's `coordinator` (its
+/// own replicas called directly, the other nodes' over the node protocol).
+/// Nothing is spawned: the caller serves the listener and runs the jobs.
+pub async fn serve(
+    opts: S3Options,
+    coordinator: Arc<strata_client::Client>,
+) -> Result<Listener, S3Error> {
     let root = opts.root.ok_or(S3Error::NoRootKey)?;
-    let cluster = Arc::new(Cluster::new(opts.coordinator));
+    let cluster = Arc::new(Cluster::new(coordinator));
     let keys = Keys::new(root, cluster.clone(), opts.admin_token.clone());
-    let mut s3 = StrataS3::new(
-        cluster.clone(),
-        opts.max_object_size,
-        opts.admin_token.clone(),
-    );
-    s3.listing_index = opts.listing_index;
-    s3.keys = Some(keys.clone());
-    s3.region = opts.region.clone();
-    if opts.listing_index {
-        let resolver = StrataS3::new(
+    let job_s3 = || {
+        StrataS3::new(
             cluster.clone(),
             opts.max_object_size,
             opts.admin_token.clone(),
-        );
-        tokio::spawn(crate::intents::resolve_loop(resolver));
+        )
+    };
+    let mut jobs = Vec::new();
+    if opts.listing_index {
+        jobs.push(crate::jobs::resolver(job_s3()));
     }
     if let Some(after) = opts.abandoned_uploads_after {
-        // Every node sweeps (deletes are idempotent), a quarter of the age
-        // apart, at most hourly.
-        let every = (after / 4).clamp(
-            std::time::Duration::from_secs(1),
-            std::time::Duration::from_secs(3600),
-        );
-        let sweeper = StrataS3::new(cluster, opts.max_object_size, opts.admin_token);
-        tokio::spawn(crate::multipart::sweep_loop(sweeper, after, every));
+        jobs.push(crate::jobs::sweeper(job_s3(), after));
     }
+    let mut s3 = job_s3();
+    s3.listing_index = opts.listing_index;
+    s3.keys = Some(keys.clone());
+    s3.region = opts.region.clone();
     let mut builder = S3ServiceBuilder::new(s3);
     builder.set_auth(KeyAuth(keys.clone()));
     builder.set_access(KeyAccess(keys));
@@ -314,7 +309,11 @@ pub async fn serve(opts: S3Options) -> Result<Listener, S3Error> {
             addr: opts.listen.clone(),
             source,
         })?;
-    Ok(Listener { listener, service })
+    Ok(Listener {
+        listener,
+        service,
+        jobs,
+    })
 }
 
 #[cfg(test)]

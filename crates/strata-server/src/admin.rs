@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use strata_node::http::{method_not_allowed, read_body, reason};
+use strata_http::http::{method_not_allowed, read_body, reason};
 use strata_plan::TierPlan;
 
 use crate::node::ClusterNode;
@@ -27,13 +27,13 @@ type Node = Arc<ClusterNode>;
 /// The control routes (`/_admin/*`, `/metrics`), behind the admin token
 /// (a route layer: the object routes pay nothing for it).
 pub(crate) fn routes(node: Node) -> Router {
-    let auth = strata_node::auth::AdminAuth::new(node.opts.admin_token.clone());
+    let auth = strata_http::auth::AdminAuth::new(node.opts.admin_token.clone());
     Router::new()
         .route("/_admin/plan", any(plan))
         .route("/_admin/status", get(status))
         .route("/_admin/traces/flush", post(flush))
         .route("/metrics", get(crate::server::metrics))
-        .route_layer(strata_node::auth::route_guard(auth))
+        .route_layer(strata_http::auth::route_guard(auth))
         .with_state(node)
 }
 

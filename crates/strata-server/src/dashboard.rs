@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use strata_node::dashboard::history::{Counts, Reading};
-use strata_node::dashboard::{add_reads, plan_info, plan_of, reads_of, Source};
+use strata_http::dashboard::history::{Counts, Reading};
+use strata_http::dashboard::{add_reads, plan_info, plan_of, reads_of, Source};
 
 use crate::node::ClusterNode;
 

@@ -13,6 +13,14 @@ pub enum ClusterError {
         /// The store's error.
         source: strata_store::StoreError,
     },
+    /// The S3 API could not be set up.
+    #[error("the S3 API on {listen}: {reason}")]
+    S3 {
+        /// Its listen address.
+        listen: String,
+        /// Why.
+        reason: String,
+    },
     /// A file of the node's directory.
     #[error("{path}: {source}")]
     Io {

@@ -26,11 +26,11 @@ use axum::routing::any;
 use axum::Router;
 use futures_util::stream::{self, StreamExt};
 use strata_client::{Client, ClientError};
-use strata_node::http::{
+use strata_http::http::{
     check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
     requested_range, unsatisfiable, COOKIE_HEADER,
 };
-use strata_node::range::parse_range;
+use strata_http::range::parse_range;
 use strata_node::tiers::valid_bucket;
 use strata_proto::{Head, HeadInfo};
 
@@ -75,17 +75,17 @@ pub struct Gateway {
     /// directly, the others over the node protocol), failover.
     client: Arc<Client>,
     /// Wrong cookies per client address.
-    cookies: strata_node::guard::CookieLimiter,
+    cookies: strata_http::guard::CookieLimiter,
     /// The cap on request bytes held at once.
-    budget: strata_node::guard::BodyBudget,
+    budget: strata_http::guard::BodyBudget,
 }
 
 impl Gateway {
     /// The public API over `client`.
     pub(crate) fn new(limits: GatewayLimits, client: Arc<Client>) -> Gateway {
         Gateway {
-            budget: strata_node::guard::BodyBudget::new(limits.max_buffered_bytes),
-            cookies: strata_node::guard::CookieLimiter::default(),
+            budget: strata_http::guard::BodyBudget::new(limits.max_buffered_bytes),
+            cookies: strata_http::guard::CookieLimiter::default(),
             limits,
             client,
         }
@@ -108,9 +108,9 @@ pub fn routes(gw: Gw) -> Router {
         // GET /dashboard is the dashboard's page (merged in beside these);
         // a batch into a bucket named "dashboard" still reaches the bucket.
         .route(
-            strata_node::dashboard::PAGE_PATH,
+            strata_http::dashboard::PAGE_PATH,
             axum::routing::post(|s: State<Gw>, r: Request| {
-                batch(s, Path(strata_node::dashboard::PAGE_PATH[1..].into()), r)
+                batch(s, Path(strata_http::dashboard::PAGE_PATH[1..].into()), r)
             }),
         )
         .with_state(gw)
@@ -158,7 +158,7 @@ fn check_public(bucket: &str, name: &str) -> Result<(), Response> {
 /// workloads"): an `X-Strata-Workload` header naming another is refused
 /// rather than ignored.
 fn check_workload(headers: &axum::http::HeaderMap, bucket: &str) -> Result<(), Response> {
-    match headers.get(strata_node::http::WORKLOAD_HEADER) {
+    match headers.get(strata_http::http::WORKLOAD_HEADER) {
         None => Ok(()),
         Some(v) if v.as_bytes() == bucket.as_bytes() => Ok(()),
         Some(_) => Err(reason(
@@ -197,7 +197,7 @@ fn too_many_failures(wait: Duration) -> Response {
 
 /// 503 (or 413) when the buffered-bytes cap has no room for `bytes`.
 async fn reserve(gw: &Gateway, bytes: u64) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
-    use strata_node::guard::BudgetError;
+    use strata_http::guard::BudgetError;
     gw.budget.reserve(bytes, BUDGET_WAIT).await.map_err(|e| match e {
         BudgetError::TooLarge { cap } => reason(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -243,7 +243,7 @@ async fn object(
     // An address that sent too many wrong cookies waits, whatever it asks.
     let ip = req
         .extensions()
-        .get::<strata_node::conns::ClientAddr>()
+        .get::<strata_http::conns::ClientAddr>()
         .map(|a| a.0.ip());
     if let Some(ip) = ip {
         if let Err(wait) = gw.cookies.check(ip) {

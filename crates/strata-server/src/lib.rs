@@ -22,7 +22,6 @@
 
 mod admin;
 mod dashboard;
-pub mod demo;
 pub mod ec;
 mod error;
 pub mod gateway;
@@ -38,4 +37,6 @@ mod server;
 pub mod workers;
 
 pub use error::ClusterError;
-pub use node::{embedded_meta, serve, start, ClusterNode, Device, NodeOptions, Running, Shutdown};
+pub use node::{
+    embedded_meta, serve, start, ClusterNode, Device, NodeOptions, Running, S3Listen, Shutdown,
+};

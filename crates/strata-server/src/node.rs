@@ -106,7 +106,7 @@ pub struct NodeOptions {
     pub gateway: crate::gateway::GatewayLimits,
     /// Connection limits (request head timeout, most connections): the
     /// single-node server's own.
-    pub http: strata_node::HttpLimits,
+    pub http: strata_http::HttpLimits,
     /// A tier plan file published to the metadata service at start and on
     /// SIGHUP (`--plan`).
     pub plan_path: Option<PathBuf>,
@@ -139,6 +139,29 @@ pub struct NodeOptions {
     /// Bound on the bytes per second of shards this node rebuilds (lost
     /// disks, damaged shards).
     pub ec_rebuild_bytes_per_sec: u64,
+    /// The S3 API of this node, on a listener of its own (none: no S3).
+    pub s3: Option<S3Listen>,
+}
+
+/// The S3 API of a node: the listener's options and, for HTTPS only, its
+/// TLS. The server binds it over its one coordinator, serves it with the
+/// same connection limits as the object API, runs its background jobs as
+/// workers, and stops it with the rest ([`Running::shutdown`]).
+#[derive(Clone)]
+pub struct S3Listen {
+    /// The S3 API's options.
+    pub options: strata_s3::S3Options,
+    /// The TLS of the listener (none: plain HTTP).
+    pub tls: Option<strata_http::conns::Tls>,
+}
+
+impl std::fmt::Debug for S3Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Listen")
+            .field("listen", &self.options.listen)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl NodeOptions {
@@ -173,7 +196,7 @@ impl NodeOptions {
             tombstone_grace: Duration::from_secs(24 * 3600),
             orphan_grace: Duration::from_secs(24 * 3600),
             gateway: crate::gateway::GatewayLimits::default(),
-            http: strata_node::HttpLimits::default(),
+            http: strata_http::HttpLimits::default(),
             plan_path: None,
             max_workloads: 1024,
             admin_token: None,
@@ -185,6 +208,7 @@ impl NodeOptions {
             ec_compact_garbage: 0.5,
             ec_sweep_grace: Duration::from_secs(600),
             ec_rebuild_bytes_per_sec: 200 << 20,
+            s3: None,
         }
     }
 
@@ -1346,6 +1370,10 @@ pub struct Running {
     pub node: Arc<ClusterNode>,
     /// The HTTP loop; it ends once [`Running::shutdown`] stopped it (or when aborted).
     pub served: tokio::task::JoinHandle<()>,
+    /// The S3 API's address, when it has one ([`NodeOptions::s3`]).
+    pub s3_addr: Option<std::net::SocketAddr>,
+    /// The S3 API's connection loop; stopped with the other.
+    s3_served: Option<tokio::task::JoinHandle<()>>,
     /// The process's coordinator (the public API's, the S3 API's): this
     /// node's own replicas called directly, the others over the node
     /// protocol.
@@ -1368,7 +1396,7 @@ pub struct Shutdown {
 impl Running {
     /// Stops the node cleanly within `deadline`: the listener stops
     /// accepting and the requests in flight are answered (up to
-    /// [`strata_node::conns::DRAIN`]); every background worker stops at its
+    /// [`strata_http::conns::DRAIN`]); every background worker stops at its
     /// next safe point; the tier mover ends its pass; every open row store
     /// writes its checkpoints. Everything acknowledged was durable already
     /// (a write is answered after its fsync); this only makes the next
@@ -1376,7 +1404,15 @@ impl Running {
     pub async fn shutdown(self, deadline: Duration) -> Shutdown {
         let until = std::time::Instant::now() + deadline;
         let _ = self.stop_http.send(true);
-        let _ = tokio::time::timeout(deadline, self.served).await;
+        let s3 = async {
+            if let Some(h) = self.s3_served {
+                let _ = h.await;
+            }
+        };
+        let _ = tokio::time::timeout(deadline, async {
+            let _ = tokio::join!(self.served, s3);
+        })
+        .await;
         let mut out = Shutdown {
             late_workers: self
                 .node
@@ -1781,9 +1817,9 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     ));
     // The dashboard's sampler stops when this function returns.
     let dash =
-        strata_node::dashboard::Dashboard::new(crate::dashboard::ClusterSource(node.clone()));
+        strata_http::dashboard::Dashboard::new(crate::dashboard::ClusterSource(node.clone()));
     let _sampler =
-        strata_node::dashboard::spawn(dash.clone(), strata_node::dashboard::SAMPLE_EVERY).map_err(
+        strata_http::dashboard::spawn(dash.clone(), strata_http::dashboard::SAMPLE_EVERY).map_err(
             |source| ClusterError::Io {
                 path: "dashboard sampler thread".into(),
                 source,
@@ -1818,13 +1854,13 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     let app = protocol
         .merge(crate::gateway::routes(gateway))
         .merge(crate::admin::routes(node.clone()))
-        .merge(strata_node::dashboard::router(
+        .merge(strata_http::dashboard::router(
             dash,
-            strata_node::auth::AdminAuth::new(node.opts.admin_token.clone()),
+            strata_http::auth::AdminAuth::new(node.opts.admin_token.clone()),
         ));
     let app = app
         .fallback(|| async {
-            strata_node::http::reason(
+            strata_http::http::reason(
                 axum::http::StatusCode::NOT_FOUND,
                 "no such route: objects live at /{bucket}/{name}",
             )
@@ -1835,20 +1871,81 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         ));
     let http = node.opts.http;
     let (stop_http, mut stop) = tokio::sync::watch::channel(false);
+    let s3 = match node.opts.s3.clone() {
+        None => None,
+        Some(S3Listen { options, tls }) => {
+            let listen = options.listen.clone();
+            let bad = |reason: String| ClusterError::S3 {
+                listen: listen.clone(),
+                reason,
+            };
+            let bound = strata_s3::serve(options, coordinator.clone())
+                .await
+                .map_err(|e| bad(e.to_string()))?;
+            let addr = bound.local_addr().map_err(|e| bad(e.to_string()))?;
+            let (listener, service, jobs) = bound.into_parts();
+            for job in jobs {
+                spawn_job(&node.workers, job);
+            }
+            let mut stop = stop_http.subscribe();
+            let served = tokio::spawn(strata_http::conns::serve_tls(
+                listener,
+                http,
+                service,
+                tls,
+                async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                },
+            ));
+            Some((addr, served))
+        }
+    };
     let served = tokio::spawn(async move {
         let stopped = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        strata_node::http::serve_router(app, listener, http, stopped).await;
+        strata_http::http::serve_router(app, listener, http, stopped).await;
         drop(_sampler);
     });
+    let (s3_addr, s3_served) = match s3 {
+        Some((a, h)) => (Some(a), Some(h)),
+        None => (None, None),
+    };
     Ok(Running {
         addr: node.addr.clone(),
         node,
         served,
+        s3_addr,
+        s3_served,
         coordinator,
         stop_http,
     })
+}
+
+/// Runs an S3 job as a worker: its first pass after its first wait, then
+/// one every `every`, until the runner stops.
+fn spawn_job(workers: &crate::workers::Workers, job: strata_s3::jobs::Job) {
+    let strata_s3::jobs::Job {
+        name,
+        what,
+        first_after,
+        every,
+        mut pass,
+    } = job;
+    workers.spawn(name, what, move |mut ctx| async move {
+        let mut wait = first_after;
+        while ctx.sleep(wait).await {
+            wait = every;
+            match pass().await {
+                Ok(Some(done)) => eprintln!("strata: {done}"),
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("strata: {e}");
+                    ctx.failed(e);
+                }
+            }
+        }
+    });
 }
 
 /// Starts the embedded metadata service of a cluster of one (state in
@@ -1888,14 +1985,14 @@ pub async fn embedded_meta(
             source,
         })?
         .to_string();
-    tokio::spawn(strata_node::http::serve_router(
+    tokio::spawn(strata_http::http::serve_router(
         strata_meta::http::router_with_keys(
             svc,
             admin_token,
             strata_meta::cluster_auth::process_secret(),
         ),
         listener,
-        strata_node::HttpLimits::default(),
+        strata_http::HttpLimits::default(),
         std::future::pending(),
     ));
     Ok(addr)

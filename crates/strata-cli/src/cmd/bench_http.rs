@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use strata_node::loadgen::{self, LoadReport, LoadSpec, Target};
+use strata_bench::loadgen::{self, LoadReport, LoadSpec, Target};
 
 /// Drive a node over HTTP with a synthetic load and report throughput and
 /// latency percentiles per operation.

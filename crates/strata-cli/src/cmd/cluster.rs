@@ -318,7 +318,7 @@ async fn admin_send(
     url: &str,
     body: Vec<u8>,
 ) -> anyhow::Result<serde_json::Value> {
-    let token = std::env::var(strata_node::auth::ADMIN_TOKEN_ENV).unwrap_or_default();
+    let token = std::env::var(strata_http::auth::ADMIN_TOKEN_ENV).unwrap_or_default();
     let bearer = format!("Bearer {token}");
     let mut headers = vec![("content-type", "application/json")];
     if !token.is_empty() {
@@ -335,7 +335,7 @@ async fn admin_send(
         bail!(
             "{url}: {} {text} (set {} to the cluster's admin token)",
             r.status,
-            strata_node::auth::ADMIN_TOKEN_ENV
+            strata_http::auth::ADMIN_TOKEN_ENV
         );
     }
     if !r.status.is_success() {

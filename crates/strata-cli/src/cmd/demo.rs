@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use strata_server::demo::{demo_requests, run_demo, DemoOptions, DemoReport};
+use strata_demo::{demo_requests, run_demo, DemoOptions, DemoReport};
 
 /// Run the loop end to end: start a node with flash and disk directories
 /// under a temporary folder, drive a synthetic multi-workload load through

@@ -154,10 +154,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let admin_token = std::env::var("STRATA_ADMIN_TOKEN")
             .ok()
             .filter(|t| !t.is_empty());
-        strata_node::http::serve_router(
+        strata_http::http::serve_router(
             strata_meta::http::router_with_keys(svc, admin_token, Some(secret)),
             listener,
-            strata_node::HttpLimits::default(),
+            strata_http::HttpLimits::default(),
             std::future::pending(),
         )
         .await;

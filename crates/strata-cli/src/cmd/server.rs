@@ -264,23 +264,23 @@ fn ram_admission(s: &str) -> anyhow::Result<RamAdmission> {
 /// The admin token of the control endpoints: `STRATA_ADMIN_TOKEN`, or with
 /// `--dev` a fresh one printed once; without either they are off.
 fn admin_token(a: &Args) -> Option<String> {
-    let env = std::env::var(strata_node::auth::ADMIN_TOKEN_ENV)
+    let env = std::env::var(strata_http::auth::ADMIN_TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty());
     if env.is_some() {
         return env;
     }
     if a.dev {
-        let t = strata_node::auth::generate();
+        let t = strata_http::auth::generate();
         eprintln!(
             "strata: admin token for this run (send it as Authorization: Bearer TOKEN, or export {}={t}): {t}",
-            strata_node::auth::ADMIN_TOKEN_ENV
+            strata_http::auth::ADMIN_TOKEN_ENV
         );
         return Some(t);
     }
     eprintln!(
         "strata: {} is not set: /_admin and /metrics are off (403)",
-        strata_node::auth::ADMIN_TOKEN_ENV
+        strata_http::auth::ADMIN_TOKEN_ENV
     );
     None
 }
@@ -295,10 +295,10 @@ fn root_key(dev: bool) -> anyhow::Result<strata_s3::auth::Key> {
             secret_key,
         }),
         (None, None) if dev => {
-            let token = strata_node::auth::generate();
+            let token = strata_http::auth::generate();
             let key = strata_s3::auth::Key {
                 access_key: format!("SK{}", token[..18].to_uppercase()),
-                secret_key: strata_node::auth::generate(),
+                secret_key: strata_http::auth::generate(),
             };
             eprintln!(
                 "strata: S3 root key for this run: access key {} secret key {} \
@@ -448,12 +448,12 @@ fn options(
     if a.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
-    opts.http = strata_node::HttpLimits {
+    opts.http = strata_http::HttpLimits {
         header_timeout: Duration::from_secs(a.header_timeout.max(1)),
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),
         max_connections: a.max_connections,
         idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
-        ..strata_node::HttpLimits::default()
+        ..strata_http::HttpLimits::default()
     };
     // This node's clients (to its peers and the metadata service, which
     // close idle connections after the same --idle-timeout) let go first.
@@ -534,7 +534,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 bail!("--s3-tls-cert is the S3 listener's certificate: it needs --s3-listen (or --dev)");
             }
             Some(
-                strata_node::conns::tls_acceptor(cert, key)
+                strata_http::conns::tls_acceptor(cert, key)
                     .context("--s3-tls-cert / --s3-tls-key")?,
             )
         }
@@ -603,54 +603,34 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     let mut opts = options(&a, &meta, &data, devices)?;
     opts.admin_token = token.clone();
     // The root key is checked before the node starts.
-    let root = match &a.s3_listen {
-        Some(_) => Some(root_key(a.dev)?),
-        None => None,
-    };
-    let max_object_size = opts.gateway.max_object_size;
-    let http = opts.http;
+    if let Some(listen) = &a.s3_listen {
+        opts.s3 = Some(strata_server::S3Listen {
+            options: strata_s3::S3Options {
+                listen: listen.clone(),
+                root: Some(root_key(a.dev)?),
+                max_object_size: opts.gateway.max_object_size,
+                admin_token: token,
+                domains: a.s3_domain.clone(),
+                listing_index: !a.s3_bench_no_listing_index,
+                abandoned_uploads_after,
+                region: a
+                    .s3_region
+                    .clone()
+                    .unwrap_or_else(|| strata_s3::DEFAULT_REGION.to_string()),
+            },
+            tls,
+        });
+    }
+    let https = opts.s3.as_ref().is_some_and(|s| s.tls.is_some());
     let running = rt
         .block_on(strata_server::start(opts))
         .with_context(|| format!("node on {} with data in {}", a.listen, data.display()))?;
-    // The S3 API reaches this node's replicas and listing index in-process.
-    let stop_s3 = tokio::sync::watch::Sender::new(false);
-    let s3 = match &a.s3_listen {
-        None => None,
-        Some(listen) => {
-            let s3 = rt
-                .block_on(strata_s3::serve(strata_s3::S3Options {
-                    listen: listen.clone(),
-                    root,
-                    max_object_size,
-                    admin_token: token,
-                    domains: a.s3_domain.clone(),
-                    coordinator: running.coordinator.clone(),
-                    listing_index: !a.s3_bench_no_listing_index,
-                    abandoned_uploads_after,
-                    region: a
-                        .s3_region
-                        .clone()
-                        .unwrap_or_else(|| strata_s3::DEFAULT_REGION.to_string()),
-                }))
-                .context("--s3-listen")?;
-            eprintln!(
-                "strata: S3 API on {}://{}",
-                if tls.is_some() { "https" } else { "http" },
-                s3.local_addr().context("--s3-listen")?
-            );
-            let (listener, service) = s3.into_parts();
-            let mut stop = stop_s3.subscribe();
-            Some(rt.spawn(strata_node::conns::serve_tls(
-                listener,
-                http,
-                service,
-                tls,
-                async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                },
-            )))
-        }
-    };
+    if let Some(addr) = running.s3_addr {
+        eprintln!(
+            "strata: S3 API on {}://{addr}",
+            if https { "https" } else { "http" }
+        );
+    }
     // The one line on standard output: where to send requests.
     println!(
         "strata server listening on http://{} (node {}, {}, metadata service {})",
@@ -679,9 +659,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         let mut running = running;
         let why = tokio::select! {
             r = &mut running.served => {
-                if let Some(s3) = s3 {
-                    s3.abort();
-                }
                 return r.context("the HTTP loop stopped");
             }
             _ = term.recv() => "SIGTERM",
@@ -689,13 +666,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         };
         eprintln!("strata server: {why}: stopping (answering the requests in flight, stopping the background workers)");
         let started = std::time::Instant::now();
-        let _ = stop_s3.send(true);
-        let s3_drained = async {
-            if let Some(s3) = s3 {
-                let _ = s3.await;
-            }
-        };
-        let (report, ()) = tokio::join!(running.shutdown(SHUTDOWN_DEADLINE), s3_drained);
+        let report = running.shutdown(SHUTDOWN_DEADLINE).await;
         if !report.late_workers.is_empty() {
             eprintln!(
                 "strata server: workers still in a pass at the deadline, dropped (their work is redone at the next start): {}",

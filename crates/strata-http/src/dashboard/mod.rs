@@ -14,8 +14,6 @@
 
 pub mod history;
 
-use crate::metrics::Served;
-use crate::plan::ActivePlan;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -25,6 +23,8 @@ use history::{Counts, History, PlanInfo, Reading, Window};
 use parking_lot::Mutex;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use strata_node::metrics::Served;
+use strata_node::plan::ActivePlan;
 use strata_plan::TierPlan;
 
 /// The page, compiled in.
@@ -203,7 +203,7 @@ pub fn plan_of(plan: &ActivePlan, id: u32, name: &str) -> (Option<u64>, Option<f
 }
 
 /// Reads of `c` by tier, in the order of [`history::TIERS`].
-pub fn reads_of(c: &crate::metrics::WorkloadCounters) -> [u64; 4] {
+pub fn reads_of(c: &strata_node::metrics::WorkloadCounters) -> [u64; 4] {
     [Served::Ram, Served::Flash, Served::FlashCache, Served::Disk].map(|s| c.reads_from(s))
 }
 

@@ -61,7 +61,12 @@ fn kill9_during_batch_puts_loses_nothing_acknowledged() {
 fn sigterm_under_load_exits_0_within_10_s_and_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     let acked: Arc<Mutex<Vec<Acked>>> = Arc::default();
-    let mut s = Server::start(dir.path(), &["--segment-size", "256KiB"]);
+    // With the S3 API on: the server assembles it, runs its jobs as workers
+    // and stops it with the rest.
+    let mut s = Server::start(
+        dir.path(),
+        &["--segment-size", "256KiB", "--s3-listen", "127.0.0.1:0"],
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for t in 0..4u64 {
@@ -81,10 +86,12 @@ fn sigterm_under_load_exits_0_within_10_s_and_loses_nothing_acknowledged() {
     std::thread::sleep(Duration::from_millis(1500));
     // The background workers are named and counted.
     let m = get(&s.addr, "/metrics").text();
-    assert!(
-        m.contains("strata_worker_passes_total{worker=\"heartbeat\"}"),
-        "{m}"
-    );
+    for w in ["heartbeat", "s3-intents", "s3-upload-sweep"] {
+        assert!(
+            m.contains(&format!("strata_worker_passes_total{{worker=\"{w}\"}}")),
+            "{w}: {m}"
+        );
+    }
     let before = acked.lock().unwrap().len();
     let (status, took, log) = s.terminate(Duration::from_secs(20));
     stop.store(true, Ordering::Relaxed);

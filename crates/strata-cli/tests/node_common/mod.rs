@@ -30,6 +30,9 @@ impl Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
         cmd.env("STRATA_ADMIN_TOKEN", ADMIN_TOKEN);
         cmd.env("STRATA_CLUSTER_SECRET", CLUSTER_SECRET);
+        // The S3 root key, for a test that adds --s3-listen.
+        cmd.env("STRATA_ROOT_ACCESS_KEY", "testroot");
+        cmd.env("STRATA_ROOT_SECRET_KEY", "testrootsecret");
         cmd.arg("server")
             .arg("--data")
             .arg(data)

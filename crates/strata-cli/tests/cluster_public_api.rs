@@ -63,9 +63,7 @@ fn any_node_serves_every_object_to_plain_http_and_survives_the_writers_death() {
     }
     let addrs: Vec<String> = nodes.iter().map(|n| n.1.clone()).collect();
     let (a, b, c) = (&addrs[0], &addrs[1], &addrs[2]);
-    wait_until(Duration::from_secs(30), "the first table", || {
-        http_full(&meta, "GET", "/v1/map", None, "", b"").0 == 200
-    });
+    wait_for_table(&meta, dir.path());
     for addr in &addrs {
         wait_until(Duration::from_secs(30), "every node to serve", || {
             TcpStream::connect(addr).is_ok()
@@ -336,6 +334,26 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
         &["--initial-nodes", "1", "--replication", "1"],
         &dir.path().join("meta"),
         &dir.path().join("meta.log"),
+    );
+    // A metadata service that could never build a table is refused.
+    let out = run(strata()
+        .args([
+            "meta",
+            "--listen",
+            "127.0.0.1:0",
+            "--initial-nodes",
+            "2",
+            "--data",
+        ])
+        .arg(dir.path().join("never")));
+    assert!(
+        !out.status.success(),
+        "--initial-nodes 2 at R=3 was accepted"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--initial-nodes 2") && err.contains("--replication 3"),
+        "{err}"
     );
     // Flags that cannot work here (a flash cache without a flash device)
     // or with a bad value are an error naming them.
@@ -728,4 +746,44 @@ fn a_head_through_any_node_reads_the_record_start() {
     for h in &holders {
         assert_eq!(http_full(h, "GET", &path, Some(1), "", b"").0, 500, "{h}");
     }
+}
+
+/// A request that reaches a node before the cluster's first table (the
+/// node serves as soon as it listens; the table comes once enough nodes
+/// registered) waits for the table and is then served, rather than
+/// failing or being stored under a default layout.
+#[test]
+fn a_put_before_the_first_table_waits_for_it() {
+    let dir = scratch();
+    let (_meta, meta) = start_meta_with(
+        &["--initial-nodes", "2", "--replication", "2"],
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let (_a, a) = start_node(&meta, &dir.path().join("n0"), &dir.path().join("n0.log"));
+    wait_until(Duration::from_secs(30), "node A to listen", || {
+        TcpStream::connect(&a).is_ok()
+    });
+    assert_eq!(
+        status(&meta)["table_version"].as_u64(),
+        Some(0),
+        "no table yet"
+    );
+    let body = object(7, 300_000);
+    let sent = body.clone();
+    let via = a.clone();
+    let early = std::thread::spawn(move || put(&via, "/early/object", &sent));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        !early.is_finished(),
+        "the PUT was answered before any table existed"
+    );
+    let (_b, b) = start_node(&meta, &dir.path().join("n1"), &dir.path().join("n1.log"));
+    let cookie = early
+        .join()
+        .expect("the early PUT is answered 201 once the table is out");
+    let (code, head, got) = get(&b, "/early/object", "");
+    assert_eq!(code, 200, "{}", logs(dir.path()));
+    assert!(got == body, "the early object differs when read through B");
+    assert_eq!(header(&head, "x-strata-cookie"), Some(cookie.as_str()));
 }

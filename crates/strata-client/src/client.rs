@@ -143,18 +143,9 @@ impl Client {
             cfg.request_timeout,
             None,
         ));
-        let start = Instant::now();
-        loop {
-            view.refresh_from(0).await?;
-            if view.current().is_some() {
-                break;
-            }
-            if start.elapsed() >= cfg.deadline {
-                return Err(ClientError::NoTable);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        Ok(Client::over(view, cfg, None))
+        let client = Client::over(view, cfg, None);
+        client.map().await?;
+        Ok(client)
     }
 
     /// The coordinator over a process's cluster `view` (which may have no
@@ -244,12 +235,25 @@ impl Client {
     }
 
     /// The map in force, fetched first when the view has none yet.
+    /// The current table, or the cluster's first one: an operation that
+    /// arrives before it (a node serves as soon as it has registered, the
+    /// metadata service builds the table once enough nodes have) waits for
+    /// it as long as it would retry anything else, `cfg.deadline`.
     async fn map(&self) -> Result<Arc<Placement>, ClientError> {
         if let Some(m) = self.current() {
             return Ok(m);
         }
-        self.view.refresh_from(0).await?;
-        self.current().ok_or(ClientError::NoTable)
+        let start = Instant::now();
+        loop {
+            self.view.refresh_from(0).await?;
+            if let Some(m) = self.current() {
+                return Ok(m);
+            }
+            if start.elapsed() >= self.cfg.deadline {
+                return Err(ClientError::NoTable);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Fetches the map again unless another task already replaced the one

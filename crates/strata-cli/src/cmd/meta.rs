@@ -94,6 +94,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }))
         }
     };
+    if let Some(n) = a.initial_nodes.filter(|&n| n < a.replication) {
+        bail!(
+            "--initial-nodes {n} is fewer than --replication {}: a row needs {} distinct \
+             nodes, so the first table could never be built; start at least {} nodes, or \
+             lower --replication",
+            a.replication,
+            a.replication,
+            a.replication
+        );
+    }
     let config = ClusterConfig {
         replication: a.replication,
         tract_size,

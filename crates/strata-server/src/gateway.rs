@@ -34,36 +34,8 @@ use strata_http::range::parse_range;
 use strata_node::tiers::valid_bucket;
 use strata_proto::{Head, HeadInfo};
 
-use crate::server::TIER_HEADER;
-
-/// Limits of the public API of a cluster node.
-#[derive(Clone, Debug)]
-pub struct GatewayLimits {
-    /// Largest object accepted (`--max-object-size`).
-    pub max_object_size: u64,
-    /// Largest batch body.
-    pub max_batch_bytes: u64,
-    /// A body that sends nothing for this long is abandoned (408).
-    pub body_idle_timeout: Duration,
-    /// A GET or HEAD without the object's cookie is a 404.
-    pub require_cookies: bool,
-    /// Request bytes held in memory at once by every handler together
-    /// (small PUT bodies, batch bodies, the tract a large PUT fills): past
-    /// it a request waits up to a second, then gets 503 (docs/security.md).
-    pub max_buffered_bytes: u64,
-}
-
-impl Default for GatewayLimits {
-    fn default() -> Self {
-        GatewayLimits {
-            max_object_size: 5 << 30,
-            max_batch_bytes: 256 << 20,
-            body_idle_timeout: Duration::from_secs(30),
-            require_cookies: false,
-            max_buffered_bytes: 2 << 30,
-        }
-    }
-}
+pub use crate::options::GatewayLimits;
+use strata_proto::TIER_HEADER;
 
 /// How long a request waits for room under the buffered-bytes cap.
 const BUDGET_WAIT: Duration = Duration::from_secs(1);

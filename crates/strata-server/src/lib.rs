@@ -25,18 +25,21 @@ mod dashboard;
 pub mod ec;
 mod error;
 pub mod gateway;
+mod identity;
 pub mod index;
-mod index_log;
 mod local;
 mod node;
+mod options;
 pub mod recovery;
 pub mod reserve;
 pub mod rows;
 pub mod scrub;
 mod server;
+mod start;
+mod wire;
 pub mod workers;
 
 pub use error::ClusterError;
-pub use node::{
-    embedded_meta, serve, start, ClusterNode, Device, NodeOptions, Running, S3Listen, Shutdown,
-};
+pub use node::ClusterNode;
+pub use options::{Device, GatewayLimits, NodeOptions, S3Listen};
+pub use start::{embedded_meta, serve, start, Running, Shutdown};

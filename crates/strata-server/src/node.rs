@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use strata_client::{Http, Placement};
 use strata_meta::api::{
     DiskSpec, HeartbeatRequest, HeartbeatResponse, RecoveryTask, RegisterRequest, RegisterResponse,
-    ScrubReport, TierClass,
+    ScrubReport,
 };
 use strata_node::metrics::Metrics;
 use strata_node::plan::ActivePlan;
@@ -22,325 +21,13 @@ use strata_node::trace::Tracer;
 use strata_placement::recovery::Transfer;
 use strata_placement::{DiskId, NodeId, PlacementTable};
 use strata_plan::TierPlan;
-use strata_policy::PolicySpec;
 use strata_store::Tier;
 use tokio::sync::Semaphore;
 
+use crate::identity::{read_identity, recover_identity, save_identity, Identity, DEVICE_IDENTITY};
+use crate::options::NodeOptions;
 use crate::rows::RowStores;
 use crate::ClusterError;
-
-/// One device directory of a node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Device {
-    /// Its directory.
-    pub path: PathBuf,
-    /// Flash or disk.
-    pub tier: TierClass,
-}
-
-/// How a cluster node runs.
-#[derive(Clone, Debug)]
-pub struct NodeOptions {
-    /// Metadata service `host:port`.
-    pub meta: String,
-    /// Address to listen on.
-    pub listen: String,
-    /// Address others reach this node at (default: the bound address).
-    pub advertise: Option<String>,
-    /// The node's own directory (its identity, `cluster-node.json`).
-    pub data: PathBuf,
-    /// Its devices, each registered as a disk with its tier class and
-    /// capacity. Disk-class devices are members of placement rows; flash
-    /// devices are the flash tier in front of them (or, on a node without
-    /// disk-class devices, row members themselves).
-    pub devices: Vec<Device>,
-    /// Capacity to report per device (default: the filesystem's size).
-    pub capacity: Option<u64>,
-    /// Bytes the flash tier may hold (default: 90% of the flash devices'
-    /// free space at start); a loaded plan bounds it further to the sum of
-    /// its workloads' flash bytes.
-    pub flash_capacity: Option<u64>,
-    /// Segment size of the row stores (the tier mover moves whole segments).
-    pub segment_size: u64,
-    /// Zeros written ahead of each active segment's needles, so that a
-    /// group commit's sync overwrites blocks instead of growing the file
-    /// (`strata_store::StoreConfig::prepare_ahead`; 0: none).
-    pub prepare_ahead: u64,
-    /// Bytes kept back on each disk device for deletes and compaction on a
-    /// full volume ([`crate::reserve`]; None: two segments, at most 1/32
-    /// of the volume, at least 256 KiB; 0: none).
-    pub space_reserve: Option<u64>,
-    /// Bound on bytes per second the tier mover copies from flash to disk.
-    pub mover_bytes_per_sec: u64,
-    /// Under a tier plan, how far above its flash bytes a workload may go
-    /// (a fraction of them) while the plan's TTL is what evicts it.
-    pub flash_burst: f64,
-    /// RAM object cache bytes (0: none).
-    pub ram_cache_bytes: u64,
-    /// RAM cache policy (strata-policy, the simulator's code).
-    pub ram_policy: PolicySpec,
-    /// Where sampled request traces go (None: no traces).
-    pub trace_dir: Option<PathBuf>,
-    /// Fraction of objects whose requests are traced.
-    pub trace_sample: f64,
-    /// Records per trace file before it rotates.
-    pub trace_rotate: u64,
-    /// Seconds a trace file stays open before it rotates.
-    pub trace_rotate_after: Duration,
-    /// Rows pulled at once during recovery (per disk).
-    pub recovery_streams: usize,
-    /// Bound on recovery bytes per second (per disk; None: unbounded).
-    pub recovery_bytes_per_sec: Option<u64>,
-    /// Time between scrub passes (None: no scrubbing).
-    pub scrub_interval: Option<Duration>,
-    /// Bound on scrub bytes read per second.
-    pub scrub_bytes_per_sec: u64,
-    /// A tombstone held by every replica of its row is dropped by the scrub
-    /// once it is this old.
-    pub tombstone_grace: Duration,
-    /// A data tract of a striped object that no manifest refers to (its
-    /// upload or overwrite was cut short, or its delete) is deleted by the
-    /// scrub once it is this old; an upload must finish within it.
-    pub orphan_grace: Duration,
-    /// Limits of the public object API this node serves for the cluster.
-    pub gateway: crate::gateway::GatewayLimits,
-    /// Connection limits (request head timeout, most connections): the
-    /// single-node server's own.
-    pub http: strata_http::HttpLimits,
-    /// A tier plan file published to the metadata service at start and on
-    /// SIGHUP (`--plan`).
-    pub plan_path: Option<PathBuf>,
-    /// Most workloads a tier plan may list (`--max-workloads`).
-    pub max_workloads: usize,
-    /// The admin token: it guards this node's control endpoints and goes
-    /// with the plans this node publishes to the metadata service.
-    pub admin_token: Option<String>,
-    /// Which reads the RAM cache admits (`--ram-admission`).
-    pub ram_admission: strata_node::RamAdmission,
-    /// How long a sealed segment counts as recently written.
-    pub recent_window: Duration,
-    /// The flash read cache for hot disk-resident records (`--flash-cache`;
-    /// needs a flash device).
-    pub flash_cache: Option<strata_node::flashcache::FlashCacheConfig>,
-    /// The node is a cluster of one (its metadata service is embedded):
-    /// no other replica holds its rows, so a registration that would drop
-    /// them (its devices changed) is refused instead.
-    pub cluster_of_one: bool,
-    /// Time between the tier mover's passes.
-    pub mover_interval: Duration,
-    /// A stripe is compacted (its live records re-encoded into a new
-    /// stripe) once this fraction of its bytes is dead records.
-    pub ec_compact_garbage: f64,
-    /// How long a stripe directory no stripe record names (a crash's
-    /// leftover, or a stripe compaction replaced) is kept before it is
-    /// deleted; the encoder gives up on a stripe it could not record
-    /// within half of it.
-    pub ec_sweep_grace: Duration,
-    /// Bound on the bytes per second of shards this node rebuilds (lost
-    /// disks, damaged shards).
-    pub ec_rebuild_bytes_per_sec: u64,
-    /// The S3 API of this node, on a listener of its own (none: no S3).
-    pub s3: Option<S3Listen>,
-}
-
-/// The S3 API of a node: the listener's options and, for HTTPS only, its
-/// TLS. The server binds it over its one coordinator, serves it with the
-/// same connection limits as the object API, runs its background jobs as
-/// workers, and stops it with the rest ([`Running::shutdown`]).
-#[derive(Clone)]
-pub struct S3Listen {
-    /// The S3 API's options.
-    pub options: strata_s3::S3Options,
-    /// The TLS of the listener (none: plain HTTP).
-    pub tls: Option<strata_http::conns::Tls>,
-}
-
-impl std::fmt::Debug for S3Listen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("S3Listen")
-            .field("listen", &self.options.listen)
-            .field("tls", &self.tls.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl NodeOptions {
-    /// Working defaults for a node with one disk device at `data`.
-    pub fn new(meta: &str, listen: &str, data: &Path) -> NodeOptions {
-        NodeOptions {
-            meta: meta.to_string(),
-            listen: listen.to_string(),
-            advertise: None,
-            data: data.to_path_buf(),
-            devices: vec![Device {
-                path: data.to_path_buf(),
-                tier: TierClass::Disk,
-            }],
-            capacity: None,
-            flash_capacity: None,
-            segment_size: 64 << 20,
-            prepare_ahead: crate::rows::Sizes::segments_of(0).prepare_ahead,
-            space_reserve: None,
-            mover_bytes_per_sec: 256 << 20,
-            flash_burst: 0.25,
-            ram_cache_bytes: 0,
-            ram_policy: PolicySpec::MidpointLru { percentile: 75.0 },
-            trace_dir: None,
-            trace_sample: 0.1,
-            trace_rotate: 1_000_000,
-            trace_rotate_after: Duration::from_secs(60),
-            recovery_streams: 4,
-            recovery_bytes_per_sec: None,
-            scrub_interval: Some(Duration::from_secs(3600)),
-            scrub_bytes_per_sec: 32 << 20,
-            tombstone_grace: Duration::from_secs(24 * 3600),
-            orphan_grace: Duration::from_secs(24 * 3600),
-            gateway: crate::gateway::GatewayLimits::default(),
-            http: strata_http::HttpLimits::default(),
-            plan_path: None,
-            max_workloads: 1024,
-            admin_token: None,
-            flash_cache: None,
-            ram_admission: strata_node::RamAdmission::All,
-            recent_window: Duration::from_secs(600),
-            cluster_of_one: false,
-            mover_interval: Duration::from_millis(100),
-            ec_compact_garbage: 0.5,
-            ec_sweep_grace: Duration::from_secs(600),
-            ec_rebuild_bytes_per_sec: 200 << 20,
-            s3: None,
-        }
-    }
-
-    /// Whether device `i` is a member of placement rows (else it is the
-    /// flash tier in front of them).
-    pub fn in_rows(&self, i: usize) -> bool {
-        let has_disk = self.devices.iter().any(|d| d.tier == TierClass::Disk);
-        !has_disk
-            || self
-                .devices
-                .get(i)
-                .is_some_and(|d| d.tier == TierClass::Disk)
-    }
-
-    /// The flash tier's device directories (none on a disk-only or
-    /// all-flash node).
-    pub fn flash_tier(&self) -> Vec<PathBuf> {
-        (0..self.devices.len())
-            .filter(|&i| !self.in_rows(i))
-            .map(|i| self.devices[i].path.clone())
-            .collect()
-    }
-}
-
-/// The copy of a node's identity in each of its device directories.
-pub const DEVICE_IDENTITY: &str = "strata-device.json";
-
-/// Reads an identity file: `Ok(None)` when it does not exist, `Err` with
-/// what is wrong when it cannot be read or parsed (empty, damaged).
-fn read_identity(path: &Path) -> Result<Option<Identity>, String> {
-    let bytes = match strata_fs::read_if_exists(path) {
-        Ok(None) => return Ok(None),
-        Ok(Some(b)) => b,
-        Err(e) => return Err(format!("{} cannot be read ({e})", path.display())),
-    };
-    if bytes.is_empty() {
-        return Err(format!("{} is empty", path.display()));
-    }
-    let mut i: Identity = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{} is damaged ({e})", path.display()))?;
-    if i.disk_ids.is_empty() {
-        i.disk_ids.extend(i.disk_id);
-    }
-    Ok(Some(i))
-}
-
-/// The identity a node had: `primary` (`DATA/cluster-node.json`), or,
-/// when that is missing, empty or damaged, the copy every device
-/// directory keeps ([`DEVICE_IDENTITY`], written with it), so that a node
-/// whose own directory lost the file to a power cut (or an operator)
-/// comes back as itself (docs/recovery.md, *A node comes back as
-/// itself*). Copies that disagree are refused: which devices belong to
-/// which node is then for a person to say.
-fn recover_identity(primary: &Path, devices: &[PathBuf]) -> Result<Option<Identity>, ClusterError> {
-    let why = match read_identity(primary) {
-        Ok(Some(i)) => return Ok(Some(i)),
-        Ok(None) => "missing".to_string(),
-        Err(e) => e,
-    };
-    let mut found: Vec<(PathBuf, Identity)> = Vec::new();
-    for d in devices {
-        let p = d.join(DEVICE_IDENTITY);
-        match read_identity(&p) {
-            Ok(Some(i)) => found.push((p, i)),
-            Ok(None) => {}
-            Err(e) => eprintln!("strata server: {e}; not used"),
-        }
-    }
-    let Some((first_path, first)) = found.first().cloned() else {
-        return Ok(None);
-    };
-    if let Some((p, other)) = found
-        .iter()
-        .find(|(_, i)| i.node_id != first.node_id || i.disk_ids != first.disk_ids)
-    {
-        return Err(ClusterError::Refused(format!(
-            "{} is {why}, and the device directories disagree on whose they are: {} says \
-             node {} (disks {:?}), {} says node {} (disks {:?}); start the node with the \
-             devices of one node",
-            primary.display(),
-            first_path.display(),
-            first.node_id,
-            first.disk_ids,
-            p.display(),
-            other.node_id,
-            other.disk_ids
-        )));
-    }
-    eprintln!(
-        "strata server: {} is {why}; this node is {} again, as {} says",
-        primary.display(),
-        first.node_id,
-        first_path.display()
-    );
-    Ok(Some(first))
-}
-
-/// Writes the identity to every device directory ([`DEVICE_IDENTITY`]),
-/// then to `primary`, each crash-safely ([`strata_fs::write_atomic`]:
-/// temporary file, fsync, rename, directory fsync).
-fn save_identity(id: &Identity, primary: &Path, devices: &[PathBuf]) -> Result<(), ClusterError> {
-    let bytes = serde_json::to_vec_pretty(id).unwrap_or_default();
-    let paths = devices
-        .iter()
-        .map(|d| d.join(DEVICE_IDENTITY))
-        .chain(std::iter::once(primary.to_path_buf()));
-    for path in paths {
-        strata_fs::write_atomic(&path, &bytes).map_err(|source| ClusterError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-    }
-    Ok(())
-}
-
-/// What a node remembers across restarts: `DATA/cluster-node.json`, and a
-/// copy in every device directory ([`DEVICE_IDENTITY`]).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Identity {
-    node_id: NodeId,
-    /// One id per device, in the order of [`NodeOptions::devices`].
-    #[serde(default)]
-    disk_ids: Vec<DiskId>,
-    /// The single disk of the first layout of this file.
-    #[serde(default, skip_serializing)]
-    disk_id: Option<DiskId>,
-    meta: String,
-    /// The device directories, in order, as `tier:path` (empty in files
-    /// written before they were kept).
-    #[serde(default)]
-    devices: Vec<String>,
-}
 
 /// Which rows of a node are still being copied into its disks (recovery,
 /// add-node, a drain): such a copy may lack records acknowledged before
@@ -503,7 +190,7 @@ pub struct ClusterNode {
     /// workloads by name).
     workload_ids: Mutex<HashMap<String, u32>>,
     /// The erasure-coded warm tier (stripe indexes, counters).
-    pub(crate) ec: crate::ec::EcNode,
+    pub(crate) ec: crate::ec::state::EcNode,
 }
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -908,7 +595,7 @@ impl ClusterNode {
     /// removed (its rows were given to other disks and copied there). A
     /// new identity for a node whose devices hold rows, for any other
     /// reason, is refused: the rows would be another node's data lost.
-    async fn register(&self) -> Result<(), ClusterError> {
+    pub(crate) async fn register(&self) -> Result<(), ClusterError> {
         let saved = self.saved_identity()?;
         let req = RegisterRequest {
             addr: self.addr.clone(),
@@ -1140,7 +827,11 @@ impl ClusterNode {
         }
     }
 
-    async fn heartbeat_loop(self: Arc<Self>, every: Duration, mut ctx: crate::workers::Ctx) {
+    pub(crate) async fn heartbeat_loop(
+        self: Arc<Self>,
+        every: Duration,
+        mut ctx: crate::workers::Ctx,
+    ) {
         let mut tick = tokio::time::interval(every);
         // The disks the last heartbeat reported failed (logged on change).
         let mut reported: Vec<DiskId> = Vec::new();
@@ -1326,7 +1017,7 @@ fn free_space(dirs: &[PathBuf]) -> u64 {
 
 /// Gives each disk device whose reserve was used back its reserve once
 /// compaction has freed room for it (every second).
-async fn refill_reserves(node: Arc<ClusterNode>, mut ctx: crate::workers::Ctx) {
+pub(crate) async fn refill_reserves(node: Arc<ClusterNode>, mut ctx: crate::workers::Ctx) {
     let reserves: Vec<_> = node
         .stores
         .iter()
@@ -1349,102 +1040,156 @@ async fn refill_reserves(node: Arc<ClusterNode>, mut ctx: crate::workers::Ctx) {
     }
 }
 
-/// Runs a node until the process ends: binds `listen`, registers with the
-/// metadata service, and serves.
-pub async fn serve(opts: NodeOptions) -> Result<(), ClusterError> {
-    start(opts)
-        .await?
-        .served
-        .await
-        .map_err(|e| ClusterError::Io {
-            path: "the HTTP loop".into(),
-            source: std::io::Error::other(e.to_string()),
-        })
-}
-
-/// A node started in this process ([`start`]).
-pub struct Running {
-    /// The address it serves at.
-    pub addr: String,
-    /// The node (its counters, for a caller in the same process).
-    pub node: Arc<ClusterNode>,
-    /// The HTTP loop; it ends once [`Running::shutdown`] stopped it (or when aborted).
-    pub served: tokio::task::JoinHandle<()>,
-    /// The S3 API's address, when it has one ([`NodeOptions::s3`]).
-    pub s3_addr: Option<std::net::SocketAddr>,
-    /// The S3 API's connection loop; stopped with the other.
-    s3_served: Option<tokio::task::JoinHandle<()>>,
-    /// The process's coordinator (the public API's, the S3 API's): this
-    /// node's own replicas called directly, the others over the node
-    /// protocol.
-    pub coordinator: Arc<strata_client::Client>,
-    /// Set to stop the HTTP listener ([`Running::shutdown`]).
-    stop_http: tokio::sync::watch::Sender<bool>,
-}
-
-/// What [`Running::shutdown`] did.
-#[derive(Debug, Default)]
-pub struct Shutdown {
-    /// Workers that had not reached a safe point by the deadline (their
-    /// tasks were dropped; their work is redone at the next start).
-    pub late_workers: Vec<&'static str>,
-    /// Row stores whose checkpoints could not be written (the next open
-    /// scans them; nothing is lost).
-    pub checkpoint_errors: Vec<String>,
-}
-
-impl Running {
-    /// Stops the node cleanly within `deadline`: the listener stops
-    /// accepting and the requests in flight are answered (up to
-    /// [`strata_http::conns::DRAIN`]); every background worker stops at its
-    /// next safe point; the tier mover ends its pass; every open row store
-    /// writes its checkpoints. Everything acknowledged was durable already
-    /// (a write is answered after its fsync); this only makes the next
-    /// start fast and leaves no pass half done.
-    pub async fn shutdown(self, deadline: Duration) -> Shutdown {
-        let until = std::time::Instant::now() + deadline;
-        let _ = self.stop_http.send(true);
-        let s3 = async {
-            if let Some(h) = self.s3_served {
-                let _ = h.await;
-            }
-        };
-        let _ = tokio::time::timeout(deadline, async {
-            let _ = tokio::join!(self.served, s3);
-        })
-        .await;
-        let mut out = Shutdown {
-            late_workers: self
-                .node
-                .workers
-                .stop(until.saturating_duration_since(std::time::Instant::now()))
-                .await,
-            ..Shutdown::default()
-        };
-        let node = self.node.clone();
-        let errors = tokio::task::spawn_blocking(move || {
-            node.stop();
-            let mut errors = Vec::new();
-            for s in node.stores.iter().flatten().flat_map(|s| s.opened()) {
-                if let Err(e) = s.checkpoint() {
-                    errors.push(e.to_string());
-                }
-            }
-            errors
-        });
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        match tokio::time::timeout(left, errors).await {
-            Ok(Ok(e)) => out.checkpoint_errors = e,
-            Ok(Err(e)) => out.checkpoint_errors.push(e.to_string()),
-            Err(_) => out
-                .checkpoint_errors
-                .push("the checkpoints were not written by the deadline".into()),
-        }
-        out
-    }
-}
-
 impl ClusterNode {
+    /// Opens the node over `opts` that serves at `bound` (its listener's
+    /// address, unless `--advertise` names another): makes its
+    /// directories, opens a row-store set per row device with its space
+    /// reserve, the RAM cache, the trace writer, the flash read cache and
+    /// the flash tier's capacity. It has no identity and no table until
+    /// it registers.
+    pub(crate) fn open(opts: NodeOptions, bound: String) -> Result<Arc<ClusterNode>, ClusterError> {
+        for d in std::iter::once(&opts.data).chain(opts.devices.iter().map(|d| &d.path)) {
+            strata_fs::create_dir_all(d).map_err(|source| ClusterError::Io {
+                path: d.display().to_string(),
+                source,
+            })?;
+        }
+        let flash = opts.flash_tier();
+        let metrics = Arc::new(Metrics::default());
+        let stores = (0..opts.devices.len())
+            .map(|i| {
+                opts.in_rows(i).then(|| {
+                    let dir = &opts.devices[i].path;
+                    let fs = fs_size(dir);
+                    let size = opts
+                        .space_reserve
+                        .unwrap_or_else(|| crate::reserve::default_size(fs, opts.segment_size));
+                    let mut rs = RowStores::new(
+                        dir,
+                        &flash,
+                        crate::rows::Sizes {
+                            segment: opts.segment_size,
+                            prepare_ahead: opts.prepare_ahead,
+                        },
+                    )
+                    .with_metrics(metrics.clone());
+                    if size > 0 {
+                        rs = rs.with_reserve(Arc::new(crate::reserve::Reserve::open(
+                            dir,
+                            size,
+                            crate::reserve::default_slack(fs, opts.segment_size),
+                        )));
+                    }
+                    Arc::new(rs)
+                })
+            })
+            .collect();
+        let ram = (opts.ram_cache_bytes > 0)
+            .then(|| RamCache::new(&opts.ram_policy, opts.ram_cache_bytes, metrics.clone()));
+        let tracer = match &opts.trace_dir {
+            Some(d) => Some(
+                Tracer::start_with(
+                    d,
+                    &strata_node::trace::TraceConfig {
+                        rate: opts.trace_sample,
+                        rotate_records: opts.trace_rotate,
+                        rotate_after: opts.trace_rotate_after,
+                    },
+                    metrics.clone(),
+                )
+                .map_err(|source| ClusterError::Io {
+                    path: d.display().to_string(),
+                    source,
+                })?,
+            ),
+            None => None,
+        };
+        let flash_capacity = remembered_flash_capacity(&opts.data, opts.flash_capacity, &flash)?;
+        let fcache = match &opts.flash_cache {
+            Some(fc) => Some(
+                strata_node::flashcache::FlashCache::open_on(
+                    &flash,
+                    opts.segment_size,
+                    (opts.gateway.max_object_size.min(16 << 20)) + 4096,
+                    fc,
+                    metrics.clone(),
+                )
+                .map_err(|reason| ClusterError::Io {
+                    path: "flash read cache".into(),
+                    source: std::io::Error::other(reason),
+                })?,
+            ),
+            None => None,
+        };
+        let http = Http::new();
+        Ok(Arc::new_cyclic(|me: &std::sync::Weak<ClusterNode>| {
+            ClusterNode {
+                view: {
+                    let me = me.clone();
+                    Arc::new(strata_client::ClusterView::new(
+                        &opts.meta,
+                        http.clone(),
+                        TIMEOUT,
+                        Some(Box::new(move |old, next| {
+                            if let Some(n) = me.upgrade() {
+                                n.arrived(old, next);
+                            }
+                        })),
+                    ))
+                },
+                stopping: std::sync::atomic::AtomicBool::new(false),
+                workers: crate::workers::Workers::new(),
+                mover: Mutex::new(None),
+                fcache,
+                recent: Mutex::new(HashMap::new()),
+                addr: opts.advertise.clone().unwrap_or(bound),
+                http,
+                stores,
+                identity: RwLock::new(None),
+                addresses_seen: AtomicU64::new(0),
+                completed: Mutex::new(Vec::new()),
+                completed_bytes: AtomicU64::new(0),
+                running: Mutex::new(HashSet::new()),
+                finished: Mutex::new(HashSet::new()),
+                index: std::sync::OnceLock::new(),
+                incoming: Mutex::new(Incoming::default()),
+                recovery_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1))),
+                export_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1) * 2)),
+                scrub_report: Mutex::new(None),
+                pacer: Mutex::new(Instant::now()),
+                extend_lock: tokio::sync::Mutex::new(()),
+                metrics,
+                ram,
+                plan: RwLock::new((0, ActivePlan::default_plan())),
+                tracer,
+                hot: strata_node::tiers::HotBits::new(24),
+                flash_capacity,
+                rows_removed: AtomicU64::new(0),
+                read_repairs: AtomicU64::new(0),
+                repairing: Mutex::new(HashSet::new()),
+                inline_reads: InlineReads::default(),
+                draws: Mutex::new(HashMap::new()),
+                workload_ids: Mutex::new(HashMap::new()),
+                ec: crate::ec::state::EcNode::default(),
+                opts,
+            }
+        }))
+    }
+
+    /// Starts the tier mover's thread (without a flash tier it only keeps
+    /// the gauges and the recently-written sets, RAM cache admission);
+    /// [`ClusterNode::stop`] joins it.
+    pub(crate) fn start_mover(self: &Arc<Self>) -> Result<(), ClusterError> {
+        let mover = strata_node::mover::spawn(self.clone()).map_err(|source| ClusterError::Io {
+            path: "tier mover thread".into(),
+            source,
+        })?;
+        if let Ok(mut g) = self.mover.lock() {
+            *g = Some(mover);
+        }
+        Ok(())
+    }
+
     /// Its counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
@@ -1536,570 +1281,8 @@ fn tree_size(dir: &Path) -> u64 {
         .sum()
 }
 
-/// Starts a node: binds `listen`, registers with the metadata service,
-/// starts the background loops and the HTTP loop, and returns once it
-/// serves.
-pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
-    if opts.devices.is_empty() {
-        return Err(ClusterError::Io {
-            path: "device list".into(),
-            source: std::io::Error::other("no device directories: give --data, --flash or --disk"),
-        });
-    }
-    let listener = tokio::net::TcpListener::bind(&opts.listen)
-        .await
-        .map_err(|source| ClusterError::Io {
-            path: format!("listen address {}", opts.listen),
-            source,
-        })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| ClusterError::Io {
-            path: opts.listen.clone(),
-            source,
-        })?
-        .to_string();
-    for d in std::iter::once(&opts.data).chain(opts.devices.iter().map(|d| &d.path)) {
-        strata_fs::create_dir_all(d).map_err(|source| ClusterError::Io {
-            path: d.display().to_string(),
-            source,
-        })?;
-    }
-    let flash = opts.flash_tier();
-    let metrics = Arc::new(Metrics::default());
-    let stores = (0..opts.devices.len())
-        .map(|i| {
-            opts.in_rows(i).then(|| {
-                let dir = &opts.devices[i].path;
-                let fs = fs_size(dir);
-                let size = opts
-                    .space_reserve
-                    .unwrap_or_else(|| crate::reserve::default_size(fs, opts.segment_size));
-                let mut rs = RowStores::new(
-                    dir,
-                    &flash,
-                    crate::rows::Sizes {
-                        segment: opts.segment_size,
-                        prepare_ahead: opts.prepare_ahead,
-                    },
-                )
-                .with_metrics(metrics.clone());
-                if size > 0 {
-                    rs = rs.with_reserve(Arc::new(crate::reserve::Reserve::open(
-                        dir,
-                        size,
-                        crate::reserve::default_slack(fs, opts.segment_size),
-                    )));
-                }
-                Arc::new(rs)
-            })
-        })
-        .collect();
-    let ram = (opts.ram_cache_bytes > 0)
-        .then(|| RamCache::new(&opts.ram_policy, opts.ram_cache_bytes, metrics.clone()));
-    let tracer = match &opts.trace_dir {
-        Some(d) => Some(
-            Tracer::start_with(
-                d,
-                &strata_node::trace::TraceConfig {
-                    rate: opts.trace_sample,
-                    rotate_records: opts.trace_rotate,
-                    rotate_after: opts.trace_rotate_after,
-                },
-                metrics.clone(),
-            )
-            .map_err(|source| ClusterError::Io {
-                path: d.display().to_string(),
-                source,
-            })?,
-        ),
-        None => None,
-    };
-    let flash_capacity = remembered_flash_capacity(&opts.data, opts.flash_capacity, &flash)?;
-    let fcache = match &opts.flash_cache {
-        Some(fc) => Some(
-            strata_node::flashcache::FlashCache::open_on(
-                &flash,
-                opts.segment_size,
-                (opts.gateway.max_object_size.min(16 << 20)) + 4096,
-                fc,
-                metrics.clone(),
-            )
-            .map_err(|reason| ClusterError::Io {
-                path: "flash read cache".into(),
-                source: std::io::Error::other(reason),
-            })?,
-        ),
-        None => None,
-    };
-    let http = Http::new();
-    let node = Arc::new_cyclic(|me: &std::sync::Weak<ClusterNode>| ClusterNode {
-        view: {
-            let me = me.clone();
-            Arc::new(strata_client::ClusterView::new(
-                &opts.meta,
-                http.clone(),
-                TIMEOUT,
-                Some(Box::new(move |old, next| {
-                    if let Some(n) = me.upgrade() {
-                        n.arrived(old, next);
-                    }
-                })),
-            ))
-        },
-        stopping: std::sync::atomic::AtomicBool::new(false),
-        workers: crate::workers::Workers::new(),
-        mover: Mutex::new(None),
-        fcache,
-        recent: Mutex::new(HashMap::new()),
-        addr: opts.advertise.clone().unwrap_or(bound),
-        http,
-        stores,
-        identity: RwLock::new(None),
-        addresses_seen: AtomicU64::new(0),
-        completed: Mutex::new(Vec::new()),
-        completed_bytes: AtomicU64::new(0),
-        running: Mutex::new(HashSet::new()),
-        finished: Mutex::new(HashSet::new()),
-        index: std::sync::OnceLock::new(),
-        incoming: Mutex::new(Incoming::default()),
-        recovery_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1))),
-        export_permits: Arc::new(Semaphore::new(opts.recovery_streams.max(1) * 2)),
-        scrub_report: Mutex::new(None),
-        pacer: Mutex::new(Instant::now()),
-        extend_lock: tokio::sync::Mutex::new(()),
-        metrics,
-        ram,
-        plan: RwLock::new((0, ActivePlan::default_plan())),
-        tracer,
-        hot: strata_node::tiers::HotBits::new(24),
-        flash_capacity,
-        rows_removed: AtomicU64::new(0),
-        read_repairs: AtomicU64::new(0),
-        repairing: Mutex::new(HashSet::new()),
-        inline_reads: InlineReads::default(),
-        draws: Mutex::new(HashMap::new()),
-        workload_ids: Mutex::new(HashMap::new()),
-        ec: crate::ec::EcNode::default(),
-        opts,
-    });
-    // Wait for the metadata service (it may start after the nodes).
-    let mut tries = 0;
-    loop {
-        match node.register().await {
-            Ok(()) => break,
-            Err(e @ ClusterError::Refused(_)) => return Err(e),
-            Err(e) if tries < 300 => {
-                if tries % 25 == 0 {
-                    eprintln!("strata server: waiting for the metadata service: {e}");
-                }
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    if let Some((n, ids)) = node.disk_ids() {
-        let devs: Vec<String> = ids
-            .iter()
-            .zip(&node.opts.devices)
-            .map(|(id, d)| {
-                let tier = format!("{:?}", d.tier).to_lowercase();
-                format!("{id} {tier} {}", d.path.display())
-            })
-            .collect();
-        eprintln!(
-            "strata server: node {n} serving at {} in the cluster of {} (devices: {})",
-            node.addr,
-            node.opts.meta,
-            devs.join(", ")
-        );
-    }
-    // The listing index routes are node protocol routes: the gateway and
-    // the S3 coordinator reach them in-process on their own node too.
-    // A damaged index file does not keep the node down: it is
-    // quarantined and a fresh one serves (the objects are untouched).
-    let (index, moved) = crate::index::ListingIndex::open_or_quarantine(
-        &node.opts.data.join("listing.redb"),
-        &node.opts.data.join("quarantine"),
-    )?;
-    if let Some(to) = moved {
-        eprintln!(
-            "strata server: the listing index {} is corrupt: moved to {}; a new index is being \
-             rebuilt (from the other replicas of its rows, or from the objects' head records \
-             in a cluster of one); until it is, listings are served by other replicas \
-             (objects are not affected)",
-            node.opts.data.join("listing.redb").display(),
-            to.display()
-        );
-    }
-    let index = Arc::new(index);
-    let _ = node.index.set(index.clone());
-    let w = &node.workers;
-    if index.rebuilding() {
-        let n = node.clone();
-        w.spawn(
-            "index-rebuild",
-            "rebuilds the listing index from the rows",
-            |ctx| crate::recovery::rebuild_index(n, ctx),
-        );
-    }
-    let n = node.clone();
-    w.spawn(
-        "heartbeat",
-        "reports to the metadata service, takes the table",
-        |ctx| n.heartbeat_loop(Duration::from_millis(500), ctx),
-    );
-    let n = node.clone();
-    w.spawn(
-        "reserve",
-        "refills the space kept back for deletes",
-        |ctx| refill_reserves(n, ctx),
-    );
-    let n = node.clone();
-    w.spawn(
-        "recovery",
-        "copies the rows the table gives this node",
-        |ctx| crate::recovery::run(n, ctx),
-    );
-    let n = node.clone();
-    w.spawn(
-        "erasure-coding",
-        "installs, encodes, rebuilds and scrubs stripes",
-        |ctx| crate::ec::run(n, ctx),
-    );
-    if let Some(every) = node.opts.scrub_interval {
-        let n = node.clone();
-        w.spawn(
-            "scrub",
-            "compares the replicas of each row, repairs",
-            move |ctx| crate::scrub::run(n, every, ctx),
-        );
-    }
-    let n = node.clone();
-    w.spawn(
-        "catch-up",
-        "brings copies that may lack records up to date",
-        |ctx| crate::scrub::catch_up(n, ctx),
-    );
-    // Without a flash tier the mover only keeps the gauges and the
-    // recently-written sets (RAM cache admission).
-    let mover = strata_node::mover::spawn(node.clone()).map_err(|source| ClusterError::Io {
-        path: "tier mover thread".into(),
-        source,
-    })?;
-    if let Ok(mut g) = node.mover.lock() {
-        *g = Some(mover);
-    }
-    let coordinator = Arc::new(strata_client::Client::over(
-        node.view.clone(),
-        strata_client::ClientConfig::coordinator(),
-        Some((
-            node.addr.clone(),
-            Arc::new(crate::local::LocalReplica {
-                node: node.clone(),
-                index: index.clone(),
-            }) as Arc<dyn strata_client::Replica>,
-        )),
-    ));
-    let protocol = crate::server::router(node.clone())
-        .merge(crate::index::routes(index, {
-            let node = node.clone();
-            Arc::new(move |bucket: &str| {
-                node.map()
-                    .map(|m| strata_proto::index_row(&m.table, bucket))
-            })
-        }))
-        .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));
-    let gateway = Arc::new(crate::gateway::Gateway::new(
-        node.opts.gateway.clone(),
-        coordinator.clone(),
-    ));
-    // The dashboard's sampler stops when this function returns.
-    let dash =
-        strata_http::dashboard::Dashboard::new(crate::dashboard::ClusterSource(node.clone()));
-    let _sampler =
-        strata_http::dashboard::spawn(dash.clone(), strata_http::dashboard::SAMPLE_EVERY).map_err(
-            |source| ClusterError::Io {
-                path: "dashboard sampler thread".into(),
-                source,
-            },
-        )?;
-    if node.opts.plan_path.is_some() {
-        node.publish_plan_file()
-            .await
-            .map_err(|e| ClusterError::Meta {
-                addr: node.opts.meta.clone(),
-                reason: match e {
-                    crate::admin::PlanError::Bad(m) | crate::admin::PlanError::Meta(m) => m,
-                },
-            })?;
-        let n = node.clone();
-        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .map_err(|source| ClusterError::Io {
-                path: "SIGHUP handler".into(),
-                source,
-            })?;
-        tokio::spawn(async move {
-            while hup.recv().await.is_some() {
-                match n.publish_plan_file().await {
-                    Ok(v) => eprintln!("strata server: tier plan version {v} loaded"),
-                    Err(crate::admin::PlanError::Bad(m) | crate::admin::PlanError::Meta(m)) => {
-                        eprintln!("strata server: tier plan not reloaded: {m}")
-                    }
-                }
-            }
-        });
-    }
-    let app = protocol
-        .merge(crate::gateway::routes(gateway))
-        .merge(crate::admin::routes(node.clone()))
-        .merge(strata_http::dashboard::router(
-            dash,
-            strata_http::auth::AdminAuth::new(node.opts.admin_token.clone()),
-        ));
-    let app = app
-        .fallback(|| async {
-            strata_http::http::reason(
-                axum::http::StatusCode::NOT_FOUND,
-                "no such route: objects live at /{bucket}/{name}",
-            )
-        })
-        .layer(axum::middleware::from_fn_with_state(
-            node.metrics.clone(),
-            crate::gateway::count,
-        ));
-    let http = node.opts.http;
-    let (stop_http, mut stop) = tokio::sync::watch::channel(false);
-    let s3 = match node.opts.s3.clone() {
-        None => None,
-        Some(S3Listen { options, tls }) => {
-            let listen = options.listen.clone();
-            let bad = |reason: String| ClusterError::S3 {
-                listen: listen.clone(),
-                reason,
-            };
-            let bound = strata_s3::serve(options, coordinator.clone())
-                .await
-                .map_err(|e| bad(e.to_string()))?;
-            let addr = bound.local_addr().map_err(|e| bad(e.to_string()))?;
-            let (listener, service, jobs) = bound.into_parts();
-            for job in jobs {
-                spawn_job(&node.workers, job);
-            }
-            let mut stop = stop_http.subscribe();
-            let served = tokio::spawn(strata_http::conns::serve_tls(
-                listener,
-                http,
-                service,
-                tls,
-                async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                },
-            ));
-            Some((addr, served))
-        }
-    };
-    let served = tokio::spawn(async move {
-        let stopped = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        strata_http::http::serve_router(app, listener, http, stopped).await;
-        drop(_sampler);
-    });
-    let (s3_addr, s3_served) = match s3 {
-        Some((a, h)) => (Some(a), Some(h)),
-        None => (None, None),
-    };
-    Ok(Running {
-        addr: node.addr.clone(),
-        node,
-        served,
-        s3_addr,
-        s3_served,
-        coordinator,
-        stop_http,
-    })
-}
-
-/// Runs an S3 job as a worker: its first pass after its first wait, then
-/// one every `every`, until the runner stops.
-fn spawn_job(workers: &crate::workers::Workers, job: strata_s3::jobs::Job) {
-    let strata_s3::jobs::Job {
-        name,
-        what,
-        first_after,
-        every,
-        mut pass,
-    } = job;
-    workers.spawn(name, what, move |mut ctx| async move {
-        let mut wait = first_after;
-        while ctx.sleep(wait).await {
-            wait = every;
-            match pass().await {
-                Ok(Some(done)) => eprintln!("strata: {done}"),
-                Ok(None) => {}
-                Err(e) => {
-                    eprintln!("strata: {e}");
-                    ctx.failed(e);
-                }
-            }
-        }
-    });
-}
-
-/// Starts the embedded metadata service of a cluster of one (state in
-/// `dir`, one replica per row, the table built at the first registration;
-/// no health checker: a cluster of one has no other node to recover to)
-/// on `listen`, with the S3 key routes behind `admin_token`; returns its
-/// address.
-pub async fn embedded_meta(
-    dir: &Path,
-    listen: &str,
-    admin_token: Option<String>,
-) -> Result<String, ClusterError> {
-    use strata_meta::backend::{Backend, FileBackend};
-    let meta_err = |reason: String| ClusterError::Meta {
-        addr: format!("embedded ({})", dir.display()),
-        reason,
-    };
-    let backend = Backend::File(FileBackend::new(dir).map_err(|e| meta_err(e.to_string()))?);
-    let config = strata_meta::state::ClusterConfig {
-        replication: 1,
-        initial_nodes: 1,
-        ..strata_meta::state::ClusterConfig::default()
-    };
-    let svc = strata_meta::MetaService::open(backend, config, strata_meta::HealthConfig::default())
-        .await
-        .map_err(|e| meta_err(e.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|source| ClusterError::Io {
-            path: format!("metadata listen address {listen}"),
-            source,
-        })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|source| ClusterError::Io {
-            path: listen.to_string(),
-            source,
-        })?
-        .to_string();
-    tokio::spawn(strata_http::http::serve_router(
-        strata_meta::http::router_with_keys(
-            svc,
-            admin_token,
-            strata_meta::cluster_auth::process_secret(),
-        ),
-        listener,
-        strata_http::HttpLimits::default(),
-        std::future::pending(),
-    ));
-    Ok(addr)
-}
-
 #[cfg(test)]
-// The tests damage and write files as the medium would, bypassing strata-fs.
-#[allow(clippy::disallowed_methods)]
 mod tests {
-
-    fn ident(node: u32, disks: &[u32]) -> Identity {
-        Identity {
-            node_id: NodeId(node),
-            disk_ids: disks.iter().map(|&d| DiskId(d)).collect(),
-            disk_id: None,
-            meta: "127.0.0.1:1".into(),
-            devices: disks.iter().map(|d| format!("disk:/d{d}")).collect(),
-        }
-    }
-
-    fn layout(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
-        let devices: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("dev{i}"))).collect();
-        for d in &devices {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        (dir.join("cluster-node.json"), devices)
-    }
-
-    #[test]
-    fn an_empty_damaged_or_missing_identity_file_is_recovered_from_the_devices() {
-        let dir = tempfile::tempdir().unwrap();
-        let (primary, devices) = layout(dir.path());
-        assert!(recover_identity(&primary, &devices).unwrap().is_none());
-        save_identity(&ident(7, &[11, 12]), &primary, &devices).unwrap();
-        let whole = recover_identity(&primary, &devices).unwrap().unwrap();
-        assert_eq!((whole.node_id, whole.disk_ids.len()), (NodeId(7), 2));
-        for damage in [&b""[..], &b"{\"node_id\": 7, \"disk_"[..]] {
-            std::fs::write(&primary, damage).unwrap();
-            let back = recover_identity(&primary, &devices).unwrap().unwrap();
-            assert_eq!(back.node_id, NodeId(7));
-            assert_eq!(back.disk_ids, vec![DiskId(11), DiskId(12)]);
-        }
-        std::fs::remove_file(&primary).unwrap();
-        std::fs::remove_file(devices[0].join(DEVICE_IDENTITY)).unwrap();
-        assert_eq!(
-            recover_identity(&primary, &devices)
-                .unwrap()
-                .unwrap()
-                .node_id,
-            NodeId(7)
-        );
-    }
-
-    #[test]
-    fn device_copies_that_disagree_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let (primary, devices) = layout(dir.path());
-        save_identity(&ident(7, &[11, 12]), &primary, &devices[..1]).unwrap();
-        save_identity(
-            &ident(8, &[13, 14]),
-            &dir.path().join("other.json"),
-            &devices[1..],
-        )
-        .unwrap();
-        std::fs::write(&primary, b"").unwrap();
-        let e = recover_identity(&primary, &devices)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("disagree"), "{e}");
-    }
-
-    /// A power cut at every step of an identity update (the node's
-    /// registration under a new id): the node reads back either identity,
-    /// whole, never none (before issue 33 the file was rewritten in place
-    /// without fsync: empty after a power cut).
-    #[test]
-    fn the_identity_survives_a_power_cut_at_every_step_of_its_update() {
-        use strata_fs::power::{cut_at_every_step, Cut};
-        let dir = tempfile::tempdir().unwrap();
-        for how in [Cut::Drop, Cut::Tear] {
-            cut_at_every_step(
-                dir.path(),
-                how,
-                |r| {
-                    let (primary, devices) = layout(r);
-                    save_identity(&ident(1, &[1, 2]), &primary, &devices).unwrap();
-                },
-                |r| {
-                    let (primary, devices) = layout(r);
-                    save_identity(&ident(4, &[5, 6]), &primary, &devices)
-                        .map_err(|e| std::io::Error::other(e.to_string()))
-                },
-                |r, n| {
-                    let (primary, devices) = layout(r);
-                    let got = recover_identity(&primary, &devices)
-                        .unwrap_or_else(|e| panic!("{how:?} step {n}: {e}"))
-                        .unwrap_or_else(|| panic!("{how:?} step {n}: no identity"));
-                    assert!(
-                        matches!(got.node_id.0, 1 | 4),
-                        "{how:?} step {n}: {:?}",
-                        got.node_id
-                    );
-                },
-            )
-            .unwrap();
-        }
-    }
     use super::*;
     use strata_placement::DiskState;
 

@@ -22,13 +22,14 @@ use strata_proto::{
     is_data_record, is_tombstone, manifest_record, new_cookie, now_stamp, object_path, parse_head,
     parse_head_start, put_frame, record_hash, record_range, tombstone_record, ExtendRequest,
     ExtendResponse, ListEntry, Manifest, ObjectMeta, RowDigest, DIGEST_RANGES,
-    RECORD_LENGTH_HEADER, RECORD_MANIFEST, STAMP_HEADER, TABLE_VERSION_HEADER,
+    RECORD_LENGTH_HEADER, RECORD_MANIFEST, STAMP_HEADER,
 };
 use strata_store::Tier;
 
 use crate::error::ClusterError;
 use crate::node::ClusterNode;
 use crate::rows::{RowStore, RowStores, Scanned};
+use crate::wire::{refused, text, version_of};
 use strata_proto::replica::{RecordRead, Refusal, Replaced};
 use strata_proto::row::identity;
 
@@ -98,43 +99,6 @@ pub(crate) async fn cluster_guard(
 
 /// Largest record body a node accepts on the protocol routes.
 const RECORD_BODY_LIMIT: usize = 64 << 20;
-
-fn text(code: StatusCode, msg: impl Into<String>) -> Response {
-    (code, msg.into()).into_response()
-}
-
-fn with_version(code: StatusCode, version: u64, msg: String) -> Response {
-    let mut r = text(code, msg);
-    if let Ok(v) = version.to_string().parse() {
-        r.headers_mut().insert(TABLE_VERSION_HEADER, v);
-    }
-    r
-}
-
-/// The answer that carries `r` (a stale table's refusal with this node's
-/// version in its header).
-pub(crate) fn refused(r: Refusal) -> Response {
-    match r {
-        Refusal::Stale { at } => with_version(StatusCode::CONFLICT, at, r.reason()),
-        r => text(
-            StatusCode::from_u16(r.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            r.reason(),
-        ),
-    }
-}
-
-/// The table version a request carries.
-fn version_of(headers: &HeaderMap) -> Result<u64, Refusal> {
-    headers
-        .get(TABLE_VERSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| {
-            Refusal::Bad(format!(
-                "missing or malformed {TABLE_VERSION_HEADER} header"
-            ))
-        })
-}
 
 /// Checks a call's table version `v` and that `row` is on this node;
 /// returns this node's disk in the row and its row stores.
@@ -291,7 +255,7 @@ pub(crate) fn tier_str(t: Tier) -> &'static str {
 /// plan, the caches told, the write counted and traced once at its head
 /// record. The one write path of the row protocol (`PUT
 /// /cluster/v1/rows/...`) and of the coordinator's calls on this node's
-/// replica ([`crate::local`]); answers the tier the record went to. The
+/// replica (the local replica); answers the tier the record went to. The
 /// record goes to the store as it came (no copy behind the row prefix).
 pub(crate) async fn write_local(
     node: &Node,
@@ -477,7 +441,7 @@ pub(crate) enum LocalRead {
 /// read cache, then the row's parts; admits what it read to the caches when
 /// no write raced it, counts and traces the read. The one read path of the
 /// row protocol (`GET /cluster/v1/rows/...`) and of the public API's local
-/// replicas ([`crate::gateway`]). With a `limit`, a record longer than it
+/// replicas (the public API). With a `limit`, a record longer than it
 /// is read from the device only up to it (a HEAD: the record's kind,
 /// cookie and metadata), its data unchecked, and not cached; a cached
 /// record is served from the cache.

@@ -458,12 +458,12 @@ fn options(
     // This node's clients (to its peers and the metadata service, which
     // close idle connections after the same --idle-timeout) let go first.
     strata_client::set_pool_idle(opts.http.idle_timeout / 2);
-    opts.gateway = strata_server::gateway::GatewayLimits {
+    opts.gateway = strata_server::GatewayLimits {
         max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
         require_cookies: a.require_cookies,
         max_buffered_bytes: parse_bytes(&a.max_buffered_bytes).context("--max-buffered-bytes")?,
         body_idle_timeout: Duration::from_secs(a.body_timeout.max(1)),
-        ..strata_server::gateway::GatewayLimits::default()
+        ..strata_server::GatewayLimits::default()
     };
     Ok(opts)
 }

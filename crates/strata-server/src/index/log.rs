@@ -5,7 +5,7 @@
 //! record and made durable by one `fdatasync` of a small sequential write,
 //! then applied to redb *without* a sync of its own. Every
 //! `CHECKPOINT_EVERY` (5 s) the committer makes redb durable (a checkpoint: one synced commit that also
-//! records the last record it holds, [`crate::index`]'s `wal_lsn`) and the
+//! records the last record it holds, the database's `wal_lsn`) and the
 //! log starts over at its beginning. At open, the records after the one redb
 //! holds are applied again. So a change waits for one small append per
 //! group instead of a B-tree commit that writes back every page the group

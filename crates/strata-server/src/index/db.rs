@@ -1,33 +1,16 @@
-//! The listing index (docs/placement.md, "The listing index"): per bucket,
-//! every object's name, size, ETag and time, in UTF-8 byte order, in a
-//! redb database on the node (`DATA/listing.redb`). The index is
-//! partitioned by bucket: a bucket's entries live on the replicas of its
-//! index row ([`strata_proto::index_row`]); the coordinator
-//! writes them after the object and before acknowledging, so an
-//! acknowledged PUT is listed and an acknowledged DELETE is not, after any
-//! crash (every change is durable before it answers). Writes are group
-//! committed: one thread takes every write that arrived while the previous
-//! group committed, appends them as one record to the index's log
-//! ([`crate::index_log`], one `fdatasync`), then applies them in one redb
-//! transaction that is synced only every [`CHECKPOINT_EVERY`] (a
-//! checkpoint); at open,
-//! the records redb does not hold yet are applied again. GETs never read
-//! it.
+//! The listing index's database: the redb file under strata-fs, its
+//! tables, the group commit through the log, replay at open, listing,
+//! export and merge, and the typed changes a replica applies.
 
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
-use axum::Router;
+use bytes::Bytes;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use strata_proto::{IndexEntry, ListPage, ListQuery};
 
-use crate::index_log::Log;
+use super::log::Log;
 use crate::ClusterError;
 
 /// Whether redb refused a database file for its contents (corrupt pages
@@ -269,7 +252,7 @@ fn migrate_intents(db: &Database) -> Result<(), String> {
 
 /// The index's own state: `rebuild` (1) while it is being rebuilt after
 /// its file was found damaged; listings are refused until it is done;
-/// `wal_lsn`, the last record of the log ([`crate::index_log`]) the index
+/// `wal_lsn`, the last record of the log ([`super::log`]) the index
 /// holds (written by every group's transaction, so a checkpoint records
 /// exactly what it made durable); `wal_id`, the id of the index's log.
 const STATE: TableDefinition<&str, u64> = TableDefinition::new("state");
@@ -370,7 +353,7 @@ fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
     b.extend_from_slice(v);
 }
 
-/// A group's record in the log ([`crate::index_log`]; the bytes in
+/// A group's record in the log ([`super::log`]; the bytes in
 /// docs/placement.md, "The listing index's log"): its changes, then its
 /// intents, each in the order they were queued.
 fn encode_group(group: &[Write]) -> Vec<u8> {
@@ -1431,87 +1414,6 @@ impl ListingIndex {
     }
 }
 
-/// The row of a bucket's index under the node's current table (none
-/// before it has one).
-pub type RowOf = Arc<dyn Fn(&str) -> Option<usize> + Send + Sync>;
-
-#[derive(Clone)]
-struct Routes {
-    idx: Arc<ListingIndex>,
-    row_of: RowOf,
-}
-
-/// The index routes of a node (`/cluster/v1/index`, docs/placement.md).
-pub fn routes(index: Arc<ListingIndex>, row_of: RowOf) -> Router {
-    Router::new()
-        .route(
-            "/cluster/v1/index/{bucket}/{*name}",
-            put(put_entry).delete(delete_entry),
-        )
-        .route("/cluster/v1/index/{bucket}", post(list))
-        .route("/cluster/v1/index-rows/{row}", get(export))
-        .route("/cluster/v1/intents", get(list_intents).post(set_intents))
-        .with_state(Routes { idx: index, row_of })
-}
-
-fn failed(e: impl std::fmt::Display) -> Response {
-    (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
-}
-
-fn rebuilding() -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        "this node's listing index is being rebuilt; ask another replica",
-    )
-        .into_response()
-}
-
-async fn write(
-    idx: Arc<ListingIndex>,
-    bucket: String,
-    name: String,
-    entry: Option<IndexEntry>,
-    q: ChangeQuery,
-) -> Response {
-    let order = match (q.order.as_deref(), q.upto) {
-        (None | Some("write"), None) => Order::Write,
-        (Some("copy"), None) => Order::Copy,
-        (Some("resolve"), Some(upto)) => Order::Resolve { upto },
-        (o, upto) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "unknown order {o:?} with upto {upto:?} (write, copy, or resolve with upto)"
-                ),
-            )
-                .into_response()
-        }
-    };
-    let intent = match q.intent {
-        None => false,
-        Some(1) => true,
-        Some(i) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("intent={i}: only intent=1, with a writer's change (no order)"),
-            )
-                .into_response()
-        }
-    };
-    let change = IndexChange {
-        bucket,
-        key: name,
-        entry,
-        stamp: q.stamp,
-        order,
-        intent,
-    };
-    match apply_change(&idx, &change).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(r) => crate::server::refused(r),
-    }
-}
-
 /// One change of a listing entry on this node's index (`PUT`/`DELETE
 /// /cluster/v1/index/...`, and the coordinator's call on this node's own
 /// replica).
@@ -1565,109 +1467,6 @@ pub(crate) async fn intents_below(
         Ok(Err(e)) => Err(Refusal::Failed(e.to_string())),
         Err(e) => Err(Refusal::Failed(e.to_string())),
     }
-}
-
-/// `?stamp=S` (a delete's stamp) and `?order=copy` (ordered as a copied
-/// change) or `?order=resolve&upto=S` (the resolution of a write intent
-/// of stamp S); `?intent=1`: a writer's change that also records its write
-/// intent, stamped S, in the same commit (sent only by a coordinator on
-/// this node: the node's resolver takes its intents as its own).
-#[derive(serde::Deserialize)]
-struct ChangeQuery {
-    #[serde(default)]
-    stamp: u64,
-    #[serde(default)]
-    intent: Option<u8>,
-    #[serde(default)]
-    order: Option<String>,
-    #[serde(default)]
-    upto: Option<u64>,
-}
-
-async fn put_entry(
-    State(r): State<Routes>,
-    UrlPath((bucket, name)): UrlPath<(String, String)>,
-    Query(q): Query<ChangeQuery>,
-    body: Bytes,
-) -> Response {
-    match serde_json::from_slice::<IndexEntry>(&body) {
-        Ok(e) => write(r.idx, bucket, name, Some(e), q).await,
-        Err(e) => (StatusCode::BAD_REQUEST, format!("bad index entry: {e}")).into_response(),
-    }
-}
-
-async fn delete_entry(
-    State(r): State<Routes>,
-    UrlPath((bucket, name)): UrlPath<(String, String)>,
-    Query(q): Query<ChangeQuery>,
-) -> Response {
-    write(r.idx, bucket, name, None, q).await
-}
-
-async fn set_intents(State(r): State<Routes>, body: Bytes) -> Response {
-    let c: strata_proto::IntentChange = match serde_json::from_slice(&body) {
-        Ok(c) => c,
-        Err(e) => {
-            return (StatusCode::BAD_REQUEST, format!("bad intent change: {e}")).into_response()
-        }
-    };
-    match r.idx.intents(&c.names, c.stamp, c.add, c.mirrored).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => failed(e),
-    }
-}
-
-/// `?before=S`, and `&mirrored=1` for the intents held for other nodes.
-#[derive(serde::Deserialize)]
-struct BeforeQuery {
-    before: u64,
-    #[serde(default)]
-    mirrored: Option<u8>,
-}
-
-async fn list_intents(State(r): State<Routes>, Query(q): Query<BeforeQuery>) -> Response {
-    match intents_below(&r.idx, q.before, q.mirrored.is_some()).await {
-        Ok(list) => axum::Json(list).into_response(),
-        Err(r) => crate::server::refused(r),
-    }
-}
-
-async fn list(State(r): State<Routes>, UrlPath(bucket): UrlPath<String>, body: Bytes) -> Response {
-    let q: ListQuery = match serde_json::from_slice(&body) {
-        Ok(q) => q,
-        Err(e) => {
-            return (StatusCode::BAD_REQUEST, format!("bad listing query: {e}")).into_response()
-        }
-    };
-    match list_page(&r.idx, &bucket, &q).await {
-        Ok(page) => axum::Json(page).into_response(),
-        Err(r) => crate::server::refused(r),
-    }
-}
-
-/// Streams the entries and tombstones of every bucket whose index lives
-/// in `row` (recovery copies them to a row's new replica; a rebuilt
-/// index takes them from the other replicas), as [`ExportLine`]s.
-async fn export(State(r): State<Routes>, UrlPath(row): UrlPath<usize>) -> Response {
-    if r.idx.rebuilding() {
-        return rebuilding();
-    }
-    if (r.row_of)("").is_none() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "no placement table yet").into_response();
-    }
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    let (idx, row_of) = (r.idx, r.row_of);
-    tokio::task::spawn_blocking(move || {
-        let want = |bucket: &str| row_of(bucket) == Some(row);
-        let res = idx.export(&want, &mut |chunk| tx.blocking_send(Ok(chunk)).is_ok());
-        if let Err(e) = res {
-            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
-        }
-    });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    });
-    axum::body::Body::from_stream(stream).into_response()
 }
 
 #[cfg(test)]
@@ -1970,7 +1769,7 @@ mod tests {
                 std::fs::metadata(ListingIndex::log_path(&file))
                     .expect("log")
                     .len(),
-                crate::index_log::HEADER
+                crate::index::log::HEADER
             );
         }
     }
@@ -2002,26 +1801,24 @@ mod tests {
                 ("b".to_string(), "gone".to_string(), 41)
             ]
         );
-        let q = |intent, order: Option<&str>| ChangeQuery {
+        // A write intent goes only with a writer's change: with a copy's
+        // order it is refused and records nothing.
+        let change = |intent, order| IndexChange {
+            bucket: "b".into(),
+            key: "c".into(),
+            entry: None,
             stamp: 42,
+            order,
             intent,
-            order: order.map(str::to_string),
-            upto: None,
         };
-        let write = |q| write(idx.clone(), "b".into(), "c".into(), None, q);
-        assert_eq!(
-            write(q(Some(1), Some("copy"))).await.status(),
-            StatusCode::BAD_REQUEST
-        );
-        assert_eq!(
-            write(q(Some(2), None)).await.status(),
-            StatusCode::BAD_REQUEST
-        );
+        assert!(matches!(
+            apply_change(&idx, &change(true, Order::Copy)).await,
+            Err(Refusal::Bad(_))
+        ));
         assert!(!held(&idx).iter().any(|(_, n, _)| n == "c"));
-        assert_eq!(
-            write(q(Some(1), None)).await.status(),
-            StatusCode::NO_CONTENT
-        );
+        apply_change(&idx, &change(true, Order::Write))
+            .await
+            .expect("a writer's change with its intent");
         assert!(held(&idx).contains(&("b".to_string(), "c".to_string(), 42)));
     }
 

@@ -86,12 +86,39 @@ fn sigterm_under_load_exits_0_within_10_s_and_loses_nothing_acknowledged() {
     std::thread::sleep(Duration::from_millis(1500));
     // The background workers are named and counted.
     let m = get(&s.addr, "/metrics").text();
-    for w in ["heartbeat", "s3-intents", "s3-upload-sweep"] {
+    for w in [
+        "heartbeat",
+        "s3-intents",
+        "s3-upload-sweep",
+        "tier-mover",
+        "dashboard",
+        "index-commit",
+        "row-writers",
+        "store-compaction",
+    ] {
         assert!(
             m.contains(&format!("strata_worker_passes_total{{worker=\"{w}\"}}")),
             "{w}: {m}"
         );
     }
+    // The loops the stores own count what they did under this load.
+    let passes = |w: &str| -> u64 {
+        let key = format!("strata_worker_passes_total{{worker=\"{w}\"}} ");
+        m.lines()
+            .find_map(|l| l.strip_prefix(key.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(passes("row-writers") > 0, "{m}");
+    // Throttles are shown as the server was told them (the mover's
+    // default, 256 MiB/s).
+    assert!(
+        m.contains(&format!(
+            "strata_worker_throttle_bytes_per_second{{worker=\"tier-mover\"}} {}",
+            256u64 << 20
+        )),
+        "{m}"
+    );
     let before = acked.lock().unwrap().len();
     let (status, took, log) = s.terminate(Duration::from_secs(20));
     stop.store(true, Ordering::Relaxed);

@@ -601,8 +601,13 @@ pub fn run_demo(
         node_addr: addr,
         segments_moved: running.node.metrics().mover_segments.load(Relaxed),
     };
-    running.served.abort();
-    running.node.stop();
+    let stopped = node_rt.block_on(running.shutdown(Duration::from_secs(10)));
+    for w in &stopped.late_workers {
+        eprintln!("strata demo: the node's {w} worker did not stop in time");
+    }
+    for e in &stopped.checkpoint_errors {
+        eprintln!("strata demo: checkpointing a store: {e}");
+    }
     node_rt.shutdown_timeout(Duration::from_secs(2));
     Ok(report)
 }

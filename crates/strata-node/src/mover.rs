@@ -109,23 +109,10 @@ pub struct MoverState {
 }
 
 impl MoverState {
-    /// A fresh state (the mover's thread keeps one).
+    /// A fresh state (the server's `tier-mover` worker keeps one).
     pub fn new() -> MoverState {
         MoverState::default()
     }
-}
-
-/// Starts the mover thread of `host`.
-pub fn spawn<T: Tiered + 'static>(host: Arc<T>) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("tier-mover".into())
-        .spawn(move || {
-            let mut st = MoverState::new();
-            while !host.stopped() {
-                std::thread::sleep(host.settings().interval);
-                pass(host.as_ref(), &mut st);
-            }
-        })
 }
 
 /// A flash or disk segment of one member of a group.

@@ -122,14 +122,9 @@ impl Incoming {
 
 /// A running cluster node.
 pub struct ClusterNode {
-    /// Set by [`ClusterNode::stop`]: the tier mover ends its pass early
-    /// and its thread exits.
-    stopping: std::sync::atomic::AtomicBool,
     /// The background workers (heartbeats, recovery, erasure coding,
     /// scrub, catch-up, …), one runner with one stop.
     pub(crate) workers: crate::workers::Workers,
-    /// The tier mover's thread, joined by [`ClusterNode::stop`].
-    mover: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) opts: NodeOptions,
     pub(crate) addr: String,
     pub(crate) http: Http,
@@ -999,7 +994,7 @@ impl strata_node::mover::Tiered for ClusterNode {
     }
 
     fn stopped(&self) -> bool {
-        self.stopping.load(Ordering::Acquire)
+        self.workers.stopping()
     }
 }
 
@@ -1137,9 +1132,7 @@ impl ClusterNode {
                         })),
                     ))
                 },
-                stopping: std::sync::atomic::AtomicBool::new(false),
                 workers: crate::workers::Workers::new(),
-                mover: Mutex::new(None),
                 fcache,
                 recent: Mutex::new(HashMap::new()),
                 addr: opts.advertise.clone().unwrap_or(bound),
@@ -1176,36 +1169,9 @@ impl ClusterNode {
         }))
     }
 
-    /// Starts the tier mover's thread (without a flash tier it only keeps
-    /// the gauges and the recently-written sets, RAM cache admission);
-    /// [`ClusterNode::stop`] joins it.
-    pub(crate) fn start_mover(self: &Arc<Self>) -> Result<(), ClusterError> {
-        let mover = strata_node::mover::spawn(self.clone()).map_err(|source| ClusterError::Io {
-            path: "tier mover thread".into(),
-            source,
-        })?;
-        if let Ok(mut g) = self.mover.lock() {
-            *g = Some(mover);
-        }
-        Ok(())
-    }
-
     /// Its counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-
-    /// Stops the tier mover (the pass under way ends at its next segment;
-    /// a move is never left half done) and waits for its thread: for a
-    /// caller that runs the node in its own process and then removes its
-    /// directories (`strata demo`). The HTTP loop and the runtime's tasks
-    /// are the caller's to stop.
-    pub fn stop(&self) {
-        self.stopping.store(true, Ordering::Release);
-        let handle = self.mover.lock().ok().and_then(|mut g| g.take());
-        if let Some(h) = handle {
-            let _ = h.join();
-        }
     }
 
     /// Whether it is a cluster of one.

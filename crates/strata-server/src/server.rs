@@ -1295,6 +1295,15 @@ pub(crate) async fn metrics(State(node): State<Node>) -> Response {
             out.push_str(&format!("{name}{{worker=\"{}\"}} {v}\n", w.name));
         }
     }
+    let name = "strata_worker_throttle_bytes_per_second";
+    out.push_str(&format!(
+        "# HELP {name} A background worker's throttle in bytes per second (absent: none).\n# TYPE {name} gauge\n"
+    ));
+    for w in &workers {
+        if let Some(t) = w.throttle_bytes_per_s {
+            out.push_str(&format!("{name}{{worker=\"{}\"}} {t}\n", w.name));
+        }
+    }
     // The erasure-coding task's progress (as `GET /cluster/v1/ec/status`).
     let ec = node.ec.stats();
     let counters = [

@@ -87,7 +87,6 @@ impl Running {
         };
         let node = self.node.clone();
         let errors = tokio::task::spawn_blocking(move || {
-            node.stop();
             let mut errors = Vec::new();
             for s in node.stores.iter().flatten().flat_map(|s| s.opened()) {
                 if let Err(e) = s.checkpoint() {
@@ -233,7 +232,28 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     );
     // Without a flash tier the mover only keeps the gauges and the
     // recently-written sets (RAM cache admission).
-    node.start_mover()?;
+    let n = node.clone();
+    w.thread(
+        "tier-mover",
+        "moves segments between flash and disk by the plan",
+        move |mut ctx| {
+            let mut st = strata_node::mover::MoverState::new();
+            while ctx.sleep(strata_node::mover::Tiered::settings(n.as_ref()).interval) {
+                strata_node::mover::pass(n.as_ref(), &mut st);
+            }
+        },
+    )
+    .map_err(|source| ClusterError::Io {
+        path: "tier mover thread".into(),
+        source,
+    })?;
+    w.limit("tier-mover", node.opts.mover_bytes_per_sec);
+    if let Some(r) = node.opts.recovery_bytes_per_sec {
+        w.limit("recovery", r);
+    }
+    w.limit("scrub", node.opts.scrub_bytes_per_sec);
+    w.limit("erasure-coding", node.opts.ec_rebuild_bytes_per_sec);
+    watch_owned_loops(&node, &index);
     let coordinator = Arc::new(strata_client::Client::over(
         node.view.clone(),
         strata_client::ClientConfig::coordinator(),
@@ -258,16 +278,22 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         node.opts.gateway.clone(),
         coordinator.clone(),
     ));
-    // The dashboard's sampler stops when this function returns.
     let dash =
         strata_http::dashboard::Dashboard::new(crate::dashboard::ClusterSource(node.clone()));
-    let _sampler =
-        strata_http::dashboard::spawn(dash.clone(), strata_http::dashboard::SAMPLE_EVERY).map_err(
-            |source| ClusterError::Io {
-                path: "dashboard sampler thread".into(),
-                source,
-            },
-        )?;
+    let sampled = dash.clone();
+    w.thread(
+        "dashboard",
+        "samples the counters into the dashboard's history",
+        move |mut ctx| {
+            while ctx.sleep(strata_http::dashboard::SAMPLE_EVERY) {
+                sampled.sample();
+            }
+        },
+    )
+    .map_err(|source| ClusterError::Io {
+        path: "dashboard sampler thread".into(),
+        source,
+    })?;
     if node.opts.plan_path.is_some() {
         node.publish_plan_file()
             .await
@@ -348,7 +374,6 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             let _ = stop.wait_for(|s| *s).await;
         };
         strata_http::http::serve_router(app, listener, http, stopped).await;
-        drop(_sampler);
     });
     let (s3_addr, s3_served) = match s3 {
         Some((a, h)) => (Some(a), Some(h)),
@@ -363,6 +388,75 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         coordinator,
         stop_http,
     })
+}
+
+/// Lists the loops the node's libraries keep in what they own beside the
+/// workers (they stop when their owner closes): the listing index's
+/// committer, the row stores' group commit, the segment stores'
+/// compaction and merges, and the trace writer.
+fn watch_owned_loops(node: &Arc<ClusterNode>, index: &Arc<crate::index::ListingIndex>) {
+    use crate::workers::Probe;
+    use std::sync::atomic::Ordering::Relaxed;
+    let w = &node.workers;
+    let idx = index.clone();
+    w.watch(
+        "index-commit",
+        "group-commits listing changes (log, redb, checkpoints)",
+        move || {
+            let s = idx.commit_stats();
+            Probe {
+                passes: s.groups.load(Relaxed),
+                errors: s.failures.load(Relaxed),
+                last_error: s.last_error.lock().ok().and_then(|g| g.clone()),
+            }
+        },
+    );
+    let m = node.metrics.clone();
+    w.watch(
+        "row-writers",
+        "group-commit record writes, one thread per row",
+        move || Probe {
+            passes: m.commit_batches.load(Relaxed),
+            ..Probe::default()
+        },
+    );
+    let stores: Vec<_> = node.stores.iter().flatten().cloned().collect();
+    let counters = move || {
+        stores
+            .iter()
+            .flat_map(|rs| rs.opened())
+            .flat_map(|r| r.parts())
+            .map(|(_, s)| s.counters())
+            .collect::<Vec<_>>()
+    };
+    let c = counters.clone();
+    w.watch(
+        "store-compaction",
+        "rewrites segments past the garbage ratio, each store's own thread",
+        move || Probe {
+            passes: c().iter().map(|c| c.compactions).sum(),
+            ..Probe::default()
+        },
+    );
+    w.watch(
+        "store-merge",
+        "merges each store's recent map into its sorted index",
+        move || Probe {
+            passes: counters().iter().map(|c| c.merges).sum(),
+            ..Probe::default()
+        },
+    );
+    if node.tracer.is_some() {
+        let m = node.metrics.clone();
+        w.watch(
+            "trace-writer",
+            "writes the sampled request traces, rotating files",
+            move || Probe {
+                passes: m.trace_files.load(Relaxed),
+                ..Probe::default()
+            },
+        );
+    }
 }
 
 /// Runs an S3 job as a worker: its first pass after its first wait, then

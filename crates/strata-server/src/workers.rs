@@ -1,9 +1,15 @@
 //! Background work with owners: every loop of the server (heartbeats,
 //! recovery, erasure coding, scrub, catch-up, the listing index's rebuild,
-//! the space reserve's refill, and the S3 API's intent and upload sweeps)
-//! is a named worker of one [`Workers`] runner, with its pass count, what
-//! it is doing, its last error, and one stop signal for all of them
-//! (Garage's `util/background` is the shape).
+//! the space reserve's refill, the tier mover, the dashboard's sampler,
+//! and the S3 API's intent and upload sweeps) is a named worker of one
+//! [`Workers`] runner, with its pass count, what it is doing, its last
+//! error, its throttle, and one stop signal for all of them (Garage's
+//! `util/background` is the shape). A worker is a task ([`Workers::spawn`])
+//! or, for blocking work, a thread ([`Workers::thread`]). The loops a
+//! library keeps inside what it owns (the listing index's committer, the
+//! trace writer, the row stores' group commit and background passes) are
+//! listed beside them through a probe of their counters
+//! ([`Workers::watch`]); they stop when their owner closes.
 //!
 //! A worker's loop waits through its [`Ctx`] ([`Ctx::tick`],
 //! [`Ctx::sleep`]): those waits are its safe points, where it ends once
@@ -55,6 +61,42 @@ struct Cell {
     /// or of the last pass's end.
     since_ms: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// Its throttle in bytes per second (0: none).
+    throttle: AtomicU64,
+}
+
+impl Cell {
+    fn new(name: &'static str, what: &'static str) -> Arc<Cell> {
+        Arc::new(Cell {
+            name,
+            what,
+            state: AtomicU8::new(0),
+            passes: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            since_ms: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            throttle: AtomicU64::new(0),
+        })
+    }
+
+    fn idle(&self) {
+        if self.state.swap(0, Ordering::AcqRel) == 1 {
+            self.passes.fetch_add(1, Ordering::Relaxed);
+            self.since_ms.store(now_ms(), Ordering::Relaxed);
+        }
+    }
+
+    fn busy(&self) {
+        self.state.store(1, Ordering::Release);
+        self.since_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn failed(&self, e: impl std::fmt::Display) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut g) = self.last_error.lock() {
+            *g = Some(e.to_string());
+        }
+    }
 }
 
 fn now_ms() -> u64 {
@@ -82,6 +124,23 @@ pub struct WorkerStatus {
     pub since_ms: u64,
     /// The last error, if any.
     pub last_error: Option<String>,
+    /// Its throttle in bytes per second, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle_bytes_per_s: Option<u64>,
+    /// A loop its owner runs ([`Workers::watch`]), not the runner.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub owned_elsewhere: bool,
+}
+
+/// What a probe of a loop kept by its owner reports ([`Workers::watch`]).
+#[derive(Clone, Debug, Default)]
+pub struct Probe {
+    /// Passes (groups committed, files written, …) so far.
+    pub passes: u64,
+    /// Passes that failed.
+    pub errors: u64,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
 }
 
 /// What a worker's loop is given: its stop signal and its counters.
@@ -94,18 +153,6 @@ impl Ctx {
     /// Whether the runner asked the workers to stop.
     pub fn stopping(&self) -> bool {
         *self.stop.borrow()
-    }
-
-    fn idle(&self) {
-        if self.cell.state.swap(0, Ordering::AcqRel) == 1 {
-            self.cell.passes.fetch_add(1, Ordering::Relaxed);
-            self.cell.since_ms.store(now_ms(), Ordering::Relaxed);
-        }
-    }
-
-    fn busy(&self) {
-        self.cell.state.store(1, Ordering::Release);
-        self.cell.since_ms.store(now_ms(), Ordering::Relaxed);
     }
 
     /// Ends the pass under way (if any) and waits for `interval`'s next
@@ -122,7 +169,7 @@ impl Ctx {
 
     /// The wait between two passes: `wait`, unless the runner stops first.
     async fn between_passes(&mut self, wait: impl Future) -> bool {
-        self.idle();
+        self.cell.idle();
         if self.stopping() {
             return false;
         }
@@ -131,28 +178,95 @@ impl Ctx {
             _ = wait => {}
             _ = stop.wait_for(|s| *s) => return false,
         }
-        self.busy();
+        self.cell.busy();
         true
     }
 
     /// Records that the pass under way failed with `e` (the loop goes on).
     pub fn failed(&self, e: impl std::fmt::Display) {
-        self.cell.errors.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut g) = self.cell.last_error.lock() {
-            *g = Some(e.to_string());
+        self.cell.failed(e);
+    }
+}
+
+/// What a thread worker's loop is given ([`Workers::thread`]): the same
+/// as [`Ctx`], with a blocking wait.
+pub struct ThreadCtx {
+    stop: Arc<Stop>,
+    cell: Arc<Cell>,
+}
+
+impl ThreadCtx {
+    /// Whether the runner asked the workers to stop.
+    pub fn stopping(&self) -> bool {
+        self.stop.is_set()
+    }
+
+    /// Ends the pass under way (if any) and sleeps `d`: true to run the
+    /// next pass, false once the runner stops (at once when it does).
+    pub fn sleep(&mut self, d: Duration) -> bool {
+        self.cell.idle();
+        if self.stop.wait(d) {
+            return false;
+        }
+        self.cell.busy();
+        true
+    }
+
+    /// Records that the pass under way failed with `e` (the loop goes on).
+    pub fn failed(&self, e: impl std::fmt::Display) {
+        self.cell.failed(e);
+    }
+}
+
+/// The stop signal as threads wait for it.
+#[derive(Default)]
+struct Stop {
+    set: Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Stop {
+    fn is_set(&self) -> bool {
+        self.set.lock().map_or(true, |g| *g)
+    }
+
+    fn raise(&self) {
+        if let Ok(mut g) = self.set.lock() {
+            *g = true;
+        }
+        self.cv.notify_all();
+    }
+
+    /// Waits up to `d`; whether the stop was raised.
+    fn wait(&self, d: Duration) -> bool {
+        let Ok(g) = self.set.lock() else { return true };
+        match self.cv.wait_timeout_while(g, d, |set| !*set) {
+            Ok((g, _)) => *g,
+            Err(_) => true,
         }
     }
 }
 
-struct Entry {
-    cell: Arc<Cell>,
-    handle: Option<JoinHandle<()>>,
+/// How the runner waits for a worker to end.
+enum Ends {
+    Task(JoinHandle<()>),
+    Thread(tokio::sync::oneshot::Receiver<()>),
+}
+
+enum Kind {
+    Runs(Arc<Cell>, Option<Ends>),
+    Watched {
+        name: &'static str,
+        what: &'static str,
+        probe: Box<dyn Fn() -> Probe + Send + Sync>,
+    },
 }
 
 /// The runner of a server's background workers.
 pub struct Workers {
     stop: watch::Sender<bool>,
-    list: Mutex<Vec<Entry>>,
+    thread_stop: Arc<Stop>,
+    list: Mutex<Vec<Kind>>,
 }
 
 impl Default for Workers {
@@ -166,8 +280,14 @@ impl Workers {
     pub fn new() -> Workers {
         Workers {
             stop: watch::Sender::new(false),
+            thread_stop: Arc::new(Stop::default()),
             list: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Whether the workers were asked to stop.
+    pub fn stopping(&self) -> bool {
+        *self.stop.borrow()
     }
 
     /// Starts worker `name` (`what` says what it does): `run` is its loop,
@@ -178,15 +298,7 @@ impl Workers {
         F: FnOnce(Ctx) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let cell = Arc::new(Cell {
-            name,
-            what,
-            state: AtomicU8::new(0),
-            passes: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            since_ms: AtomicU64::new(0),
-            last_error: Mutex::new(None),
-        });
+        let cell = Cell::new(name, what);
         let ctx = Ctx {
             stop: self.stop.subscribe(),
             cell: cell.clone(),
@@ -197,11 +309,66 @@ impl Workers {
             fut.await;
             done.state.store(2, Ordering::Release);
         });
+        self.push(Kind::Runs(cell, Some(Ends::Task(handle))));
+    }
+
+    /// Starts worker `name` as a thread of its own, for a loop that blocks
+    /// (file I/O, CPU): `run` waits through its [`ThreadCtx`] and returns
+    /// once a wait says stop.
+    pub fn thread<F>(&self, name: &'static str, what: &'static str, run: F) -> std::io::Result<()>
+    where
+        F: FnOnce(ThreadCtx) + Send + 'static,
+    {
+        let cell = Cell::new(name, what);
+        let ctx = ThreadCtx {
+            stop: self.thread_stop.clone(),
+            cell: cell.clone(),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let done = cell.clone();
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                run(ctx);
+                done.state.store(2, Ordering::Release);
+                let _ = tx.send(());
+            })?;
+        self.push(Kind::Runs(cell, Some(Ends::Thread(rx))));
+        Ok(())
+    }
+
+    /// Lists a loop its owner runs (a library's own thread, stopped when
+    /// its owner closes) beside the workers: `probe` reads its counters.
+    pub fn watch(
+        &self,
+        name: &'static str,
+        what: &'static str,
+        probe: impl Fn() -> Probe + Send + Sync + 'static,
+    ) {
+        self.push(Kind::Watched {
+            name,
+            what,
+            probe: Box::new(probe),
+        });
+    }
+
+    /// Records worker `name`'s throttle, in bytes per second, as its
+    /// status and /metrics show it.
+    pub fn limit(&self, name: &str, bytes_per_s: u64) {
+        if let Ok(l) = self.list.lock() {
+            for k in l.iter() {
+                if let Kind::Runs(c, _) = k {
+                    if c.name == name {
+                        c.throttle.store(bytes_per_s, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+
+    fn push(&self, k: Kind) {
         if let Ok(mut l) = self.list.lock() {
-            l.push(Entry {
-                cell,
-                handle: Some(handle),
-            });
+            l.push(k);
         }
     }
 
@@ -211,14 +378,37 @@ impl Workers {
             return Vec::new();
         };
         l.iter()
-            .map(|e| WorkerStatus {
-                name: e.cell.name,
-                what: e.cell.what,
-                state: State::from_u8(e.cell.state.load(Ordering::Acquire)),
-                passes: e.cell.passes.load(Ordering::Relaxed),
-                errors: e.cell.errors.load(Ordering::Relaxed),
-                since_ms: e.cell.since_ms.load(Ordering::Relaxed),
-                last_error: e.cell.last_error.lock().ok().and_then(|g| g.clone()),
+            .map(|k| match k {
+                Kind::Runs(c, _) => WorkerStatus {
+                    name: c.name,
+                    what: c.what,
+                    state: State::from_u8(c.state.load(Ordering::Acquire)),
+                    passes: c.passes.load(Ordering::Relaxed),
+                    errors: c.errors.load(Ordering::Relaxed),
+                    since_ms: c.since_ms.load(Ordering::Relaxed),
+                    last_error: c.last_error.lock().ok().and_then(|g| g.clone()),
+                    throttle_bytes_per_s: Some(c.throttle.load(Ordering::Relaxed))
+                        .filter(|&t| t > 0),
+                    owned_elsewhere: false,
+                },
+                Kind::Watched { name, what, probe } => {
+                    let p = probe();
+                    WorkerStatus {
+                        name,
+                        what,
+                        state: if self.stopping() {
+                            State::Done
+                        } else {
+                            State::Idle
+                        },
+                        passes: p.passes,
+                        errors: p.errors,
+                        since_ms: 0,
+                        last_error: p.last_error,
+                        throttle_bytes_per_s: None,
+                        owned_elsewhere: true,
+                    }
+                }
             })
             .collect()
     }
@@ -227,21 +417,37 @@ impl Workers {
     /// `deadline` for them; the names of those still running then, whose
     /// tasks are dropped.
     pub async fn stop(&self, deadline: Duration) -> Vec<&'static str> {
-        let _ = self.stop.send(true);
-        let handles: Vec<(&'static str, JoinHandle<()>)> = match self.list.lock() {
+        // `send_replace`: `send` does nothing when no task subscribes.
+        self.stop.send_replace(true);
+        self.thread_stop.raise();
+        let ends: Vec<(&'static str, Ends)> = match self.list.lock() {
             Ok(mut l) => l
                 .iter_mut()
-                .filter_map(|e| e.handle.take().map(|h| (e.cell.name, h)))
+                .filter_map(|k| match k {
+                    Kind::Runs(c, ends) => ends.take().map(|e| (c.name, e)),
+                    Kind::Watched { .. } => None,
+                })
                 .collect(),
             Err(_) => Vec::new(),
         };
         let until = Instant::now() + deadline;
         let mut late = Vec::new();
-        for (name, mut h) in handles {
+        for (name, ends) in ends {
             let left = until.saturating_duration_since(Instant::now());
-            if tokio::time::timeout(left, &mut h).await.is_err() {
-                h.abort();
-                late.push(name);
+            match ends {
+                Ends::Task(mut h) => {
+                    if tokio::time::timeout(left, &mut h).await.is_err() {
+                        h.abort();
+                        late.push(name);
+                    }
+                }
+                // A thread cannot be dropped: it is named, and left to end
+                // at its next wait.
+                Ends::Thread(rx) => {
+                    if tokio::time::timeout(left, rx).await.is_err() {
+                        late.push(name);
+                    }
+                }
             }
         }
         late
@@ -288,5 +494,58 @@ mod tests {
             after,
             "no pass after the stop"
         );
+    }
+
+    #[tokio::test]
+    async fn thread_workers_stop_at_once_and_watched_loops_are_listed() {
+        let w = Workers::new();
+        let passes = Arc::new(AtomicU64::new(0));
+        let p = passes.clone();
+        w.thread("blocking", "sleeps long", move |mut ctx| {
+            // A long sleep between passes: the stop must end it at once.
+            while ctx.sleep(Duration::from_millis(if p.load(Ordering::Relaxed) == 0 {
+                5
+            } else {
+                60_000
+            })) {
+                p.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .unwrap();
+        w.limit("blocking", 1 << 20);
+        let seen = Arc::new(AtomicU64::new(7));
+        let s = seen.clone();
+        w.watch("owned", "kept by its owner", move || Probe {
+            passes: s.load(Ordering::Relaxed),
+            errors: 1,
+            last_error: Some("disk full".into()),
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let st = w.status();
+        assert_eq!(st.len(), 2, "{st:?}");
+        assert_eq!(st[0].passes, 1, "{st:?}");
+        assert_eq!(st[0].state, State::Idle);
+        assert_eq!(st[0].throttle_bytes_per_s, Some(1 << 20));
+        assert!(!st[0].owned_elsewhere);
+        assert_eq!(st[1].name, "owned");
+        assert_eq!(st[1].passes, 7);
+        assert_eq!(st[1].last_error.as_deref(), Some("disk full"));
+        assert!(st[1].owned_elsewhere);
+        assert_eq!(st[1].throttle_bytes_per_s, None);
+        seen.store(9, Ordering::Relaxed);
+        assert_eq!(w.status()[1].passes, 9, "a probe reads live counters");
+        let t = Instant::now();
+        let late = w.stop(Duration::from_secs(5)).await;
+        assert!(late.is_empty(), "{late:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "the stop ends a thread's sleep: {:?}",
+            t.elapsed()
+        );
+        let st = w.status();
+        assert_eq!(st[0].state, State::Done);
+        assert_eq!(st[1].state, State::Done);
+        assert!(w.stopping());
     }
 }

@@ -231,10 +231,20 @@ async fn status(a: StatusArgs) -> anyhow::Result<()> {
                         ws.iter()
                             .map(|w| {
                                 let errors = w["errors"].as_u64().unwrap_or(0);
+                                // A loop its owner runs has no state of
+                                // the runner's; a throttle is shown.
+                                let state = if w["owned_elsewhere"].as_bool() == Some(true) {
+                                    "(in its owner)".to_string()
+                                } else {
+                                    w["state"].as_str().unwrap_or("?").to_string()
+                                };
+                                let limit = w["throttle_bytes_per_s"]
+                                    .as_u64()
+                                    .map(|b| format!(" at most {:.1} MiB/s", b as f64 / 1048576.0))
+                                    .unwrap_or_default();
                                 format!(
-                                    "{} {} {} passes{}",
+                                    "{} {state} {} passes{limit}{}",
                                     w["name"].as_str().unwrap_or("?"),
-                                    w["state"].as_str().unwrap_or("?"),
                                     w["passes"].as_u64().unwrap_or(0),
                                     if errors > 0 {
                                         format!(

@@ -6,8 +6,8 @@
 //! prediction and the flash write rate (Janus §8, Figure 7).
 //!
 //! - [`history`]: the bounded rings and the JSON (pure);
-//! - [`Sampler`]: the one thread that reads a [`Source`] every
-//!   [`SAMPLE_EVERY`] into the history, stopped cleanly by its owner;
+//! - [`Dashboard::sample`]: reads a [`Source`] into the history; the
+//!   server calls it every [`SAMPLE_EVERY`] from its `dashboard` worker;
 //! - [`router`]: the two routes, merged into a server's router;
 //! - [`NodeSource`]: a storage node's counters. Cluster mode has its own
 //!   source (strata-server), over the same history and page.
@@ -21,7 +21,7 @@ use axum::routing::get;
 use axum::Router;
 use history::{Counts, History, PlanInfo, Reading, Window};
 use parking_lot::Mutex;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use strata_node::metrics::Served;
 use strata_node::plan::ActivePlan;
@@ -78,51 +78,6 @@ impl Dashboard {
     /// The JSON of window `w`.
     pub fn data(&self, w: Window) -> history::Data {
         self.history.lock().data(self.source.mode(), w)
-    }
-}
-
-/// The sampling thread: one owner, stopped by [`Sampler::stop`] or drop.
-pub struct Sampler {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-/// Starts sampling `dash` every `every` (usually [`SAMPLE_EVERY`]).
-pub fn spawn(dash: Arc<Dashboard>, every: Duration) -> std::io::Result<Sampler> {
-    let (tx, rx) = mpsc::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("strata-dashboard".into())
-        .spawn(move || {
-            // A message or a hung-up sender both mean stop.
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
-                dash.sample();
-            }
-        })?;
-    Ok(Sampler {
-        stop: Some(tx),
-        thread: Some(thread),
-    })
-}
-
-impl Sampler {
-    /// Stops the thread and waits for it.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        self.shutdown();
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -301,6 +302,8 @@ pub struct ListingIndex {
     /// The committer thread, joined on drop (so the file is closed when
     /// the index is).
     committer: Option<std::thread::JoinHandle<()>>,
+    /// What the committer has done.
+    stats: Arc<CommitStats>,
     /// Whether the index is being rebuilt ([`STATE`]): it is then no
     /// complete copy, and listings and exports are refused.
     rebuilding: std::sync::atomic::AtomicBool,
@@ -617,11 +620,33 @@ fn collect_tombstones(db: &Database, keep: std::time::Duration) -> Result<usize,
 /// (intent removals) are held until a durable group comes, or
 /// [`LAZY_WAIT`]. Ends when the index is dropped, after committing what
 /// was queued.
+/// What the committer has done, for the server's list of workers.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    /// Groups committed (one log record and one redb transaction each),
+    /// and checkpoints.
+    pub groups: AtomicU64,
+    /// Groups or checkpoints that failed.
+    pub failures: AtomicU64,
+    /// The last failure.
+    pub last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl CommitStats {
+    fn failed(&self, e: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut g) = self.last_error.lock() {
+            *g = Some(e.to_string());
+        }
+    }
+}
+
 fn commit_loop(
     db: Arc<Database>,
     mut log: Log,
     every: std::time::Duration,
     rx: std::sync::mpsc::Receiver<Write>,
+    stats: Arc<CommitStats>,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
     use std::time::Instant;
@@ -634,8 +659,10 @@ fn commit_loop(
     let mut dirty: Option<Instant> = None;
     // How many writers the last group answered.
     let mut last_group = 0usize;
-    let report =
-        |e: String| eprintln!("strata server: checkpointing the listing index failed: {e}");
+    let report = |e: String| {
+        stats.failed(&e);
+        eprintln!("strata server: checkpointing the listing index failed: {e}")
+    };
     loop {
         if last_gc.elapsed() >= gc_every {
             last_gc = Instant::now();
@@ -673,7 +700,10 @@ fn commit_loop(
             let due = dirty.is_some_and(|t| closed || t.elapsed() >= every);
             if due {
                 match checkpoint(&db, &mut log) {
-                    Ok(()) => dirty = None,
+                    Ok(()) => {
+                        stats.groups.fetch_add(1, Ordering::Relaxed);
+                        dirty = None
+                    }
                     Err(e) => {
                         // Tried again after another `every`.
                         report(e);
@@ -728,6 +758,13 @@ fn commit_loop(
             )?;
             tx.commit().map_err(|e| e.to_string())
         })();
+        match &res {
+            Ok(()) => stats.groups.fetch_add(1, Ordering::Relaxed),
+            Err(e) => {
+                stats.failed(e);
+                0
+            }
+        };
         match (&res, durable) {
             (Ok(()), true) => {
                 dirty = None;
@@ -867,9 +904,11 @@ impl ListingIndex {
         let db = Arc::new(db);
         let (tx, rx) = std::sync::mpsc::channel();
         let thread_db = db.clone();
+        let stats = Arc::new(CommitStats::default());
+        let thread_stats = stats.clone();
         let committer = std::thread::Builder::new()
             .name("listing-index".into())
-            .spawn(move || commit_loop(thread_db, log, every, rx))
+            .spawn(move || commit_loop(thread_db, log, every, rx, thread_stats))
             .map_err(|e| ClusterError::Index {
                 path: path.display().to_string(),
                 reason: format!("starting its writer thread: {e}"),
@@ -879,8 +918,14 @@ impl ListingIndex {
             path: path.display().to_string(),
             writes: Some(tx),
             committer: Some(committer),
+            stats,
             rebuilding: std::sync::atomic::AtomicBool::new(rebuilding),
         })
+    }
+
+    /// What its committer thread has done.
+    pub fn commit_stats(&self) -> &CommitStats {
+        &self.stats
     }
 
     /// Whether the index is being rebuilt (after its file was found

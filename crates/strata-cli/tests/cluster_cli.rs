@@ -359,6 +359,42 @@ fn one_cluster_put_get_rm_tracts_add_remove_restart_scrub() {
         None,
     );
     assert_eq!(code, 400);
+    // So is a listing or a change of the listing index: a coordinator
+    // with an old table cannot list or change it.
+    let irow = strata_proto::index_row(&t, "load");
+    let iaddr = addr_of(&map_of(&meta).1, &t, t.row(irow)[0]);
+    let query = br#"{"max":10}"#;
+    for (version, want) in [(Some(0), 409), (None, 400), (Some(1), 200)] {
+        let (code, body) = http_body(&iaddr, "POST", "/cluster/v1/index/load", version, "", query);
+        assert_eq!(
+            code,
+            want,
+            "listing at {version:?}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let entry = br#"{"size":1,"etag":"x","modified_ms":1,"stamp":5}"#;
+    for (version, want) in [(Some(0), 409), (None, 400)] {
+        let (code, body) = http_body(
+            &iaddr,
+            "PUT",
+            "/cluster/v1/index/load/stale-entry?stamp=5",
+            version,
+            "",
+            entry,
+        );
+        assert_eq!(
+            code,
+            want,
+            "change at {version:?}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let (_, listed) = http_body(&iaddr, "POST", "/cluster/v1/index/load", Some(1), "", query);
+    assert!(
+        !String::from_utf8_lossy(&listed).contains("stale-entry"),
+        "a refused change was applied"
+    );
 
     // The metadata service restarts from its file with the same table.
     meta_proc.kill();

@@ -91,6 +91,54 @@ pub struct NodeBytes {
     pub logical: u64,
 }
 
+/// The warm tier's erasure code (`strata meta --ec K+M --ec-after D`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EcConfig {
+    /// Data shards per stripe.
+    pub k: usize,
+    /// Parity shards per stripe.
+    pub m: usize,
+    /// A sealed segment older than this (ms) is encoded, unless the tier
+    /// plan gives its workload another warm age.
+    pub after_ms: u64,
+}
+
+/// A stripe: one sealed segment of one row, encoded into K+M shards
+/// (docs/erasure-coding.md, "Stripe records").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeRecord {
+    /// Stripe id (also in every shard's header).
+    pub id: u64,
+    /// The placement row whose records it holds.
+    pub row: usize,
+    /// The node that encoded it.
+    pub source_node: NodeId,
+    /// The segment it encodes (id in the source node's part).
+    pub segment: u64,
+    /// The part (workload store) of the segment.
+    pub part: String,
+    /// Data shards.
+    pub k: usize,
+    /// Parity shards.
+    pub m: usize,
+    /// The disk holding shard i (0..K data, K..K+M parity).
+    pub disks: Vec<DiskId>,
+    /// Bytes of the encoded segment.
+    pub data_len: u64,
+    /// Payload bytes of each shard.
+    pub shard_len: u64,
+    /// Records in its index.
+    pub records: u64,
+    /// Bytes of those records' needle data.
+    pub record_bytes: u64,
+    /// When it was recorded (ms since the Unix epoch).
+    pub created_ms: u64,
+    /// Stripes of the same row this one re-encodes the live records of
+    /// (stripe compaction): recording it forgets them in the same step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<u64>,
+}
+
 /// `POST /v1/ec/allocate`: a new stripe id and where its shards go.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StripeAllocation {
@@ -108,9 +156,9 @@ pub struct StripeAllocation {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct EcView {
     /// The code (None: erasure coding is off).
-    pub ec: Option<crate::state::EcConfig>,
+    pub ec: Option<EcConfig>,
     /// Every stripe.
-    pub stripes: Vec<crate::state::StripeRecord>,
+    pub stripes: Vec<StripeRecord>,
     /// The next stripe id to be handed out: every id below it was
     /// allocated, so a stripe directory of such an id that no record names
     /// is a leftover (0: an older service that does not say).

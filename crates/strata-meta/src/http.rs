@@ -233,7 +233,7 @@ async fn ec_allocate(State(svc): State<Arc<MetaService>>) -> Response {
 
 async fn ec_commit(
     State(svc): State<Arc<MetaService>>,
-    Json(rec): Json<crate::state::StripeRecord>,
+    Json(rec): Json<crate::api::StripeRecord>,
 ) -> Response {
     match svc.commit_stripe(rec).await {
         Ok(()) => Json(serde_json::json!({"ok": true})).into_response(),

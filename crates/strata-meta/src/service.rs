@@ -209,7 +209,7 @@ impl MetaService {
 
     /// Sets the erasure code (`strata meta --ec`, applied at every start:
     /// turning it off or changing it leaves existing stripes readable).
-    pub async fn set_ec(&self, ec: Option<crate::state::EcConfig>) -> Result<(), MetaError> {
+    pub async fn set_ec(&self, ec: Option<crate::api::EcConfig>) -> Result<(), MetaError> {
         self.mutate(|s| {
             s.config.ec = ec;
             Ok(())
@@ -232,8 +232,8 @@ impl MetaService {
     }
 
     /// `POST /v1/ec/stripes`: records a stripe whose shards are durable.
-    pub async fn commit_stripe(&self, rec: crate::state::StripeRecord) -> Result<(), MetaError> {
-        let rec = crate::state::StripeRecord {
+    pub async fn commit_stripe(&self, rec: crate::api::StripeRecord) -> Result<(), MetaError> {
+        let rec = crate::api::StripeRecord {
             created_ms: now_ms(),
             ..rec
         };

@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod cluster;
+mod crash;
 pub mod error;
 pub mod intents;
 pub mod jobs;
@@ -20,6 +21,7 @@ pub mod meta;
 pub mod multipart;
 pub mod server;
 pub mod service;
+mod upload_page;
 
 pub use error::S3Error;
 pub use server::{serve, RequestIds, S3Options};

@@ -17,8 +17,10 @@ use strata_client::{Client, ClientError};
 use strata_proto::{IndexEntry, ListQuery, ObjectMeta};
 
 use crate::cluster::unavailable;
+use crate::crash::crash_point;
 use crate::meta::{Checks, Conditions};
 use crate::service::StrataS3;
+use crate::upload_page::{page_uploads, OpenUpload, UploadPage, UploadQuery};
 
 /// Every part but the last must be at least this long (S3's rule).
 pub const MIN_PART: u64 = 5 << 20;
@@ -78,50 +80,6 @@ fn pending_name(upload: &str, part: i32) -> String {
 /// The suffix of a pending part's record (sorts right after the part's own
 /// record, and is no part number, so ListParts never shows it).
 const PENDING: &str = ".pending";
-
-/// Fault injection: a process started with `STRATA_CRASH_AT=NAME` aborts
-/// (SIGABRT: no destructor runs, nothing is flushed, as after kill -9) when
-/// it reaches the point `NAME`, so that a test can crash it in a window too
-/// narrow to hit with a signal (docs/reliability.md, "Crash points").
-pub(crate) fn crash_point(name: &str) {
-    if crash_at() == Some(name) {
-        eprintln!("strata: crash point {name} reached (STRATA_CRASH_AT): aborting");
-        std::process::abort();
-    }
-}
-
-/// Runs the two writes of an S3 change at once (an object's head record or
-/// tombstone, and its listing entry), answering both outcomes. With
-/// `STRATA_CRASH_AT` naming `after_a` (or `after_b`), they run in series
-/// instead, `a` (or `b`) first, and the process aborts between them: the
-/// crash-point tests stop it with exactly one of the two done.
-pub(crate) async fn both<A, B>(
-    a: impl std::future::Future<Output = A>,
-    b: impl std::future::Future<Output = B>,
-    after_a: &str,
-    after_b: &str,
-) -> (A, B) {
-    match crash_at() {
-        Some(p) if p == after_a => {
-            let x = a.await;
-            crash_point(after_a);
-            (x, b.await)
-        }
-        Some(p) if p == after_b => {
-            let y = b.await;
-            crash_point(after_b);
-            (a.await, y)
-        }
-        _ => tokio::join!(a, b),
-    }
-}
-
-/// The crash point `STRATA_CRASH_AT` names, if any.
-pub(crate) fn crash_at() -> Option<&'static str> {
-    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    AT.get_or_init(|| std::env::var("STRATA_CRASH_AT").ok())
-        .as_deref()
-}
 
 /// A new upload id: 128 random bits.
 fn new_upload_id() -> String {
@@ -749,162 +707,9 @@ fn is_upload(name: &str) -> bool {
     !name.contains('/')
 }
 
-/// An unfinished upload, as ListMultipartUploads shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct OpenUpload {
-    pub key: String,
-    pub id: String,
-    pub initiated_ms: u64,
-}
-
-/// What a ListMultipartUploads asks for.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct UploadQuery {
-    pub prefix: String,
-    pub delimiter: Option<String>,
-    pub key_marker: Option<String>,
-    pub upload_id_marker: Option<String>,
-    /// 1 to 1,000.
-    pub max: usize,
-}
-
-/// One page of ListMultipartUploads.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct UploadPage {
-    pub uploads: Vec<OpenUpload>,
-    pub prefixes: Vec<String>,
-    pub truncated: bool,
-    /// NextKeyMarker and NextUploadIdMarker (empty after a common prefix).
-    pub next: Option<(String, String)>,
-}
-
-/// S3's paging of ListMultipartUploads over every upload whose key starts
-/// with the prefix: by key, then upload id; with a delimiter, the keys
-/// that hold it after the prefix roll up into one common prefix each
-/// (counted as one entry); after `key-marker` alone come the keys above
-/// it, and with `upload-id-marker` also the uploads of that key with
-/// higher ids; at most `max` entries.
-pub(crate) fn page_uploads(mut all: Vec<OpenUpload>, q: &UploadQuery) -> S3Result<UploadPage> {
-    all.sort_by(|a, b| (&a.key, &a.id).cmp(&(&b.key, &b.id)));
-    let km = q.key_marker.as_deref().unwrap_or("");
-    let um = q.upload_id_marker.as_deref().filter(|_| !km.is_empty());
-    let mut page = UploadPage::default();
-    let mut count = 0;
-    for u in all {
-        let rolled = q
-            .delimiter
-            .as_deref()
-            .filter(|d| !d.is_empty())
-            .and_then(|d| {
-                let rest = u.key.get(q.prefix.len()..)?;
-                rest.find(d)
-                    .map(|i| u.key[..q.prefix.len() + i + d.len()].to_string())
-            });
-        match rolled {
-            Some(cp) => {
-                // Once per common prefix, and not again after a marker at
-                // or inside it.
-                if page.prefixes.last() == Some(&cp) || cp.as_str() <= km || km.starts_with(&cp) {
-                    continue;
-                }
-                if count == q.max {
-                    page.truncated = true;
-                    break;
-                }
-                page.next = Some((cp.clone(), String::new()));
-                page.prefixes.push(cp);
-            }
-            None => {
-                let after = match um {
-                    Some(um) => u.key.as_str() > km || (u.key == km && u.id.as_str() > um),
-                    None => u.key.as_str() > km,
-                };
-                if !after {
-                    continue;
-                }
-                if count == q.max {
-                    page.truncated = true;
-                    break;
-                }
-                page.next = Some((u.key.clone(), u.id.clone()));
-                page.uploads.push(u);
-            }
-        }
-        count += 1;
-    }
-    if !page.truncated {
-        page.next = None;
-    }
-    Ok(page)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn up(key: &str, id: &str) -> OpenUpload {
-        OpenUpload {
-            key: key.into(),
-            id: id.into(),
-            initiated_ms: 0,
-        }
-    }
-
-    #[test]
-    fn uploads_page_like_s3() {
-        let all = vec![
-            up("b", "2"),
-            up("a", "1"),
-            up("b", "1"),
-            up("dir/x", "1"),
-            up("dir/y", "1"),
-            up("c", "9"),
-        ];
-        let q = |km: Option<&str>, um: Option<&str>, max: usize, delim: Option<&str>| UploadQuery {
-            prefix: String::new(),
-            delimiter: delim.map(str::to_string),
-            key_marker: km.map(str::to_string),
-            upload_id_marker: um.map(str::to_string),
-            max,
-        };
-        let keys = |p: &UploadPage| {
-            p.uploads
-                .iter()
-                .map(|u| format!("{}:{}", u.key, u.id))
-                .collect::<Vec<_>>()
-        };
-        // Walk every page of two: each upload once, in order.
-        let mut seen = Vec::new();
-        let (mut km, mut um) = (None::<String>, None::<String>);
-        loop {
-            let p = page_uploads(all.clone(), &q(km.as_deref(), um.as_deref(), 2, None)).unwrap();
-            seen.extend(keys(&p));
-            if !p.truncated {
-                break;
-            }
-            let (k, u) = p.next.unwrap();
-            (km, um) = (Some(k), Some(u));
-        }
-        assert_eq!(seen, ["a:1", "b:1", "b:2", "c:9", "dir/x:1", "dir/y:1"]);
-        // A key marker alone skips every upload of that key.
-        let p = page_uploads(all.clone(), &q(Some("b"), None, 10, None)).unwrap();
-        assert_eq!(keys(&p), ["c:9", "dir/x:1", "dir/y:1"]);
-        // With a delimiter, dir/ is one entry, and a page starting after it
-        // does not repeat it.
-        let p = page_uploads(all.clone(), &q(None, None, 10, Some("/"))).unwrap();
-        assert_eq!(
-            (keys(&p).len(), p.prefixes.clone()),
-            (4, vec!["dir/".to_string()])
-        );
-        let p = page_uploads(all.clone(), &q(None, None, 4, Some("/"))).unwrap();
-        assert!(p.truncated);
-        assert_eq!(p.next, Some(("c".into(), "9".into())));
-        let p = page_uploads(all, &q(Some("c"), Some("9"), 4, Some("/"))).unwrap();
-        assert_eq!(
-            (keys(&p).len(), p.prefixes, p.truncated),
-            (0, vec!["dir/".to_string()], false)
-        );
-    }
 
     #[test]
     fn copy_ranges() {

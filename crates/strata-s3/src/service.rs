@@ -346,12 +346,12 @@ impl StrataS3 {
             .intend_listed(client, bucket, key, Some(&entry), stamp)
             .await?
         {
-            crate::multipart::crash_point("s3-object-listed");
+            crate::crash::crash_point("s3-object-listed");
             if let Err(e) = client.put_head(staged, stamp, head_meta).await {
                 intent.failed();
                 return Err(unavailable(e));
             }
-            crate::multipart::crash_point("s3-object-stored");
+            crate::crash::crash_point("s3-object-stored");
             intent.done();
             return Ok(Stored {
                 md5,
@@ -368,7 +368,7 @@ impl StrataS3 {
         let head = client.put_head(staged, stamp, head_meta);
         let list = client.index_write_stamped(bucket, key, Some(&entry), stamp);
         let (head, list) =
-            crate::multipart::both(head, list, "s3-object-stored", "s3-object-listed").await;
+            crate::crash::both(head, list, "s3-object-stored", "s3-object-listed").await;
         if let Err(e) = head.map(drop).and(list) {
             intent.failed();
             return Err(unavailable(e));
@@ -398,7 +398,7 @@ impl StrataS3 {
         }
         let unlist = client.index_write_stamped(bucket, key, None, stamp);
         let (gone, unlist) =
-            crate::multipart::both(gone, unlist, "s3-object-deleted", "s3-object-unlisted").await;
+            crate::crash::both(gone, unlist, "s3-object-deleted", "s3-object-unlisted").await;
         gone.map(drop).and(unlist)
     }
 
@@ -997,7 +997,7 @@ impl S3 for StrataS3 {
             .intend_listed(&client, &input.bucket, &input.key, None, stamp)
             .await?
         {
-            crate::multipart::crash_point("s3-object-unlisted");
+            crate::crash::crash_point("s3-object-unlisted");
             if let Err(e) = client
                 .delete_stamped(&input.bucket, &input.key, stamp)
                 .await
@@ -1005,7 +1005,7 @@ impl S3 for StrataS3 {
                 intent.failed();
                 return Err(unavailable(e));
             }
-            crate::multipart::crash_point("s3-object-deleted");
+            crate::crash::crash_point("s3-object-deleted");
             intent.done();
             return Ok(S3Response::new(DeleteObjectOutput::default()));
         }
@@ -1555,7 +1555,7 @@ impl S3 for StrataS3 {
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         let input = req.input;
-        let q = crate::multipart::UploadQuery {
+        let q = crate::upload_page::UploadQuery {
             prefix: input.prefix.clone().unwrap_or_default(),
             delimiter: input.delimiter.clone(),
             key_marker: input.key_marker.clone(),

@@ -74,17 +74,23 @@ impl Replica for LocalReplica {
         ))
     }
 
-    fn index_change<'a>(&'a self, _version: u64, change: &'a IndexChange) -> Call<'a, ()> {
-        Box::pin(crate::index::apply_change(&self.index, change))
+    fn index_change<'a>(&'a self, version: u64, change: &'a IndexChange) -> Call<'a, ()> {
+        Box::pin(async move {
+            self.node.admit_index(version, &change.bucket).await?;
+            crate::index::apply_change(&self.index, change).await
+        })
     }
 
     fn index_list<'a>(
         &'a self,
-        _version: u64,
+        version: u64,
         bucket: &'a str,
         q: &'a ListQuery,
     ) -> Call<'a, ListPage> {
-        Box::pin(crate::index::list_page(&self.index, bucket, q))
+        Box::pin(async move {
+            self.node.admit_index(version, bucket).await?;
+            crate::index::list_page(&self.index, bucket, q).await
+        })
     }
 
     fn intents<'a>(&'a self, c: &'a IntentChange) -> Call<'a, ()> {

@@ -21,6 +21,7 @@ use strata_node::trace::Tracer;
 use strata_placement::recovery::Transfer;
 use strata_placement::{DiskId, NodeId, PlacementTable};
 use strata_plan::TierPlan;
+use strata_proto::replica::Refusal;
 use strata_store::Tier;
 use tokio::sync::Semaphore;
 
@@ -1172,6 +1173,65 @@ impl ClusterNode {
     /// Its counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// Checks a call's table version `v` and that `row` is on this node;
+    /// returns this node's disk in the row and its row stores. A newer
+    /// version than this node's makes it catch up first.
+    pub(crate) async fn admit(
+        &self,
+        v: u64,
+        row: usize,
+    ) -> Result<(DiskId, Arc<RowStores>), Refusal> {
+        if v > self.table_version() {
+            // The client saw a newer table first: catch up.
+            let _ = self.refresh_from(self.table_version()).await;
+        }
+        let Some(map) = self.map() else {
+            return Err(Refusal::Unavailable(
+                "this node has no placement table yet".into(),
+            ));
+        };
+        let mine = map.table.version();
+        if v < mine {
+            return Err(Refusal::Stale { at: mine });
+        }
+        if v > mine {
+            return Err(Refusal::Unavailable(format!(
+                "table version {v} is not known here yet (at {mine}); retry"
+            )));
+        }
+        if row >= map.table.row_count() {
+            return Err(Refusal::Bad(format!(
+                "row {row} does not exist (table has {})",
+                map.table.row_count()
+            )));
+        }
+        if self.ids().is_none() {
+            return Err(Refusal::Unavailable("not registered".into()));
+        }
+        self.home_in(&map.table, row).ok_or_else(|| {
+            Refusal::NotHere(format!(
+                "row {row} is not on this node in table version {mine}"
+            ))
+        })
+    }
+
+    /// [`ClusterNode::admit`] for a call on `bucket`'s listing index: the
+    /// version is current and the bucket's index row is on this node (a
+    /// coordinator with an old table cannot change or list an index this
+    /// node no longer holds, or holds only since a newer table).
+    pub(crate) async fn admit_index(&self, v: u64, bucket: &str) -> Result<(), Refusal> {
+        if v > self.table_version() {
+            let _ = self.refresh_from(self.table_version()).await;
+        }
+        let Some(map) = self.map() else {
+            return Err(Refusal::Unavailable(
+                "this node has no placement table yet".into(),
+            ));
+        };
+        let row = strata_proto::index_row(&map.table, bucket);
+        self.admit(v, row).await.map(drop)
     }
 
     /// Whether it is a cluster of one.

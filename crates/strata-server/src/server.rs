@@ -17,7 +17,6 @@ use std::time::Instant;
 use strata_node::metrics::Served;
 use strata_node::object::ObjectId;
 use strata_node::ramcache::Cached;
-use strata_placement::DiskId;
 use strata_proto::{
     is_data_record, is_tombstone, manifest_record, new_cookie, now_stamp, object_path, parse_head,
     parse_head_start, put_frame, record_hash, record_range, tombstone_record, ExtendRequest,
@@ -100,47 +99,6 @@ pub(crate) async fn cluster_guard(
 /// Largest record body a node accepts on the protocol routes.
 const RECORD_BODY_LIMIT: usize = 64 << 20;
 
-/// Checks a call's table version `v` and that `row` is on this node;
-/// returns this node's disk in the row and its row stores.
-pub(crate) async fn admit(
-    node: &ClusterNode,
-    v: u64,
-    row: usize,
-) -> Result<(DiskId, Arc<RowStores>), Refusal> {
-    if v > node.table_version() {
-        // The client saw a newer table first: catch up.
-        let _ = node.refresh_from(node.table_version()).await;
-    }
-    let Some(map) = node.map() else {
-        return Err(Refusal::Unavailable(
-            "this node has no placement table yet".into(),
-        ));
-    };
-    let mine = map.table.version();
-    if v < mine {
-        return Err(Refusal::Stale { at: mine });
-    }
-    if v > mine {
-        return Err(Refusal::Unavailable(format!(
-            "table version {v} is not known here yet (at {mine}); retry"
-        )));
-    }
-    if row >= map.table.row_count() {
-        return Err(Refusal::Bad(format!(
-            "row {row} does not exist (table has {})",
-            map.table.row_count()
-        )));
-    }
-    if node.ids().is_none() {
-        return Err(Refusal::Unavailable("not registered".into()));
-    }
-    node.home_in(&map.table, row).ok_or_else(|| {
-        Refusal::NotHere(format!(
-            "row {row} is not on this node in table version {mine}"
-        ))
-    })
-}
-
 /// The row's store for a call that carries a current table version and
 /// names a row this node serves (`admit`), or the refusal.
 pub(crate) async fn admitted_row_store(
@@ -148,7 +106,7 @@ pub(crate) async fn admitted_row_store(
     version: u64,
     row: usize,
 ) -> Result<Arc<RowStore>, Refusal> {
-    let (_, stores) = admit(node, version, row).await?;
+    let (_, stores) = node.admit(version, row).await?;
     row_store(stores, row).await
 }
 
@@ -910,7 +868,7 @@ pub(crate) async fn extend_record(
     req: &ExtendRequest,
 ) -> Result<ExtendResponse, Refusal> {
     let (bucket, key) = (bucket.to_string(), key.to_string());
-    let (disk, stores) = admit(node, version, row).await?;
+    let (disk, stores) = node.admit(version, row).await?;
     let Some(map) = node.map() else {
         return Err(Refusal::Unavailable("no table".into()));
     };

@@ -266,13 +266,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
         )),
     ));
     let protocol = crate::server::router(node.clone())
-        .merge(crate::index::routes(index, {
-            let node = node.clone();
-            Arc::new(move |bucket: &str| {
-                node.map()
-                    .map(|m| strata_proto::index_row(&m.table, bucket))
-            })
-        }))
+        .merge(crate::index::routes(index, node.clone()))
         .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));
     let gateway = Arc::new(crate::gateway::Gateway::new(
         node.opts.gateway.clone(),

@@ -87,7 +87,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some("off") => Some(None),
         Some(c) => {
             let (k, m) = crate::units::parse_code(c).context("--ec")?;
-            Some(Some(strata_meta::state::EcConfig {
+            Some(Some(strata_meta::api::EcConfig {
                 k,
                 m,
                 after_ms: ec_after.as_millis() as u64,

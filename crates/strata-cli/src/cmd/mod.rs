@@ -10,6 +10,7 @@ pub mod client;
 pub mod cluster;
 pub mod cost;
 pub mod demo;
+pub mod devices;
 pub mod key;
 pub mod meta;
 pub mod model;

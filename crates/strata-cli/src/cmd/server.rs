@@ -1,11 +1,11 @@
 //! `strata server`: the one Strata server, a member of a cluster (`--meta
 //! ADDR`) or a cluster of one (its own embedded metadata service).
 
+use crate::cmd::devices::device_list;
 use crate::units::parse_bytes;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use strata_meta::api::TierClass;
 use strata_node::RamAdmission;
 
 /// Serve objects over HTTP from flash and disk device directories, tiered
@@ -312,36 +312,6 @@ fn root_key(dev: bool) -> anyhow::Result<strata_s3::auth::Key> {
              STRATA_ROOT_SECRET_KEY (no anonymous access)"
         ),
     }
-}
-
-/// The device directories: `--flash` and `--disk`, or with neither,
-/// DATA/flash and DATA/disk (`strata server` and `strata upgrade`).
-pub fn device_list(
-    data: &Path,
-    flash: &[PathBuf],
-    disk: &[PathBuf],
-) -> anyhow::Result<Vec<strata_server::Device>> {
-    let (flash, disk) = if flash.is_empty() && disk.is_empty() {
-        (vec![data.join("flash")], vec![data.join("disk")])
-    } else {
-        (flash.to_vec(), disk.to_vec())
-    };
-    let devices: Vec<strata_server::Device> = flash
-        .iter()
-        .map(|p| (p, TierClass::Flash))
-        .chain(disk.iter().map(|p| (p, TierClass::Disk)))
-        .map(|(p, tier)| strata_server::Device {
-            path: p.clone(),
-            tier,
-        })
-        .collect();
-    let mut seen = std::collections::HashSet::new();
-    for d in &devices {
-        if !seen.insert(d.path.clone()) {
-            bail!("device directory {} is given twice", d.path.display());
-        }
-    }
-    Ok(devices)
 }
 
 /// The node's options from the arguments.

@@ -109,7 +109,7 @@ fn open_old(
 
 /// Runs `strata upgrade`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let devices = super::server::device_list(&a.data, &a.flash, &a.disk)?;
+    let devices = super::devices::device_list(&a.data, &a.flash, &a.disk)?;
     let legacy = legacy_stores(&a.data, &devices);
     if legacy.is_empty() {
         println!(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use hyper::Method;
-use strata_meta::state::StripeRecord;
+use strata_meta::api::StripeRecord;
 use strata_placement::{DiskId, PlacementTable};
 use strata_store::format::needle::FlagCode;
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use strata_ec::{Code, ShardHeader};
 use strata_meta::api::StripeAllocation;
-use strata_meta::state::{EcConfig, StripeRecord};
+use strata_meta::api::{EcConfig, StripeRecord};
 use strata_placement::{DiskId, PlacementTable};
 
 use super::files::{leads, my_disks, send_file, TIMEOUT};

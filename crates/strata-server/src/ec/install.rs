@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use strata_meta::state::StripeRecord;
+use strata_meta::api::StripeRecord;
 use strata_placement::{DiskId, PlacementTable};
 
 use super::files::{fetch, file_url, my_disks};

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
 use strata_ec::{Code, ShardHeader, BLOCK, HEADER_LEN};
-use strata_meta::state::StripeRecord;
+use strata_meta::api::StripeRecord;
 use strata_placement::{DiskId, PlacementTable};
 use strata_store::format::needle::FlagCode;
 

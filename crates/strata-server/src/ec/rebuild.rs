@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use strata_ec::{Code, ShardHeader, HEADER_LEN};
 use strata_meta::api::ShardMove;
-use strata_meta::state::StripeRecord;
+use strata_meta::api::StripeRecord;
 use strata_placement::{DiskId, PlacementTable};
 
 use super::files::{fetch, file_url, my_disks, stripe_dir, TIMEOUT};

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use strata_meta::state::{EcConfig, StripeRecord};
+use strata_meta::api::{EcConfig, StripeRecord};
 
 use super::format::IndexEntry;
 

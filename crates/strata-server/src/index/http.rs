@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -15,20 +15,20 @@ use strata_proto::replica::IndexChange;
 use strata_proto::{IndexEntry, ListQuery};
 
 use super::db::{apply_change, intents_below, list_page, ListingIndex, Order};
-use crate::wire::refused;
-
-/// The row of a bucket's index under the node's current table (none
-/// before it has one).
-pub type RowOf = Arc<dyn Fn(&str) -> Option<usize> + Send + Sync>;
+use crate::node::ClusterNode;
+use crate::wire::{refused, version_of};
 
 #[derive(Clone)]
 struct Routes {
     idx: Arc<ListingIndex>,
-    row_of: RowOf,
+    node: Arc<ClusterNode>,
 }
 
 /// The index routes of a node (`/cluster/v1/index`, docs/placement.md).
-pub fn routes(index: Arc<ListingIndex>, row_of: RowOf) -> Router {
+/// A change or a listing carries the caller's table version and is served
+/// only when it is this node's and the bucket's index row is here
+/// ([`ClusterNode::admit_index`]), as a record call is.
+pub fn routes(index: Arc<ListingIndex>, node: Arc<ClusterNode>) -> Router {
     Router::new()
         .route(
             "/cluster/v1/index/{bucket}/{*name}",
@@ -37,7 +37,13 @@ pub fn routes(index: Arc<ListingIndex>, row_of: RowOf) -> Router {
         .route("/cluster/v1/index/{bucket}", post(list))
         .route("/cluster/v1/index-rows/{row}", get(export))
         .route("/cluster/v1/intents", get(list_intents).post(set_intents))
-        .with_state(Routes { idx: index, row_of })
+        .with_state(Routes { idx: index, node })
+}
+
+/// Admits a change or a listing of `bucket` by the version in `headers`.
+async fn admitted(r: &Routes, headers: &HeaderMap, bucket: &str) -> Result<(), Response> {
+    let v = version_of(headers).map_err(refused)?;
+    r.node.admit_index(v, bucket).await.map_err(refused)
 }
 
 fn failed(e: impl std::fmt::Display) -> Response {
@@ -119,8 +125,12 @@ async fn put_entry(
     State(r): State<Routes>,
     UrlPath((bucket, name)): UrlPath<(String, String)>,
     Query(q): Query<ChangeQuery>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Err(no) = admitted(&r, &headers, &bucket).await {
+        return no;
+    }
     match serde_json::from_slice::<IndexEntry>(&body) {
         Ok(e) => write(r.idx, bucket, name, Some(e), q).await,
         Err(e) => (StatusCode::BAD_REQUEST, format!("bad index entry: {e}")).into_response(),
@@ -131,7 +141,11 @@ async fn delete_entry(
     State(r): State<Routes>,
     UrlPath((bucket, name)): UrlPath<(String, String)>,
     Query(q): Query<ChangeQuery>,
+    headers: HeaderMap,
 ) -> Response {
+    if let Err(no) = admitted(&r, &headers, &bucket).await {
+        return no;
+    }
     write(r.idx, bucket, name, None, q).await
 }
 
@@ -163,7 +177,15 @@ async fn list_intents(State(r): State<Routes>, Query(q): Query<BeforeQuery>) -> 
     }
 }
 
-async fn list(State(r): State<Routes>, UrlPath(bucket): UrlPath<String>, body: Bytes) -> Response {
+async fn list(
+    State(r): State<Routes>,
+    UrlPath(bucket): UrlPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(no) = admitted(&r, &headers, &bucket).await {
+        return no;
+    }
     let q: ListQuery = match serde_json::from_slice(&body) {
         Ok(q) => q,
         Err(e) => {
@@ -183,13 +205,13 @@ async fn export(State(r): State<Routes>, UrlPath(row): UrlPath<usize>) -> Respon
     if r.idx.rebuilding() {
         return rebuilding();
     }
-    if (r.row_of)("").is_none() {
+    let Some(map) = r.node.map() else {
         return (StatusCode::SERVICE_UNAVAILABLE, "no placement table yet").into_response();
-    }
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-    let (idx, row_of) = (r.idx, r.row_of);
+    let idx = r.idx;
     tokio::task::spawn_blocking(move || {
-        let want = |bucket: &str| row_of(bucket) == Some(row);
+        let want = |bucket: &str| strata_proto::index_row(&map.table, bucket) == row;
         let res = idx.export(&want, &mut |chunk| tx.blocking_send(Ok(chunk)).is_ok());
         if let Err(e) = res {
             let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));

@@ -22,4 +22,4 @@ pub(crate) use db::{apply_change, intents_below, list_page};
 pub use db::{
     ExportLine, IntentOp, ListingIndex, Order, CHECKPOINT_EVERY, LAZY_WAIT, TOMBSTONE_KEEP,
 };
-pub use http::{routes, RowOf};
+pub use http::routes;

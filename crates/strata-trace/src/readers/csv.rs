@@ -3,12 +3,12 @@
 //! a column map. One line parser serves them all; a dialect says how a few
 //! fields are read (SCSI opcodes, Windows filetime, host/disk workloads).
 
+use super::source::{buffer, Ctx, Source};
 use super::{libcachesim_op, scsi_op};
 use crate::columns::{Column, ColumnMap};
 use crate::format::Format;
 use crate::hash::{hash_object_id, parse_u64};
 use crate::input::{Buf, Input};
-use crate::reader::{buffer, Ctx, Source};
 use crate::{Op, Request, Tier, TraceError};
 use rustc_hash::FxHashMap;
 

@@ -1,9 +1,9 @@
 //! Fixed-size binary records: libCacheSim oracleGeneral and LCS, and
 //! CloudPhysics vscsi.
 
+use super::source::{buffer, Ctx, Source};
 use super::{libcachesim_op, scsi_op};
 use crate::input::{read_full, Buf, Compression, Input};
-use crate::reader::{buffer, Ctx, Source};
 use crate::{Op, Request, TraceError};
 
 /// The LCS header's magic (little-endian u64 at offset 0).

@@ -2,13 +2,14 @@
 
 pub(crate) mod csv;
 pub(crate) mod fixed;
+pub(crate) mod source;
 pub(crate) mod strata;
 
 use crate::columns::ColumnMap;
 use crate::format::Format;
 use crate::input::Input;
-use crate::reader::Source;
 use crate::{Op, TraceError};
+use source::Source;
 
 /// The reader for `format` over `input`.
 pub(crate) fn make(

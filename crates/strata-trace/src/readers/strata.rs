@@ -1,8 +1,8 @@
 //! Strata's own binary trace format, version 1 (docs/trace-format.md is
 //! the byte-by-byte description; keep the two in step).
 
+use super::source::{buffer, Ctx, Source};
 use crate::input::{Buf, Input};
-use crate::reader::{buffer, Ctx, Source};
 use crate::varint::{unzigzag, Cursor};
 use crate::{Op, Request, Tier, TraceError};
 

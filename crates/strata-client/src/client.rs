@@ -814,21 +814,7 @@ impl Client {
     /// Reads the record at `bucket/key`'s metadata row: the object whole
     /// when it is small, else its manifest; `None` when no replica has it.
     pub async fn head(&self, bucket: &str, key: &str) -> Result<Option<Head>, ClientError> {
-        Ok(self.head_stamped(bucket, key).await?.map(|(h, _)| h))
-    }
-
-    /// [`Client::head`] with the head record's stamp (microseconds since
-    /// the Unix epoch of the write that made it: the object's last
-    /// modification time).
-    pub async fn head_stamped(
-        &self,
-        bucket: &str,
-        key: &str,
-    ) -> Result<Option<(Head, u64)>, ClientError> {
-        Ok(self
-            .read_head(bucket, key)
-            .await?
-            .map(|r| (r.head, r.stamp)))
+        Ok(self.read_head(bucket, key).await?.map(|r| r.head))
     }
 
     /// The head record of `bucket/key` whole (an inline object's bytes
@@ -856,24 +842,11 @@ impl Client {
         }
     }
 
-    /// What a HEAD answers of `bucket/key`, with the head record's stamp:
-    /// [`Client::head_stamped`] without the object's bytes. The replica
-    /// reads the record's first [`HEAD_START`] bytes only (a HEAD of an 8
-    /// MiB inline object read 8 MiB), and the record whole when its
-    /// metadata runs past them.
-    pub async fn head_info(
-        &self,
-        bucket: &str,
-        key: &str,
-    ) -> Result<Option<(HeadInfo, u64)>, ClientError> {
-        Ok(self
-            .read_head_info(bucket, key)
-            .await?
-            .map(|r| (r.head, r.stamp)))
-    }
-
-    /// [`Client::head_info`] with where the replica that answered read the
-    /// record.
+    /// What a HEAD answers of `bucket/key`, with the head record's stamp
+    /// and where the replica that answered read it: [`Client::read_head`]
+    /// without the object's bytes. The replica reads the record's first
+    /// [`HEAD_START`] bytes only (a HEAD of an 8 MiB inline object read 8
+    /// MiB), and the record whole when its metadata runs past them.
     pub async fn read_head_info(
         &self,
         bucket: &str,

@@ -40,10 +40,17 @@ pub fn encode(bucket: &str, key: &str, stamp: u64, record: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The length of [`encode`]'s answer for a record of `record_len` bytes:
+/// the bucket's and the key's length (u16 each), their bytes, the stamp
+/// (u64), the record.
+pub fn encoded_len(bucket: &str, key: &str, record_len: usize) -> usize {
+    12 + bucket.len() + key.len() + record_len
+}
+
 /// The row layout up to the record (bucket, key, stamp), with room for a
 /// record of `record_len` bytes after it.
 pub fn encode_prefix(bucket: &str, key: &str, stamp: u64, record_len: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + bucket.len() + key.len() + record_len);
+    let mut out = Vec::with_capacity(encoded_len(bucket, key, record_len));
     out.extend_from_slice(&(bucket.len() as u16 | STAMPED).to_le_bytes());
     out.extend_from_slice(bucket.as_bytes());
     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
@@ -123,5 +130,12 @@ mod tests {
             (h as u64, (h >> 64) as u32, (h >> 96) as u32)
         );
         assert_ne!(name_hash("b", "k"), name_hash("bk", ""));
+    }
+
+    #[test]
+    fn encoded_len_is_the_encoding_s_length() {
+        for (b, k, r) in [("", "", 0usize), ("b", "key", 1), ("bucket", "a/b/c", 4096)] {
+            assert_eq!(encoded_len(b, k, r), encode(b, k, 7, &vec![0u8; r]).len());
+        }
     }
 }

@@ -116,11 +116,11 @@ impl Intent {
 /// intent `stamp` may have left but never over a later write.
 async fn resolve(client: &Client, bucket: &str, key: &str, stamp: u64) -> Result<(), String> {
     let head = client
-        .head_info(bucket, key)
+        .read_head_info(bucket, key)
         .await
         .map_err(|e| e.to_string())?;
     match head {
-        Some((head, rec_stamp)) => match listing_entry(&head, rec_stamp) {
+        Some(r) => match listing_entry(&r.head, r.stamp) {
             Some(e) => client.index_resolve(bucket, key, Some(&e), 0, stamp).await,
             // Written over the native API meanwhile: not listed.
             None => Ok(()),

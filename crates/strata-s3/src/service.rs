@@ -175,12 +175,12 @@ impl StrataS3 {
         key: &str,
     ) -> S3Result<(Arc<Client>, strata_proto::Head, u64)> {
         let client = self.bucket(bucket).await?;
-        let (head, stamp) = client
-            .head_stamped(bucket, key)
+        let r = client
+            .read_head(bucket, key)
             .await
             .map_err(unavailable)?
             .ok_or_else(|| s3_error!(NoSuchKey))?;
-        Ok((client, head, stamp))
+        Ok((client, r.head, r.stamp))
     }
 
     /// [`StrataS3::object`] without the object's bytes (a HEAD): the
@@ -191,12 +191,12 @@ impl StrataS3 {
         key: &str,
     ) -> S3Result<(Arc<Client>, HeadInfo, u64)> {
         let client = self.bucket(bucket).await?;
-        let (head, stamp) = client
-            .head_info(bucket, key)
+        let r = client
+            .read_head_info(bucket, key)
             .await
             .map_err(unavailable)?
             .ok_or_else(|| s3_error!(NoSuchKey))?;
-        Ok((client, head, stamp))
+        Ok((client, r.head, r.stamp))
     }
 
     /// Stores `body` as `bucket/key` through the coordinator, hashing it on

@@ -266,8 +266,8 @@ async fn owner_check(
     }
     let cookie = cookie_of(query)?;
     let client = gw.client().await?;
-    let stored = match client.head_info(bucket, name).await {
-        Ok(Some((h, _))) => h.cookie,
+    let stored = match client.read_head_info(bucket, name).await {
+        Ok(Some(r)) => r.head.cookie,
         Ok(None) if overwrite => return Ok(()),
         Ok(None) => return Err(reason(StatusCode::NOT_FOUND, "no such object")),
         Err(e) => return Err(client_error(e)),
@@ -569,7 +569,7 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
     // names, not overwrite them.
     if gw.limits.require_cookies {
         for (name, _) in &items {
-            match client.head_info(&bucket, name).await {
+            match client.read_head_info(&bucket, name).await {
                 Ok(None) => {}
                 Ok(Some(_)) => {
                     return reason(

@@ -785,8 +785,7 @@ pub(crate) async fn delete_record(
     let prior: Option<(u64, Option<Bytes>)> = match (stripe, held) {
         (Some(l), _) if l.stamp >= stamp => None,
         (Some(l), _) => {
-            let tomb_len =
-                strata_proto::row::encode(&bucket, &key, 0, &tombstone_record()).len() as u32;
+            let tomb_len = strata_proto::row::encoded_len(&bucket, &key, 1) as u32;
             if l.len == tomb_len {
                 Some((l.stamp, None))
             } else {

@@ -99,6 +99,14 @@ impl Cell {
     }
 }
 
+/// What a panic said.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -306,7 +314,12 @@ impl Workers {
         let fut = run(ctx);
         let done = cell.clone();
         let handle = tokio::spawn(async move {
-            fut.await;
+            use futures_util::FutureExt;
+            // As for a thread: a panic ends it, done, with the panic as
+            // its last error.
+            if let Err(p) = std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+                done.failed(format!("the loop panicked: {}", panic_text(&*p)));
+            }
             done.state.store(2, Ordering::Release);
         });
         self.push(Kind::Runs(cell, Some(Ends::Task(handle))));
@@ -329,7 +342,12 @@ impl Workers {
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                run(ctx);
+                // A panic ends the loop too: it is then done, with the
+                // panic as its last error, not left "busy".
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(ctx)))
+                {
+                    done.failed(format!("the loop panicked: {}", panic_text(&*p)));
+                }
                 done.state.store(2, Ordering::Release);
                 let _ = tx.send(());
             })?;
@@ -547,5 +565,44 @@ mod tests {
         assert_eq!(st[0].state, State::Done);
         assert_eq!(st[1].state, State::Done);
         assert!(w.stopping());
+    }
+
+    #[tokio::test]
+    async fn a_worker_that_panics_is_done_with_the_panic_as_its_error() {
+        let w = Workers::new();
+        w.thread("fragile", "panics in its first pass", |mut ctx| {
+            if ctx.sleep(Duration::from_millis(1)) {
+                panic!("segment 7 vanished");
+            }
+        })
+        .unwrap();
+        w.spawn(
+            "fragile-task",
+            "panics in its first pass",
+            |mut ctx| async move {
+                if ctx.sleep(Duration::from_millis(1)).await {
+                    panic!("row {} vanished", 3);
+                }
+            },
+        );
+        let t = Instant::now();
+        while w.status().iter().any(|s| s.state != State::Done)
+            && t.elapsed() < Duration::from_secs(5)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for (st, said) in w
+            .status()
+            .iter()
+            .zip(["segment 7 vanished", "row 3 vanished"])
+        {
+            assert_eq!(st.state, State::Done, "{st:?}");
+            assert_eq!(st.errors, 1);
+            assert!(
+                st.last_error.as_deref().is_some_and(|e| e.contains(said)),
+                "{st:?}"
+            );
+        }
+        assert!(w.stop(Duration::from_secs(1)).await.is_empty());
     }
 }

@@ -17,7 +17,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("overwrite", "single node: kill -9 during overwrites"),
     ("compaction", "single node: kill -9 during background compactions (overwrite- and delete-heavy, 64 KiB segments)"),
     ("tier-move", "single node: kill -9 while the tier mover moves segments from flash to disk (256 KiB of flash)"),
-    ("torn-write", "single node: kill -9, then every segment's unsynced tail cut at a random offset"),
+    ("torn-write", "single node: kill -9, then the unsynced tail of each directory's newest segment (the only one taking writes) cut at a random offset"),
     ("flip-needle", "single node: a bit flipped in a needle of a stopped node"),
     ("flip-checkpoint", "single node: a bit flipped in an index checkpoint"),
     ("flip-superblock", "single node: a bit flipped in a segment's superblock"),

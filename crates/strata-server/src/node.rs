@@ -1175,14 +1175,10 @@ impl ClusterNode {
         &self.metrics
     }
 
-    /// Checks a call's table version `v` and that `row` is on this node;
-    /// returns this node's disk in the row and its row stores. A newer
-    /// version than this node's makes it catch up first.
-    pub(crate) async fn admit(
-        &self,
-        v: u64,
-        row: usize,
-    ) -> Result<(DiskId, Arc<RowStores>), Refusal> {
+    /// The table a call of version `v` is served under: this node's, when
+    /// it is `v` (a newer `v` makes it catch up first), else the refusal
+    /// (stale, not known here yet, or no table at all).
+    async fn table_at(&self, v: u64) -> Result<Arc<Placement>, Refusal> {
         if v > self.table_version() {
             // The client saw a newer table first: catch up.
             let _ = self.refresh_from(self.table_version()).await;
@@ -1201,20 +1197,18 @@ impl ClusterNode {
                 "table version {v} is not known here yet (at {mine}); retry"
             )));
         }
-        if row >= map.table.row_count() {
-            return Err(Refusal::Bad(format!(
-                "row {row} does not exist (table has {})",
-                map.table.row_count()
-            )));
-        }
-        if self.ids().is_none() {
-            return Err(Refusal::Unavailable("not registered".into()));
-        }
-        self.home_in(&map.table, row).ok_or_else(|| {
-            Refusal::NotHere(format!(
-                "row {row} is not on this node in table version {mine}"
-            ))
-        })
+        Ok(map)
+    }
+
+    /// Checks a call's table version `v` and that `row` is on this node;
+    /// returns this node's disk in the row and its row stores.
+    pub(crate) async fn admit(
+        &self,
+        v: u64,
+        row: usize,
+    ) -> Result<(DiskId, Arc<RowStores>), Refusal> {
+        let map = self.table_at(v).await?;
+        self.admit_row(&map.table, row)
     }
 
     /// [`ClusterNode::admit`] for a call on `bucket`'s listing index: the
@@ -1222,16 +1216,32 @@ impl ClusterNode {
     /// coordinator with an old table cannot change or list an index this
     /// node no longer holds, or holds only since a newer table).
     pub(crate) async fn admit_index(&self, v: u64, bucket: &str) -> Result<(), Refusal> {
-        if v > self.table_version() {
-            let _ = self.refresh_from(self.table_version()).await;
+        let map = self.table_at(v).await?;
+        self.admit_row(&map.table, strata_proto::index_row(&map.table, bucket))
+            .map(drop)
+    }
+
+    /// Whether `row` of the current `table` is on this node.
+    fn admit_row(
+        &self,
+        table: &PlacementTable,
+        row: usize,
+    ) -> Result<(DiskId, Arc<RowStores>), Refusal> {
+        if row >= table.row_count() {
+            return Err(Refusal::Bad(format!(
+                "row {row} does not exist (table has {})",
+                table.row_count()
+            )));
         }
-        let Some(map) = self.map() else {
-            return Err(Refusal::Unavailable(
-                "this node has no placement table yet".into(),
-            ));
-        };
-        let row = strata_proto::index_row(&map.table, bucket);
-        self.admit(v, row).await.map(drop)
+        if self.ids().is_none() {
+            return Err(Refusal::Unavailable("not registered".into()));
+        }
+        self.home_in(table, row).ok_or_else(|| {
+            Refusal::NotHere(format!(
+                "row {row} is not on this node in table version {}",
+                table.version()
+            ))
+        })
     }
 
     /// Whether it is a cluster of one.

@@ -609,17 +609,6 @@ fn collect_tombstones(db: &Database, keep: std::time::Duration) -> Result<usize,
     Ok(n)
 }
 
-/// The index's one writer: takes the first waiting write, every other one
-/// already queued (up to [`GROUP_MAX`]), appends them to the log as one
-/// record (synced if anybody waits), applies them in arrival order in one
-/// redb transaction and answers each. redb's commits are durable only at a
-/// checkpoint: every `every` while writes come (that group's own commit),
-/// once the log's pass reaches [`CHECKPOINT_BYTES`], after the writes stop
-/// (an empty commit) and when the index closes; the log then starts over.
-/// Once a minute it removes expired tombstones. Writes nobody waits for
-/// (intent removals) are held until a durable group comes, or
-/// [`LAZY_WAIT`]. Ends when the index is dropped, after committing what
-/// was queued.
 /// What the committer has done, for the server's list of workers.
 #[derive(Debug, Default)]
 pub struct CommitStats {
@@ -641,6 +630,17 @@ impl CommitStats {
     }
 }
 
+/// The index's one writer: takes the first waiting write, every other one
+/// already queued (up to [`GROUP_MAX`]), appends them to the log as one
+/// record (synced if anybody waits), applies them in arrival order in one
+/// redb transaction and answers each. redb's commits are durable only at a
+/// checkpoint: every `every` while writes come (that group's own commit),
+/// once the log's pass reaches [`CHECKPOINT_BYTES`], after the writes stop
+/// (an empty commit) and when the index closes; the log then starts over.
+/// Once a minute it removes expired tombstones. Writes nobody waits for
+/// (intent removals) are held until a durable group comes, or
+/// [`LAZY_WAIT`]. Ends when the index is dropped, after committing what
+/// was queued.
 fn commit_loop(
     db: Arc<Database>,
     mut log: Log,
@@ -759,12 +759,11 @@ fn commit_loop(
             tx.commit().map_err(|e| e.to_string())
         })();
         match &res {
-            Ok(()) => stats.groups.fetch_add(1, Ordering::Relaxed),
-            Err(e) => {
-                stats.failed(e);
-                0
+            Ok(()) => {
+                stats.groups.fetch_add(1, Ordering::Relaxed);
             }
-        };
+            Err(e) => stats.failed(e),
+        }
         match (&res, durable) {
             (Ok(()), true) => {
                 dirty = None;

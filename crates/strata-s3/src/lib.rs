@@ -16,6 +16,7 @@ mod crash;
 pub mod error;
 pub mod intents;
 pub mod jobs;
+pub mod lifetimes;
 pub mod list;
 pub mod meta;
 pub mod multipart;

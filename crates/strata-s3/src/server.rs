@@ -37,6 +37,9 @@ pub struct S3Options {
     /// The region the API answers for (GetBucketLocation; a CreateBucket
     /// for another location is refused).
     pub region: String,
+    /// Whether SigV2 signatures are accepted (off by default: see
+    /// [`crate::lifetimes`]).
+    pub sigv2: bool,
 }
 
 /// Virtual-host-style addressing: a host `BUCKET.DOMAIN[:PORT]` for one of
@@ -76,19 +79,34 @@ pub struct Listener {
 /// `x-amz-request-id` header, and in an error's XML the same id as
 /// `<RequestId>` (what a client quotes in a bug report; s3s sets neither).
 /// Ids are 16 hex digits: a random start for this process, then counted.
+/// Before s3s sees a request, the lifetime of its signature is checked
+/// ([`crate::lifetimes`]).
 #[derive(Clone)]
 pub struct RequestIds {
     inner: s3s::service::S3Service,
     next: Arc<std::sync::atomic::AtomicU64>,
+    sigv2: bool,
 }
 
 impl RequestIds {
-    fn new(inner: s3s::service::S3Service) -> RequestIds {
+    fn new(inner: s3s::service::S3Service, sigv2: bool) -> RequestIds {
         RequestIds {
             inner,
             next: Arc::new(std::sync::atomic::AtomicU64::new(rand::random::<u64>())),
+            sigv2,
         }
     }
+}
+
+/// The answer to a request refused before s3s saw it.
+fn refused(r: &crate::lifetimes::Refusal) -> s3s::HttpResponse {
+    let mut resp = http::Response::new(s3s::Body::from(r.xml()));
+    *resp.status_mut() = r.status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    resp
 }
 
 /// `body` (an S3 error document) with `<RequestId>id</RequestId>` as its
@@ -222,9 +240,20 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
             req.headers().get(http::header::AUTHORIZATION).cloned(),
             req.headers().get("x-amz-date").cloned(),
         );
-        let fut = hyper::service::Service::call(&self.inner, req);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let early = crate::lifetimes::check(req.uri(), req.headers(), now, self.sigv2).err();
+        let fut = match early {
+            None => Some(hyper::service::Service::call(&self.inner, req)),
+            Some(_) => None,
+        };
         Box::pin(async move {
-            let mut resp = fut.await?;
+            let mut resp = match (fut, early) {
+                (Some(fut), _) => fut.await?,
+                (None, Some(r)) => refused(&r),
+                (None, None) => unreachable!("a request is either refused or served"),
+            };
             if resp.status().as_u16() >= 400 {
                 let body = resp.body().bytes();
                 if resp.status() == http::StatusCode::FORBIDDEN
@@ -270,6 +299,26 @@ impl Listener {
     }
 }
 
+/// The bounds of a browser-upload form (POST with `multipart/form-data`),
+/// which s3s reads before it can check the form's signature: every field
+/// but the file together at most [`FORM_FIELDS_MAX`] bytes (S3's policy
+/// and fields are a few KiB), at most [`FORM_PARTS_MAX`] parts. s3s's own
+/// defaults (20 MB of fields) let an unsigned client make the node hold
+/// 20 MB per connection (issue 34).
+fn form_limits() -> s3s::config::S3Config {
+    let mut c = s3s::config::S3Config::default();
+    c.form_max_field_size = FORM_FIELDS_MAX;
+    c.form_max_fields_size = FORM_FIELDS_MAX;
+    c.form_max_parts = FORM_PARTS_MAX;
+    c
+}
+
+/// Bytes of a browser-upload form's fields, the file excepted.
+pub const FORM_FIELDS_MAX: usize = 64 << 10;
+
+/// Parts of a browser-upload form.
+pub const FORM_PARTS_MAX: usize = 100;
+
 /// Binds the S3 listener of a node, over the node's `coordinator` (its
 /// own replicas called directly, the other nodes' over the node protocol).
 /// Nothing is spawned: the caller serves the listener and runs the jobs.
@@ -302,7 +351,10 @@ pub async fn serve(
     builder.set_auth(KeyAuth(keys.clone()));
     builder.set_access(KeyAccess(keys));
     builder.set_host(Domains(opts.domains));
-    let service = RequestIds::new(builder.build());
+    builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
+        form_limits(),
+    ))));
+    let service = RequestIds::new(builder.build(), opts.sigv2);
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await
         .map_err(|source| S3Error::Listen {

@@ -230,6 +230,13 @@ pub struct Args {
     /// --s3-listen (or --dev). Default us-east-1.
     #[arg(long, value_name = "NAME")]
     s3_region: Option<String>,
+    /// Accept SigV2 signatures on the S3 API (off by default: SigV2 signs
+    /// no body, so a captured request can be replayed with other bytes).
+    /// When on, a header-signed request must be dated within 15 minutes of
+    /// the server's clock and a presigned URL expire within 7 days, as
+    /// SigV4's must. Needs --s3-listen (or --dev).
+    #[arg(long)]
+    s3_sigv2: bool,
     /// S3 multipart uploads neither completed nor aborted this long after
     /// they were created are aborted and their parts' space reclaimed
     /// (S3's AbortIncompleteMultipartUpload lifecycle rule, for every
@@ -486,6 +493,9 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     if a.s3_abandoned_uploads_after.is_some() && a.s3_listen.is_none() {
         bail!("--s3-abandoned-uploads-after is about S3 uploads: it needs --s3-listen (or --dev)");
     }
+    if a.s3_sigv2 && a.s3_listen.is_none() {
+        bail!("--s3-sigv2 is about S3 signatures: it needs --s3-listen (or --dev)");
+    }
     if let Some(r) = &a.s3_region {
         if a.s3_listen.is_none() {
             bail!("--s3-region is the S3 API's region: it needs --s3-listen (or --dev)");
@@ -587,6 +597,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                     .s3_region
                     .clone()
                     .unwrap_or_else(|| strata_s3::DEFAULT_REGION.to_string()),
+                sigv2: a.s3_sigv2,
             },
             tls,
         });

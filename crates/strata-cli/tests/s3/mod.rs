@@ -269,6 +269,9 @@ pub const PRELUDE: &str = r#"
 import os, hashlib, boto3, botocore
 from botocore.config import Config
 def client(access, secret, **kw):
+    # boto3 presigns with SigV2 unless told otherwise; SigV2 is off unless
+    # the server is started with --s3-sigv2.
+    kw.setdefault("signature_version", "s3v4")
     return boto3.client("s3", endpoint_url=os.environ["ENDPOINT"], region_name="us-east-1",
         aws_access_key_id=access, aws_secret_access_key=secret,
         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **kw))

@@ -50,7 +50,10 @@ print(s3.get_object(Bucket="sig", Key="k")["Body"].read())
     assert_eq!(lines[0], "('InvalidRequest', 400)", "{out}");
     assert_eq!(lines[1], "('InvalidRequest', 400)", "{out}");
     assert_eq!(lines[2], "400 True", "{out}");
-    assert_eq!(lines[3], "b'hello'", "the refused SigV2 PUT wrote nothing: {out}");
+    assert_eq!(
+        lines[3], "b'hello'",
+        "the refused SigV2 PUT wrote nothing: {out}"
+    );
 }
 
 #[test]
@@ -88,7 +91,10 @@ print(s3.get_object(Bucket="sig", Key="k")["Body"].read())
             "{out}"
         );
     }
-    assert_eq!(lines[5], "b'hello'", "ten minutes off is within the skew: {out}");
+    assert_eq!(
+        lines[5], "b'hello'",
+        "ten minutes off is within the skew: {out}"
+    );
     assert_eq!(lines[6], "(200, b'hello')", "{out}");
     assert_eq!(lines[7], "400 True", "a SigV2 URL valid until 2100: {out}");
     assert_eq!(lines[8], "b'hello'", "no skewed PUT was stored: {out}");
@@ -118,7 +124,10 @@ print(s3.get_object(Bucket="sig", Key="k")["Body"].read())
     assert_eq!(lines[1], "604801 400 True", "{out}");
     assert_eq!(lines[2], "4294967295 400 True", "{out}");
     assert_eq!(lines[3], "put 400", "{out}");
-    assert_eq!(lines[4], "b'hello'", "the refused PUT stored nothing: {out}");
+    assert_eq!(
+        lines[4], "b'hello'",
+        "the refused PUT stored nothing: {out}"
+    );
 }
 
 /// An unsigned browser-upload form is read before its signature can be
@@ -162,4 +171,75 @@ print(s3.list_objects_v2(Bucket="forms").get("KeyCount"))
         "{out}"
     );
     assert_eq!(lines[2], "0", "nothing was stored: {out}");
+}
+
+/// A signed PUT whose body stops, or trickles, is answered 400
+/// `RequestTimeout` (issue 34, finding 2: it was never answered), at the
+/// body timeout (here 2 s) or at that plus its time at 64 KiB/s, and
+/// stores nothing.
+#[test]
+fn a_signed_put_whose_body_stalls_or_trickles_is_answered_in_time() {
+    let c = S3Cluster::start_with(&["--body-timeout", "2"]);
+    let out = c.python(&format!(
+        "{PRELUDE}{}",
+        r#"
+import socket, time, urllib.parse
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+s3.create_bucket(Bucket="slow")
+host = urllib.parse.urlsplit(os.environ["ENDPOINT"]).netloc
+def put(key, length, send):
+    req = AWSRequest(method="PUT", url=os.environ["ENDPOINT"] + "/slow/" + key,
+        headers={"Content-Length": str(length), "x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    SigV4Auth(Credentials(os.environ["ACCESS"], os.environ["SECRET"]), "s3", "us-east-1").add_auth(req)
+    head = "PUT /slow/%s HTTP/1.1\r\nHost: %s\r\n" % (key, host)
+    for k, v in req.headers.items():
+        if k.lower() != "host":
+            head += "%s: %s\r\n" % (k, v)
+    h, p = host.rsplit(":", 1)
+    sock = socket.create_connection((h, int(p)))
+    sock.settimeout(20)
+    sock.sendall((head + "\r\n").encode())
+    t0 = time.time()
+    got = send(sock)
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return time.time() - t0, got
+def stall(sock):
+    sock.sendall(b"0123456789")
+    return sock.recv(65536)
+def trickle(sock):
+    sock.setblocking(False)
+    got = b""
+    for _ in range(40):
+        try:
+            sock.send(b"x")
+        except OSError:
+            break
+        time.sleep(0.25)
+        try:
+            got += sock.recv(65536)
+        except BlockingIOError:
+            pass
+        if got:
+            break
+    sock.setblocking(True)
+    return got
+for name, length, how in (("stalled", 1000, stall), ("trickled", 2 * 65536, trickle)):
+    secs, got = put(name, length, how)
+    print(name, got.split(b"\r\n")[0].decode(), b"RequestTimeout" in got, round(secs))
+print(s3.list_objects_v2(Bucket="slow").get("KeyCount"))
+"#
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "stalled HTTP/1.1 400 Bad Request True 2", "{out}");
+    assert_eq!(
+        lines[1], "trickled HTTP/1.1 400 Bad Request True 4",
+        "{out}"
+    );
+    assert_eq!(lines[2], "0", "nothing stored: {out}");
 }

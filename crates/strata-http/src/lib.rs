@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod conns;
 pub mod dashboard;
+pub mod deadline;
 pub mod guard;
 pub mod http;
 pub mod range;

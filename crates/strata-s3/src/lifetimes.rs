@@ -77,8 +77,8 @@ pub fn check(uri: &Uri, headers: &HeaderMap, now: i64, sigv2: bool) -> Result<()
         .map(|v| v.as_bytes())
         .unwrap_or(b"");
     let v2_header = auth.starts_with(b"AWS ");
-    let v2_query = query_value(query, "AWSAccessKeyId").is_some()
-        && query_value(query, "Signature").is_some();
+    let v2_query =
+        query_value(query, "AWSAccessKeyId").is_some() && query_value(query, "Signature").is_some();
     if v2_header || v2_query {
         if !sigv2 {
             return Err(Refusal::new(
@@ -134,13 +134,13 @@ pub fn check(uri: &Uri, headers: &HeaderMap, now: i64, sigv2: bool) -> Result<()
     if query_value(query, "X-Amz-Signature").is_some() {
         let expires = query_value(query, "X-Amz-Expires").map(|v| v.parse::<i64>());
         match expires {
-            Some(Ok(e)) if e > MAX_PRESIGNED => {
-                return Err(Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    "AuthorizationQueryParametersError",
-                    format!("X-Amz-Expires must be less than a week (in seconds) that is; {MAX_PRESIGNED}"),
-                ))
-            }
+            Some(Ok(e)) if e > MAX_PRESIGNED => return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "AuthorizationQueryParametersError",
+                format!(
+                    "X-Amz-Expires must be less than a week (in seconds) that is; {MAX_PRESIGNED}"
+                ),
+            )),
             Some(Ok(e)) if e <= 0 => {
                 return Err(Refusal::new(
                     StatusCode::FORBIDDEN,
@@ -176,13 +176,22 @@ mod tests {
 
     #[test]
     fn sigv2_is_refused_when_off_in_both_forms() {
-        let h = headers(&[("authorization", "AWS AKID:c2ln"), ("date", &http_date(NOW))]);
+        let h = headers(&[
+            ("authorization", "AWS AKID:c2ln"),
+            ("date", &http_date(NOW)),
+        ]);
         let r = check(&"/b/k".parse().unwrap(), &h, NOW, false).unwrap_err();
-        assert_eq!((r.status, r.code), (StatusCode::BAD_REQUEST, "InvalidRequest"));
+        assert_eq!(
+            (r.status, r.code),
+            (StatusCode::BAD_REQUEST, "InvalidRequest")
+        );
         let q: Uri = "/b/k?AWSAccessKeyId=A&Expires=1796300100&Signature=x"
             .parse()
             .unwrap();
-        assert_eq!(check(&q, &HeaderMap::new(), NOW, false).unwrap_err().code, "InvalidRequest");
+        assert_eq!(
+            check(&q, &HeaderMap::new(), NOW, false).unwrap_err().code,
+            "InvalidRequest"
+        );
         // SigV4 is not SigV2.
         let v4 = headers(&[("authorization", "AWS4-HMAC-SHA256 Credential=A/...")]);
         assert!(check(&"/b/k".parse().unwrap(), &v4, NOW, false).is_ok());
@@ -207,12 +216,16 @@ mod tests {
             ("x-amz-date", &http_date(NOW - 3600)),
         ]);
         assert_eq!(
-            check(&"/b/k".parse().unwrap(), &h, NOW, true).unwrap_err().code,
+            check(&"/b/k".parse().unwrap(), &h, NOW, true)
+                .unwrap_err()
+                .code,
             "RequestTimeTooSkewed"
         );
         let h = headers(&[("authorization", "AWS AKID:c2ln"), ("date", "yesterday")]);
         assert_eq!(
-            check(&"/b/k".parse().unwrap(), &h, NOW, true).unwrap_err().code,
+            check(&"/b/k".parse().unwrap(), &h, NOW, true)
+                .unwrap_err()
+                .code,
             "AccessDenied"
         );
     }
@@ -220,12 +233,20 @@ mod tests {
     #[test]
     fn presigned_urls_last_at_most_a_week() {
         let v2 = |e: i64| {
-            let q: Uri = format!("/b/k?AWSAccessKeyId=A&Expires={e}&Signature=x").parse().unwrap();
+            let q: Uri = format!("/b/k?AWSAccessKeyId=A&Expires={e}&Signature=x")
+                .parse()
+                .unwrap();
             check(&q, &HeaderMap::new(), NOW, true).map_err(|r| (r.status.as_u16(), r.code))
         };
         assert_eq!(v2(NOW + MAX_PRESIGNED), Ok(()));
-        assert_eq!(v2(NOW + MAX_PRESIGNED + 1), Err((400, "AuthorizationQueryParametersError")));
-        assert_eq!(v2(4_102_444_800), Err((400, "AuthorizationQueryParametersError")));
+        assert_eq!(
+            v2(NOW + MAX_PRESIGNED + 1),
+            Err((400, "AuthorizationQueryParametersError"))
+        );
+        assert_eq!(
+            v2(4_102_444_800),
+            Err((400, "AuthorizationQueryParametersError"))
+        );
         let v4 = |e: &str| {
             let q: Uri = format!(
                 "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires={e}&X-Amz-Signature=ab"
@@ -236,8 +257,14 @@ mod tests {
         };
         assert_eq!(v4("604800"), Ok(()));
         assert_eq!(v4("1"), Ok(()));
-        assert_eq!(v4("604801"), Err((400, "AuthorizationQueryParametersError")));
-        assert_eq!(v4("4294967295"), Err((400, "AuthorizationQueryParametersError")));
+        assert_eq!(
+            v4("604801"),
+            Err((400, "AuthorizationQueryParametersError"))
+        );
+        assert_eq!(
+            v4("4294967295"),
+            Err((400, "AuthorizationQueryParametersError"))
+        );
         assert_eq!(v4("-1"), Err((403, "AccessDenied")));
         assert_eq!(v4("0"), Err((403, "AccessDenied")));
     }

@@ -40,6 +40,10 @@ pub struct S3Options {
     /// Whether SigV2 signatures are accepted (off by default: see
     /// [`crate::lifetimes`]).
     pub sigv2: bool,
+    /// A request body with no byte for this long, or not whole by this
+    /// long plus its time at 64 KiB/s, is answered 400 `RequestTimeout`
+    /// (`strata_http::deadline`).
+    pub body_timeout: std::time::Duration,
 }
 
 /// Virtual-host-style addressing: a host `BUCKET.DOMAIN[:PORT]` for one of
@@ -86,16 +90,36 @@ pub struct RequestIds {
     inner: s3s::service::S3Service,
     next: Arc<std::sync::atomic::AtomicU64>,
     sigv2: bool,
+    body_timeout: std::time::Duration,
 }
 
 impl RequestIds {
-    fn new(inner: s3s::service::S3Service, sigv2: bool) -> RequestIds {
+    fn new(
+        inner: s3s::service::S3Service,
+        sigv2: bool,
+        body_timeout: std::time::Duration,
+    ) -> RequestIds {
         RequestIds {
             inner,
             next: Arc::new(std::sync::atomic::AtomicU64::new(rand::random::<u64>())),
             sigv2,
+            body_timeout,
         }
     }
+}
+
+/// S3's answer to a body that did not arrive in time.
+fn body_too_slow() -> s3s::HttpResponse {
+    let mut r = refused(&crate::lifetimes::Refusal {
+        status: http::StatusCode::BAD_REQUEST,
+        code: "RequestTimeout",
+        message: "Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.".into(),
+    });
+    r.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    r
 }
 
 /// The answer to a request refused before s3s saw it.
@@ -244,15 +268,29 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let early = crate::lifetimes::check(req.uri(), req.headers(), now, self.sigv2).err();
-        let fut = match early {
-            None => Some(hyper::service::Service::call(&self.inner, req)),
-            Some(_) => None,
-        };
+        // The body, read by s3s and the handlers, has the listener's
+        // deadline (the head's is the connection loop's).
+        let declared = req
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        let (parts, body) = req.into_parts();
+        let (body, late) = strata_http::deadline::Deadline::new(body, self.body_timeout, declared);
+        let req = http::Request::from_parts(parts, s3s::Body::http_body(body));
+        let inner = self.inner.clone();
         Box::pin(async move {
-            let mut resp = match (fut, early) {
-                (Some(fut), _) => fut.await?,
-                (None, Some(r)) => refused(&r),
-                (None, None) => unreachable!("a request is either refused or served"),
+            let mut resp = match early {
+                None => {
+                    let resp = inner.call(req).await;
+                    if late.fired() {
+                        body_too_slow()
+                    } else {
+                        resp?
+                    }
+                }
+                Some(r) => refused(&r),
             };
             if resp.status().as_u16() >= 400 {
                 let body = resp.body().bytes();
@@ -354,7 +392,7 @@ pub async fn serve(
     builder.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
         form_limits(),
     ))));
-    let service = RequestIds::new(builder.build(), opts.sigv2);
+    let service = RequestIds::new(builder.build(), opts.sigv2, opts.body_timeout);
     let listener = tokio::net::TcpListener::bind(&opts.listen)
         .await
         .map_err(|source| S3Error::Listen {

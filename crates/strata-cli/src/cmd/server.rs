@@ -130,7 +130,9 @@ pub struct Args {
     /// disk; the flash capacity bounds the sum regardless.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.25)]
     flash_burst: f64,
-    /// Seconds a client has to send a request body (else 408).
+    /// Seconds a request body may go without a byte; the whole body is due
+    /// within this plus its time at 64 KiB/s (else 408 on the object API,
+    /// 400 RequestTimeout on the S3 API, as S3 answers).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     body_timeout: u64,
     /// Seconds a client has to send its request head, counted from the
@@ -598,6 +600,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                     .clone()
                     .unwrap_or_else(|| strata_s3::DEFAULT_REGION.to_string()),
                 sigv2: a.s3_sigv2,
+                body_timeout: Duration::from_secs(a.body_timeout.max(1)),
             },
             tls,
         });

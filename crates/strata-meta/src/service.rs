@@ -146,6 +146,16 @@ impl MetaService {
             if !g.state.nodes.contains_key(&req.node_id.0) {
                 return Err(MetaError::UnknownNode(req.node_id));
             }
+            // A node speaks for its own disks only.
+            let targets: Vec<_> = req.completed.iter().map(|t| t.target).collect();
+            for (what, disks) in [("failed", &req.failed_disks), ("copied to", &targets)] {
+                if let Some(d) = g.state.foreign_disk(req.node_id, disks) {
+                    return Err(MetaError::BadRequest(format!(
+                        "node {} reported disk {d} as {what}, which is not one of its disks: a node reports its own disks only",
+                        req.node_id
+                    )));
+                }
+            }
             g.last_seen.insert(req.node_id, Instant::now());
             g.strikes.remove(&req.node_id);
             if let Some(b) = req.bytes {

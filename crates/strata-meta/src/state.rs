@@ -19,6 +19,11 @@ use crate::MetaError;
 /// Version of the persisted state's layout (docs/placement.md).
 pub const STATE_FORMAT: u32 = 1;
 
+/// The most nodes that may wait as pending at once: a register past it is
+/// refused (a replayed or scripted register cannot grow the state without
+/// bound).
+pub const MAX_PENDING_NODES: usize = 256;
+
 /// How the cluster is laid out; fixed when the service is first started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterConfig {
@@ -380,6 +385,17 @@ impl ClusterState {
         h
     }
 
+    /// Whether every disk in `disks` is one of `node`'s: a node reports
+    /// failures and finished copies of its own disks only. The first disk
+    /// that is not, if any.
+    pub fn foreign_disk(&self, node: NodeId, disks: &[DiskId]) -> Option<DiskId> {
+        let own = self.nodes.get(&node.0)?;
+        disks
+            .iter()
+            .copied()
+            .find(|d| !own.disks.iter().any(|x| x.id == *d))
+    }
+
     /// A node registers. A known, non-dead node keeps its ids (a restart);
     /// otherwise it gets fresh ids and waits as pending. Once
     /// `initial_nodes` nodes are pending and no table exists, the first
@@ -408,6 +424,33 @@ impl ClusterState {
                     });
                 }
             }
+        }
+        // A node that registers again before it has an identity (a
+        // restart before the answer reached it, or the same request sent
+        // twice) is the pending node already at its address, not another.
+        if req.node_id.is_none() {
+            if let Some(n) = self.nodes.values().find(|n| {
+                n.state == NodeState::Pending
+                    && n.addr == req.addr
+                    && n.disks.len() == req.disks.len()
+            }) {
+                return Ok(RegisterResponse {
+                    node_id: n.id,
+                    disk_ids: n.disks.iter().map(|d| d.id).collect(),
+                    heartbeat_ms: 0,
+                    previous: None,
+                });
+            }
+        }
+        let waiting = self
+            .nodes
+            .values()
+            .filter(|n| n.state == NodeState::Pending)
+            .count();
+        if waiting >= MAX_PENDING_NODES {
+            return Err(MetaError::BadRequest(format!(
+                "{waiting} nodes are already pending, the most this service keeps: add them (strata cluster add-node) or remove them (strata cluster remove-node) first"
+            )));
         }
         let previous = req
             .node_id
@@ -855,6 +898,54 @@ mod tests {
             reg(&mut s, &format!("127.0.0.1:{}", 9000 + i));
         }
         s
+    }
+
+    #[test]
+    fn a_register_sent_again_is_the_same_pending_node_and_pending_nodes_are_bounded() {
+        let mut s = ClusterState::new(ClusterConfig {
+            initial_nodes: 100_000,
+            ..ClusterConfig::default()
+        });
+        let a = reg(&mut s, "127.0.0.1:9000");
+        let again = reg(&mut s, "127.0.0.1:9000");
+        assert_eq!((a.node_id, &a.disk_ids), (again.node_id, &again.disk_ids));
+        assert_eq!(s.nodes.len(), 1);
+        for i in 1..MAX_PENDING_NODES {
+            reg(&mut s, &format!("127.0.0.1:{}", 9000 + i));
+        }
+        let past = s.register(
+            &RegisterRequest {
+                addr: "127.0.0.1:1".into(),
+                disks: vec![DiskSpec {
+                    tier: TierClass::Disk,
+                    capacity_bytes: 1 << 30,
+                    path: "/d".into(),
+                }],
+                node_id: None,
+            },
+            0,
+        );
+        assert!(
+            matches!(past, Err(MetaError::BadRequest(ref m)) if m.contains("pending")),
+            "{past:?}"
+        );
+        assert_eq!(s.nodes.len(), MAX_PENDING_NODES);
+    }
+
+    #[test]
+    fn a_node_may_speak_for_its_own_disks_only() {
+        let s = cluster(3);
+        let ids: Vec<(NodeId, Vec<DiskId>)> = s
+            .nodes
+            .values()
+            .map(|n| (n.id, n.disks.iter().map(|d| d.id).collect()))
+            .collect();
+        let (n0, d0) = &ids[0];
+        let (_, d1) = &ids[1];
+        assert_eq!(s.foreign_disk(*n0, d0), None);
+        assert_eq!(s.foreign_disk(*n0, &[]), None);
+        assert_eq!(s.foreign_disk(*n0, &[d0[0], d1[0]]), Some(d1[0]));
+        assert_eq!(s.foreign_disk(*n0, &[DiskId(999)]), Some(DiskId(999)));
     }
 
     #[test]

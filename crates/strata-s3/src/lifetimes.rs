@@ -134,13 +134,15 @@ pub fn check(uri: &Uri, headers: &HeaderMap, now: i64, sigv2: bool) -> Result<()
     if query_value(query, "X-Amz-Signature").is_some() {
         let expires = query_value(query, "X-Amz-Expires").map(|v| v.parse::<i64>());
         match expires {
-            Some(Ok(e)) if e > MAX_PRESIGNED => return Err(Refusal::new(
-                StatusCode::BAD_REQUEST,
-                "AuthorizationQueryParametersError",
-                format!(
+            Some(Ok(e)) if e > MAX_PRESIGNED => {
+                return Err(Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "AuthorizationQueryParametersError",
+                    format!(
                     "X-Amz-Expires must be less than a week (in seconds) that is; {MAX_PRESIGNED}"
                 ),
-            )),
+                ))
+            }
             Some(Ok(e)) if e <= 0 => {
                 return Err(Refusal::new(
                     StatusCode::FORBIDDEN,

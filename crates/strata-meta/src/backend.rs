@@ -77,12 +77,17 @@ const RESERVE_MIN: u64 = 256 << 10;
 const PAGE: u64 = 4096;
 
 impl FileBackend {
-    /// State kept in `dir/meta.json` (the directory is created).
+    /// State kept in `dir/meta.json` (the directory is created). The
+    /// directory is made the service's user's only (0700, an older one
+    /// included): the state holds the S3 keys' secrets (issue 34).
     pub fn new(dir: &Path) -> Result<FileBackend, MetaError> {
-        strata_fs::create_dir_all(dir).map_err(|source| MetaError::File {
-            path: dir.display().to_string(),
-            source,
-        })?;
+        use std::os::unix::fs::PermissionsExt;
+        strata_fs::create_dir_all(dir)
+            .and_then(|_| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|source| MetaError::File {
+                path: dir.display().to_string(),
+                source,
+            })?;
         Ok(FileBackend {
             path: dir.join("meta.json"),
             reserve: dir.join("meta.reserve"),
@@ -229,8 +234,15 @@ fn top_up(reserve: &Path, want: u64) {
 /// [`strata_fs::write_atomic`]: a temporary file, fsync, rename, directory
 /// fsync (a failed write removes the temporary file: a partial copy would
 /// hold space a retry needs).
+///
+/// The file is readable by the service's user only (0600, set on the
+/// temporary file before its bytes): it holds the S3 keys' secrets.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    strata_fs::write_atomic(path, bytes)
+    strata_fs::write_atomic_with(path, |f| {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        strata_fs::write_all_at(f, bytes, 0)
+    })
 }
 
 fn decode_state(bytes: &[u8], what: &str) -> Result<ClusterState, MetaError> {
@@ -391,6 +403,23 @@ impl EtcdBackend {
 mod tests {
     use super::*;
     use crate::state::ClusterConfig;
+
+    #[tokio::test]
+    async fn the_state_is_readable_by_its_user_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let meta = dir.path().join("meta");
+        std::fs::create_dir(&meta).unwrap();
+        std::fs::set_permissions(&meta, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // An older state file, world-readable.
+        std::fs::write(meta.join("meta.json"), b"{}").unwrap();
+        std::fs::set_permissions(meta.join("meta.json"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let f = FileBackend::new(&meta).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&meta), 0o700);
+        f.save(&ClusterState::new(ClusterConfig::default())).await.unwrap();
+        assert_eq!(mode(&meta.join("meta.json")), 0o600);
+    }
 
     #[tokio::test]
     async fn a_save_keeps_space_in_reserve_and_an_unchanged_state_writes_nothing() {

@@ -413,11 +413,17 @@ mod tests {
         std::fs::set_permissions(&meta, std::fs::Permissions::from_mode(0o755)).unwrap();
         // An older state file, world-readable.
         std::fs::write(meta.join("meta.json"), b"{}").unwrap();
-        std::fs::set_permissions(meta.join("meta.json"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(
+            meta.join("meta.json"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
         let f = FileBackend::new(&meta).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&meta), 0o700);
-        f.save(&ClusterState::new(ClusterConfig::default())).await.unwrap();
+        f.save(&ClusterState::new(ClusterConfig::default()))
+            .await
+            .unwrap();
         assert_eq!(mode(&meta.join("meta.json")), 0o600);
     }
 

@@ -128,8 +128,23 @@ pub struct TierPlan {
     pub workloads: Vec<WorkloadPlan>,
 }
 
+/// The longest age a plan may give (a TTL or an erasure-coding age): 100
+/// years, in seconds. Longer ones are refused: they mean "never", which
+/// `null` TTLs and `"ec": "off"` say (a larger number overflowed the time
+/// arithmetic of the loops that read it).
+pub const MAX_AGE_SECONDS: f64 = 100.0 * 365.25 * 86_400.0;
+
+/// `v` is a number in `[0, max]` (not NaN, not infinite).
+fn in_range(v: f64, max: f64) -> bool {
+    (0.0..=max).contains(&v)
+}
+
 impl TierPlan {
-    /// Checks the format, version and every field's range.
+    /// Checks the format, version and every field's range: probabilities
+    /// and hit ratios in [0, 1], ages (TTL, erasure-coding age) in
+    /// [0, [`MAX_AGE_SECONDS`]], rates, weights and the write bound finite
+    /// and non-negative, the training window in order; a refusal names the
+    /// field.
     pub fn validate(&self) -> Result<()> {
         if self.format != PLAN_FORMAT {
             return Err(PlanError(format!(
@@ -141,6 +156,25 @@ impl TierPlan {
             return Err(PlanError(format!(
                 "version {} is not supported (this build reads version {PLAN_VERSION})",
                 self.version
+            )));
+        }
+        if let Some(b) = self.write_bound_bytes_per_s {
+            if !in_range(b, f64::MAX) {
+                return Err(PlanError(format!(
+                    "write_bound_bytes_per_s {b} is not a non-negative number"
+                )));
+            }
+        }
+        let [from, to] = self.train_window;
+        if !(from.is_finite() && to.is_finite() && from <= to) {
+            return Err(PlanError(format!(
+                "train_window [{from}, {to}] is not two finite times in order"
+            )));
+        }
+        if !in_range(self.predicted_flash_hit_ratio, 1.0 + 1e-9) {
+            return Err(PlanError(format!(
+                "predicted_flash_hit_ratio {} is not in [0, 1]",
+                self.predicted_flash_hit_ratio
             )));
         }
         let mut sum: u64 = 0;
@@ -156,17 +190,28 @@ impl TierPlan {
                 )));
             }
             if let Some(t) = w.ttl_seconds {
-                if !(t >= 0.0 && t.is_finite()) {
+                if !in_range(t, MAX_AGE_SECONDS) {
                     return Err(PlanError(format!(
-                        "workload {}: ttl_seconds {t} is not a non-negative number",
+                        "workload {}: ttl_seconds {t} is not in [0, {MAX_AGE_SECONDS}] (100 years; null keeps data on flash for any age)",
                         w.id
                     )));
                 }
             }
             if let Some(WarmTier::After { after_seconds: a }) = w.ec {
-                if !(a >= 0.0 && a.is_finite()) {
+                if !in_range(a, MAX_AGE_SECONDS) {
                     return Err(PlanError(format!(
-                        "workload {}: ec.after_seconds {a} is not a non-negative number",
+                        "workload {}: ec.after_seconds {a} is not in [0, {MAX_AGE_SECONDS}] (100 years; \"ec\": \"off\" never encodes)",
+                        w.id
+                    )));
+                }
+            }
+            for (field, v) in [
+                ("weight", w.weight),
+                ("predicted_flash_reads_per_s", w.predicted_flash_reads_per_s),
+            ] {
+                if !in_range(v, f64::MAX) {
+                    return Err(PlanError(format!(
+                        "workload {}: {field} {v} is not a non-negative number",
                         w.id
                     )));
                 }
@@ -255,6 +300,57 @@ mod tests {
         let mut bad = plan();
         bad.workloads[0].read_ops_per_s = Some(-1.0);
         assert!(TierPlan::from_json(&bad.to_json()).is_err());
+    }
+
+    #[test]
+    fn every_number_out_of_its_range_is_refused_with_its_field_named() {
+        let refused = |f: &dyn Fn(&mut TierPlan), field: &str| {
+            let mut p = plan();
+            f(&mut p);
+            // Through JSON, as a plan arrives (1e300 is valid JSON).
+            let text = p.to_json();
+            let e = TierPlan::from_json(&text).expect_err(field).to_string();
+            assert!(e.contains(field), "{field}: {e}");
+        };
+        refused(
+            &|p| {
+                p.workloads[0].ec = Some(WarmTier::After {
+                    after_seconds: 1e300,
+                })
+            },
+            "ec.after_seconds",
+        );
+        refused(
+            &|p| {
+                p.workloads[0].ec = Some(WarmTier::After {
+                    after_seconds: -1.0,
+                })
+            },
+            "ec.after_seconds",
+        );
+        refused(&|p| p.workloads[0].ttl_seconds = Some(1e300), "ttl_seconds");
+        refused(&|p| p.workloads[0].weight = -2.0, "weight");
+        refused(
+            &|p| p.workloads[0].predicted_flash_reads_per_s = -1.0,
+            "predicted_flash_reads_per_s",
+        );
+        refused(
+            &|p| p.write_bound_bytes_per_s = Some(-5.0),
+            "write_bound_bytes_per_s",
+        );
+        refused(&|p| p.train_window = [10.0, 0.0], "train_window");
+        refused(
+            &|p| p.predicted_flash_hit_ratio = 1.5,
+            "predicted_flash_hit_ratio",
+        );
+        // The bounds themselves are allowed.
+        let mut p = plan();
+        p.workloads[0].ec = Some(WarmTier::After {
+            after_seconds: MAX_AGE_SECONDS,
+        });
+        p.workloads[0].ttl_seconds = Some(0.0);
+        p.write_bound_bytes_per_s = Some(0.0);
+        assert!(TierPlan::from_json(&p.to_json()).is_ok());
     }
 
     #[test]

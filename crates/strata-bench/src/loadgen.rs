@@ -539,6 +539,12 @@ pub async fn run(spec: LoadSpec, progress: Arc<AtomicU64>) -> Result<LoadReport,
             "concurrency and batch must be at least 1".into(),
         ));
     }
+    if spec.batch > strata_proto::batch::MAX_ITEMS {
+        return Err(LoadError::Spec(format!(
+            "batch must be at most {} objects (a node refuses larger batches)",
+            strata_proto::batch::MAX_ITEMS
+        )));
+    }
     if !(0.0..=1.0).contains(&spec.read_fraction) {
         return Err(LoadError::Spec("read fraction must be within 0..1".into()));
     }

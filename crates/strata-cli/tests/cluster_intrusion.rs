@@ -2,7 +2,8 @@
 //! metadata service (issue 34, finding 4), tried against a real 3-node
 //! cluster: a heartbeat that names another node's disk as failed is
 //! refused and the disk stays live; a register sent again is the same
-//! pending node, and pending nodes are bounded.
+//! pending node, and pending nodes are bounded. And a batch of tiny items
+//! is bounded by its count (finding 6), not only by its bytes.
 
 mod cluster_common;
 
@@ -10,9 +11,9 @@ use cluster_common::*;
 use std::time::Duration;
 
 #[test]
-fn a_node_reports_only_its_own_disks_and_registers_do_not_pile_up() {
+fn own_disks_only_registers_bounded_and_batches_counted() {
     let dir = scratch();
-    let (meta, _nodes) = start_cluster_of(None, 3, dir.path());
+    let (meta, nodes) = start_cluster_of(None, 3, dir.path());
     let (table, _) = map_of(&meta.1);
     let disks = table.disks();
     let a = disks[0].node;
@@ -98,4 +99,20 @@ fn a_node_reports_only_its_own_disks_and_registers_do_not_pile_up() {
     let now = pending(&map_of(&meta.1).1);
     assert_eq!(now, strata_meta::state::MAX_PENDING_NODES, "{now} pending");
     assert_eq!(refused, 301 - strata_meta::state::MAX_PENDING_NODES);
+
+    // A batch one item over the bound: 400 before any of it is stored.
+    let items: Vec<(String, bytes::Bytes)> = (0..=strata_proto::batch::MAX_ITEMS)
+        .map(|i| (format!("n{i}"), bytes::Bytes::from_static(b"x")))
+        .collect();
+    let body = strata_proto::batch::encode(&items);
+    let (code, _, answer) = http_full(&nodes[0].1, "POST", "/tiny", None, "", &body);
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("at most 10000 items"), "{answer}");
+    let (code, _, _) = http_full(&nodes[0].1, "GET", "/tiny/n0", None, "", b"");
+    assert_eq!(code, 404, "nothing of the refused batch was stored");
+    // At the bound it is taken whole.
+    let body = strata_proto::batch::encode(&items[..strata_proto::batch::MAX_ITEMS]);
+    let (code, _, answer) = http_full(&nodes[0].1, "POST", "/tiny", None, "", &body);
+    assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
 }

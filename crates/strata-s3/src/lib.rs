@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod bounds;
 pub mod cluster;
 mod crash;
 pub mod error;

@@ -267,7 +267,9 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let early = crate::lifetimes::check(req.uri(), req.headers(), now, self.sigv2).err();
+        let early = crate::lifetimes::check(req.uri(), req.headers(), now, self.sigv2)
+            .and_then(|_| crate::bounds::check(req.method(), req.uri(), req.headers()))
+            .err();
         // The body, read by s3s and the handlers, has the listener's
         // deadline (the head's is the connection loop's).
         let declared = req

@@ -18,7 +18,7 @@ pub const COOKIE_FAILURES_PER_SEC: f64 = 2.0;
 /// are forgotten first).
 const MAX_TRACKED: usize = 100_000;
 
-/// A token bucket of cookie failures per client address: each failure
+/// A token bucket of cookie failures per client network ([`network_of`]): each failure
 /// takes a token, tokens come back at [`COOKIE_FAILURES_PER_SEC`] up to
 /// [`COOKIE_FAILURE_BURST`], and an address without tokens is refused
 /// (429) until one comes back. Guessing a 32-bit cookie at 2 per second
@@ -36,6 +36,23 @@ impl Default for CookieLimiter {
     }
 }
 
+/// The network a client address is counted under: its IPv4 /24 (all of
+/// 127.0.0.0/8 as one: every loopback address is the same host), its IPv6
+/// /64 (what one subscriber is given), an IPv4-mapped IPv6 address as its
+/// IPv4. A client that owns many addresses of one network (38 loopback
+/// addresses gave 760 guesses in 0.1 s before issue 34) shares one
+/// allowance.
+pub fn network_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) if v4.is_loopback() => IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 0)),
+        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & 0xFFFF_FF00).into()),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => network_of(IpAddr::V4(v4)),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+    }
+}
+
 impl CookieLimiter {
     /// A limiter allowing `burst` failures at once and `per_sec` after.
     pub fn new(burst: f64, per_sec: f64) -> CookieLimiter {
@@ -50,8 +67,10 @@ impl CookieLimiter {
         (tokens + now.duration_since(since).as_secs_f64() * self.per_sec).min(self.burst)
     }
 
-    /// `Err(wait)` while `ip` has no failure left to spend.
+    /// `Err(wait)` while `ip`'s network ([`network_of`]) has no failure
+    /// left to spend.
     pub fn check(&self, ip: IpAddr) -> Result<(), Duration> {
+        let ip = network_of(ip);
         let now = Instant::now();
         let g = self.buckets.lock();
         match g.get(&ip) {
@@ -67,8 +86,10 @@ impl CookieLimiter {
         }
     }
 
-    /// Counts a wrong (or missing, where required) cookie from `ip`.
+    /// Counts a wrong (or missing, where required) cookie from `ip`
+    /// against its network.
     pub fn failed(&self, ip: IpAddr) {
+        let ip = network_of(ip);
         let now = Instant::now();
         let mut g = self.buckets.lock();
         if g.len() >= MAX_TRACKED && !g.contains_key(&ip) {
@@ -160,7 +181,7 @@ mod tests {
     fn failures_past_the_burst_are_refused_then_allowed_again() {
         let l = CookieLimiter::new(3.0, 1000.0);
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        let other: IpAddr = "10.0.1.2".parse().unwrap();
         for _ in 0..3 {
             assert!(l.check(ip).is_ok());
             l.failed(ip);
@@ -174,6 +195,23 @@ mod tests {
         slow.failed(ip);
         let wait = slow.check(ip).unwrap_err();
         assert!(wait > Duration::from_secs(900), "{wait:?}");
+    }
+
+    #[test]
+    fn addresses_of_one_network_share_one_allowance() {
+        let n = |a: &str| network_of(a.parse().unwrap());
+        assert_eq!(n("10.1.2.3"), n("10.1.2.200"));
+        assert_ne!(n("10.1.2.3"), n("10.1.3.3"));
+        assert_eq!(n("127.0.0.1"), n("127.45.6.7"));
+        assert_eq!(n("2001:db8:1:2::1"), n("2001:db8:1:2:ffff::9"));
+        assert_ne!(n("2001:db8:1:2::1"), n("2001:db8:1:3::1"));
+        assert_eq!(n("::ffff:10.1.2.3"), n("10.1.2.9"));
+        let l = CookieLimiter::new(3.0, 0.001);
+        for i in 1..=3 {
+            l.failed(format!("127.0.0.{i}").parse().unwrap());
+        }
+        assert!(l.check("127.0.0.38".parse().unwrap()).is_err());
+        assert!(l.check("10.0.0.1".parse().unwrap()).is_ok());
     }
 
     #[tokio::test]

@@ -3,7 +3,8 @@
 //! cluster: a heartbeat that names another node's disk as failed is
 //! refused and the disk stays live; a register sent again is the same
 //! pending node, and pending nodes are bounded. And a batch of tiny items
-//! is bounded by its count (finding 6), not only by its bytes.
+//! is bounded by its count (finding 6), not only by its bytes; a public
+//! 503 names no internal address (finding 9).
 
 mod cluster_common;
 
@@ -115,4 +116,43 @@ fn own_disks_only_registers_bounded_and_batches_counted() {
     let body = strata_proto::batch::encode(&items[..strata_proto::batch::MAX_ITEMS]);
     let (code, _, answer) = http_full(&nodes[0].1, "POST", "/tiny", None, "", &body);
     assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
+}
+
+/// A write that cannot reach a replica is a 503 whose body names no
+/// internal address (issue 34, finding 9: it quoted the replica's URL);
+/// the node's log keeps the detail.
+#[test]
+fn a_public_503_names_no_internal_address() {
+    let dir = scratch();
+    // Never declared dead: the write waits out its deadline (30 s).
+    let meta = start_meta_with(
+        &["--initial-nodes", "3", "--suspect-after", "600"],
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let mut nodes: Vec<(Proc, String)> = (0..3)
+        .map(|i| {
+            start_node(
+                &meta.1,
+                &dir.path().join(format!("node{i}")),
+                &dir.path().join(format!("node{i}.log")),
+            )
+        })
+        .collect();
+    wait_until(Duration::from_secs(30), "the first table", || {
+        status(&meta.1)["table_version"].as_u64() == Some(1)
+    });
+    let victim = nodes[2].1.clone();
+    nodes[2].0.kill();
+    let (code, head, body) = http_full(&nodes[0].1, "PUT", "/b/k", None, "", b"hello");
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 503, "{body}");
+    assert!(header(&head, "retry-after").is_some(), "{head}");
+    let port = victim.rsplit(':').next().unwrap();
+    for secret in [victim.as_str(), port, "http://", "/cluster/v1"] {
+        assert!(!body.contains(secret), "the answer names {secret}: {body}");
+    }
+    assert!(body.contains("b/k"), "{body}");
+    let log = std::fs::read_to_string(dir.path().join("node0.log")).unwrap_or_default();
+    assert!(log.contains(port), "the log keeps the detail: {log}");
 }

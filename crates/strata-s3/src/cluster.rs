@@ -27,10 +27,17 @@ impl Cluster {
 }
 
 /// A cluster failure is the service's, never the caller's: 503, which S3
-/// clients retry.
+/// clients retry. The detail (replica and metadata-service addresses, file
+/// paths) goes to the operator's log, not into the client's answer.
 pub fn unavailable(e: ClientError) -> s3s::S3Error {
     match e {
         ClientError::BadName(_) => s3_error!(InvalidArgument, "{e}"),
-        e => s3_error!(ServiceUnavailable, "{e}"),
+        e => {
+            eprintln!("strata s3: {e}");
+            s3_error!(
+                ServiceUnavailable,
+                "the cluster could not serve the request in time; retry (the server's log says why)"
+            )
+        }
     }
 }

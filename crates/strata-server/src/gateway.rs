@@ -91,8 +91,22 @@ pub fn routes(gw: Gw) -> Router {
 fn client_error(e: ClientError) -> Response {
     match e {
         ClientError::BadName(_) => reason(StatusCode::BAD_REQUEST, e.to_string()),
-        ClientError::Write { .. } | ClientError::Read { .. } | ClientError::Meta { .. } => {
-            reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        // The replica's or the metadata service's words name internal
+        // addresses: for the operator's log, not for the client (issue 34).
+        ClientError::Write { ref name, .. } => {
+            eprintln!("strata server: {e}");
+            unavailable(format!("write of {name} failed: a replica did not answer in time; retry (the server's log says which)"))
+        }
+        ClientError::Read { ref name, .. } => {
+            eprintln!("strata server: {e}");
+            unavailable(format!("read of {name} failed: no replica answered in time; retry (the server's log says which)"))
+        }
+        ClientError::Meta { .. } => {
+            eprintln!("strata server: {e}");
+            unavailable(
+                "the cluster's metadata service did not answer; retry (the server's log says why)"
+                    .into(),
+            )
         }
         ClientError::NoTable => reason(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         // The replica's own words name its files: for the log only.
@@ -114,6 +128,14 @@ fn client_error(e: ClientError) -> Response {
             )
         }
     }
+}
+
+/// 503 with `Retry-After: 1`.
+fn unavailable(text: String) -> Response {
+    let mut r = reason(StatusCode::SERVICE_UNAVAILABLE, text);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }
 
 fn check_public(bucket: &str, name: &str) -> Result<(), Response> {

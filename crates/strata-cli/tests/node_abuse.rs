@@ -866,6 +866,34 @@ print(seen.get("404", 0), seen.get("429", 0), len(seen))
     assert_eq!(n[2], 2, "{text}");
 }
 
+/// Buckets anyone makes do not grow `/metrics` without bound (issue 34,
+/// finding 9): 300 buckets, at most 100 workload series and one for the
+/// rest.
+#[test]
+fn metrics_keep_a_bounded_number_of_bucket_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(dir.path(), &[]);
+    for i in 0..300 {
+        assert_eq!(put(&s.addr, &format!("/bkt-{i:03}/k"), b"x").status, 201);
+    }
+    let r = get(&s.addr, "/metrics");
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("strata_workload_writes_total{"))
+        .count();
+    assert_eq!(series, 101, "{series} series");
+    assert!(
+        text.contains("strata_workload_writes_total{workload=\"_other\"} 200"),
+        "{}",
+        text.lines()
+            .filter(|l| l.contains("_other"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 #[test]
 fn request_bytes_held_at_once_are_capped() {
     let dir = tempfile::tempdir().unwrap();

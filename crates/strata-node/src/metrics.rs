@@ -83,6 +83,49 @@ impl LatencyHist {
     }
 }
 
+/// The most workloads (buckets) `/metrics` gives series of their own: the
+/// busiest by reads and writes; the rest are summed under
+/// [`OTHER_WORKLOADS`] (before issue 34, 100,000 buckets made by anyone
+/// made `/metrics` 52 MB).
+pub const MAX_WORKLOAD_SERIES: usize = 100;
+
+/// The `workload` label of the workloads past [`MAX_WORKLOAD_SERIES`]
+/// (never a bucket's name: bucket names do not start with `_`). Its
+/// counters are sums over a changing set, so they may go down.
+pub const OTHER_WORKLOADS: &str = "_other";
+
+/// `wl` with at most [`MAX_WORKLOAD_SERIES`] entries of its own, the
+/// busiest first, and the rest summed as one more.
+fn bounded(mut wl: Vec<(String, Arc<WorkloadCounters>)>) -> Vec<(String, Arc<WorkloadCounters>)> {
+    if wl.len() <= MAX_WORKLOAD_SERIES {
+        return wl;
+    }
+    wl.sort_by_key(|(name, w)| {
+        (
+            std::cmp::Reverse(w.total_reads() + w.writes.load(Relaxed)),
+            name.clone(),
+        )
+    });
+    let rest = wl.split_off(MAX_WORKLOAD_SERIES);
+    let sum = WorkloadCounters::default();
+    for (_, w) in &rest {
+        for (to, from) in sum.reads.iter().zip(&w.reads) {
+            to.fetch_add(from.load(Relaxed), Relaxed);
+        }
+        for (to, from) in [
+            (&sum.writes, &w.writes),
+            (&sum.writes_flash, &w.writes_flash),
+            (&sum.bytes_written, &w.bytes_written),
+            (&sum.flash_bytes, &w.flash_bytes),
+            (&sum.disk_bytes, &w.disk_bytes),
+        ] {
+            to.fetch_add(from.load(Relaxed), Relaxed);
+        }
+    }
+    wl.push((OTHER_WORKLOADS.to_string(), Arc::new(sum)));
+    wl
+}
+
 /// Counters of one workload.
 #[derive(Default)]
 pub struct WorkloadCounters {
@@ -408,7 +451,7 @@ impl Metrics {
             self.plan_loads.load(Relaxed),
         );
 
-        let wl = self.workloads();
+        let wl = bounded(self.workloads());
         let _ = writeln!(o, "# HELP strata_workload_reads_total Reads per workload, by where they were served from.");
         let _ = writeln!(o, "# TYPE strata_workload_reads_total counter");
         for (name, w) in &wl {
@@ -548,5 +591,41 @@ mod tests {
         assert!(t.contains("strata_get_latency_seconds_bucket{le=\"0.0001\"} 0"));
         assert!(t.contains("strata_workload_reads_total{workload=\"a\\\"b\",tier=\"flash\"} 1"));
         assert_eq!(m.requests_with(404), 2);
+    }
+
+    #[test]
+    fn workload_series_are_bounded_the_rest_summed() {
+        let m = Metrics::default();
+        for i in 0..10_000 {
+            m.workload(&format!("bucket-{i:05}"))
+                .writes
+                .fetch_add(1, Relaxed);
+        }
+        // The busiest keep series of their own.
+        for _ in 0..5 {
+            m.workload("busy").read(Served::Disk);
+        }
+        let t = m.render();
+        let series = t
+            .lines()
+            .filter(|l| l.starts_with("strata_workload_writes_total{"))
+            .count();
+        assert_eq!(series, MAX_WORKLOAD_SERIES + 1, "{series}");
+        assert!(t.contains("strata_workload_reads_total{workload=\"busy\",tier=\"disk\"} 5"));
+        // 10,000 writes in all: those with a series of their own plus the
+        // rest's sum.
+        let own = (MAX_WORKLOAD_SERIES - 1) as u64;
+        assert!(
+            t.contains(&format!(
+                "strata_workload_writes_total{{workload=\"_other\"}} {}",
+                10_000 - own
+            )),
+            "{}",
+            t.lines()
+                .filter(|l| l.contains("_other"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        assert!(t.len() < 200_000, "{} bytes", t.len());
     }
 }

@@ -303,3 +303,31 @@ fn mrc_shards_seed_picks_the_sample() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--shards-seed"));
 }
+
+/// A trace of one endless line (issue 34, finding 9: a 284 KiB zstd file
+/// holding an 8 GiB line made the readers allocate without bound) is
+/// refused at the line bound, naming the file and the record.
+#[test]
+fn a_trace_line_past_the_bound_is_refused_naming_the_record() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("endless.txt.zst");
+    let mut z = zstd::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
+    z.write_all(b"17\n").unwrap();
+    let chunk = vec![b'9'; 1 << 20];
+    for _ in 0..64 {
+        z.write_all(&chunk).unwrap();
+    }
+    z.finish().unwrap();
+    assert!(
+        std::fs::metadata(&path).unwrap().len() < 1 << 20,
+        "compressed small"
+    );
+    let p = path.to_string_lossy().into_owned();
+    let e = fails(&strata(&["sim", "--format", "txt", "--size", "1MiB", &p]));
+    assert!(e.contains("longer than 1048576 bytes"), "{e}");
+    assert!(
+        e.contains("record 2") && e.contains("endless.txt.zst"),
+        "{e}"
+    );
+}

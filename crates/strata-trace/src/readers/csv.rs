@@ -501,6 +501,10 @@ impl Parser {
     }
 }
 
+/// The longest line a text trace may have (1 MiB; a trace's lines are
+/// tens of bytes).
+pub const MAX_LINE: usize = 1 << 20;
+
 impl Source for CsvReader {
     fn fill(&mut self, out: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
         let start = out.len();
@@ -514,6 +518,18 @@ impl Source for CsvReader {
                     r?;
                 }
                 None => {
+                    // A line is bounded: a file of one endless line (a
+                    // 284 KiB zstd frame can hold 8 GiB) is refused, not
+                    // buffered whole.
+                    if avail.len() >= MAX_LINE {
+                        return Err(self.p.ctx.bad(
+                            self.p.ctx.records + 1,
+                            format!(
+                                "line {}: longer than {MAX_LINE} bytes (no newline in them): not a line of a trace",
+                                self.p.line + 1
+                            ),
+                        ));
+                    }
                     if self.buf.refill().map_err(|e| self.p.ctx.io(e))? {
                         continue;
                     }

@@ -267,26 +267,35 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        let early = crate::lifetimes::check(req.uri(), req.headers(), now, self.sigv2)
-            .and_then(|_| crate::bounds::check(req.method(), req.uri(), req.headers()))
-            .err();
-        // The body, read by s3s and the handlers, has the listener's
-        // deadline (the head's is the connection loop's).
         let declared = req
             .headers()
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
+            .and_then(|v| v.parse::<u64>().ok());
+        let early = crate::lifetimes::check(req.uri(), req.headers(), now, self.sigv2)
+            .and_then(|_| crate::bounds::check(req.method(), req.uri(), req.headers(), declared))
+            .err();
+        // The body, read by s3s and the handlers, has the listener's
+        // deadline (the head's is the connection loop's); a request
+        // refused on its head, or without a body, needs no timer.
         let (parts, body) = req.into_parts();
-        let (body, late) = strata_http::deadline::Deadline::new(body, self.body_timeout, declared);
-        let req = http::Request::from_parts(parts, s3s::Body::http_body(body));
+        let (body, late) = if early.is_some() || hyper::body::Body::is_end_stream(&body) {
+            (s3s::Body::from(body), None)
+        } else {
+            let (b, late) = strata_http::deadline::Deadline::new(
+                body,
+                self.body_timeout,
+                declared.unwrap_or(0),
+            );
+            (s3s::Body::http_body(b), Some(late))
+        };
+        let req = http::Request::from_parts(parts, body);
         let inner = self.inner.clone();
         Box::pin(async move {
             let mut resp = match early {
                 None => {
                     let resp = inner.call(req).await;
-                    if late.fired() {
+                    if late.is_some_and(|l| l.fired()) {
                         body_too_slow()
                     } else {
                         resp?

@@ -197,17 +197,9 @@ async fn reserve(gw: &Gateway, bytes: u64) -> Result<tokio::sync::OwnedSemaphore
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("a body of {bytes} bytes is over this server's buffered-bytes cap of {cap} (--max-buffered-bytes)"),
         ),
-        BudgetError::Busy { cap } => {
-            let mut r = reason(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the server holds its cap of {cap} request bytes (--max-buffered-bytes); retry"),
-            );
-            r.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
-            r
-        }
+        BudgetError::Busy { cap } => unavailable(format!(
+            "the server holds its cap of {cap} request bytes (--max-buffered-bytes); retry"
+        )),
     })
 }
 

@@ -144,7 +144,16 @@ fn a_public_503_names_no_internal_address() {
     });
     let victim = nodes[2].1.clone();
     nodes[2].0.kill();
-    let (code, head, body) = http_full(&nodes[0].1, "PUT", "/b/k", None, "", b"hello");
+    // The node answers when its 30 s replica deadline passes; wait longer.
+    let (code, head, body) = http_full_within(
+        Duration::from_secs(90),
+        &nodes[0].1,
+        "PUT",
+        "/b/k",
+        None,
+        "",
+        b"hello",
+    );
     let body = String::from_utf8_lossy(&body);
     assert_eq!(code, 503, "{body}");
     assert!(header(&head, "retry-after").is_some(), "{head}");

@@ -298,9 +298,31 @@ pub fn http_full(
     headers: &str,
     body: &[u8],
 ) -> (u16, String, Vec<u8>) {
+    http_full_within(
+        Duration::from_secs(30),
+        addr,
+        method,
+        path,
+        version,
+        headers,
+        body,
+    )
+}
+
+/// [`http_full`] waiting up to `patience` for the answer, for a request
+/// that itself waits out a server-side deadline.
+pub fn http_full_within(
+    patience: Duration,
+    addr: &str,
+    method: &str,
+    path: &str,
+    version: Option<u64>,
+    headers: &str,
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    s.set_read_timeout(Some(patience)).ok();
     let mut v = version
         .map(|v| format!("x-strata-table-version: {v}\r\n"))
         .unwrap_or_default();

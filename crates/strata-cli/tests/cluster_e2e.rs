@@ -21,13 +21,16 @@ fn http_get(addr: &str, path: &str) -> (u16, Vec<u8>) {
     // service's routes need it).
     let auth = strata_meta::cluster_auth::ClusterSecret::new(TEST_CLUSTER_SECRET)
         .unwrap()
-        .sign(&strata_meta::cluster_auth::Signed {
-            method: "GET",
-            path,
-            version: None,
-            stamp: None,
-            len: 0,
-        });
+        .sign(
+            &strata_meta::cluster_auth::Signed {
+                method: "GET",
+                path,
+                version: None,
+                stamp: None,
+                host: addr,
+            },
+            b"",
+        );
     write!(
         s,
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nx-strata-auth: {auth}\r\nConnection: close\r\n\r\n"

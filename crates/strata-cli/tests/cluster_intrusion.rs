@@ -1,8 +1,12 @@
 //! What a holder of a captured or forged cluster request could do to the
 //! metadata service (issue 34, finding 4), tried against a real 3-node
-//! cluster: a heartbeat that names another node's disk as failed is
+//! cluster: a heartbeat or register as a node without its node key is
+//! refused; a heartbeat that names another node's disk as failed is
 //! refused and the disk stays live; a register sent again is the same
-//! pending node, and pending nodes are bounded. And a batch of tiny items
+//! pending node, and pending nodes are bounded; a captured request is
+//! admitted nowhere again, its body cannot be swapped under its signature,
+//! and it is not admitted by a member it was not sent to. And a batch of
+//! tiny items
 //! is bounded by its count (finding 6), not only by its bytes; a public
 //! 503 names no internal address (finding 9).
 
@@ -25,12 +29,60 @@ fn own_disks_only_registers_bounded_and_batches_counted() {
         .id;
     let own = disks.iter().find(|d| d.node == a).expect("a's disk").id;
 
-    // A heartbeat as node a naming another node's disk failed, and one
-    // claiming a copy to it: both refused, nothing changes.
+    // Node a's key, as it keeps it: readable by its user only.
+    let (_, m) = map_of(&meta.1);
+    let a_addr = m["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["id"] == a.0)
+        .and_then(|n| n["addr"].as_str())
+        .expect("a's address")
+        .to_string();
+    let i = nodes
+        .iter()
+        .position(|n| n.1 == a_addr)
+        .expect("a's process");
+    let ident = dir.path().join(format!("node{i}/cluster-node.json"));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&ident)
+            .expect("identity")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", ident.display());
+    }
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&ident).expect("identity")).expect("JSON");
+    let key = saved["node_key"].as_str().expect("a node key").to_string();
+    // A heartbeat as node a without its key, or with another: refused
+    // (403), whatever it says.
+    for k in [
+        String::new(),
+        format!(r#","node_key":"{}""#, "0".repeat(64)),
+    ] {
+        let body = format!(r#"{{"node_id":{}{k}}}"#, a.0);
+        let (code, _, answer) = http_full(
+            &meta.1,
+            "POST",
+            "/v1/heartbeat",
+            None,
+            "Content-Type: application/json\r\n",
+            body.as_bytes(),
+        );
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(code, 403, "{body}: {answer}");
+        assert!(answer.contains("only that node may"), "{answer}");
+    }
+    // With it, naming another node's disk failed, or claiming a copy to
+    // it: both refused, nothing changes.
     for body in [
-        format!(r#"{{"node_id":{},"failed_disks":[{}]}}"#, a.0, other.0),
         format!(
-            r#"{{"node_id":{},"completed":[{{"row":0,"source":{},"target":{}}}]}}"#,
+            r#"{{"node_id":{},"node_key":"{key}","failed_disks":[{}]}}"#,
+            a.0, other.0
+        ),
+        format!(
+            r#"{{"node_id":{},"node_key":"{key}","completed":[{{"row":0,"source":{},"target":{}}}]}}"#,
             a.0, own.0, other.0
         ),
     ] {
@@ -49,6 +101,31 @@ fn own_disks_only_registers_bounded_and_batches_counted() {
     std::thread::sleep(Duration::from_millis(500));
     let (after, _) = map_of(&meta.1);
     assert_eq!(after.version(), table.version(), "the table did not change");
+    // A register naming node a from another address, without its key: a
+    // 403, and a stays where it is (a captured or forged register cannot
+    // point the cluster at another listener).
+    let body = format!(
+        r#"{{"addr":"127.0.0.1:1","node_id":{},"disks":[{{"tier":"disk","capacity_bytes":1073741824,"path":"/d"}}]}}"#,
+        a.0
+    );
+    let (code, _, answer) = http_full(
+        &meta.1,
+        "POST",
+        "/v1/register",
+        None,
+        "Content-Type: application/json\r\n",
+        body.as_bytes(),
+    );
+    assert_eq!(code, 403, "{}", String::from_utf8_lossy(&answer));
+    let (_, m) = map_of(&meta.1);
+    assert!(
+        m["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .any(|n| n["id"] == a.0 && n["addr"] == a_addr.as_str()),
+        "{m}"
+    );
     assert!(
         after
             .disks()
@@ -74,9 +151,17 @@ fn own_disks_only_registers_bounded_and_batches_counted() {
     };
     let first = reg("127.0.0.1:1");
     assert_eq!(first.0, 200, "{}", String::from_utf8_lossy(&first.2));
+    let ids = |body: &[u8]| {
+        let v: serde_json::Value = serde_json::from_slice(body).expect("JSON");
+        (v["node_id"].clone(), v["disk_ids"].clone())
+    };
     for _ in 0..49 {
         let again = reg("127.0.0.1:1");
-        assert_eq!(again.2, first.2, "the same node and disks each time");
+        assert_eq!(
+            ids(&again.2),
+            ids(&first.2),
+            "the same node and disks each time"
+        );
     }
     let pending = |m: &serde_json::Value| {
         m["nodes"]
@@ -164,4 +249,106 @@ fn a_public_503_names_no_internal_address() {
     assert!(body.contains("b/k"), "{body}");
     let log = std::fs::read_to_string(dir.path().join("node0.log")).unwrap_or_default();
     assert!(log.contains(port), "the log keeps the detail: {log}");
+}
+
+/// Issue 34, finding 4: what a party on the network that captures signed
+/// cluster requests can do with them. A register rewritten to another
+/// port of the same length (which pointed a node at a listener of the
+/// attacker's) is refused on its body; the one captured is not admitted
+/// twice; a node's request sent to another node is refused by it.
+#[test]
+fn a_captured_cluster_request_is_admitted_once_where_it_was_sent() {
+    let dir = scratch();
+    let (meta, nodes) = start_cluster_of(None, 3, dir.path());
+    let (_, before) = map_of(&meta.1);
+    let json = "Content-Type: application/json\r\n";
+    let reg = |port: u32| {
+        format!(
+            r#"{{"addr":"127.0.0.1:{port}","disks":[{{"tier":"disk","capacity_bytes":1073741824,"path":"/d"}}]}}"#
+        )
+    };
+    let body = reg(40001);
+    let head = request_head(
+        &meta.1,
+        &meta.1,
+        "POST",
+        "/v1/register",
+        None,
+        json,
+        body.as_bytes(),
+    );
+    let patience = Duration::from_secs(30);
+    // The body swapped for one of the same length under the same head.
+    let swapped = reg(40002);
+    assert_eq!(swapped.len(), body.len());
+    let (code, _, answer) = send_raw(patience, &meta.1, head.as_bytes(), swapped.as_bytes());
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("does not match"), "{answer}");
+    // That head was admitted once (its body then failed): the original
+    // body under it is a replay now.
+    let (code, _, answer) = send_raw(patience, &meta.1, head.as_bytes(), body.as_bytes());
+    assert_eq!(code, 403, "{}", String::from_utf8_lossy(&answer));
+    // A fresh one is served, and is then not served again.
+    let head = request_head(
+        &meta.1,
+        &meta.1,
+        "POST",
+        "/v1/register",
+        None,
+        json,
+        body.as_bytes(),
+    );
+    let (code, _, answer) = send_raw(patience, &meta.1, head.as_bytes(), body.as_bytes());
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&answer));
+    let (code, _, answer) = send_raw(patience, &meta.1, head.as_bytes(), body.as_bytes());
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(code, 403, "{answer}");
+    assert!(answer.contains("admitted before"), "{answer}");
+    let (_, after) = map_of(&meta.1);
+    let addrs = |m: &serde_json::Value| -> Vec<String> {
+        let mut v: Vec<String> = m["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .map(|n| n["addr"].as_str().unwrap_or("").to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut want = addrs(&before);
+    want.push("127.0.0.1:40001".into());
+    want.sort();
+    assert_eq!(
+        addrs(&after),
+        want,
+        "one node added, none pointed elsewhere"
+    );
+
+    // A request to node 1, delivered to node 0 (its Host kept, or
+    // rewritten to node 0's): refused either way.
+    let (a, b) = (&nodes[0].1, &nodes[1].1);
+    let for_b = request_head(b, b, "GET", "/cluster/v1/status", None, "", b"");
+    let (code, _, answer) = send_raw(patience, a, for_b.as_bytes(), b"");
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(code, 403, "{answer}");
+    assert!(answer.contains("does not answer as"), "{answer}");
+    let rewritten = for_b.replace(&format!("Host: {b}"), &format!("Host: {a}"));
+    assert_ne!(rewritten, for_b);
+    let (code, _, answer) = send_raw(patience, a, rewritten.as_bytes(), b"");
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(code, 403, "{answer}");
+    assert!(answer.contains("does not match"), "{answer}");
+    // Delivered where it was meant: served, once.
+    let (code, _, _) = send_raw(patience, b, for_b.as_bytes(), b"");
+    assert_eq!(code, 200);
+    let (code, _, _) = send_raw(patience, b, for_b.as_bytes(), b"");
+    assert_eq!(code, 403);
+    // A first-version header (no body digest) is refused, saying why.
+    let v1 = "GET /cluster/v1/status HTTP/1.1\r\nHost: HOST\r\nx-strata-auth: v1 1 00\r\nConnection: close\r\n\r\n"
+        .replace("HOST", a);
+    let (code, _, answer) = send_raw(patience, a, v1.as_bytes(), b"");
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(code, 403, "{answer}");
+    assert!(answer.contains("v1 signs no body"), "{answer}");
 }

@@ -231,8 +231,10 @@ fn a_single_node_is_a_cluster_of_one() {
 
 /// The node protocol (`/cluster/v1`) and the metadata service's member
 /// routes take only requests signed with the cluster secret: tried without
-/// credentials, with a wrong secret and with a replayed header for another
-/// path, nothing is stored; the signed direct path works.
+/// credentials, with a wrong secret, with a replayed header for another
+/// path, sent again byte for byte, and with a same-length body swapped
+/// under a good signature (issue 34, finding 4), nothing is stored; the
+/// signed direct path works.
 #[test]
 fn the_node_protocol_needs_the_cluster_secret() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,13 +256,16 @@ fn the_node_protocol_needs_the_cluster_secret() {
     let good = strata_meta::cluster_auth::ClusterSecret::new(CLUSTER_SECRET).unwrap();
     let body = b"\x03\0\0\0\0forged";
     let sign = |sec: &strata_meta::cluster_auth::ClusterSecret, p: &str| {
-        sec.sign(&strata_meta::cluster_auth::Signed {
-            method: "PUT",
-            path: p,
-            version: Some(1),
-            stamp: None,
-            len: body.len() as u64,
-        })
+        sec.sign(
+            &strata_meta::cluster_auth::Signed {
+                method: "PUT",
+                path: p,
+                version: Some(1),
+                stamp: None,
+                host: a,
+            },
+            body,
+        )
     };
     for auth in [
         sign(&wrong, path),
@@ -295,6 +300,22 @@ fn the_node_protocol_needs_the_cluster_secret() {
     ];
     let r = request(a, "PUT", path, &h, Some(body)).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(get(a, "/b/forged").body, b"forged");
+    // Issue 34, finding 4. The same request again, byte for byte: a
+    // replay, refused.
+    let r = request(a, "PUT", path, &h, Some(body)).unwrap();
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("admitted before"), "{}", r.text());
+    // A fresh signature sent with another body of the same length: the
+    // digest under the MAC does not match, nothing is stored.
+    let h = [
+        ("x-strata-table-version", "1"),
+        ("x-strata-auth", &*sign(&good, path)),
+    ];
+    let r = request(a, "PUT", path, &h, Some(b"\x03\0\0\0\0FORGED")).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("does not match"), "{}", r.text());
+    assert_eq!(get(a, "/b/forged").body, b"forged");
     // A member without the secret refuses to start, saying why.
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .env_remove("STRATA_CLUSTER_SECRET")

@@ -21,6 +21,13 @@ pub struct Http {
 }
 
 /// The path and query of an `http://host:port/...` URL.
+/// The `host:port` of a URL (the destination a cluster signature's
+/// sequence counts for).
+fn authority_of(url: &str) -> &str {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    rest.find('/').map_or(rest, |i| &rest[..i])
+}
+
 fn path_of(url: &str) -> &str {
     let rest = url.strip_prefix("http://").unwrap_or(url);
     rest.find('/').map_or("/", |i| &rest[i..])
@@ -217,7 +224,12 @@ impl Http {
         headers: &[(&str, &str)],
         body: &Bytes,
     ) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
-        let mut req = Request::builder().method(method.clone()).uri(url);
+        // The Host the signature names, as written (hyper would leave a
+        // default port out).
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(url)
+            .header(hyper::header::HOST, authority_of(url));
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -237,13 +249,16 @@ impl Http {
         if let Some(sec) = &self.secret {
             req = req.header(
                 strata_meta::cluster_auth::AUTH_HEADER,
-                sec.sign(&strata_meta::cluster_auth::Signed {
-                    method: method.as_str(),
-                    path: path_of(url),
-                    version,
-                    stamp,
-                    len: body.len() as u64,
-                }),
+                sec.sign(
+                    &strata_meta::cluster_auth::Signed {
+                        method: method.as_str(),
+                        path: path_of(url),
+                        version,
+                        stamp,
+                        host: authority_of(url),
+                    },
+                    body,
+                ),
             );
         }
         req.body(Full::new(body.clone()))

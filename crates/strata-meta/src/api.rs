@@ -28,7 +28,7 @@ pub struct DiskSpec {
 }
 
 /// `POST /v1/register`: a node joins (or rejoins with its old id).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RegisterRequest {
     /// `host:port` where the node serves data.
     pub addr: String,
@@ -36,6 +36,10 @@ pub struct RegisterRequest {
     pub disks: Vec<DiskSpec>,
     /// The id it had before a restart, if any.
     pub node_id: Option<NodeId>,
+    /// The node key the service gave that id ([`RegisterResponse::node_key`]):
+    /// a register naming a node that has one must carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_key: Option<String>,
 }
 
 /// Answer to a registration.
@@ -56,6 +60,13 @@ pub struct RegisterResponse {
     /// back as itself*). Absent from services of the previous version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<NodeState>,
+    /// A new node key (64 hex digits), when the service made one: for a
+    /// new id, or for a node registered before keys existed. The node
+    /// keeps it (DATA/cluster-node.json, mode 0600) and sends it with
+    /// every register and heartbeat naming its id; the service keeps only
+    /// its SHA-256. Absent: keep the key you have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_key: Option<String>,
 }
 
 /// `POST /v1/heartbeat`: a node is alive; reports failed disks and finished
@@ -64,6 +75,9 @@ pub struct RegisterResponse {
 pub struct HeartbeatRequest {
     /// The node.
     pub node_id: NodeId,
+    /// Its node key ([`RegisterResponse::node_key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_key: Option<String>,
     /// Disks the node found broken (I/O errors, missing directory).
     #[serde(default)]
     pub failed_disks: Vec<DiskId>,

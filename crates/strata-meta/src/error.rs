@@ -11,6 +11,9 @@ pub enum MetaError {
     /// A request that cannot be served as asked.
     #[error("{0}")]
     BadRequest(String),
+    /// A request for a node that does not prove to be that node (403).
+    #[error("{0}")]
+    Forbidden(String),
     /// The placement table refused a change.
     #[error("placement: {0}")]
     Placement(#[from] PlacementError),

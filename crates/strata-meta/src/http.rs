@@ -21,6 +21,7 @@ impl IntoResponse for MetaError {
             MetaError::UnknownNode(_) => StatusCode::NOT_FOUND,
             MetaError::BadRequest(_) | MetaError::Placement(_) => StatusCode::BAD_REQUEST,
             MetaError::Conflict => StatusCode::CONFLICT,
+            MetaError::Forbidden(_) => StatusCode::FORBIDDEN,
             MetaError::File { .. } | MetaError::Etcd { .. } | MetaError::Corrupt { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -70,8 +71,8 @@ pub fn router_with_keys(
                 if !path.starts_with("/v1/") || is_control(req.method(), path) {
                     return next.run(req).await;
                 }
-                match check_member(secret.as_ref(), &req) {
-                    Ok(()) => next.run(req).await,
+                match check_member(secret.as_ref(), req) {
+                    Ok(req) => next.run(req).await,
                     Err(r) => r,
                 }
             }
@@ -131,13 +132,15 @@ pub fn router_with_keys(
         ))
 }
 
-/// Checks a cluster request's MAC (401 without one, 403 when wrong); the
-/// refusal is built once per refused request, never on the success path.
+/// Checks a cluster request's MAC on its head and admits it once (401
+/// without one, 403 when wrong or replayed), giving it back with its body
+/// checked against the signed digest; the refusal is built once per
+/// refused request, never on the success path.
 #[allow(clippy::result_large_err)]
 fn check_member(
     secret: Option<&crate::cluster_auth::ClusterSecret>,
-    req: &axum::extract::Request,
-) -> Result<(), Response> {
+    req: axum::extract::Request,
+) -> Result<axum::extract::Request, Response> {
     use crate::cluster_auth::AuthFault;
     let Some(secret) = secret else {
         return Err((
@@ -150,26 +153,20 @@ fn check_member(
         )
             .into_response());
     };
-    let path = req
-        .uri()
-        .path_and_query()
-        .map_or(req.uri().path(), |p| p.as_str());
-    secret
-        .verify_request(req.method().as_str(), path, req.headers())
-        .map_err(|f| {
-            let code = if f == AuthFault::Missing {
-                StatusCode::UNAUTHORIZED
-            } else {
-                StatusCode::FORBIDDEN
-            };
-            (
-                code,
-                Json(ErrorBody {
-                    error: f.to_string(),
-                }),
-            )
-                .into_response()
-        })
+    secret.admit(req).map_err(|f| {
+        let code = if f == AuthFault::Missing {
+            StatusCode::UNAUTHORIZED
+        } else {
+            StatusCode::FORBIDDEN
+        };
+        (
+            code,
+            Json(ErrorBody {
+                error: f.to_string(),
+            }),
+        )
+            .into_response()
+    })
 }
 
 /// Whether a request is to a control route (see [`router_with_keys`]).

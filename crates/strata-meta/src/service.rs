@@ -143,8 +143,12 @@ impl MetaService {
     pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatResponse, MetaError> {
         {
             let mut g = self.inner.lock().await;
-            if !g.state.nodes.contains_key(&req.node_id.0) {
+            let Some(n) = g.state.nodes.get(&req.node_id.0) else {
                 return Err(MetaError::UnknownNode(req.node_id));
+            };
+            let given = req.node_key.as_deref();
+            if !n.proves(given) {
+                return Err(n.refusal(given, "a heartbeat"));
             }
             // A node speaks for its own disks only.
             let targets: Vec<_> = req.completed.iter().map(|t| t.target).collect();

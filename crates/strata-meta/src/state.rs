@@ -72,6 +72,54 @@ pub struct NodeRecord {
     pub state: NodeState,
     /// Its disks.
     pub disks: Vec<DiskRecord>,
+    /// The SHA-256 (hex) of the node key the service gave it; absent for
+    /// a node registered before keys existed, until it registers again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_digest: Option<String>,
+}
+
+/// A new node key and the digest the service keeps of it.
+fn new_node_key() -> (String, String) {
+    use rand::Rng;
+    let mut b = [0u8; 32];
+    rand::rng().fill(&mut b[..]);
+    let key: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let digest = key_digest(&key);
+    (key, digest)
+}
+
+/// The digest kept of a node key.
+fn key_digest(key: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+impl NodeRecord {
+    /// Whether `given` is this node's key (true for a node without one:
+    /// registered before keys existed). The digests are compared, not the
+    /// keys: a timing difference says nothing of a key's bytes.
+    pub fn proves(&self, given: Option<&str>) -> bool {
+        match &self.key_digest {
+            None => true,
+            Some(d) => given.is_some_and(|k| key_digest(k) == *d),
+        }
+    }
+
+    pub(crate) fn refusal(&self, given: Option<&str>, what: &str) -> MetaError {
+        MetaError::Forbidden(format!(
+            "{what} as node {} with {}: only that node may (its DATA/cluster-node.json holds \
+             the key the metadata service gave it)",
+            self.id,
+            if given.is_some() {
+                "another node key"
+            } else {
+                "no node key"
+            }
+        ))
+    }
 }
 
 /// The recovery in progress (or the last one).
@@ -415,12 +463,23 @@ impl ClusterState {
                 if matches!(n.state, NodeState::Up | NodeState::Pending)
                     && n.disks.len() == req.disks.len()
                 {
+                    // Only the node itself may say where it is now.
+                    let given = req.node_key.as_deref();
+                    if !n.proves(given) {
+                        return Err(n.refusal(given, "a register"));
+                    }
+                    let node_key = n.key_digest.is_none().then(|| {
+                        let (key, digest) = new_node_key();
+                        n.key_digest = Some(digest);
+                        key
+                    });
                     n.addr = req.addr.clone();
                     return Ok(RegisterResponse {
                         node_id: n.id,
                         disk_ids: n.disks.iter().map(|d| d.id).collect(),
                         heartbeat_ms: 0,
                         previous: None,
+                        node_key,
                     });
                 }
             }
@@ -428,17 +487,22 @@ impl ClusterState {
         // A node that registers again before it has an identity (a
         // restart before the answer reached it, or the same request sent
         // twice) is the pending node already at its address, not another.
+        // It gets a fresh key: the answer with the first may be what it
+        // never received.
         if req.node_id.is_none() {
-            if let Some(n) = self.nodes.values().find(|n| {
+            if let Some(n) = self.nodes.values_mut().find(|n| {
                 n.state == NodeState::Pending
                     && n.addr == req.addr
                     && n.disks.len() == req.disks.len()
             }) {
+                let (key, digest) = new_node_key();
+                n.key_digest = Some(digest);
                 return Ok(RegisterResponse {
                     node_id: n.id,
                     disk_ids: n.disks.iter().map(|d| d.id).collect(),
                     heartbeat_ms: 0,
                     previous: None,
+                    node_key: Some(key),
                 });
             }
         }
@@ -471,6 +535,7 @@ impl ClusterState {
             })
             .collect();
         let disk_ids = disks.iter().map(|d| d.id).collect();
+        let (key, digest) = new_node_key();
         self.nodes.insert(
             id.0,
             NodeRecord {
@@ -478,6 +543,7 @@ impl ClusterState {
                 addr: req.addr.clone(),
                 state: NodeState::Pending,
                 disks,
+                key_digest: Some(digest),
             },
         );
         self.maybe_build(now_ms)?;
@@ -486,6 +552,7 @@ impl ClusterState {
             disk_ids,
             heartbeat_ms: 0,
             previous,
+            node_key: Some(key),
         })
     }
 
@@ -883,6 +950,7 @@ mod tests {
                     path: "/d".into(),
                 }],
                 node_id: None,
+                node_key: None,
             },
             0,
         )
@@ -922,6 +990,7 @@ mod tests {
                     path: "/d".into(),
                 }],
                 node_id: None,
+                node_key: None,
             },
             0,
         );
@@ -1063,6 +1132,7 @@ mod tests {
         let mut s = cluster(3);
         let (v, f) = (s.table_version(), s.addresses_fingerprint());
         assert_eq!(f, cluster(3).addresses_fingerprint(), "not deterministic");
+        let k = known_key(&mut s, 1);
         let again = |s: &mut ClusterState, addr: &str| {
             s.register(
                 &RegisterRequest {
@@ -1073,6 +1143,7 @@ mod tests {
                         path: "/d".into(),
                     }],
                     node_id: Some(NodeId(1)),
+                    node_key: Some(k.clone()),
                 },
                 1,
             )
@@ -1143,6 +1214,7 @@ mod tests {
                             spec(TierClass::Disk, "/d1"),
                         ],
                         node_id: None,
+                        node_key: None,
                     },
                     0,
                 )
@@ -1171,6 +1243,7 @@ mod tests {
                     addr: "h:f".into(),
                     disks: vec![spec(TierClass::Flash, "/f0")],
                     node_id: None,
+                    node_key: None,
                 },
                 0,
             )
@@ -1182,6 +1255,7 @@ mod tests {
     #[test]
     fn restart_keeps_ids() {
         let mut s = cluster(3);
+        let k = known_key(&mut s, 1);
         let again = s
             .register(
                 &RegisterRequest {
@@ -1192,11 +1266,69 @@ mod tests {
                         path: "/d".into(),
                     }],
                     node_id: Some(NodeId(1)),
+                    node_key: Some(k),
                 },
                 0,
             )
             .unwrap();
         assert_eq!(again.node_id, NodeId(1));
+        assert_eq!(again.node_key, None, "it keeps the key it has");
         assert_eq!(s.nodes[&1].addr, "127.0.0.1:1");
+    }
+
+    /// Gives node `id` a key the test knows.
+    fn known_key(s: &mut ClusterState, id: u32) -> String {
+        let (key, digest) = new_node_key();
+        s.nodes.get_mut(&id).expect("node").key_digest = Some(digest);
+        key
+    }
+
+    #[test]
+    fn only_the_node_itself_registers_as_it() {
+        let mut s = cluster(3);
+        let first = reg(&mut s, "127.0.0.1:5000");
+        let key = first.node_key.clone().expect("a new node gets a key");
+        assert_eq!(key.len(), 64);
+        let id = first.node_id;
+        let again = |s: &mut ClusterState, addr: &str, key: Option<&str>| {
+            s.register(
+                &RegisterRequest {
+                    addr: addr.into(),
+                    disks: vec![DiskSpec {
+                        tier: TierClass::Disk,
+                        capacity_bytes: 1 << 30,
+                        path: "/d".into(),
+                    }],
+                    node_id: Some(id),
+                    node_key: key.map(str::to_string),
+                },
+                1,
+            )
+        };
+        // Without its key, or with another node's: refused, the address
+        // stays.
+        let other = known_key(&mut s, 0);
+        for k in [None, Some(other.as_str())] {
+            let e = again(&mut s, "127.0.0.1:6666", k).unwrap_err();
+            assert!(matches!(e, MetaError::Forbidden(_)), "{e}");
+            assert_eq!(s.nodes[&id.0].addr, "127.0.0.1:5000");
+        }
+        let r = again(&mut s, "127.0.0.1:5001", Some(&key)).unwrap();
+        assert_eq!((r.node_id, r.node_key), (id, None));
+        assert_eq!(s.nodes[&id.0].addr, "127.0.0.1:5001");
+        assert!(s.nodes[&id.0].proves(Some(&key)));
+        assert!(!s.nodes[&id.0].proves(None));
+        // A node of the version before keys: its first register gets one,
+        // which it needs from then on.
+        s.nodes.get_mut(&id.0).unwrap().key_digest = None;
+        assert!(s.nodes[&id.0].proves(None));
+        let r = again(&mut s, "127.0.0.1:5001", None).unwrap();
+        let issued = r.node_key.expect("issued");
+        assert!(again(&mut s, "127.0.0.1:5001", None).is_err());
+        assert!(again(&mut s, "127.0.0.1:5001", Some(&issued)).is_ok());
+        // The key is not kept, only its digest.
+        let saved = serde_json::to_string(&s).unwrap();
+        assert!(!saved.contains(&issued));
+        assert!(saved.contains(&key_digest(&issued)));
     }
 }

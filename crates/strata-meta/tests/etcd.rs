@@ -82,6 +82,7 @@ fn reg(addr: &str) -> RegisterRequest {
             path: "/srv/d0".into(),
         }],
         node_id: None,
+        node_key: None,
     }
 }
 
@@ -180,26 +181,27 @@ async fn silent_node_is_declared_dead_and_recovery_is_planned() {
     };
     let svc = MetaService::open(backend, config(5), health).await.unwrap();
     // Addresses where nothing listens: probes fail.
-    let ids: Vec<NodeId> = {
+    // Each node's id and the key it heartbeats with.
+    let (ids, keys): (Vec<NodeId>, Vec<Option<String>>) = {
         let mut v = Vec::new();
         for _ in 0..5 {
             let port = free_port();
-            v.push(
-                svc.register(reg(&format!("127.0.0.1:{port}")))
-                    .await
-                    .unwrap()
-                    .node_id,
-            );
+            let r = svc
+                .register(reg(&format!("127.0.0.1:{port}")))
+                .await
+                .unwrap();
+            v.push((r.node_id, r.node_key));
         }
-        v
+        v.into_iter().unzip()
     };
     let checker = tokio::spawn(svc.clone().run_health_checker());
     // Nodes 0..4 keep beating; node 4 falls silent.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        for &id in &ids[..4] {
+        for (&id, key) in ids[..4].iter().zip(&keys) {
             svc.heartbeat(HeartbeatRequest {
                 node_id: id,
+                node_key: key.clone(),
                 ..HeartbeatRequest::default()
             })
             .await

@@ -87,8 +87,9 @@ pub(crate) fn recover_identity(
 }
 
 /// Writes the identity to every device directory ([`DEVICE_IDENTITY`]),
-/// then to `primary`, each crash-safely ([`strata_fs::write_atomic`]:
-/// temporary file, fsync, rename, directory fsync).
+/// then to `primary`, each crash-safely ([`strata_fs::write_atomic_with`]:
+/// temporary file, fsync, rename, directory fsync) and readable by the
+/// service's user only (mode 0600: it holds the node key).
 pub(crate) fn save_identity(
     id: &Identity,
     primary: &Path,
@@ -100,7 +101,12 @@ pub(crate) fn save_identity(
         .map(|d| d.join(DEVICE_IDENTITY))
         .chain(std::iter::once(primary.to_path_buf()));
     for path in paths {
-        strata_fs::write_atomic(&path, &bytes).map_err(|source| ClusterError::Io {
+        strata_fs::write_atomic_with(&path, |f| {
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            strata_fs::write_all_at(f, &bytes, 0)
+        })
+        .map_err(|source| ClusterError::Io {
             path: path.display().to_string(),
             source,
         })?;
@@ -124,6 +130,10 @@ pub(crate) struct Identity {
     /// written before they were kept).
     #[serde(default)]
     pub(crate) devices: Vec<String>,
+    /// The node key the metadata service gave this id (absent in files
+    /// written before keys existed: the next register gets one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) node_key: Option<String>,
 }
 
 #[cfg(test)]
@@ -139,6 +149,7 @@ mod tests {
             disk_id: None,
             meta: "127.0.0.1:1".into(),
             devices: disks.iter().map(|d| format!("disk:/d{d}")).collect(),
+            node_key: None,
         }
     }
 

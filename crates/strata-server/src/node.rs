@@ -606,6 +606,7 @@ impl ClusterNode {
                 })
                 .collect(),
             node_id: saved.as_ref().map(|s| s.node_id),
+            node_key: saved.as_ref().and_then(|s| s.node_key.clone()),
         };
         let devices = self.device_names();
         let moved = saved
@@ -686,15 +687,26 @@ impl ClusterNode {
                 }
             }
         }
+        // A new key when the service made one; else the one this id had.
+        let node_key = resp.node_key.clone().or_else(|| {
+            saved
+                .as_ref()
+                .filter(|s| s.node_id == resp.node_id)
+                .and_then(|s| s.node_key.clone())
+        });
         let id = Identity {
             node_id: resp.node_id,
             disk_ids: resp.disk_ids,
             disk_id: None,
             meta: self.opts.meta.clone(),
             devices,
+            node_key,
         };
         let unchanged = saved.as_ref().is_some_and(|s| {
-            s.node_id == id.node_id && s.disk_ids == id.disk_ids && s.devices == id.devices
+            s.node_id == id.node_id
+                && s.disk_ids == id.disk_ids
+                && s.devices == id.devices
+                && s.node_key == id.node_key
         }) && self.identity_copies_whole(&id);
         if !unchanged {
             self.save_identity(&id)?;
@@ -719,6 +731,7 @@ impl ClusterNode {
                         i.node_id == id.node_id
                             && i.disk_ids == id.disk_ids
                             && i.devices == id.devices
+                            && i.node_key == id.node_key
                     })
                 })
             })
@@ -870,6 +883,9 @@ impl ClusterNode {
             }
             let req = HeartbeatRequest {
                 node_id,
+                node_key: read(&self.identity)
+                    .as_ref()
+                    .and_then(|i| i.node_key.clone()),
                 failed_disks: failed,
                 completed: completed.clone(),
                 recovery_bytes: bytes,

@@ -84,13 +84,8 @@ pub(crate) async fn cluster_guard(
             "this node has no cluster secret (STRATA_CLUSTER_SECRET)",
         );
     };
-    let path = req
-        .uri()
-        .path_and_query()
-        .map_or(req.uri().path(), |p| p.as_str())
-        .to_string();
-    match secret.verify_request(req.method().as_str(), &path, req.headers()) {
-        Ok(()) => next.run(req).await,
+    match secret.admit(req) {
+        Ok(req) => next.run(req).await,
         Err(f @ AuthFault::Missing) => text(StatusCode::UNAUTHORIZED, f.to_string()),
         Err(f) => text(StatusCode::FORBIDDEN, f.to_string()),
     }

@@ -130,6 +130,12 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             source,
         })?
         .to_string();
+    // Signed cluster requests name this node as the map does (its
+    // advertised address) or as it is bound; others are refused.
+    strata_meta::cluster_auth::answer_as(&bound);
+    if let Some(a) = &opts.advertise {
+        strata_meta::cluster_auth::answer_as(a);
+    }
     let node = ClusterNode::open(opts, bound)?;
     // Wait for the metadata service (it may start after the nodes).
     let mut tries = 0;
@@ -516,6 +522,7 @@ pub async fn embedded_meta(
             source,
         })?
         .to_string();
+    strata_meta::cluster_auth::answer_as(&addr);
     tokio::spawn(strata_http::http::serve_router(
         strata_meta::http::router_with_keys(
             svc,

@@ -634,13 +634,16 @@ pub fn power_all(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> {
 pub fn signed_get(c: &Cluster, addr: &str, path: &str) -> Option<serde_json::Value> {
     use strata_meta::cluster_auth::{ClusterSecret, Signed, AUTH_HEADER};
     let secret = ClusterSecret::new(&c.env.cluster_secret).ok()?;
-    let auth = secret.sign(&Signed {
-        method: "GET",
-        path,
-        version: None,
-        stamp: None,
-        len: 0,
-    });
+    let auth = secret.sign(
+        &Signed {
+            method: "GET",
+            path,
+            version: None,
+            stamp: None,
+            host: addr,
+        },
+        b"",
+    );
     let r = crate::http::request(
         addr,
         "GET",

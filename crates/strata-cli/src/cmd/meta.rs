@@ -30,6 +30,14 @@ pub struct Args {
     /// Address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7400")]
     listen: String,
+    /// Another HOST:PORT that nodes and clients reach this service by (a
+    /// DNS name, a load balancer's address); repeatable. Signed cluster
+    /// requests name their destination, and one naming a destination this
+    /// service does not answer as is refused (docs/security.md). The
+    /// listening address (any host on its port when it is 0.0.0.0 or [::])
+    /// and, on loopback, localhost:PORT are always answered.
+    #[arg(long, value_name = "HOST:PORT")]
+    answer_as: Vec<String>,
     /// etcd endpoint (e.g. http://127.0.0.1:2379); without it the state is
     /// kept in DATA/meta.json.
     #[arg(long, value_name = "URL")]
@@ -122,6 +130,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             strata_meta::cluster_auth::SECRET_ENV
         );
     };
+    // Replays of what an earlier run admitted are refused from here on.
+    strata_meta::cluster_auth::arm();
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async move {
         let backend = match &a.etcd {
@@ -158,6 +168,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {}", a.listen))?;
         let addr = listener.local_addr().context("listening address")?;
+        // Signed requests must name this address (or, bound to every
+        // address, this port) as their Host.
+        strata_meta::cluster_auth::answer_as(&addr.to_string());
+        for name in &a.answer_as {
+            strata_meta::cluster_auth::answer_as(name);
+        }
         eprintln!("strata meta: listening on {addr}, state in {describe}");
         tokio::spawn(svc.clone().run_health_checker());
         // The S3 key routes answer only with this token (none: keys are off).

@@ -320,9 +320,22 @@ pub fn http_full_within(
     headers: &str,
     body: &[u8],
 ) -> (u16, String, Vec<u8>) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(patience)).ok();
+    let head = request_head(addr, addr, method, path, version, headers, body);
+    send_raw(patience, addr, head.as_bytes(), body)
+}
+
+/// The head [`http_full`] sends to `addr`: control routes with the tests'
+/// admin token, cluster routes signed with the tests' cluster secret for
+/// destination `signed_for` (unless `headers` carry credentials).
+pub fn request_head(
+    addr: &str,
+    signed_for: &str,
+    method: &str,
+    path: &str,
+    version: Option<u64>,
+    headers: &str,
+    body: &[u8],
+) -> String {
     let mut v = version
         .map(|v| format!("x-strata-table-version: {v}\r\n"))
         .unwrap_or_default();
@@ -341,21 +354,37 @@ pub fn http_full_within(
             .find_map(|l| l.trim().strip_prefix("x-strata-stamp:"))
             .and_then(|x| x.trim().parse().ok());
         let secret = strata_meta::cluster_auth::ClusterSecret::new(TEST_CLUSTER_SECRET).unwrap();
-        let auth = secret.sign(&strata_meta::cluster_auth::Signed {
-            method,
-            path,
-            version,
-            stamp,
-            len: body.len() as u64,
-        });
+        let auth = secret.sign(
+            &strata_meta::cluster_auth::Signed {
+                method,
+                path,
+                version,
+                stamp,
+                host: signed_for,
+            },
+            body,
+        );
         v.push_str(&format!("x-strata-auth: {auth}\r\n"));
     }
-    write!(
-        s,
+    format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{v}{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
-    .expect("send");
+}
+
+/// Sends `head` and `body` as they are on a new connection to `addr`,
+/// waiting up to `patience`: the status, the header block (lowercase) and
+/// the body of the answer.
+pub fn send_raw(
+    patience: Duration,
+    addr: &str,
+    head: &[u8],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(patience)).ok();
+    s.write_all(head).expect("send");
     s.write_all(body).expect("send body");
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).expect("read");

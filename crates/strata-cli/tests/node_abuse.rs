@@ -1009,3 +1009,48 @@ fn an_error_before_the_body_is_read_closes_the_connection_and_says_so() {
         Some(200)
     );
 }
+
+/// Issue 34, finding 7: clients that ask for a large object and never read
+/// the answer held every connection slot for as long as they stayed
+/// connected. They are dropped after --write-timeout without taking a byte,
+/// and the slots serve again.
+#[test]
+fn clients_that_never_read_their_answers_give_their_slots_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        dir.path(),
+        &["--max-connections", "4", "--write-timeout", "2"],
+    );
+    let a = s.addr.clone();
+    let big = content(7, 32 << 20);
+    assert_eq!(put(&a, "/b/big", &big).status, 201);
+    let mut stalled: Vec<TcpStream> = (0..4)
+        .map(|_| open_with(&a, "GET /b/big HTTP/1.1\r\nHost: t\r\n\r\n"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    // Every slot is writing an answer nobody reads: another client gets the
+    // connection limit's 503.
+    let mut other = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");
+    let (code, text) = read_response(&mut other, Duration::from_secs(5)).expect("an answer");
+    assert_eq!(code, 503, "{text}");
+    // Past the write timeout those connections are dropped...
+    std::thread::sleep(Duration::from_secs(4));
+    let mut after = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(
+        read_response(&mut after, Duration::from_secs(5)).map(|r| r.0),
+        Some(404)
+    );
+    // ...having sent only what the sockets' buffers took.
+    for c in stalled.iter_mut() {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got);
+        assert!(
+            got.len() < big.len(),
+            "a dropped answer arrived whole ({} bytes)",
+            got.len()
+        );
+    }
+    // A client that reads is served whole.
+    assert_eq!(get(&a, "/b/big").body, big);
+}

@@ -186,12 +186,23 @@ impl Client {
 
     /// The replica at `addr`.
     fn at<'c>(&'c self, addr: &'c str) -> Via<'c> {
+        self.at_with(addr, None)
+    }
+
+    /// [`at`](Self::at), a remote one sending a record whose digest the
+    /// caller already has.
+    fn at_with<'c>(
+        &'c self,
+        addr: &'c str,
+        digest: Option<strata_meta::cluster_auth::Digest>,
+    ) -> Via<'c> {
         match &self.local {
             Some((a, r)) if a == addr => Via::Here(r.as_ref()),
             _ => Via::There(Remote {
                 http: self.http(),
                 addr,
                 timeout: self.cfg.request_timeout,
+                digest,
             }),
         }
     }
@@ -620,6 +631,9 @@ impl Client {
         let stamp = stamp.unwrap_or_else(|| self.next_stamp());
         let mut backoff = Duration::from_millis(50);
         let mut tier: Option<String> = None;
+        // The record is signed for each remote replica: hashed once for
+        // all of them (and all the tries), when more than one is remote.
+        let mut digest = None;
         loop {
             let map = self.map().await?;
             let version = map.table.version();
@@ -628,10 +642,17 @@ impl Client {
             let outcome = if reps.is_empty() {
                 Outcome::Failed(format!("row {row} has no live replica"))
             } else {
+                let remote = reps
+                    .iter()
+                    .filter(|a| Some(a.as_str()) != self.local_addr())
+                    .count();
+                if remote > 1 && digest.is_none() {
+                    digest = self.http().digest_of(&body);
+                }
                 let sends = reps.iter().map(|addr| {
                     let body = body.clone();
                     async move {
-                        let via = self.at(addr);
+                        let via = self.at_with(addr, digest);
                         self.timed(addr, via.put(version, row, bucket, name, stamp, body))
                             .await
                     }

@@ -116,8 +116,43 @@ impl Http {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
-        self.exchange(method, url, version, stamp, &[], body, timeout)
+        self.exchange(method, url, version, stamp, &[], body, None, timeout)
             .await
+    }
+
+    /// [`send_stamped`](Self::send_stamped) of a body whose digest the
+    /// caller computed once for all the replicas it goes to
+    /// ([`Http::digest_of`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send_digested(
+        &self,
+        method: Method,
+        url: &str,
+        version: Option<u64>,
+        stamp: Option<u64>,
+        body: Bytes,
+        digest: strata_meta::cluster_auth::Digest,
+        timeout: Duration,
+    ) -> Result<HttpResponse, String> {
+        self.exchange(
+            method,
+            url,
+            version,
+            stamp,
+            &[],
+            body,
+            Some(digest),
+            timeout,
+        )
+        .await
+    }
+
+    /// The digest this client's signatures take of `body`, if it signs
+    /// (None without a cluster secret).
+    pub fn digest_of(&self, body: &[u8]) -> Option<strata_meta::cluster_auth::Digest> {
+        self.secret
+            .as_ref()
+            .map(|_| strata_meta::cluster_auth::body_digest(body))
     }
 
     /// [`send`](Self::send) with extra request headers (an admin token).
@@ -129,7 +164,7 @@ impl Http {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
-        self.exchange(method, url, None, None, extra, body, timeout)
+        self.exchange(method, url, None, None, extra, body, None, timeout)
             .await
     }
 
@@ -142,11 +177,12 @@ impl Http {
         stamp: Option<u64>,
         extra: &[(&str, &str)],
         body: Bytes,
+        digest: Option<strata_meta::cluster_auth::Digest>,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
         let fut = async {
             let resp = self
-                .start_stamped(method, url, version, stamp, extra, body)
+                .start_stamped(method, url, version, stamp, extra, body, digest)
                 .await?;
             let status = resp.status();
             let table_version = header_version(&resp);
@@ -195,10 +231,11 @@ impl Http {
         version: Option<u64>,
         body: Bytes,
     ) -> Result<hyper::Response<Incoming>, String> {
-        self.start_stamped(method, url, version, None, &[], body)
+        self.start_stamped(method, url, version, None, &[], body, None)
             .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn start_stamped(
         &self,
         method: Method,
@@ -207,14 +244,17 @@ impl Http {
         stamp: Option<u64>,
         headers: &[(&str, &str)],
         body: Bytes,
+        digest: Option<strata_meta::cluster_auth::Digest>,
     ) -> Result<hyper::Response<Incoming>, String> {
         self.request(url, || {
-            self.build(&method, url, version, stamp, headers, &body)
+            self.build(&method, url, version, stamp, headers, &body, digest)
         })
         .await
     }
 
-    /// The request [`start_stamped`](Self::start_stamped) sends, signed.
+    /// The request [`start_stamped`](Self::start_stamped) sends, signed
+    /// (with `digest` as the body's, when the caller has it).
+    #[allow(clippy::too_many_arguments)]
     fn build(
         &self,
         method: &Method,
@@ -223,6 +263,7 @@ impl Http {
         stamp: Option<u64>,
         headers: &[(&str, &str)],
         body: &Bytes,
+        digest: Option<strata_meta::cluster_auth::Digest>,
     ) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
         // The Host the signature names, as written (hyper would leave a
         // default port out).
@@ -249,7 +290,7 @@ impl Http {
         if let Some(sec) = &self.secret {
             req = req.header(
                 strata_meta::cluster_auth::AUTH_HEADER,
-                sec.sign(
+                sec.sign_digested(
                     &strata_meta::cluster_auth::Signed {
                         method: method.as_str(),
                         path: path_of(url),
@@ -257,7 +298,8 @@ impl Http {
                         stamp,
                         host: authority_of(url),
                     },
-                    body,
+                    body.len() as u64,
+                    digest.unwrap_or_else(|| strata_meta::cluster_auth::body_digest(body)),
                 ),
             );
         }
@@ -337,7 +379,7 @@ impl Http {
             ("content-type", "application/json"),
             ("accept", "application/json"),
         ];
-        let build = || self.build(&method, url, None, None, &JSON, &bytes);
+        let build = || self.build(&method, url, None, None, &JSON, &bytes, None);
         let fut = async {
             let resp = self.request(url, build).await?;
             let status = resp.status();

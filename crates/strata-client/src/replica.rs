@@ -104,6 +104,9 @@ pub struct Remote<'h> {
     pub addr: &'h str,
     /// One request's timeout.
     pub timeout: Duration,
+    /// The digest of the record a [`Replica::put`] sends, when the caller
+    /// hashed it once for all the replicas it goes to.
+    pub digest: Option<strata_meta::cluster_auth::Digest>,
 }
 
 impl Remote<'_> {
@@ -152,9 +155,25 @@ impl Replica for Remote<'_> {
     ) -> Call<'a, Option<String>> {
         Box::pin(async move {
             let path = object_path(row, bucket, key);
-            let r = self
-                .send(Method::PUT, &path, Some(version), Some(stamp), record)
-                .await?;
+            let r = match self.digest {
+                Some(d) => self
+                    .http
+                    .send_digested(
+                        Method::PUT,
+                        &self.url(&path),
+                        Some(version),
+                        Some(stamp),
+                        record,
+                        d,
+                        self.timeout,
+                    )
+                    .await
+                    .map_err(Refusal::Unreachable)?,
+                None => {
+                    self.send(Method::PUT, &path, Some(version), Some(stamp), record)
+                        .await?
+                }
+            };
             if r.status.is_success() {
                 Ok(r.tier)
             } else {

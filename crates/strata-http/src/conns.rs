@@ -13,7 +13,12 @@
 //! the loop stops accepting and new connections wait in the kernel's
 //! accept queue until one ends.
 //!
-//! The two deadlines are kept apart, as nginx keeps `client_header_timeout`
+//! A third deadline is on the answers: a connection whose client takes no
+//! byte of a response for the write timeout (nginx's `send_timeout`) is
+//! dropped, so that clients that ask and never read cannot hold every
+//! connection slot (issue 34, finding 7).
+//!
+//! The first two deadlines are kept apart, as nginx keeps `client_header_timeout`
 //! and `keepalive_timeout`: a request head must arrive whole within the
 //! header timeout of the connection opening or of the head's first byte,
 //! and a keep-alive connection between requests is closed after the idle
@@ -457,6 +462,8 @@ pub async fn serve_tls<S, B>(
                         inner: $io,
                         conn: conn.clone(),
                         epoch,
+                        write_timeout: limits.write_timeout,
+                        stalled: None,
                     };
                     let served = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
@@ -511,11 +518,42 @@ pub const DRAIN: Duration = Duration::from_secs(8);
 
 /// A connection's stream that notes when the first byte of a request head
 /// arrives (bytes read while no request is in a handler and no head is on
-/// its way), starting that head's deadline.
+/// its way), starting that head's deadline; and that fails a write the
+/// client has taken nothing of for `write_timeout` (the write deadline).
 struct Watched<T> {
     inner: T,
     conn: Arc<Conn>,
     epoch: Instant,
+    write_timeout: Duration,
+    /// Running while a write waits on a client that reads nothing.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> Watched<T> {
+    /// What a write (or flush) that `r` answered means under the write
+    /// deadline: progress or an error clears the timer; waiting starts it,
+    /// or fails the write once it has run out.
+    fn deadline<R>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        r: std::task::Poll<std::io::Result<R>>,
+    ) -> std::task::Poll<std::io::Result<R>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let timeout = self.write_timeout;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match timer.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client took no byte of the answer within the write timeout",
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
 }
 
 impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<T> {
@@ -545,7 +583,8 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<T> {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.deadline(cx, r)
     }
 
     fn poll_write_vectored(
@@ -553,7 +592,8 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<T> {
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.deadline(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -564,7 +604,8 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<T> {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.deadline(cx, r)
     }
 
     fn poll_shutdown(

@@ -40,6 +40,9 @@ pub struct HttpLimits {
     pub max_connections: usize,
     /// A keep-alive connection with no request for this long is closed.
     pub idle_timeout: Duration,
+    /// A connection whose answer the client stops reading (no byte of it
+    /// taken for this long) is dropped, freeing its slot.
+    pub write_timeout: Duration,
 }
 
 impl Default for HttpLimits {
@@ -50,6 +53,7 @@ impl Default for HttpLimits {
             max_batch_bytes: 256 << 20,
             max_connections: 4096,
             idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(30),
         }
     }
 }

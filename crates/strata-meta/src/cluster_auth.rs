@@ -269,19 +269,22 @@ impl ClusterSecret {
     /// The `x-strata-auth` value for a request with `body`, sent now (to
     /// `s.host`, which the request's `Host` header must name as written).
     pub fn sign(&self, s: &Signed<'_>, body: &[u8]) -> String {
+        self.sign_digested(s, body.len() as u64, body_digest(body))
+    }
+
+    /// [`sign`](Self::sign) for a body of `len` bytes whose digest the
+    /// caller has ([`body_digest`]): one hash for a body sent to several
+    /// replicas.
+    pub fn sign_digested(&self, s: &Signed<'_>, len: u64, digest: Digest) -> String {
         let (sender, seq) = self.next_seq(s.host);
         let mut h = Header {
             sender,
             seq,
             at: now_ms(),
-            digest: body_digest(body),
+            digest,
             tag: [0; 32],
         };
-        h.tag = self
-            .mac(s, body.len() as u64, &h)
-            .finalize()
-            .into_bytes()
-            .into();
+        h.tag = self.mac(s, len, &h).finalize().into_bytes().into();
         format!(
             "v2 {:016x} {} {} {} {}",
             h.sender,

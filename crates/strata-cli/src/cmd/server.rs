@@ -157,6 +157,12 @@ pub struct Args {
     /// a peer with the same setting is closing.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     idle_timeout: u64,
+    /// Seconds a client may take no byte of an answer before its
+    /// connection is dropped (on every listener: the object API, S3, the
+    /// node protocol). A slow reader that keeps taking bytes is not
+    /// affected; one that asks and never reads frees its slot.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    write_timeout: u64,
     /// Most workloads a tier plan may list. A listed workload gets a segment
     /// store of its own (a writer thread and its files); every other bucket
     /// and workload shares one store and costs neither (docs/node.md).
@@ -432,6 +438,7 @@ fn options(
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),
         max_connections: a.max_connections,
         idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
+        write_timeout: Duration::from_secs(a.write_timeout.max(1)),
         ..strata_http::HttpLimits::default()
     };
     // This node's clients (to its peers and the metadata service, which

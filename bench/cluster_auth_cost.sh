@@ -32,35 +32,6 @@ setup_work strata-cluster-auth-cost
 
 META=127.0.0.1:$BASE
 NODES=()
-start_cluster() {
-  local bin=$1 d="$WORK/strata"
-  rm -rf "$d"
-  mkdir -p "$d"
-  "$bin" meta --listen "$META" --initial-nodes 3 --replication 3 --data "$d/meta" \
-    >"$WORK/meta.log" 2>&1 &
-  PIDS+=($!)
-  NODES=()
-  SERVER_PIDS=""
-  for i in 1 2 3; do
-    local a=127.0.0.1:$((BASE + i))
-    "$bin" server --meta "$META" --listen "$a" --data "$d/n$i" --ram-cache 0 \
-      >"$WORK/node$i.log" 2>&1 &
-    PIDS+=($!)
-    SERVER_PIDS="${SERVER_PIDS:+$SERVER_PIDS,}$!"
-    NODES+=("$a")
-  done
-  for _ in $(seq 1 120); do
-    local all=1
-    for a in "${NODES[@]}"; do
-      [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$a/warm/up")" = 404 ] || all=
-    done
-    [ -n "$all" ] && return 0
-    sleep 0.5
-  done
-  log "cluster of $bin did not start"
-  tail -5 "$WORK"/*.log >&2
-  exit 1
-}
 
 prefill_of() { if [ "$1" = 1KiB ]; then echo "$PREFILL_1KiB"; else echo "$PREFILL_1MiB"; fi; }
 
@@ -71,9 +42,9 @@ for round in $(seq 1 "$ROUNDS"); do
     if [ "$build" = before ]; then bin=$BEFORE; else bin=$AFTER; fi
     for size in $SIZES; do
       log "round $round, $build, $size: fresh cluster"
-      start_cluster "$bin"
+      start_strata_cluster "$bin"
       addrs=$(IFS=,; echo "${NODES[*]}")
-      S=(--addr "$addrs" --cpu-pids "$SERVER_PIDS" --sizes "$size" --concurrency "$CONC")
+      S=(--addr "$addrs" --cpu-pids "$STRATA_PIDS" --sizes "$size" --concurrency "$CONC")
       run "$build-put-$size-$round" "${S[@]}" --bucket put --read-fraction 0 --prefill 0
       run "$build-get-$size-$round" "${S[@]}" --bucket get --read-fraction 1 --prefill "$(prefill_of "$size")"
       stop_servers

@@ -40,37 +40,6 @@ setup_work strata-server-vs-weed
 
 META=127.0.0.1:$BASE
 NODES=()
-start_strata() {
-  local d="$WORK/strata"
-  rm -rf "$d"
-  mkdir -p "$d"
-  "$STRATA" meta --listen "$META" --initial-nodes 3 --replication 3 --data "$d/meta" \
-    >"$WORK/meta.log" 2>&1 &
-  PIDS+=($!)
-  NODES=()
-  STRATA_PIDS=""
-  for i in 1 2 3; do
-    local a=127.0.0.1:$((BASE + i))
-    # No RAM object cache, like SeaweedFS: both read through the page cache.
-    "$STRATA" server --meta "$META" --listen "$a" --data "$d/n$i" --ram-cache 0 \
-      >"$WORK/node$i.log" 2>&1 &
-    PIDS+=($!)
-    STRATA_PIDS="${STRATA_PIDS:+$STRATA_PIDS,}$!"
-    NODES+=("$a")
-  done
-  for _ in $(seq 1 120); do
-    # Serving: an absent object is a 404 once the first table exists.
-    local all=1
-    for a in "${NODES[@]}"; do
-      [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$a/warm/up")" = 404 ] || all=
-    done
-    [ -n "$all" ] && return 0
-    sleep 0.5
-  done
-  log "Strata cluster did not start"
-  tail -5 "$WORK"/*.log >&2
-  exit 1
-}
 
 MPORT=$((BASE + 10))
 start_weed() {
@@ -108,7 +77,7 @@ log "work dir $WORK"
 for size in $SIZES; do
   pre=$(prefill_of "$size")
   log "$size: fresh Strata cluster"
-  start_strata
+  start_strata_cluster "$STRATA"
   addrs=$(IFS=,; echo "${NODES[*]}")
   S=(--addr "$addrs" --cpu-pids "$STRATA_PIDS" --sizes "$size" --concurrency "$CONC")
   run "strata-put-$size" "${S[@]}" --bucket put --read-fraction 0 --prefill 0

@@ -83,3 +83,39 @@ setup_work() {
       "and Strata stops preparing space below $((size / 16 / 1024 / 1024)) GB free: free some space for figures comparable to docs/benchmarks.md"
   fi
 }
+
+# start_strata_cluster BIN: a metadata service (replication 3) on $META and
+# three `BIN server --meta` nodes on $BASE+1..3 with no RAM object cache
+# (they read through the page cache, like SeaweedFS), each in a fresh
+# directory under $WORK/strata; returns once every node answers 404 for an
+# absent object (the first table exists). Sets NODES (their addresses) and
+# STRATA_PIDS (comma-separated, for --cpu-pids).
+start_strata_cluster() {
+  local bin=$1 d="$WORK/strata"
+  rm -rf "$d"
+  mkdir -p "$d"
+  "$bin" meta --listen "$META" --initial-nodes 3 --replication 3 --data "$d/meta" \
+    >"$WORK/meta.log" 2>&1 &
+  PIDS+=($!)
+  NODES=()
+  STRATA_PIDS=""
+  for i in 1 2 3; do
+    local a=127.0.0.1:$((BASE + i))
+    "$bin" server --meta "$META" --listen "$a" --data "$d/n$i" --ram-cache 0 \
+      >"$WORK/node$i.log" 2>&1 &
+    PIDS+=($!)
+    STRATA_PIDS="${STRATA_PIDS:+$STRATA_PIDS,}$!"
+    NODES+=("$a")
+  done
+  for _ in $(seq 1 120); do
+    local all=1
+    for a in "${NODES[@]}"; do
+      [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$a/warm/up")" = 404 ] || all=
+    done
+    [ -n "$all" ] && return 0
+    sleep 0.5
+  done
+  log "Strata cluster of $bin did not start"
+  tail -5 "$WORK"/*.log >&2
+  exit 1
+}

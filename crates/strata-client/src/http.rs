@@ -116,13 +116,13 @@ impl Http {
         body: Bytes,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
-        self.exchange(method, url, version, stamp, &[], body, None, timeout)
+        self.send_digested(method, url, version, stamp, body, None, timeout)
             .await
     }
 
     /// [`send_stamped`](Self::send_stamped) of a body whose digest the
-    /// caller computed once for all the replicas it goes to
-    /// ([`Http::digest_of`]).
+    /// caller may have computed once for all the replicas it goes to
+    /// ([`Http::digest_of`]; None: hashed here).
     #[allow(clippy::too_many_arguments)]
     pub async fn send_digested(
         &self,
@@ -131,20 +131,11 @@ impl Http {
         version: Option<u64>,
         stamp: Option<u64>,
         body: Bytes,
-        digest: strata_meta::cluster_auth::Digest,
+        digest: Option<strata_meta::cluster_auth::Digest>,
         timeout: Duration,
     ) -> Result<HttpResponse, String> {
-        self.exchange(
-            method,
-            url,
-            version,
-            stamp,
-            &[],
-            body,
-            Some(digest),
-            timeout,
-        )
-        .await
+        self.exchange(method, url, version, stamp, &[], body, digest, timeout)
+            .await
     }
 
     /// The digest this client's signatures take of `body`, if it signs

@@ -122,9 +122,23 @@ impl Remote<'_> {
         stamp: Option<u64>,
         body: Bytes,
     ) -> Result<HttpResponse, Refusal> {
+        self.send_digested(method, path, version, stamp, body, None)
+            .await
+    }
+
+    /// [`send`](Self::send) of a body whose digest the caller may have.
+    async fn send_digested(
+        &self,
+        method: Method,
+        path: &str,
+        version: Option<u64>,
+        stamp: Option<u64>,
+        body: Bytes,
+        digest: Option<strata_meta::cluster_auth::Digest>,
+    ) -> Result<HttpResponse, Refusal> {
         let url = self.url(path);
         self.http
-            .send_stamped(method, &url, version, stamp, body, self.timeout)
+            .send_digested(method, &url, version, stamp, body, digest, self.timeout)
             .await
             .map_err(Refusal::Unreachable)
     }
@@ -155,25 +169,16 @@ impl Replica for Remote<'_> {
     ) -> Call<'a, Option<String>> {
         Box::pin(async move {
             let path = object_path(row, bucket, key);
-            let r = match self.digest {
-                Some(d) => self
-                    .http
-                    .send_digested(
-                        Method::PUT,
-                        &self.url(&path),
-                        Some(version),
-                        Some(stamp),
-                        record,
-                        d,
-                        self.timeout,
-                    )
-                    .await
-                    .map_err(Refusal::Unreachable)?,
-                None => {
-                    self.send(Method::PUT, &path, Some(version), Some(stamp), record)
-                        .await?
-                }
-            };
+            let r = self
+                .send_digested(
+                    Method::PUT,
+                    &path,
+                    Some(version),
+                    Some(stamp),
+                    record,
+                    self.digest,
+                )
+                .await?;
             if r.status.is_success() {
                 Ok(r.tier)
             } else {

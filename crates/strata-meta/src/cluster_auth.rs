@@ -152,7 +152,8 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -258,10 +259,12 @@ impl ClusterSecret {
             // Fresh ids for all: a receiver takes a new sender as new.
             senders.clear();
         }
-        let e = senders.entry(dest.to_string()).or_insert_with(|| {
+        // The key is copied only for a destination not seen before.
+        if !senders.contains_key(dest) {
             use rand::Rng;
-            (rand::rng().random::<u64>(), 0)
-        });
+            senders.insert(dest.to_string(), (rand::rng().random::<u64>(), 0));
+        }
+        let e = senders.get_mut(dest).expect("inserted above");
         e.1 += 1;
         (e.0, e.1)
     }
@@ -538,8 +541,7 @@ impl OwnNames {
         if self.exact.is_empty() && self.any_host_on.is_empty() {
             return true;
         }
-        let host = host.to_ascii_lowercase();
-        self.exact.contains(&host)
+        self.exact.iter().any(|n| n.eq_ignore_ascii_case(host))
             || host
                 .rsplit_once(':')
                 .and_then(|(_, p)| p.parse::<u16>().ok())

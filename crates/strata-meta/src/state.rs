@@ -83,7 +83,7 @@ fn new_node_key() -> (String, String) {
     use rand::Rng;
     let mut b = [0u8; 32];
     rand::rng().fill(&mut b[..]);
-    let key: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let key = crate::cluster_auth::hex(&b);
     let digest = key_digest(&key);
     (key, digest)
 }
@@ -91,10 +91,7 @@ fn new_node_key() -> (String, String) {
 /// The digest kept of a node key.
 fn key_digest(key: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
+    crate::cluster_auth::hex(&sha2::Sha256::digest(key.as_bytes()))
 }
 
 impl NodeRecord {

@@ -566,9 +566,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             cluster_auth::install(Some(s));
         }
     }
-    // Replays of what an earlier run of this node admitted are refused from
-    // here on (docs/security.md, "Cluster traffic").
-    cluster_auth::arm();
     let token = admin_token(&a);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();

@@ -189,12 +189,17 @@ clear_cache() {
 
 # --- the node ----------------------------------------------------------------
 DATA=$MNT/node
+# The object API takes no anonymous requests: the node gets a root key,
+# curl a token of it.
+export STRATA_ROOT_ACCESS_KEY=${STRATA_ROOT_ACCESS_KEY:-lazyfsroot}
+export STRATA_ROOT_SECRET_KEY=${STRATA_ROOT_SECRET_KEY:-lazyfsroot-secret-0123456789}
+AUTH="Authorization: Bearer $("$STRATA" key token --expires 7d)"
 start_node() {
   "$STRATA" server --data "$DATA" --listen "$ADDR" --threads 2 --segment-size 1MiB \
     >/dev/null 2>>"$WORK/node.log" &
   SRV=$!
   for _ in $(seq 300); do
-    if curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary ready "http://$ADDR/lazyfs-ready/probe" 2>/dev/null | grep -qE '^20[01]$'; then
+    if curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" -X PUT --data-binary ready "http://$ADDR/lazyfs-ready/probe" 2>/dev/null | grep -qE '^20[01]$'; then
       return 0
     fi
     kill -0 "$SRV" 2>/dev/null || die "the node exited at start: $(tail -5 "$WORK/node.log")"
@@ -214,10 +219,10 @@ writer() {
     body=$RUN/body-$w
     head -c $((64 + RANDOM % 16384)) /dev/urandom >"$body"
     sum=$(sha256sum "$body" | cut -c1-64)
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X PUT --data-binary "@$body" "http://$ADDR/lazyfs/$key" || true)
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" --max-time 10 -X PUT --data-binary "@$body" "http://$ADDR/lazyfs/$key" || true)
     case $code in 200 | 201) echo "$key put $sum acked" ;; *) echo "$key put $sum unknown" ;; esac >>"$RUN/ops-$w"
     if [ $((RANDOM % 4)) = 0 ] && [ "$code" = 201 ]; then
-      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X DELETE "http://$ADDR/lazyfs/$key" || true)
+      code=$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" --max-time 10 -X DELETE "http://$ADDR/lazyfs/$key" || true)
       case $code in 200 | 204) echo "$key del - acked" ;; *) echo "$key del - unknown" ;; esac >>"$RUN/ops-$w"
     fi
   done
@@ -237,7 +242,7 @@ verify() {
   done < <(cat "$RUN"/ops-* 2>/dev/null)
   for key in "${!may[@]}"; do
     checked=$((checked + 1))
-    code=$(curl -s -o "$RUN/got" -w '%{http_code}' --max-time 10 "http://$ADDR/lazyfs/$key" || echo 000)
+    code=$(curl -s -o "$RUN/got" -w '%{http_code}' -H "$AUTH" --max-time 10 "http://$ADDR/lazyfs/$key" || echo 000)
     case $code in
       200)
         got=$(sha256sum "$RUN/got" | cut -c1-64)

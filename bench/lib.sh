@@ -7,6 +7,15 @@
 PIDS=()
 declare -p GEN >/dev/null 2>&1 || GEN=()
 
+# The root key of the Strata servers the scripts start: the object API
+# takes no anonymous requests, and `strata bench http` sends a token of
+# the root key in its environment (docs/security.md).
+export STRATA_ROOT_ACCESS_KEY=${STRATA_ROOT_ACCESS_KEY:-benchroot}
+export STRATA_ROOT_SECRET_KEY=${STRATA_ROOT_SECRET_KEY:-benchroot-secret-0123456789}
+
+# bearer: curl's header with a token of that key.
+bearer() { echo "Authorization: Bearer $("$STRATA" key token)"; }
+
 # pin_cores: SRV and GEN, the command prefixes that put the servers on
 # core 1 and the load generator on core 0 (PIN=0, or a one-core machine:
 # no pinning).
@@ -110,7 +119,7 @@ start_strata_cluster() {
   for _ in $(seq 1 120); do
     local all=1
     for a in "${NODES[@]}"; do
-      [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$a/warm/up")" = 404 ] || all=
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -H "$(bearer)" "http://$a/warm/up")" = 404 ] || all=
     done
     [ -n "$all" ] && return 0
     sleep 0.5

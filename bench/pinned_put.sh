@@ -18,6 +18,10 @@ D=${DATA:-$WORK/data}
 rm -rf "$D"
 mkdir -p "$D"
 PID=
+# The object API takes no anonymous writes: the server gets a root key and
+# `strata bench http` sends a token of it.
+export STRATA_ROOT_ACCESS_KEY=${STRATA_ROOT_ACCESS_KEY:-benchroot}
+export STRATA_ROOT_SECRET_KEY=${STRATA_ROOT_SECRET_KEY:-benchroot-secret-0123456789}
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 # shellcheck disable=SC2086
 env ${ENVX:-} taskset -c 1 "$BIN" server --data "$D" --listen 127.0.0.1:"$PORT" --ram-cache 0 \

@@ -45,6 +45,18 @@ ACCESS, S3SECRET = "PROBEROOTKEY00000001", "probe-root-secret-key-00000000000000
 RESULTS = []
 
 
+def token(access=ACCESS, secret=S3SECRET, life=3600):
+    """A native bearer token (docs/security.md, "Native tokens")."""
+    exp = int(time.time()) + life
+    tag = hmac.new(secret.encode(), f"strata-token-v1\n{access}\n{exp}".encode(),
+                   hashlib.sha256).hexdigest()
+    return f"strata1.{access}.{exp}.{tag}"
+
+
+# The Authorization of the probes' own (legitimate) native requests.
+AUTH = {"Authorization": "Bearer " + token()}
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -151,7 +163,7 @@ class Strata:
             [binary, "server", "--meta-listen", self.meta, "--listen", self.node, "--data",
              os.path.join(self.dir, "one"), "--s3-listen", self.s3],
             env=env, stdout=subprocess.DEVNULL, stderr=log))
-        self.wait(lambda: request(self.node, "PUT", "/ready/probe", body=b"x")[0] == 201,
+        self.wait(lambda: request(self.node, "PUT", "/ready/probe", AUTH, b"x")[0] == 201,
                   "the server of one")
         log2 = open(os.path.join(self.dir, "node2.log"), "w")
         self.procs.append(subprocess.Popen(
@@ -203,6 +215,45 @@ def native_bypass(s):
     c.put_object(Bucket="private", Key="secret", Body=b"the private bytes")
     code, _, body = request(s.node, "GET", "/private/secret")
     return held(code in (401, 403), f"native GET answered {code} ({body[:40]!r})")
+
+
+@probe("1", "an anonymous native PUT and DELETE of an object in a private S3 bucket")
+def native_write(s):
+    if not boto3:
+        return "SKIPPED", "pip install boto3"
+    c = s3_client(s)
+    c.create_bucket(Bucket="private-w")
+    c.put_object(Bucket="private-w", Key="k", Body=b"kept")
+    put, _, _ = request(s.node, "PUT", "/private-w/k", body=b"overwritten")
+    delete, _, _ = request(s.node, "DELETE", "/private-w/k")
+    kept = c.get_object(Bucket="private-w", Key="k")["Body"].read()
+    return held(put in (401, 403) and delete in (401, 403) and kept == b"kept",
+                f"PUT {put}, DELETE {delete}, the object holds {kept!r}")
+
+
+@probe("1", "a native PUT over a multipart part (%01mpu/UPLOAD/PART), with the root key's token")
+def part_overwrite(s):
+    if not boto3:
+        return "SKIPPED", "pip install boto3"
+    c = s3_client(s)
+    c.create_bucket(Bucket="parts")
+    up = c.create_multipart_upload(Bucket="parts", Key="big")["UploadId"]
+    c.upload_part(Bucket="parts", Key="big", UploadId=up, PartNumber=1, Body=b"original part")
+    code, _, _ = request(s.node, "PUT", f"/parts/%01mpu/{up}/00001", AUTH, b"swapped bytes")
+    return held(code == 400, f"answered {code}")
+
+
+@probe("1", "a native write of an S3 bucket is listed with its size")
+def native_listed(s):
+    if not boto3:
+        return "SKIPPED", "pip install boto3"
+    c = s3_client(s)
+    c.create_bucket(Bucket="listed")
+    c.put_object(Bucket="listed", Key="o", Body=b"four")
+    request(s.node, "PUT", "/listed/o", AUTH, b"eight!!!")
+    request(s.node, "PUT", "/listed/n", AUTH, b"new")
+    got = {o["Key"]: o["Size"] for o in c.list_objects_v2(Bucket="listed").get("Contents", [])}
+    return held(got == {"o": 8, "n": 3}, f"listed {got}")
 
 
 @probe("2", "an unsigned POST form with a 1 MiB field")
@@ -314,10 +365,11 @@ def budget(s):
     socks = []
     for _ in range(8):
         c = socket.create_connection(tuple(s.node.rsplit(":", 1)))
-        c.sendall(f"POST /budget HTTP/1.1\r\nHost: {s.node}\r\nContent-Length: {256 << 20}\r\n\r\n".encode())
+        c.sendall(f"POST /budget HTTP/1.1\r\nHost: {s.node}\r\nAuthorization: {AUTH['Authorization']}\r\n"
+                  f"Content-Length: {256 << 20}\r\n\r\n".encode())
         socks.append(c)
     time.sleep(1)
-    code, _, _ = request(s.node, "PUT", "/budget/after", body=b"x" * (8 << 20))
+    code, _, _ = request(s.node, "PUT", "/budget/after", AUTH, b"x" * (8 << 20))
     for c in socks:
         c.close()
     return held(code in (200, 201), f"the PUT answered {code}")
@@ -325,12 +377,12 @@ def budget(s):
 
 @probe("7", "a GET of a 32 MiB object whose answer is never read (dropped at --write-timeout)")
 def never_read(s):
-    code, _, _ = request(s.node, "PUT", "/probe/big", body=os.urandom(32 << 20))
+    code, _, _ = request(s.node, "PUT", "/probe/big", AUTH, os.urandom(32 << 20))
     if code not in (200, 201):
         return "ERROR", f"the PUT answered {code}"
     c = socket.create_connection(tuple(s.node.rsplit(":", 1)))
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    c.sendall(f"GET /probe/big HTTP/1.1\r\nHost: {s.node}\r\n\r\n".encode())
+    c.sendall(f"GET /probe/big HTTP/1.1\r\nHost: {s.node}\r\nAuthorization: {AUTH['Authorization']}\r\n\r\n".encode())
     time.sleep(45)  # the default write timeout is 30 s
     c.settimeout(5)
     got = 0
@@ -390,7 +442,7 @@ def main():
         raise SystemExit(f"probe: not an executable: {binary}")
     s = Strata(binary)
     try:
-        for p in (native_bypass, form_bound, stalled_body, sigv2, presigned_forever, unsigned,
+        for p in (native_bypass, native_write, part_overwrite, native_listed, form_bound, stalled_body, sigv2, presigned_forever, unsigned,
                   replay, swapped, misdelivered, register_as_another, heartbeat_as_another,
                   budget, never_read, metrics_token, meta_mode, big_xml, tier_plan):
             p(s)

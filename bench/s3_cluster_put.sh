@@ -48,7 +48,9 @@ one() {
     PIDS+=($!)
   done
   for _ in $(seq 1 120); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data x "http://127.0.0.1:$((PORT - 9))/ready/probe")" = 201 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data x \
+      -H "Authorization: Bearer $(STRATA_ROOT_ACCESS_KEY=$ACCESS STRATA_ROOT_SECRET_KEY=$SECRET "$bin" key token 2>/dev/null)" \
+      "http://127.0.0.1:$((PORT - 9))/ready/probe")" = 201 ] &&
       [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/")" = 403 ] && break
     sleep 0.5
   done

@@ -29,6 +29,9 @@ pub enum Target {
         addrs: Vec<String>,
         /// The bucket (= workload) to use.
         bucket: String,
+        /// The `Authorization` header of every request (`Bearer TOKEN`,
+        /// `strata key token`), if any.
+        authorization: Option<String>,
     },
     /// A SeaweedFS master at `master` (host:port); fids are assigned by the
     /// master in blocks of the batch size and uploaded to the volume server
@@ -337,15 +340,23 @@ impl Worker {
         let items: Vec<Bytes> = (0..k).map(|_| self.payload()).collect();
         let bytes: u64 = items.iter().map(|b| b.len() as u64).sum();
         match &self.spec.target {
-            Target::Strata { addrs, bucket } => {
+            Target::Strata {
+                addrs,
+                bucket,
+                authorization,
+            } => {
                 let addr: Arc<str> = Arc::from(self.node_addr(addrs));
+                let auth: Vec<(&str, &str)> = authorization
+                    .iter()
+                    .map(|a| ("authorization", a.as_str()))
+                    .collect();
                 let mut stored = Vec::with_capacity(k);
                 if k == 1 {
                     self.seq += 1;
                     let path = format!("/{bucket}/w{}-{}", self.id, self.seq);
                     let r = self
                         .client
-                        .request(&addr, Method::PUT, &path, &[], items[0].clone())
+                        .request(&addr, Method::PUT, &path, &auth, items[0].clone())
                         .await
                         .map_err(|e| e.to_string())?;
                     if !r.status.is_success() {
@@ -376,7 +387,7 @@ impl Worker {
                             &addr,
                             Method::POST,
                             &path,
-                            &[],
+                            &auth,
                             strata_proto::batch::encode(&named),
                         )
                         .await
@@ -516,13 +527,23 @@ impl Worker {
         };
         // Strata: through this worker's node, whichever node wrote it;
         // SeaweedFS: at the volume server that holds it.
-        let addr: Arc<str> = match &self.spec.target {
-            Target::Strata { addrs, .. } => Arc::from(self.node_addr(addrs)),
-            Target::Seaweed { .. } => s.addr.clone(),
+        let (addr, auth): (Arc<str>, Vec<(&str, &str)>) = match &self.spec.target {
+            Target::Strata {
+                addrs,
+                authorization,
+                ..
+            } => (
+                Arc::from(self.node_addr(addrs)),
+                authorization
+                    .iter()
+                    .map(|a| ("authorization", a.as_str()))
+                    .collect(),
+            ),
+            Target::Seaweed { .. } => (s.addr.clone(), Vec::new()),
         };
         let r = self
             .client
-            .request(&addr, Method::GET, &s.path, &[], Bytes::new())
+            .request(&addr, Method::GET, &s.path, &auth, Bytes::new())
             .await
             .map_err(|e| e.to_string())?;
         if !r.status.is_success() {
@@ -886,6 +907,7 @@ mod tests {
             target: Target::Strata {
                 addrs: vec![addr],
                 bucket: "b".into(),
+                authorization: None,
             },
             sizes: SizeDist::Fixed(100),
             read_fraction: 0.5,

@@ -55,8 +55,9 @@ fn cut_upload(addr: &str, path: &str, data: &[u8], sent: usize) -> std::net::Tcp
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     write!(
         s,
-        "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n",
-        data.len()
+        "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nContent-Length: {}\r\n\r\n",
+        data.len(),
+        tok = root_token()
     )
     .expect("send head");
     s.write_all(&data[..sent]).expect("send body");

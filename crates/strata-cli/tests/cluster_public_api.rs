@@ -226,7 +226,8 @@ fn a_1_gib_object_streams_through_one_node_in_bounded_memory() {
     s.set_read_timeout(Some(Duration::from_secs(300))).ok();
     write!(
         s,
-        "PUT /big/one-gib HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {LEN}\r\nConnection: close\r\n\r\n"
+        "PUT /big/one-gib HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nContent-Length: {LEN}\r\nConnection: close\r\n\r\n",
+        tok = root_token()
     )
     .unwrap();
     let mut chunk = vec![0u8; 1 << 20];
@@ -245,7 +246,8 @@ fn a_1_gib_object_streams_through_one_node_in_bounded_memory() {
     s.set_read_timeout(Some(Duration::from_secs(300))).ok();
     write!(
         s,
-        "GET /big/one-gib HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET /big/one-gib HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\nConnection: close\r\n\r\n",
+        tok = root_token()
     )
     .unwrap();
     let mut r = BufReader::with_capacity(1 << 20, s);
@@ -454,8 +456,9 @@ fn cluster_node_flags_work_or_are_refused_by_name() {
     let mut s = TcpStream::connect(&addr).unwrap();
     write!(
         s,
-        "PUT /docs/big HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
-        (1 << 20) + 1
+        "PUT /docs/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tok}\r\nContent-Length: {}\r\n\r\n",
+        (1 << 20) + 1,
+        tok = root_token()
     )
     .unwrap();
     let mut status = String::new();

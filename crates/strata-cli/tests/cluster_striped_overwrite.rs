@@ -59,8 +59,9 @@ fn an_overwrite_cut_short_by_a_kill_keeps_the_acknowledged_version_whole() {
     let mut upload = std::net::TcpStream::connect(&a).expect("connect to A");
     write!(
         upload,
-        "PUT /photos/big HTTP/1.1\r\nHost: {a}\r\nContent-Length: {}\r\n\r\n",
-        v2.len()
+        "PUT /photos/big HTTP/1.1\r\nHost: {a}\r\nAuthorization: Bearer {tok}\r\nContent-Length: {}\r\n\r\n",
+        v2.len(),
+        tok = root_token()
     )
     .expect("send head");
     upload.write_all(&v2[..3 * TRACT + 100]).expect("send body");

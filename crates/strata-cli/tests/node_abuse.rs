@@ -67,7 +67,8 @@ fn slow_and_bad_clients_do_not_stop_the_others() {
         a.clone(),
         b"GET /b/known HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
     );
-    let mut body_req = b"PUT /b/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n".to_vec();
+    let mut body_req =
+        authed("PUT /b/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n").into_bytes();
     body_req.extend_from_slice(&[b'z'; 40]);
     let slow_body = std::thread::spawn({
         let a = a.clone();
@@ -567,8 +568,16 @@ fn strata_store_opens_a_server_row_with_its_version_order() {
 
 /// A raw keep-alive connection: sends `head` (and nothing more), returns
 /// the stream.
+/// A connection to `addr` that has sent `head` (with a token of the root
+/// key when it asks for an object of bucket `b`).
 fn open_with(addr: &str, head: &str) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
+    let object = head.split(' ').nth(1).is_some_and(|p| p.starts_with("/b"));
+    let head = if object {
+        authed(head)
+    } else {
+        head.to_string()
+    };
     s.write_all(head.as_bytes()).unwrap();
     s
 }
@@ -833,7 +842,7 @@ seen = {}
 for i in range(1, 39):
     for g in range(20):
         s = socket.create_connection((host, int(port)), source_address=("127.0.0.%d" % i, 0))
-        s.sendall(b"GET /b/guarded?cookie=%08x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n" % (i * 100 + g + 1))
+        s.sendall(b"GET /b/guarded?cookie=%08x HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n" % (i * 100 + g + 1, sys.argv[2].encode()))
         got = b""
         while True:
             c = s.recv(4096)
@@ -847,6 +856,7 @@ print(seen.get("404", 0), seen.get("429", 0), len(seen))
 "#,
         )
         .arg(&s.addr)
+        .arg(root_token())
         .output()
         .expect("python3");
     assert!(

@@ -774,20 +774,20 @@ print("ok")
 
 /// Uploads nobody completes or aborts are reclaimed after
 /// `--s3-abandoned-uploads-after` (their parts' objects deleted, read
-/// through the native API to be sure); a repeated Complete answers the
+/// over the direct path to be sure); a repeated Complete answers the
 /// first one's ETag; DeleteBucket takes the bucket's unfinished uploads
 /// with it, so a bucket made again under its name starts bare.
 #[test]
 fn abandoned_and_completed_uploads_are_reclaimed() {
     let c = S3Cluster::start_with(&["--s3-abandoned-uploads-after", "4s"]);
     let out = c.python(&format!(
-        r#"{PRELUDE}{NATIVE}
+        r#"{PRELUDE}{STORED}
 s3.create_bucket(Bucket="sweep")
 part = os.urandom(100 * 1024)
 u = s3.create_multipart_upload(Bucket="sweep", Key="left")["UploadId"]
 s3.upload_part(Bucket="sweep", Key="left", UploadId=u, PartNumber=1, Body=part)
 hidden = "/sweep/%01mpu/" + u + "/00001"
-assert native(hidden) == 200, native(hidden)
+assert stored(hidden) == 200, stored(hidden)
 
 # Completed: a repeated Complete answers the same ETag; the upload is no longer listed.
 v = s3.create_multipart_upload(Bucket="sweep", Key="done")["UploadId"]
@@ -806,9 +806,9 @@ while s3.list_multipart_uploads(Bucket="sweep").get("Uploads") and time.time() <
     time.sleep(0.5)
 assert s3.list_multipart_uploads(Bucket="sweep").get("Uploads", []) == []
 assert code(lambda: s3.list_parts(Bucket="sweep", Key="left", UploadId=u)) == ("NoSuchUpload", 404)
-while native(hidden) != 404 and time.time() < deadline:
+while stored(hidden) != 404 and time.time() < deadline:
     time.sleep(0.5)
-assert native(hidden) == 404, native(hidden)
+assert stored(hidden) == 404, stored(hidden)
 # ... and the completed object is untouched.
 assert s3.get_object(Bucket="sweep", Key="done")["Body"].read() == b"whole"
 assert code(lambda: s3.get_object(Bucket="sweep", Key="left")) == ("NoSuchKey", 404)
@@ -817,9 +817,9 @@ assert code(lambda: s3.get_object(Bucket="sweep", Key="left")) == ("NoSuchKey", 
 s3.create_bucket(Bucket="gone")
 w = s3.create_multipart_upload(Bucket="gone", Key="k")["UploadId"]
 s3.upload_part(Bucket="gone", Key="k", UploadId=w, PartNumber=1, Body=part)
-assert native("/gone/%01mpu/" + w + "/00001") == 200
+assert stored("/gone/%01mpu/" + w + "/00001") == 200
 s3.delete_bucket(Bucket="gone")
-assert native("/gone/%01mpu/" + w + "/00001") == 404
+assert stored("/gone/%01mpu/" + w + "/00001") == 404
 s3.create_bucket(Bucket="gone")
 assert s3.list_multipart_uploads(Bucket="gone").get("Uploads", []) == []
 print("ok")
@@ -877,9 +877,9 @@ except Exception as e:
     restart(&mut c, &[], &[]);
     let out = c.python_env(
         &format!(
-            r#"{PRELUDE}{NATIVE}
+            r#"{PRELUDE}{STORED}
 u = os.environ["U"]
-assert native("/crash/%01mpu/" + u + "/00002") == 200
+assert stored("/crash/%01mpu/" + u + "/00002") == 200
 parts = s3.list_parts(Bucket="crash", Key="k", UploadId=u)["Parts"]
 assert [p["PartNumber"] for p in parts] == [1], parts
 print("ok")
@@ -893,7 +893,7 @@ print("ok")
     restart(&mut c, &["--s3-abandoned-uploads-after", "2s"], &[]);
     let out = c.python_env(
         &format!(
-            r#"{PRELUDE}{NATIVE}
+            r#"{PRELUDE}{STORED}
 u = os.environ["U"]
 # The sweep (abandoned after 2 s, the upload is older) may abort it first.
 try:
@@ -901,13 +901,13 @@ try:
 except botocore.exceptions.ClientError as e:
     assert e.response["Error"]["Code"] == "NoSuchUpload", e
 deadline = time.time() + 60
-while native("/crash/%01mpu/" + u + "/00001") != 404 and time.time() < deadline:
+while stored("/crash/%01mpu/" + u + "/00001") != 404 and time.time() < deadline:
     time.sleep(0.5)
-assert native("/crash/%01mpu/" + u + "/00001") == 404
+assert stored("/crash/%01mpu/" + u + "/00001") == 404
 deadline = time.time() + 60
-while native("/crash/%01mpu/" + u + "/00002") != 404 and time.time() < deadline:
+while stored("/crash/%01mpu/" + u + "/00002") != 404 and time.time() < deadline:
     time.sleep(0.5)
-assert native("/crash/%01mpu/" + u + "/00002") == 404
+assert stored("/crash/%01mpu/" + u + "/00002") == 404
 print("ok")
 "#
         ),

@@ -249,9 +249,17 @@ fn delta(a: &Snapshot, b: &Snapshot, name: &str) -> (u64, u64) {
     (y.0.saturating_sub(x.0), y.1.saturating_sub(x.1))
 }
 
-/// Replays `reqs` (times relative to `t0`) against `addr` in real time.
-async fn replay(
+/// The node a replay drives: its address and the `Authorization` of its
+/// requests (a token of the demo's root key).
+#[derive(Clone)]
+struct Node {
     addr: String,
+    authorization: Arc<String>,
+}
+
+/// Replays `reqs` (times relative to `t0`) against `node` in real time.
+async fn replay(
+    node: Node,
     reqs: Vec<Request>,
     t0: f64,
     names: Arc<HashMap<u32, String>>,
@@ -272,13 +280,17 @@ async fn replay(
     for _ in 0..concurrency {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Request>(64);
         senders.push(tx);
-        let addr = addr.clone();
+        let Node {
+            addr,
+            authorization,
+        } = node.clone();
         let names = names.clone();
         let pool = pool.clone();
         let progress = progress.clone();
         let errors = errors.clone();
         workers.push(tokio::spawn(async move {
             let mut client = Client::new();
+            let auth = [("authorization", authorization.as_str())];
             while let Some(r) = rx.recv().await {
                 let bucket = names
                     .get(&r.workload)
@@ -289,17 +301,17 @@ async fn replay(
                     Op::Put => {
                         let n = (r.size as usize).min(pool.len());
                         client
-                            .request(&addr, Method::PUT, &path, &[], pool.slice(..n))
+                            .request(&addr, Method::PUT, &path, &auth, pool.slice(..n))
                             .await
                     }
                     Op::Get => {
                         client
-                            .request(&addr, Method::GET, &path, &[], Bytes::new())
+                            .request(&addr, Method::GET, &path, &auth, Bytes::new())
                             .await
                     }
                     Op::Delete => {
                         client
-                            .request(&addr, Method::DELETE, &path, &[], Bytes::new())
+                            .request(&addr, Method::DELETE, &path, &auth, Bytes::new())
                             .await
                     }
                 };
@@ -383,6 +395,16 @@ pub fn run_demo(
     let traces = opts.dir.join("traces");
     // The demo's own control requests carry a token of this run.
     let token = strata_http::auth::generate();
+    // The demo's own root key, and a token of it for its requests (the
+    // object API takes no anonymous writes).
+    let root = strata_s3::auth::Key {
+        access_key: "demo".into(),
+        secret_key: strata_http::auth::generate(),
+    };
+    let object_auth = Arc::new(format!(
+        "Bearer {}",
+        strata_s3::auth::mint_token(&root, unix_now() as u64 + 24 * 3600)
+    ));
     let bearer = format!("Bearer {token}");
     let admin = [("authorization", bearer.as_str())];
     // The one server, a cluster of one, on its own runtime; its protocol
@@ -417,6 +439,7 @@ pub fn run_demo(
         opts.trace_rotate = 100_000;
         opts.mover_interval = Duration::from_millis(50);
         opts.admin_token = Some(token.clone());
+        opts.root = Some(root.clone());
         strata_server::start(opts).await
     })?;
     let addr = running.addr.to_string();
@@ -437,7 +460,10 @@ pub fn run_demo(
     let mut run_part = |i: usize| {
         let reqs = parts.next().unwrap_or_default();
         rt.block_on(replay(
-            addr.clone(),
+            Node {
+                addr: addr.clone(),
+                authorization: object_auth.clone(),
+            },
             reqs,
             bounds[i],
             names.clone(),

@@ -2,6 +2,11 @@
 //! key may do. The root key comes from the node's environment; the other
 //! keys from the metadata service (`strata key create`), fetched with the
 //! admin token and cached for a second.
+//!
+//! One identity model for both ways into the data (docs/security.md): an
+//! S3 request proves its key with a SigV4 signature, a native one with a
+//! bearer token bound to a key ([`mint_token`], `strata key token`), and
+//! both are held to the same per-bucket permissions and public-read flag.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -43,55 +48,52 @@ const MISS_REFETCH: Duration = Duration::from_millis(200);
 
 type KeyMap = BTreeMap<String, KeyRecord>;
 
-/// The keys that sign requests to this node's S3 API.
+/// The keys that sign requests to this node's S3 and native APIs.
 pub struct Keys {
-    root: Key,
+    /// The root key (every permission), if the node was given one.
+    root: Option<Key>,
     cluster: Arc<Cluster>,
     admin_token: Option<String>,
     cache: Mutex<Option<(Instant, KeyMap)>>,
-    /// The public-read buckets as last fetched, and when (consulted for
-    /// unsigned requests only).
-    public: Mutex<Option<(Instant, BTreeSet<String>)>>,
 }
 
 impl Keys {
     /// The root key (every permission) and, if `admin_token` is given, the
     /// keys the metadata service keeps.
-    pub fn new(root: Key, cluster: Arc<Cluster>, admin_token: Option<String>) -> Arc<Keys> {
+    pub fn new(root: Option<Key>, cluster: Arc<Cluster>, admin_token: Option<String>) -> Arc<Keys> {
         Arc::new(Keys {
             root,
             cluster,
             admin_token,
             cache: Mutex::new(None),
-            public: Mutex::new(None),
         })
     }
 
-    /// Whether `bucket` is public-read (the list is fetched at most once
-    /// per [`KEYS_TTL`], so unsigned requests cannot flood the metadata
-    /// service).
+    /// Whether the node has a root key.
+    pub fn has_root(&self) -> bool {
+        self.root.is_some()
+    }
+
+    /// Whether `access` is the root key's id.
+    fn is_root(&self, access: &str) -> bool {
+        self.root.as_ref().is_some_and(|r| r.access_key == access)
+    }
+
+    /// The secret of key `access` (the root key's, or one the metadata
+    /// service keeps), None for an unknown id.
+    async fn secret_of(&self, access: &str) -> S3Result<Option<String>> {
+        if let Some(r) = self.root.as_ref().filter(|r| r.access_key == access) {
+            return Ok(Some(r.secret_key.clone()));
+        }
+        Ok(self.lookup(access).await?.map(|k| k.secret))
+    }
+
+    /// Whether `bucket` is public-read (from the node's copy of the bucket
+    /// list, at most [`crate::cluster::BUCKETS_TTL`] old: unsigned
+    /// requests cannot flood the metadata service).
     async fn is_public(&self, bucket: &str) -> S3Result<bool> {
-        if let Ok(g) = self.public.lock() {
-            if let Some((at, public)) = g.as_ref() {
-                if at.elapsed() < KEYS_TTL {
-                    return Ok(public.contains(bucket));
-                }
-            }
-        }
-        let client = self.cluster.client();
-        let public: BTreeSet<String> = client
-            .buckets()
-            .await
-            .map_err(unavailable)?
-            .into_iter()
-            .filter(|(_, b)| b.public_read)
-            .map(|(name, _)| name)
-            .collect();
-        let found = public.contains(bucket);
-        if let Ok(mut g) = self.public.lock() {
-            *g = Some((Instant::now(), public));
-        }
-        Ok(found)
+        let b = self.cluster.bucket(bucket).await.map_err(unavailable)?;
+        Ok(b.is_some_and(|b| b.public_read))
     }
 
     /// Key `access`, from the cache or (missing, or the cache is old) the
@@ -127,11 +129,8 @@ pub struct KeyAuth(pub Arc<Keys>);
 #[async_trait::async_trait]
 impl S3Auth for KeyAuth {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        if access_key == self.0.root.access_key {
-            return Ok(SecretKey::from(self.0.root.secret_key.clone()));
-        }
-        match self.0.lookup(access_key).await? {
-            Some(k) => Ok(SecretKey::from(k.secret)),
+        match self.0.secret_of(access_key).await? {
+            Some(secret) => Ok(SecretKey::from(secret)),
             None => Err(s3_error!(
                 InvalidAccessKeyId,
                 "The AWS Access Key Id you provided does not exist in our records."
@@ -188,7 +187,12 @@ impl S3Access for KeyAccess {
             }
             return Err(s3_error!(AccessDenied, "Signature is required"));
         };
-        if creds.access_key == self.0.root.access_key {
+        // The names S3 keeps for itself (a multipart upload's parts) are
+        // no object key, for any signer, root included.
+        if let S3Path::Object { key, .. } = cx.s3_path() {
+            reserved_key(key)?;
+        }
+        if self.0.is_root(&creds.access_key) {
             return Ok(());
         }
         let access = creds.access_key.clone();
@@ -196,9 +200,13 @@ impl S3Access for KeyAccess {
             S3Path::Root => return Ok(()),
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => bucket.to_string(),
         };
-        self.0
-            .allow(&access, &bucket, needed(cx.s3_op().name()))
-            .await
+        let op = cx.s3_op().name();
+        match self.0.allow(&access, &bucket, needed(op)).await {
+            // What an unsigned request may do, a key without a grant on
+            // the bucket may do too (S3's public-read).
+            Err(_) if PUBLIC_OPS.contains(&op) && self.0.is_public(&bucket).await? => Ok(()),
+            r => r,
+        }
     }
 
     /// A copy also reads its source: the key needs read there (write on
@@ -221,7 +229,7 @@ impl Keys {
     /// The buckets key `access` may see in ListBuckets: None for the root
     /// key (every bucket), else those it holds any permission on.
     pub(crate) async fn visible_buckets(&self, access: &str) -> S3Result<Option<BTreeSet<String>>> {
-        if access == self.root.access_key {
+        if self.is_root(access) {
             return Ok(None);
         }
         Ok(Some(
@@ -241,7 +249,10 @@ impl Keys {
         let Some(creds) = creds else {
             return Err(s3_error!(AccessDenied, "Signature is required"));
         };
-        if creds.access_key == self.root.access_key {
+        if let CopySource::Bucket { key, .. } = source {
+            reserved_key(key)?;
+        }
+        if self.is_root(&creds.access_key) {
             return Ok(());
         }
         match source {
@@ -264,5 +275,216 @@ impl Keys {
             Some(p) if p >= need => Ok(()),
             _ => Err(s3_error!(AccessDenied, "Access Denied")),
         }
+    }
+}
+
+/// The first character of the names S3 keeps for itself in a bucket (a
+/// multipart upload's parts: `\u{1}mpu/UPLOAD/PART`, docs/s3-compatibility.md):
+/// no object key or native name may begin with it, so no client can read,
+/// overwrite or delete a part through either API.
+pub const RESERVED_PREFIX: char = '\u{1}';
+
+/// InvalidArgument for a key in S3's own namespace.
+fn reserved_key(key: &str) -> S3Result<()> {
+    if key.starts_with(RESERVED_PREFIX) {
+        return Err(s3_error!(
+            InvalidArgument,
+            "object keys beginning with U+0001 are reserved for multipart parts"
+        ));
+    }
+    Ok(())
+}
+
+/// The prefix of a native bearer token.
+pub const TOKEN_PREFIX: &str = "strata1.";
+
+/// The longest a token may live: a token that says it expires later is
+/// refused whoever signed it.
+pub const TOKEN_MAX_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// What a token's HMAC covers: its version, key id and expiry.
+fn token_message(access: &str, expires: u64) -> String {
+    format!("strata-token-v1\n{access}\n{expires}")
+}
+
+fn token_mac(secret: &str, access: &str, expires: u64) -> hmac::Hmac<sha2::Sha256> {
+    use hmac::{KeyInit, Mac};
+    let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret.as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(token_message(access, expires).as_bytes());
+    mac
+}
+
+/// A bearer token for the native API that proves `key` until `expires`
+/// (seconds since the Unix epoch): `strata1.ACCESS.EXPIRES.HMAC`, the HMAC
+/// (SHA-256, hex) keyed by the key's secret over
+/// `strata-token-v1\nACCESS\nEXPIRES` (docs/security.md). Anyone who
+/// holds the secret can mint one; the node keeps no list of tokens, so a
+/// token lives until it expires or its key is deleted.
+pub fn mint_token(key: &Key, expires: u64) -> String {
+    use hmac::Mac;
+    let sig = token_mac(&key.secret_key, &key.access_key, expires)
+        .finalize()
+        .into_bytes();
+    format!(
+        "{TOKEN_PREFIX}{}.{expires}.{}",
+        key.access_key,
+        hex::encode(sig)
+    )
+}
+
+/// A token's parts: key id, expiry, HMAC. The key id may hold dots: the
+/// other two are split from the right.
+fn token_parts(token: &str) -> Option<(&str, u64, Vec<u8>)> {
+    let rest = token.strip_prefix(TOKEN_PREFIX)?;
+    let mut it = rest.rsplitn(3, '.');
+    let sig = hex::decode(it.next()?).ok()?;
+    let expires = it.next()?.parse().ok()?;
+    let access = it.next().filter(|a| !a.is_empty())?;
+    Some((access, expires, sig))
+}
+
+/// Seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Why a native request was refused.
+#[derive(Debug, PartialEq)]
+pub enum Refused {
+    /// No credentials, or credentials that prove nothing (401).
+    Unauthenticated(String),
+    /// A proven key without the permission (403).
+    Forbidden(String),
+    /// The keys or buckets could not be fetched (503).
+    Unavailable,
+}
+
+impl Keys {
+    /// Whether a native request with `authorization` (its Authorization
+    /// header, if any) may do what `need` says in `bucket`: a valid token
+    /// of the root key may do anything, one of another key what its
+    /// permissions on the bucket allow; no token reads a public-read
+    /// bucket and nothing else. The same rules as [`KeyAccess`].
+    pub async fn authorize_native(
+        &self,
+        authorization: Option<&[u8]>,
+        bucket: &str,
+        need: Permission,
+    ) -> Result<(), Refused> {
+        let unavailable = |_| Refused::Unavailable;
+        let Some(header) = authorization else {
+            if need == Permission::Read && self.is_public(bucket).await.map_err(unavailable)? {
+                return Ok(());
+            }
+            return Err(Refused::Unauthenticated(
+                "this bucket needs a key: send Authorization: Bearer TOKEN (`strata key token`)"
+                    .into(),
+            ));
+        };
+        let access = self.verify_token(header).await?;
+        if self.is_root(&access) {
+            return Ok(());
+        }
+        let has = self
+            .lookup(&access)
+            .await
+            .map_err(unavailable)?
+            .and_then(|k| k.buckets.get(bucket).copied());
+        match has {
+            Some(p) if p >= need => Ok(()),
+            // What anyone may do, a key may do too.
+            _ if need == Permission::Read
+                && self.is_public(bucket).await.map_err(unavailable)? =>
+            {
+                Ok(())
+            }
+            _ => Err(Refused::Forbidden(format!(
+                "key {access} has no {} permission on bucket {bucket}",
+                match need {
+                    Permission::Read => "read",
+                    Permission::Write => "write",
+                    Permission::Owner => "owner",
+                }
+            ))),
+        }
+    }
+
+    /// The key id a bearer `header` proves, if its token is well formed,
+    /// unexpired, within [`TOKEN_MAX_LIFETIME`] and signed with the key's
+    /// secret.
+    async fn verify_token(&self, header: &[u8]) -> Result<String, Refused> {
+        use hmac::Mac;
+        let bad = |why: &str| Err(Refused::Unauthenticated(why.to_string()));
+        let Some(token) = std::str::from_utf8(header)
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+        else {
+            return bad("the native API takes Authorization: Bearer TOKEN (`strata key token`); SigV4 signatures are for the S3 port");
+        };
+        let Some((access, expires, sig)) = token_parts(token) else {
+            return bad("not a Strata token (strata1.ACCESS.EXPIRES.HMAC: `strata key token`)");
+        };
+        let now = unix_now();
+        if expires <= now {
+            return bad("the token has expired: mint another (`strata key token`)");
+        }
+        if expires - now > TOKEN_MAX_LIFETIME.as_secs() {
+            return bad(
+                "the token expires more than 30 days from now: mint one with a shorter --expires",
+            );
+        }
+        let Some(secret) = self
+            .secret_of(access)
+            .await
+            .map_err(|_| Refused::Unavailable)?
+        else {
+            return bad("the token's access key does not exist");
+        };
+        if token_mac(&secret, access, expires)
+            .verify_slice(&sig)
+            .is_err()
+        {
+            return bad("the token's signature does not match its key");
+        }
+        Ok(access.to_string())
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    #[test]
+    fn tokens_split_from_the_right_and_carry_their_key() {
+        let key = Key {
+            access_key: "a.b.c".into(),
+            secret_key: "s".into(),
+        };
+        let t = mint_token(&key, 1_900_000_000);
+        let (access, exp, sig) = token_parts(&t).unwrap();
+        assert_eq!((access, exp, sig.len()), ("a.b.c", 1_900_000_000, 32));
+        assert!(token_parts("strata1..5.00").is_none());
+        assert!(token_parts("strata1.k.x.00").is_none());
+        assert!(token_parts("strata1.k.5.zz").is_none());
+        assert!(token_parts("Bearer k").is_none());
+    }
+
+    #[test]
+    fn a_token_of_another_secret_or_expiry_does_not_verify() {
+        use hmac::Mac;
+        let key = Key {
+            access_key: "k".into(),
+            secret_key: "right".into(),
+        };
+        let t = mint_token(&key, 1_900_000_000);
+        let (_, exp, sig) = token_parts(&t).unwrap();
+        assert!(token_mac("right", "k", exp).verify_slice(&sig).is_ok());
+        assert!(token_mac("wrong", "k", exp).verify_slice(&sig).is_err());
+        assert!(token_mac("right", "k", exp + 1).verify_slice(&sig).is_err());
+        assert!(token_mac("right", "j", exp).verify_slice(&sig).is_err());
     }
 }

@@ -1,10 +1,19 @@
-//! The node's way into the cluster: the process's one coordinator client,
-//! shared by the S3 operations and the key checks.
+//! The node's way into the cluster: the process's one coordinator client
+//! and its one copy of the bucket list, shared by the S3 operations, the
+//! key checks and the native API's.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use s3s::s3_error;
-use strata_client::{Client, ClientError};
+use strata_client::{BucketRecord, Client, ClientError};
+
+/// The cluster's buckets by name.
+pub type Buckets = BTreeMap<String, BucketRecord>;
+
+/// How long a node trusts its copy of the bucket list.
+pub const BUCKETS_TTL: Duration = Duration::from_secs(1);
 
 /// The cluster, reached through the coordinator of the node this process
 /// runs (its own replicas called directly, the others over the node
@@ -12,17 +21,72 @@ use strata_client::{Client, ClientError};
 /// starts; the coordinator fetches it on first use.
 pub struct Cluster {
     client: Arc<Client>,
+    /// The buckets as last fetched from the metadata service, and when: a
+    /// reader that may wait asks for a fresh copy, the others take one at
+    /// most [`BUCKETS_TTL`] old (no metadata read on the object path, and
+    /// unsigned requests cannot flood the metadata service).
+    buckets: Mutex<Option<(Instant, Buckets)>>,
 }
 
 impl Cluster {
     /// The cluster `client` coordinates.
     pub fn new(client: Arc<Client>) -> Cluster {
-        Cluster { client }
+        Cluster {
+            client,
+            buckets: Mutex::new(None),
+        }
     }
 
     /// The coordinator client.
     pub fn client(&self) -> Arc<Client> {
         self.client.clone()
+    }
+
+    /// Bucket `name`'s record, from the node's copy of the list if it is
+    /// at most [`BUCKETS_TTL`] old (no copy of the whole list: this is on
+    /// the path of every native request). When the metadata service does
+    /// not answer, an older copy is used rather than none: native writes
+    /// go on while it is away, as they did before buckets were consulted.
+    pub async fn bucket(&self, name: &str) -> Result<Option<BucketRecord>, ClientError> {
+        let stale = match self.buckets.lock() {
+            Ok(g) => match g.as_ref() {
+                Some((at, b)) if at.elapsed() < BUCKETS_TTL => return Ok(b.get(name).cloned()),
+                Some((_, b)) => Some(b.get(name).cloned()),
+                None => None,
+            },
+            Err(_) => None,
+        };
+        match (self.buckets(true).await, stale) {
+            (Ok(mut b), _) => Ok(b.remove(name)),
+            (Err(_), Some(old)) => {
+                // Tried again in a second, not by every request meanwhile.
+                if let Ok(mut g) = self.buckets.lock() {
+                    if let Some((at, _)) = g.as_mut() {
+                        *at = Instant::now();
+                    }
+                }
+                Ok(old)
+            }
+            (Err(e), None) => Err(e),
+        }
+    }
+
+    /// The cluster's buckets, fetched again if `fresh` or the copy is old.
+    pub async fn buckets(&self, fresh: bool) -> Result<Buckets, ClientError> {
+        if !fresh {
+            if let Ok(g) = self.buckets.lock() {
+                if let Some((at, b)) = g.as_ref() {
+                    if at.elapsed() < BUCKETS_TTL {
+                        return Ok(b.clone());
+                    }
+                }
+            }
+        }
+        let b = self.client.buckets().await?;
+        if let Ok(mut g) = self.buckets.lock() {
+            *g = Some((Instant::now(), b.clone()));
+        }
+        Ok(b)
     }
 }
 

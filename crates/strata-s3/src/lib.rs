@@ -21,6 +21,7 @@ pub mod lifetimes;
 pub mod list;
 pub mod meta;
 pub mod multipart;
+pub mod native;
 pub mod server;
 pub mod service;
 mod upload_page;

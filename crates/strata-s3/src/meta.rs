@@ -274,12 +274,14 @@ impl Hasher {
 
 /// The quoted ETag an object answers with: the stored one (an MD5, or the
 /// `-N` one of a multipart upload), else, for objects written over the
-/// native API, a version tag of cookie and stamp that changes with every
-/// write (the `-` tells clients it is not an MD5 of the bytes).
-pub fn etag(meta: Option<&ObjectMeta>, cookie: u32, stamp: u64) -> ETag {
+/// native API before it listed them, a version tag of the record's stamp
+/// that changes with every write (the `-` tells clients it is not an MD5
+/// of the bytes). Never the cookie: an ETag is public wherever the object
+/// is readable, a cookie is what `--require-cookies` asks of a writer.
+pub fn etag(meta: Option<&ObjectMeta>, stamp: u64) -> ETag {
     match meta {
         Some(m) if !m.etag.is_empty() => ETag::Strong(m.etag.clone()),
-        _ => ETag::Strong(format!("{cookie:08x}{stamp:016x}-1")),
+        _ => ETag::Strong(format!("{stamp:032x}-1")),
     }
 }
 

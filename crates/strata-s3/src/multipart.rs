@@ -365,7 +365,7 @@ impl StrataS3 {
         let client = self.bucket(bucket).await?;
         self.upload_of(&client, bucket, key, upload).await?;
         let (_, head, stamp) = self.object(source.0, source.1).await?;
-        let etag = crate::meta::etag(head.meta(), head.cookie(), stamp);
+        let etag = crate::meta::etag(head.meta(), stamp);
         conditions.check(&etag, (stamp / 1_000_000) as i64, true)?;
         let size = head.len();
         let (first, end) = match range {

@@ -7,8 +7,7 @@ use s3s::S3Result;
 
 use std::sync::Arc;
 
-use crate::auth::{Key, KeyAccess, KeyAuth, Keys};
-use crate::cluster::Cluster;
+use crate::auth::{KeyAccess, KeyAuth};
 use crate::service::StrataS3;
 use crate::S3Error;
 
@@ -17,8 +16,6 @@ use crate::S3Error;
 pub struct S3Options {
     /// The address to listen on.
     pub listen: String,
-    /// The root access key (every permission).
-    pub root: Option<Key>,
     /// Largest object accepted.
     pub max_object_size: u64,
     /// The metadata service's admin token, to fetch the other keys (none:
@@ -368,32 +365,31 @@ pub const FORM_FIELDS_MAX: usize = 64 << 10;
 /// Parts of a browser-upload form.
 pub const FORM_PARTS_MAX: usize = 100;
 
-/// Binds the S3 listener of a node, over the node's `coordinator` (its
-/// own replicas called directly, the other nodes' over the node protocol).
-/// Nothing is spawned: the caller serves the listener and runs the jobs.
-pub async fn serve(
-    opts: S3Options,
-    coordinator: Arc<strata_client::Client>,
-) -> Result<Listener, S3Error> {
-    let root = opts.root.ok_or(S3Error::NoRootKey)?;
-    let cluster = Arc::new(Cluster::new(coordinator));
-    let keys = Keys::new(root, cluster.clone(), opts.admin_token.clone());
+/// Binds the S3 listener of a node, over the node's coordinator and with
+/// its keys (`native`: the one identity model both APIs share). Nothing is
+/// spawned: the caller serves the listener and runs the jobs (the
+/// write-intent resolver is the node's, not the listener's:
+/// [`crate::native::Native::new`]).
+pub async fn serve(opts: S3Options, native: &crate::native::Native) -> Result<Listener, S3Error> {
+    let keys = native.keys().clone();
+    if !keys.has_root() {
+        return Err(S3Error::NoRootKey);
+    }
+    let cluster = native.cluster().clone();
     let job_s3 = || {
-        StrataS3::new(
+        let mut s3 = StrataS3::new(
             cluster.clone(),
             opts.max_object_size,
             opts.admin_token.clone(),
-        )
+        );
+        s3.listing_index = opts.listing_index;
+        s3
     };
     let mut jobs = Vec::new();
-    if opts.listing_index {
-        jobs.push(crate::jobs::resolver(job_s3()));
-    }
     if let Some(after) = opts.abandoned_uploads_after {
         jobs.push(crate::jobs::sweeper(job_s3(), after));
     }
     let mut s3 = job_s3();
-    s3.listing_index = opts.listing_index;
     s3.keys = Some(keys.clone());
     s3.region = opts.region.clone();
     let mut builder = S3ServiceBuilder::new(s3);

@@ -23,8 +23,7 @@ use s3s::dto::{
     StreamingBlob, Timestamp, TimestampFormat, Type, UploadPartCopyInput, UploadPartCopyOutput,
     UploadPartInput, UploadPartOutput,
 };
-use std::collections::BTreeMap;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 use strata_proto::{entry_of, HeadInfo, ListQuery, ObjectMeta};
 
 use crate::list;
@@ -41,10 +40,6 @@ pub struct StrataS3 {
     max_object_size: u64,
     /// The metadata service's admin token: making a bucket public needs it.
     admin_token: Option<String>,
-    /// The cluster's buckets as last fetched from the metadata service, and
-    /// when: a request for a bucket not in it, or after [`BUCKETS_TTL`],
-    /// fetches them again (no key-value read on the GET path).
-    buckets: Mutex<Option<(Instant, Buckets)>>,
     /// Whether a PUT writes the listing index (off only to measure what
     /// the index costs: `strata server --s3-bench-no-listing-index`).
     pub listing_index: bool,
@@ -60,7 +55,7 @@ pub struct StrataS3 {
 /// location constraint.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-type Buckets = BTreeMap<String, strata_client::BucketRecord>;
+use crate::cluster::Buckets;
 
 /// Where a stored body's MD5, length and verified checksums land once it
 /// has ended.
@@ -76,6 +71,10 @@ pub(crate) struct Stored {
     pub meta: ObjectMeta,
     /// Its head record's stamp (microseconds: the modification time).
     pub stamp: u64,
+    /// Its cookie and the tier its first replica put it on (what a native
+    /// PUT answers).
+    pub cookie: u32,
+    pub tier: Option<String>,
 }
 
 /// `meta` completed once the body is known: its ETag (`etag`, else the
@@ -95,9 +94,6 @@ fn finished(
 
 /// Keys of one DeleteObjects deleted at once.
 const DELETE_PARALLELISM: usize = 16;
-
-/// How long a node trusts its copy of the bucket list.
-const BUCKETS_TTL: Duration = Duration::from_secs(1);
 
 pub(crate) fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
@@ -126,7 +122,6 @@ impl StrataS3 {
             cluster,
             max_object_size,
             admin_token,
-            buckets: Mutex::new(None),
             listing_index: true,
             keys: None,
             region: DEFAULT_REGION.to_string(),
@@ -137,22 +132,10 @@ impl StrataS3 {
         self.cluster.client()
     }
 
-    /// The cluster's buckets, fetched again if `fresh` or the copy is old.
-    pub(crate) async fn buckets(&self, client: &Client, fresh: bool) -> S3Result<Buckets> {
-        if !fresh {
-            if let Ok(g) = self.buckets.lock() {
-                if let Some((at, b)) = g.as_ref() {
-                    if at.elapsed() < BUCKETS_TTL {
-                        return Ok(b.clone());
-                    }
-                }
-            }
-        }
-        let b = client.buckets().await.map_err(unavailable)?;
-        if let Ok(mut g) = self.buckets.lock() {
-            *g = Some((Instant::now(), b.clone()));
-        }
-        Ok(b)
+    /// The cluster's buckets (the node's one copy: [`Cluster::buckets`]),
+    /// fetched again if `fresh` or the copy is old.
+    pub(crate) async fn buckets(&self, _client: &Client, fresh: bool) -> S3Result<Buckets> {
+        self.cluster.buckets(fresh).await.map_err(unavailable)
     }
 
     /// The client, once `bucket` is known to exist (else NoSuchBucket).
@@ -327,7 +310,7 @@ impl StrataS3 {
             .unwrap_or_else(|| finished(ObjectMeta::default(), etag, &md5, &sums));
         if !(listed && self.listing_index) {
             let stamp = client.next_stamp();
-            client
+            let (cookie, tier) = client
                 .put_head(staged, stamp, head_meta)
                 .await
                 .map_err(unavailable)?;
@@ -336,6 +319,8 @@ impl StrataS3 {
                 size,
                 meta,
                 stamp,
+                cookie,
+                tier,
             });
         }
         // A cluster of one: the entry and the intent in one commit, then
@@ -347,10 +332,13 @@ impl StrataS3 {
             .await?
         {
             crate::crash::crash_point("s3-object-listed");
-            if let Err(e) = client.put_head(staged, stamp, head_meta).await {
-                intent.failed();
-                return Err(unavailable(e));
-            }
+            let (cookie, tier) = match client.put_head(staged, stamp, head_meta).await {
+                Ok(put) => put,
+                Err(e) => {
+                    intent.failed();
+                    return Err(unavailable(e));
+                }
+            };
             crate::crash::crash_point("s3-object-stored");
             intent.done();
             return Ok(Stored {
@@ -358,6 +346,8 @@ impl StrataS3 {
                 size,
                 meta,
                 stamp,
+                cookie,
+                tier,
             });
         }
         // Other replicas of the index row: the intent first, on this node,
@@ -369,17 +359,59 @@ impl StrataS3 {
         let list = client.index_write_stamped(bucket, key, Some(&entry), stamp);
         let (head, list) =
             crate::crash::both(head, list, "s3-object-stored", "s3-object-listed").await;
-        if let Err(e) = head.map(drop).and(list) {
-            intent.failed();
-            return Err(unavailable(e));
-        }
+        let (cookie, tier) = match list.and(head) {
+            Ok(put) => put,
+            Err(e) => {
+                intent.failed();
+                return Err(unavailable(e));
+            }
+        };
         intent.done();
         Ok(Stored {
             md5,
             size,
             meta,
             stamp,
+            cookie,
+            tier,
         })
+    }
+
+    /// Deletes `bucket/key` and its listing entry, under a write intent;
+    /// true if a replica held the object.
+    pub(crate) async fn remove(
+        &self,
+        client: &Arc<Client>,
+        bucket: &str,
+        key: &str,
+    ) -> S3Result<bool> {
+        // A cluster of one: the entry's removal and the intent in one
+        // commit, then the tombstone.
+        let stamp = client.next_stamp();
+        if let Some(intent) = self.intend_listed(client, bucket, key, None, stamp).await? {
+            crate::crash::crash_point("s3-object-unlisted");
+            let held = match client.delete_stamped(bucket, key, stamp).await {
+                Ok(held) => held,
+                Err(e) => {
+                    intent.failed();
+                    return Err(unavailable(e));
+                }
+            };
+            crate::crash::crash_point("s3-object-deleted");
+            intent.done();
+            return Ok(held);
+        }
+        let intent = self.intend(client, bucket, &[key]).await?;
+        match self.unstore(client, bucket, key, intent.stamp).await {
+            Ok(held) => {
+                intent.done();
+                Ok(held)
+            }
+            Err(e) => {
+                intent.failed();
+                Err(unavailable(e))
+            }
+        }
     }
 
     /// Deletes `bucket/key` and its listing entry at the same time, both
@@ -391,15 +423,15 @@ impl StrataS3 {
         bucket: &str,
         key: &str,
         stamp: u64,
-    ) -> Result<(), ClientError> {
+    ) -> Result<bool, ClientError> {
         let gone = client.delete_stamped(bucket, key, stamp);
         if !self.listing_index {
-            return gone.await.map(drop);
+            return gone.await;
         }
         let unlist = client.index_write_stamped(bucket, key, None, stamp);
         let (gone, unlist) =
             crate::crash::both(gone, unlist, "s3-object-deleted", "s3-object-unlisted").await;
-        gone.map(drop).and(unlist)
+        unlist.and(gone)
     }
 
     /// One page of the listing index.
@@ -692,7 +724,7 @@ impl S3 for StrataS3 {
         }
         null_version(input.version_id.as_deref())?;
         let (client, head, stamp) = self.object(&input.bucket, &input.key).await?;
-        let e_tag = meta::etag(head.meta(), head.cookie(), stamp);
+        let e_tag = meta::etag(head.meta(), stamp);
         Conditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
@@ -762,7 +794,7 @@ impl S3 for StrataS3 {
         }
         null_version(input.version_id.as_deref())?;
         let (_, head, stamp) = self.object_info(&input.bucket, &input.key).await?;
-        let e_tag = meta::etag(head.meta.as_ref(), head.cookie, stamp);
+        let e_tag = meta::etag(head.meta.as_ref(), stamp);
         Conditions {
             if_match: input.if_match.as_ref(),
             if_none_match: input.if_none_match.as_ref(),
@@ -827,7 +859,7 @@ impl S3 for StrataS3 {
         };
         null_version(version_id.as_deref())?;
         let (client, head, stamp) = self.object(src_bucket, src_key).await?;
-        let src_etag = meta::etag(head.meta(), head.cookie(), stamp);
+        let src_etag = meta::etag(head.meta(), stamp);
         Conditions {
             if_match: input.copy_source_if_match.as_ref(),
             if_none_match: input.copy_source_if_none_match.as_ref(),
@@ -923,7 +955,7 @@ impl S3 for StrataS3 {
         }
         // The keys are deleted a few at a time, each with its entry.
         let stamp = intent.stamp;
-        let results: Vec<(String, Result<(), ClientError>)> = stream::iter(work)
+        let results: Vec<(String, Result<bool, ClientError>)> = stream::iter(work)
             .map(|key| {
                 let (client, bucket) = (&client, &input.bucket);
                 async move {
@@ -938,7 +970,7 @@ impl S3 for StrataS3 {
         for (key, res) in results {
             failed |= res.is_err();
             match res {
-                Ok(()) => {
+                Ok(_) => {
                     if !quiet {
                         deleted.push(DeletedObject {
                             key: Some(key),
@@ -990,34 +1022,7 @@ impl S3 for StrataS3 {
         }
         let client = self.bucket(&input.bucket).await?;
         // S3 answers a delete of an absent key with success too.
-        // A cluster of one: the entry's removal and the intent in one
-        // commit, then the tombstone.
-        let stamp = client.next_stamp();
-        if let Some(intent) = self
-            .intend_listed(&client, &input.bucket, &input.key, None, stamp)
-            .await?
-        {
-            crate::crash::crash_point("s3-object-unlisted");
-            if let Err(e) = client
-                .delete_stamped(&input.bucket, &input.key, stamp)
-                .await
-            {
-                intent.failed();
-                return Err(unavailable(e));
-            }
-            crate::crash::crash_point("s3-object-deleted");
-            intent.done();
-            return Ok(S3Response::new(DeleteObjectOutput::default()));
-        }
-        let intent = self.intend(&client, &input.bucket, &[&input.key]).await?;
-        if let Err(e) = self
-            .unstore(&client, &input.bucket, &input.key, intent.stamp)
-            .await
-        {
-            intent.failed();
-            return Err(unavailable(e));
-        }
-        intent.done();
+        self.remove(&client, &input.bucket, &input.key).await?;
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 

@@ -11,6 +11,14 @@
 //! is cut into tracts as its body arrives, each stored on its own row, and
 //! read back tract by tract, so a node holds at most a few tracts of any
 //! object in memory whatever its size.
+//!
+//! Who may do what is S3's rule (docs/security.md, "One identity model"):
+//! a request proves an access key with `Authorization: Bearer TOKEN`
+//! (`strata key token`) and is held to that key's permissions on the
+//! bucket; without one it may only read a public-read bucket. A cookie
+//! is an extra check on reads (and, with `--require-cookies`, on
+//! overwrites and deletes), never a permission. Objects of S3 buckets are
+//! written through S3's own write path, so they are listed.
 
 // Handlers answer errors as ready responses, as strata-node's do.
 #![allow(clippy::result_large_err)]
@@ -25,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 use futures_util::stream::{self, StreamExt};
+use strata_client::Permission;
 use strata_client::{Client, ClientError};
 use strata_http::http::{
     check_escapes, check_names, content_length, cookie_of, method_not_allowed, read_batch, reason,
@@ -33,6 +42,8 @@ use strata_http::http::{
 use strata_http::range::parse_range;
 use strata_node::tiers::valid_bucket;
 use strata_proto::{Head, HeadInfo};
+use strata_s3::auth::{Refused, RESERVED_PREFIX};
+use strata_s3::native::Native;
 
 pub use crate::options::GatewayLimits;
 use strata_proto::TIER_HEADER;
@@ -50,17 +61,59 @@ pub struct Gateway {
     cookies: strata_http::guard::CookieLimiter,
     /// The cap on request bytes held at once.
     budget: strata_http::guard::BodyBudget,
+    /// The keys and S3's write path for listed buckets.
+    native: Arc<Native>,
 }
 
 impl Gateway {
-    /// The public API over `client`.
-    pub(crate) fn new(limits: GatewayLimits, client: Arc<Client>) -> Gateway {
+    /// The public API over `client`, with the keys and listed writes of
+    /// `native`.
+    pub(crate) fn new(limits: GatewayLimits, client: Arc<Client>, native: Arc<Native>) -> Gateway {
         Gateway {
             budget: strata_http::guard::BodyBudget::new(limits.max_buffered_bytes),
             cookies: strata_http::guard::CookieLimiter::default(),
             limits,
             client,
+            native,
         }
+    }
+
+    /// Ok if the request with `headers` may do what `need` says in
+    /// `bucket`: 401 without a valid token (unless the bucket is
+    /// public-read and `need` is a read), 403 for a key without the
+    /// permission, 503 when the keys cannot be fetched.
+    async fn authorize(
+        &self,
+        headers: &axum::http::HeaderMap,
+        bucket: &str,
+        need: Permission,
+    ) -> Result<(), Response> {
+        let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+        match self
+            .native
+            .keys()
+            .authorize_native(authorization, bucket, need)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(Refused::Unauthenticated(why)) => {
+                let mut r = reason(StatusCode::UNAUTHORIZED, why);
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"strata\""),
+                );
+                Err(r)
+            }
+            Err(Refused::Forbidden(why)) => Err(reason(StatusCode::FORBIDDEN, why)),
+            Err(Refused::Unavailable) => Err(unavailable(
+                "the cluster's metadata service did not answer (the keys); retry".into(),
+            )),
+        }
+    }
+
+    /// Whether writes to `bucket` go through S3's listed path.
+    async fn listed(&self, bucket: &str) -> Result<bool, Response> {
+        self.native.listed(bucket).await.map_err(s3_error)
     }
 
     /// The coordinator.
@@ -130,6 +183,15 @@ fn client_error(e: ClientError) -> Response {
     }
 }
 
+/// The answer to a listed write S3's path refused.
+fn s3_error(f: strata_s3::native::Failed) -> Response {
+    if f.status == StatusCode::SERVICE_UNAVAILABLE {
+        unavailable(f.message)
+    } else {
+        reason(f.status, f.message)
+    }
+}
+
 /// 503 with `Retry-After: 1`.
 fn unavailable(text: String) -> Response {
     let mut r = reason(StatusCode::SERVICE_UNAVAILABLE, text);
@@ -143,6 +205,12 @@ fn check_public(bucket: &str, name: &str) -> Result<(), Response> {
         return Err(reason(
             StatusCode::BAD_REQUEST,
             "bucket name \"cluster\" is reserved for the nodes' protocol (/cluster/v1)",
+        ));
+    }
+    if name.starts_with(RESERVED_PREFIX) {
+        return Err(reason(
+            StatusCode::BAD_REQUEST,
+            "names beginning with U+0001 are reserved for S3's multipart parts",
         ));
     }
     check_names(bucket, name)
@@ -236,6 +304,14 @@ async fn object(
             return too_many_failures(wait);
         }
     }
+    let need = match *req.method() {
+        Method::GET | Method::HEAD => Permission::Read,
+        Method::PUT | Method::DELETE => Permission::Write,
+        _ => return method_not_allowed("GET, HEAD, PUT, DELETE"),
+    };
+    if let Err(r) = gw.authorize(req.headers(), &bucket, need).await {
+        return r;
+    }
     match *req.method() {
         Method::GET | Method::HEAD => get(gw, &bucket, &name, req, ip).await,
         Method::PUT => {
@@ -244,21 +320,21 @@ async fn object(
             }
             put(gw, &bucket, &name, req).await
         }
-        Method::DELETE => {
+        _ => {
             if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), false, ip).await {
                 return r;
             }
-            let client = match gw.client().await {
-                Ok(c) => c,
+            let deleted = match gw.listed(&bucket).await {
                 Err(r) => return r,
+                Ok(true) => gw.native.delete(&bucket, &name).await.map_err(s3_error),
+                Ok(false) => gw.client.delete(&bucket, &name).await.map_err(client_error),
             };
-            match client.delete(&bucket, &name).await {
+            match deleted {
                 Ok(true) => StatusCode::NO_CONTENT.into_response(),
                 Ok(false) => reason(StatusCode::NOT_FOUND, "no such object"),
-                Err(e) => client_error(e),
+                Err(r) => r,
             }
         }
-        _ => method_not_allowed("GET, HEAD, PUT, DELETE"),
     }
 }
 
@@ -353,7 +429,14 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
             }
         },
     );
-    let result = client.put_stream_tier(bucket, name, checked).await;
+    let result = match gw.listed(bucket).await {
+        Err(r) => return r,
+        Ok(true) => match gw.native.put(bucket, name, checked).await {
+            Ok(w) => Ok((w.cookie, w.tier)),
+            Err(e) => return s3_error(e),
+        },
+        Ok(false) => client.put_stream_tier(bucket, name, checked).await,
+    };
     match result {
         Ok((cookie, tier)) => {
             let mut r = (
@@ -394,6 +477,8 @@ enum BodyFault {
     Longer(u64),
     Shorter(u64),
 }
+
+impl std::error::Error for BodyFault {}
 
 impl std::fmt::Display for BodyFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -555,6 +640,12 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
             format!("bad bucket name {bucket:?}"),
         );
     }
+    if let Err(r) = gw
+        .authorize(req.headers(), &bucket, Permission::Write)
+        .await
+    {
+        return r;
+    }
     // Room for the whole body before reading it.
     let len = match content_length(req.headers(), gw.limits.max_batch_bytes) {
         Ok(n) => n,
@@ -597,21 +688,43 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
             }
         }
     }
+    let listed = match gw.listed(&bucket).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    if let Some((name, _)) = items.iter().find(|(n, _)| n.starts_with(RESERVED_PREFIX)) {
+        return reason(
+            StatusCode::BAD_REQUEST,
+            format!("{name:?}: names beginning with U+0001 are reserved for S3's multipart parts"),
+        );
+    }
     let puts = items.into_iter().map(|(name, data)| {
-        let (client, bucket) = (client.clone(), bucket.clone());
+        let (client, bucket, gw) = (client.clone(), bucket.clone(), gw.clone());
         async move {
             let once = stream::once(async move { Ok::<_, std::io::Error>(data) });
-            let (cookie, tier) = client.put_stream_tier(&bucket, &name, once).await?;
-            Ok::<_, ClientError>(created(&bucket, &name, cookie, tier))
+            let (cookie, tier) = if listed {
+                let w = gw
+                    .native
+                    .put(&bucket, &name, once)
+                    .await
+                    .map_err(s3_error)?;
+                (w.cookie, w.tier)
+            } else {
+                client
+                    .put_stream_tier(&bucket, &name, once)
+                    .await
+                    .map_err(client_error)?
+            };
+            Ok::<_, Response>(created(&bucket, &name, cookie, tier))
         }
     });
-    let done: Vec<Result<serde_json::Value, ClientError>> =
+    let done: Vec<Result<serde_json::Value, Response>> =
         stream::iter(puts).buffered(16).collect().await;
     let mut objects = Vec::with_capacity(done.len());
     for d in done {
         match d {
             Ok(v) => objects.push(v),
-            Err(e) => return client_error(e),
+            Err(r) => return r,
         }
     }
     (

@@ -93,6 +93,10 @@ pub struct NodeOptions {
     /// The admin token: it guards this node's control endpoints and goes
     /// with the plans this node publishes to the metadata service.
     pub admin_token: Option<String>,
+    /// The root key: every permission on the native API and S3 alike
+    /// (none: only the keys the metadata service keeps, and anonymous
+    /// reads of public-read buckets; S3 refuses to start without it).
+    pub root: Option<strata_s3::auth::Key>,
     /// Which reads the RAM cache admits (`--ram-admission`).
     pub ram_admission: strata_node::RamAdmission,
     /// How long a sealed segment counts as recently written.
@@ -178,6 +182,7 @@ impl NodeOptions {
             plan_path: None,
             max_workloads: 1024,
             admin_token: None,
+            root: None,
             flash_cache: None,
             ram_admission: strata_node::RamAdmission::All,
             recent_window: Duration::from_secs(600),

@@ -274,9 +274,25 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     let protocol = crate::server::router(node.clone())
         .merge(crate::index::routes(index, node.clone()))
         .route_layer(axum::middleware::from_fn(crate::server::cluster_guard));
+    // The one identity model of both APIs (and the write-intent resolver,
+    // which native writes need as S3's do).
+    let (native, jobs) = strata_s3::native::Native::new(
+        coordinator.clone(),
+        node.opts.root.clone(),
+        node.opts.admin_token.clone(),
+        node.opts.gateway.max_object_size,
+        node.opts
+            .s3
+            .as_ref()
+            .is_none_or(|s| s.options.listing_index),
+    );
+    for job in jobs {
+        spawn_job(&node.workers, job);
+    }
     let gateway = Arc::new(crate::gateway::Gateway::new(
         node.opts.gateway.clone(),
         coordinator.clone(),
+        native.clone(),
     ));
     let dash =
         strata_http::dashboard::Dashboard::new(crate::dashboard::ClusterSource(node.clone()));
@@ -348,7 +364,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
                 listen: listen.clone(),
                 reason,
             };
-            let bound = strata_s3::serve(options, coordinator.clone())
+            let bound = strata_s3::serve(options, &native)
                 .await
                 .map_err(|e| bad(e.to_string()))?;
             let addr = bound.local_addr().map_err(|e| bad(e.to_string()))?;

@@ -24,6 +24,26 @@ impl Resp {
     }
 }
 
+/// The `Authorization` of the campaign's object requests: a token of its
+/// servers' root key ([`authenticate_as`]).
+static BEARER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sends `Authorization: Bearer TOKEN` with every object request from now
+/// on that names no `authorization` of its own (the node protocol's
+/// `/cluster/` requests carry their own signature instead).
+pub fn authenticate_as(token: String) {
+    let _ = BEARER.set(format!("Bearer {token}"));
+}
+
+/// The `Authorization: ...\r\n` header line of [`authenticate_as`], or
+/// nothing, for requests written by hand.
+pub fn authorization_line() -> String {
+    BEARER
+        .get()
+        .map(|b| format!("Authorization: {b}\r\n"))
+        .unwrap_or_default()
+}
+
 /// One request. `Err` means no complete answer arrived (connection refused,
 /// reset, timed out): the request's effect is unknown.
 pub fn request(
@@ -45,6 +65,14 @@ pub fn request(
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = BEARER.get() {
+        let own = headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        if !own && !path.starts_with("/cluster/") {
+            head.push_str(&format!("Authorization: {b}\r\n"));
+        }
     }
     if method != "GET" && method != "HEAD" || !body.is_empty() {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));

@@ -248,6 +248,19 @@ pub fn run(opts: &Options) -> Result<Summary, Error> {
         nodes: opts.nodes,
         history: opts.history.clone(),
     };
+    // The object API takes no anonymous writes: every object request
+    // carries a token of the servers' root key.
+    let week = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        + 7 * 86_400;
+    http::authenticate_as(strata_s3::auth::mint_token(
+        &strata_s3::auth::Key {
+            access_key: ctx.env.s3_root.0.clone(),
+            secret_key: ctx.env.s3_root.1.clone(),
+        },
+        week,
+    ));
     eprintln!(
         "strata torture: {} trials over {} kinds, seed {seed}, in {}",
         opts.trials,

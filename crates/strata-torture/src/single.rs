@@ -569,8 +569,13 @@ fn slow_client(addr: &str, how: usize, stop: &std::sync::atomic::AtomicBool) {
             let _ = c.write_all(b"PUT /torture/slow HTTP/1.1\r\nHost: x\r\nContent-Le");
         }
         1 => {
+            // Authorised, so that the body is what the server waits for.
             let _ = c.write_all(
-                b"PUT /torture/slow-body HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n",
+                format!(
+                    "PUT /torture/slow-body HTTP/1.1\r\nHost: x\r\n{}Content-Length: 100000\r\n\r\n",
+                    crate::http::authorization_line()
+                )
+                .as_bytes(),
             );
         }
         2 => {

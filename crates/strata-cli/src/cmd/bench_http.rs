@@ -8,6 +8,33 @@ use std::sync::Arc;
 use std::time::Duration;
 use strata_bench::loadgen::{self, LoadReport, LoadSpec, Target};
 
+/// The `Authorization` of a run against a Strata node: `--token`, else
+/// STRATA_TOKEN, else a token of the root key from the environment.
+fn bearer(token: Option<String>, null_server: bool) -> anyhow::Result<Option<String>> {
+    use crate::cmd::server::{ROOT_ACCESS_ENV, ROOT_SECRET_ENV};
+    if null_server {
+        return Ok(None);
+    }
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    if let Some(t) = token.or_else(|| var("STRATA_TOKEN")) {
+        return Ok(Some(format!("Bearer {t}")));
+    }
+    Ok(match (var(ROOT_ACCESS_ENV), var(ROOT_SECRET_ENV)) {
+        (Some(access_key), Some(secret_key)) => {
+            let key = strata_s3::auth::Key {
+                access_key,
+                secret_key,
+            };
+            let expires = crate::cmd::key::unix_now() + crate::cmd::key::DEFAULT_TOKEN_SECS;
+            Some(format!(
+                "Bearer {}",
+                strata_s3::auth::mint_token(&key, expires)
+            ))
+        }
+        _ => None,
+    })
+}
+
 /// Drive a node over HTTP with a synthetic load and report throughput and
 /// latency percentiles per operation.
 ///
@@ -55,6 +82,11 @@ pub struct Args {
     /// Bucket (= workload) to write into on a Strata node.
     #[arg(long, default_value = "bench")]
     bucket: String,
+    /// The bearer token of every request to a Strata node (`strata key
+    /// token`); default: STRATA_TOKEN, else a token of the root key in
+    /// STRATA_ROOT_ACCESS_KEY / STRATA_ROOT_SECRET_KEY, else none.
+    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["seaweedfs", "null_server"])]
+    token: Option<String>,
     /// Object sizes: 4KiB, a uniform range 1KiB-64KiB, or a mix 8KiB:70,64KiB:30.
     #[arg(long, default_value = "4KiB")]
     sizes: String,
@@ -144,6 +176,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         None => Target::Strata {
             addrs,
             bucket: a.bucket.clone(),
+            authorization: bearer(a.token.clone(), a.null_server)?,
         },
     };
     if !a.cpu_pids.is_empty() && loadgen::cpu_seconds(&a.cpu_pids).is_none() {

@@ -1,6 +1,8 @@
-//! `strata key`: the cluster's S3 access keys, kept by the metadata service
-//! (docs/s3-compatibility.md). Its key routes need the admin token the
-//! service was started with (STRATA_ADMIN_TOKEN).
+//! `strata key`: the cluster's access keys, kept by the metadata service
+//! (docs/s3-compatibility.md, docs/security.md), and the bearer tokens
+//! that prove them on the native object API. Its key routes need the
+//! admin token the service was started with (STRATA_ADMIN_TOKEN); a
+//! token needs only the key's secret.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,8 +13,9 @@ use bytes::Bytes;
 use strata_client::{Http, KeyRecord, Permission};
 use strata_meta::http::ADMIN_TOKEN_HEADER;
 
-/// Create, list and delete S3 access keys (needs STRATA_ADMIN_TOKEN, the
-/// token the metadata service was started with).
+/// Create, list and delete access keys (needs STRATA_ADMIN_TOKEN, the
+/// token the metadata service was started with), and mint the bearer
+/// tokens the object API takes (`strata key token`).
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -38,6 +41,20 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         meta: String,
     },
+    /// Print a bearer token of a key for the object API (send it as
+    /// `Authorization: Bearer TOKEN`); it holds the key's permissions until
+    /// it expires or the key is deleted. The secret comes from the
+    /// environment, never a flag (a flag shows in `ps`): STRATA_SECRET_KEY
+    /// for --access-key, else the root key STRATA_ROOT_ACCESS_KEY /
+    /// STRATA_ROOT_SECRET_KEY.
+    Token {
+        /// The key's access key id (default: the root key's).
+        #[arg(long, value_name = "ID")]
+        access_key: Option<String>,
+        /// How long the token is valid, at most 30 days (like 1h, 24h, 7d).
+        #[arg(long, value_name = "DURATION", default_value = "24h")]
+        expires: String,
+    },
     /// Delete a key.
     Delete {
         /// Metadata service address.
@@ -55,9 +72,59 @@ fn token() -> anyhow::Result<String> {
     }
 }
 
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// How long a token lives unless told (`--expires`).
+pub const DEFAULT_TOKEN_SECS: u64 = 24 * 3600;
+
+/// `strata key token`: the key from the environment, a token of it.
+fn mint(access_key: Option<String>, expires: &str) -> anyhow::Result<String> {
+    use crate::cmd::server::{ROOT_ACCESS_ENV, ROOT_SECRET_ENV};
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let key = match access_key {
+        Some(id) => match var(SECRET_ENV) {
+            Some(secret_key) => strata_s3::auth::Key {
+                access_key: id,
+                secret_key,
+            },
+            None => bail!("set {SECRET_ENV} to the secret of key {id}"),
+        },
+        None => match (var(ROOT_ACCESS_ENV), var(ROOT_SECRET_ENV)) {
+            (Some(access_key), Some(secret_key)) => strata_s3::auth::Key {
+                access_key,
+                secret_key,
+            },
+            _ => bail!(
+                "give --access-key ID (its secret in {SECRET_ENV}), or set {ROOT_ACCESS_ENV} \
+                 and {ROOT_SECRET_ENV} for a token of the root key"
+            ),
+        },
+    };
+    let life = crate::units::parse_duration(expires).context("--expires")?;
+    if life.is_zero() || life > strata_s3::auth::TOKEN_MAX_LIFETIME {
+        bail!("--expires {expires}: a token lives more than 0 s and at most 30 days");
+    }
+    Ok(strata_s3::auth::mint_token(
+        &key,
+        unix_now() + life.as_secs(),
+    ))
+}
+
+/// The secret of the key `strata key token --access-key` names.
+const SECRET_ENV: &str = "STRATA_SECRET_KEY";
+
 /// Runs `strata key`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let token = token()?;
+    // A token needs the key's secret, not the metadata service.
+    let token = match a.command {
+        Command::Token { .. } => String::new(),
+        _ => token()?,
+    };
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     rt.block_on(async move {
         let http = Http::new();
@@ -113,6 +180,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     println!("{access}  {}", perms.join(" "));
                 }
             }
+            Command::Token {
+                access_key,
+                expires,
+            } => println!("{}", mint(access_key, &expires)?),
             Command::Delete { meta, access_key } => {
                 send(
                     Method::DELETE,

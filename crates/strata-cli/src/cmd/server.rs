@@ -26,6 +26,14 @@ use strata_node::RamAdmission;
 /// A PUT answers with the object's cookie (X-Strata-Cookie and a URL with
 /// ?cookie=HEX); a GET with a wrong cookie is a 404 like an absent object.
 /// SIGHUP reloads --plan.
+///
+/// Object requests carry Authorization: Bearer TOKEN, a token of an access
+/// key (`strata key token`), and may do what the key may do in the bucket,
+/// as on S3; without one, only GET and HEAD of a public-read bucket. The
+/// root key (every permission) is STRATA_ROOT_ACCESS_KEY and
+/// STRATA_ROOT_SECRET_KEY (with --dev and none set, one is generated and
+/// printed with a token); other keys come from `strata key create`
+/// (docs/security.md).
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -300,34 +308,50 @@ fn admin_token(a: &Args) -> Option<String> {
     None
 }
 
-/// The S3 root key from STRATA_ROOT_ACCESS_KEY and STRATA_ROOT_SECRET_KEY;
-/// with `--dev` and neither set, a fresh one printed once.
-fn root_key(dev: bool) -> anyhow::Result<strata_s3::auth::Key> {
+/// The root key from STRATA_ROOT_ACCESS_KEY and STRATA_ROOT_SECRET_KEY;
+/// with `--dev` and neither set, a fresh one printed once, with a native
+/// token of it. Without either, None: the native API then answers only
+/// the metadata service's keys and public-read buckets.
+fn root_key(dev: bool) -> anyhow::Result<Option<strata_s3::auth::Key>> {
     let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    match (var("STRATA_ROOT_ACCESS_KEY"), var("STRATA_ROOT_SECRET_KEY")) {
-        (Some(access_key), Some(secret_key)) => Ok(strata_s3::auth::Key {
+    match (var(ROOT_ACCESS_ENV), var(ROOT_SECRET_ENV)) {
+        (Some(access_key), Some(secret_key)) => Ok(Some(strata_s3::auth::Key {
             access_key,
             secret_key,
-        }),
+        })),
         (None, None) if dev => {
             let token = strata_http::auth::generate();
             let key = strata_s3::auth::Key {
                 access_key: format!("SK{}", token[..18].to_uppercase()),
                 secret_key: strata_http::auth::generate(),
             };
+            let expires = crate::cmd::key::unix_now() + crate::cmd::key::DEFAULT_TOKEN_SECS;
             eprintln!(
-                "strata: S3 root key for this run: access key {} secret key {} \
-                 (export STRATA_ROOT_ACCESS_KEY and STRATA_ROOT_SECRET_KEY to choose one)",
-                key.access_key, key.secret_key
+                "strata: root key for this run: access key {} secret key {} \
+                 (export {ROOT_ACCESS_ENV} and {ROOT_SECRET_ENV} to choose one)\n\
+                 strata: a 24-hour token of it for the object API \
+                 (send it as Authorization: Bearer TOKEN): {}",
+                key.access_key,
+                key.secret_key,
+                strata_s3::auth::mint_token(&key, expires)
             );
-            Ok(key)
+            Ok(Some(key))
         }
-        _ => bail!(
-            "--s3-listen needs a root key: set STRATA_ROOT_ACCESS_KEY and \
-             STRATA_ROOT_SECRET_KEY (no anonymous access)"
-        ),
+        (None, None) => {
+            eprintln!(
+                "strata: {ROOT_ACCESS_ENV} is not set: the object API answers only keys from \
+                 `strata key create` and anonymous reads of public-read buckets (401 otherwise)"
+            );
+            Ok(None)
+        }
+        _ => bail!("set both {ROOT_ACCESS_ENV} and {ROOT_SECRET_ENV}, or neither"),
     }
 }
+
+/// The root key's access key id.
+pub const ROOT_ACCESS_ENV: &str = "STRATA_ROOT_ACCESS_KEY";
+/// The root key's secret.
+pub const ROOT_SECRET_ENV: &str = "STRATA_ROOT_SECRET_KEY";
 
 /// The node's options from the arguments.
 fn options(
@@ -592,11 +616,17 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     let mut opts = options(&a, &meta, &data, devices)?;
     opts.admin_token = token.clone();
     // The root key is checked before the node starts.
+    opts.root = root_key(a.dev)?;
     if let Some(listen) = &a.s3_listen {
+        if opts.root.is_none() {
+            bail!(
+                "--s3-listen needs a root key: set {ROOT_ACCESS_ENV} and {ROOT_SECRET_ENV} \
+                 (no anonymous access)"
+            );
+        }
         opts.s3 = Some(strata_server::S3Listen {
             options: strata_s3::S3Options {
                 listen: listen.clone(),
-                root: Some(root_key(a.dev)?),
                 max_object_size: opts.gateway.max_object_size,
                 admin_token: token,
                 domains: a.s3_domain.clone(),

@@ -21,7 +21,39 @@ pub fn strata() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
     c.env("STRATA_ADMIN_TOKEN", TEST_ADMIN_TOKEN);
     c.env("STRATA_CLUSTER_SECRET", TEST_CLUSTER_SECRET);
+    c.env("STRATA_ROOT_ACCESS_KEY", TEST_ROOT_ACCESS);
+    c.env("STRATA_ROOT_SECRET_KEY", TEST_ROOT_SECRET);
     c
+}
+
+/// The root key of the tests' servers (the object API's and S3's).
+pub const TEST_ROOT_ACCESS: &str = "STRATATESTROOT";
+/// Its secret.
+pub const TEST_ROOT_SECRET: &str = "strata-test-secret-0123456789";
+
+/// A bearer token of the root key for the object API, valid for a day.
+pub fn root_token() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    strata_s3::auth::mint_token(
+        &strata_s3::auth::Key {
+            access_key: TEST_ROOT_ACCESS.into(),
+            secret_key: TEST_ROOT_SECRET.into(),
+        },
+        now + 86_400,
+    )
+}
+
+/// `head` (a request written by hand) with `Authorization: Bearer` and a
+/// token of the root key after its request line.
+pub fn authed(head: &str) -> String {
+    head.replacen(
+        "\r\n",
+        &format!("\r\nAuthorization: Bearer {}\r\n", root_token()),
+        1,
+    )
 }
 
 /// A loopback port for a server child to listen on, taken below the
@@ -339,15 +371,20 @@ pub fn request_head(
     let mut v = version
         .map(|v| format!("x-strata-table-version: {v}\r\n"))
         .unwrap_or_default();
-    // Control endpoints get the tests' admin token unless the caller sends
-    // an Authorization of its own.
-    let control = path.starts_with("/_admin") || path == "/metrics";
-    if control && !headers.to_ascii_lowercase().contains("authorization:") {
+    // Control endpoints get the tests' admin token, objects a token of the
+    // root key, unless the caller sends an Authorization of its own
+    // (`Authorization: none` for none at all).
+    let control = path.starts_with("/_admin") || path.starts_with("/metrics");
+    let cluster = path.starts_with("/v1/") || path.starts_with("/cluster/v1/");
+    let own = headers.to_ascii_lowercase().contains("authorization:");
+    let headers = headers.replace("Authorization: none\r\n", "");
+    if !own && control {
         v.push_str(&format!("Authorization: Bearer {TEST_ADMIN_TOKEN}\r\n"));
+    } else if !own && !cluster && path != "/healthz" {
+        v.push_str(&format!("Authorization: Bearer {}\r\n", root_token()));
     }
     // Cluster routes are signed with the tests' cluster secret unless the
     // caller sends credentials of its own.
-    let cluster = path.starts_with("/v1/") || path.starts_with("/cluster/v1/");
     if cluster && !headers.to_ascii_lowercase().contains("x-strata-auth:") {
         let stamp = headers
             .lines()

@@ -15,6 +15,42 @@ pub const ADMIN_TOKEN: &str = "strata-test-admin-token";
 /// The cluster secret of the tests' servers (for the direct path).
 pub const CLUSTER_SECRET: &str = "strata-test-node-cluster-secret";
 
+/// The root key of the tests' servers (the same as cluster_common's, so
+/// that a `strata` command started by either side's helpers holds it).
+pub const ROOT_ACCESS: &str = "STRATATESTROOT";
+/// Its secret.
+pub const ROOT_SECRET: &str = "strata-test-secret-0123456789";
+
+/// A bearer token of the root key, valid for a day.
+pub fn root_token() -> String {
+    token_of(ROOT_ACCESS, ROOT_SECRET)
+}
+
+/// A bearer token of key `access` with `secret`, valid for a day.
+pub fn token_of(access: &str, secret: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    strata_s3::auth::mint_token(
+        &strata_s3::auth::Key {
+            access_key: access.into(),
+            secret_key: secret.into(),
+        },
+        now + 86_400,
+    )
+}
+
+/// `head` (a request written by hand) with `Authorization: Bearer` and a
+/// token of the root key after its request line.
+pub fn authed(head: &str) -> String {
+    head.replacen(
+        "\r\n",
+        &format!("\r\nAuthorization: Bearer {}\r\n", root_token()),
+        1,
+    )
+}
+
 /// A running `strata server`.
 pub struct Server {
     child: Child,
@@ -30,9 +66,10 @@ impl Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
         cmd.env("STRATA_ADMIN_TOKEN", ADMIN_TOKEN);
         cmd.env("STRATA_CLUSTER_SECRET", CLUSTER_SECRET);
-        // The S3 root key, for a test that adds --s3-listen.
-        cmd.env("STRATA_ROOT_ACCESS_KEY", "testroot");
-        cmd.env("STRATA_ROOT_SECRET_KEY", "testrootsecret");
+        // The root key: of the object API, and of S3 for a test that adds
+        // --s3-listen.
+        cmd.env("STRATA_ROOT_ACCESS_KEY", ROOT_ACCESS);
+        cmd.env("STRATA_ROOT_SECRET_KEY", ROOT_SECRET);
         cmd.arg("server")
             .arg("--data")
             .arg(data)
@@ -192,17 +229,22 @@ pub fn request(
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
+        if k.eq_ignore_ascii_case("authorization") && *v == "none" {
+            continue;
+        }
         req.push_str(&format!("{k}: {v}\r\n"));
     }
-    // Control endpoints get the tests' admin token unless the caller sends
-    // an Authorization of its own.
-    let control = path.starts_with("/_admin") || path == "/metrics";
-    if control
-        && !headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-    {
+    // Control endpoints get the tests' admin token, objects a token of the
+    // root key, unless the caller sends an Authorization of its own (or
+    // `Authorization: none`, for none at all).
+    let control = path.starts_with("/_admin") || path.starts_with("/metrics");
+    let own = headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+    if !own && control {
         req.push_str(&format!("Authorization: Bearer {ADMIN_TOKEN}\r\n"));
+    } else if !own && !path.starts_with("/cluster/") && path != "/healthz" {
+        req.push_str(&format!("Authorization: Bearer {}\r\n", root_token()));
     }
     if let Some(b) = body {
         req.push_str(&format!("Content-Length: {}\r\n", b.len()));

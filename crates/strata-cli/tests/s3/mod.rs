@@ -10,9 +10,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// The root key the tests start nodes with.
-pub const ACCESS: &str = "STRATATESTROOT";
+pub const ACCESS: &str = TEST_ROOT_ACCESS;
 /// Its secret.
-pub const SECRET: &str = "strata-test-secret-0123456789";
+pub const SECRET: &str = TEST_ROOT_SECRET;
 /// The metadata service's admin token (key routes).
 pub const ADMIN: &str = "strata-test-admin-token";
 
@@ -204,6 +204,9 @@ impl S3Cluster {
             .env("ACCESS", ACCESS)
             .env("SECRET", SECRET)
             .env("NODE", &self.node.1)
+            .env("META", &self.meta)
+            .env("STRATA_BIN", env!("CARGO_BIN_EXE_strata"))
+            .env("STRATA_CLUSTER_SECRET", TEST_CLUSTER_SECRET)
             .output()
             .expect("python3 (with boto3: pip install boto3) must be installed");
         assert_ok(&out, "python3", &self.logs());
@@ -263,6 +266,20 @@ def native(path):
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+"#;
+
+/// Python: `stored(path)`, 200 if the record `/BUCKET/NAME` (`%01` for
+/// U+0001) exists, 404 if not, read over the direct path with the cluster
+/// secret (`strata get --meta`): S3's own names (multipart parts) are not
+/// reachable through the native API.
+pub const STORED: &str = r#"
+import subprocess, time
+def stored(path):
+    r = subprocess.run([os.environ["STRATA_BIN"], "get", "--meta", os.environ["META"], "--deadline", "5",
+                        "-o", "/dev/null", path[1:].replace("%01", "\x01")], capture_output=True)
+    if r.returncode == 0:
+        return 200
+    return 404 if b"does not exist" in r.stderr else (r.returncode, r.stderr)
 "#;
 
 pub const PRELUDE: &str = r#"

@@ -360,12 +360,25 @@ def heartbeat_as_another(s):
     return held(code == 403, f"answered {code}")
 
 
-@probe("5", "8 header-only batch POSTs declaring 256 MiB each, then a PUT")
+def make_key(s, perms):
+    """A key of the metadata service with perms ({bucket: "read"|"write"|"owner"})."""
+    import urllib.request
+    req = urllib.request.Request(f"http://{s.meta}/v1/keys", method="POST",
+                                 data=json.dumps({"buckets": perms}).encode(),
+                                 headers={"x-strata-admin-token": ADMIN,
+                                          "content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        v = json.load(r)
+    return {"Authorization": "Bearer " + token(v["access_key"], v["secret_key"])}
+
+
+@probe("5", "8 header-only batch POSTs declaring 256 MiB each by one key, then another key's PUT")
 def budget(s):
+    attacker = make_key(s, {"budget": "write"})
     socks = []
     for _ in range(8):
         c = socket.create_connection(tuple(s.node.rsplit(":", 1)))
-        c.sendall(f"POST /budget HTTP/1.1\r\nHost: {s.node}\r\nAuthorization: {AUTH['Authorization']}\r\n"
+        c.sendall(f"POST /budget HTTP/1.1\r\nHost: {s.node}\r\nAuthorization: {attacker['Authorization']}\r\n"
                   f"Content-Length: {256 << 20}\r\n\r\n".encode())
         socks.append(c)
     time.sleep(1)
@@ -373,6 +386,29 @@ def budget(s):
     for c in socks:
         c.close()
     return held(code in (200, 201), f"the PUT answered {code}")
+
+
+@probe("5", "a PUT declaring 5 GB that trickles a byte a second")
+def trickle(s):
+    c = socket.create_connection(tuple(s.node.rsplit(":", 1)))
+    c.sendall(f"PUT /budget/trickle HTTP/1.1\r\nHost: {s.node}\r\nAuthorization: {AUTH['Authorization']}\r\n"
+              f"Content-Length: {5 * 10**9}\r\n\r\n".encode())
+    c.setblocking(False)
+    t, got = time.time(), b""
+    while not got and time.time() - t < 120:
+        try:
+            c.send(b"x")
+        except OSError:
+            break
+        time.sleep(1)
+        try:
+            got = c.recv(65536)
+        except BlockingIOError:
+            pass
+    c.close()
+    secs = time.time() - t
+    return held(bool(got) and secs < 60, f"answered {got.split(b' ')[1:2]} after {secs:.0f} s "
+                                          f"(the default body timeout is 30 s)")
 
 
 @probe("7", "a GET of a 32 MiB object whose answer is never read (dropped at --write-timeout)")
@@ -444,7 +480,7 @@ def main():
     try:
         for p in (native_bypass, native_write, part_overwrite, native_listed, form_bound, stalled_body, sigv2, presigned_forever, unsigned,
                   replay, swapped, misdelivered, register_as_another, heartbeat_as_another,
-                  budget, never_read, metrics_token, meta_mode, big_xml, tier_plan):
+                  budget, trickle, never_read, metrics_token, meta_mode, big_xml, tier_plan):
             p(s)
     finally:
         s.stop()

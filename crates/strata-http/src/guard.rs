@@ -1,6 +1,6 @@
 //! Per-client bounds of the object API (docs/security.md): wrong cookies
 //! from one address are rate-limited, and the request bytes every handler
-//! holds in memory at once are capped.
+//! holds in memory at once are capped, with a share per client.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -112,11 +112,39 @@ impl CookieLimiter {
     }
 }
 
-/// The cap on request bytes held in memory at once, in KiB permits.
+/// The cap on request bytes held in memory at once, in KiB permits, and
+/// each client's share of it: a client (an access key, or the anonymous
+/// one) may hold at most its share at once, so that no client can take the
+/// whole cap and make every other writer wait (issue 34, finding 5: eight
+/// header-only batch POSTs of 256 MiB held a 2 GiB cap for 30 s).
 #[derive(Clone, Debug)]
 pub struct BodyBudget {
     sem: Arc<Semaphore>,
     total_kib: u64,
+    share_kib: u64,
+    /// KiB each client holds now (a client holding nothing is not kept).
+    held: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+/// Room held for one request: given back when dropped.
+#[derive(Debug)]
+pub struct Room {
+    _permit: OwnedSemaphorePermit,
+    client: String,
+    kib: u64,
+    held: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        let mut g = self.held.lock();
+        if let Some(h) = g.get_mut(&self.client) {
+            *h = h.saturating_sub(self.kib);
+            if *h == 0 {
+                g.remove(&self.client);
+            }
+        }
+    }
 }
 
 /// Why a body could not be given room.
@@ -127,22 +155,35 @@ pub enum BudgetError {
         /// The cap in bytes.
         cap: u64,
     },
+    /// Larger than a client's share: it can never be taken.
+    OverShareSize {
+        /// The share in bytes.
+        share: u64,
+    },
     /// Not within the wait: the server holds its cap of bodies now.
     Busy {
         /// The cap in bytes.
         cap: u64,
     },
+    /// The client holds its share already (its other requests in flight).
+    OverShare {
+        /// The share in bytes.
+        share: u64,
+    },
 }
 
 impl BodyBudget {
-    /// A cap of `bytes` (at least 1 MiB).
-    pub fn new(bytes: u64) -> BodyBudget {
+    /// A cap of `bytes` (at least 1 MiB), of which one client may hold
+    /// `share` (at most the cap, at least 1 MiB) at once.
+    pub fn new(bytes: u64, share: u64) -> BodyBudget {
         let kib = (bytes / 1024).max(1024);
         BodyBudget {
             sem: Arc::new(Semaphore::new(
                 kib.min(Semaphore::MAX_PERMITS as u64) as usize
             )),
             total_kib: kib,
+            share_kib: (share / 1024).clamp(1024, kib),
+            held: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -151,25 +192,73 @@ impl BodyBudget {
         self.total_kib * 1024
     }
 
+    /// A client's share in bytes.
+    pub fn share(&self) -> u64 {
+        self.share_kib * 1024
+    }
+
     /// Bytes free now.
     pub fn available(&self) -> u64 {
         self.sem.available_permits() as u64 * 1024
     }
 
-    /// Room for `bytes`, waiting at most `wait` for others to finish.
+    /// Room for `bytes` of `client`'s, waiting at most `wait` for others
+    /// to finish; refused at once past the client's share.
     pub async fn reserve(
         &self,
         bytes: u64,
         wait: Duration,
-    ) -> Result<OwnedSemaphorePermit, BudgetError> {
+        client: &str,
+    ) -> Result<Room, BudgetError> {
         let kib = bytes.div_ceil(1024).max(1);
         if kib > self.total_kib || kib > u64::from(u32::MAX) {
             return Err(BudgetError::TooLarge { cap: self.cap() });
         }
-        match tokio::time::timeout(wait, self.sem.clone().acquire_many_owned(kib as u32)).await {
-            Ok(Ok(p)) => Ok(p),
-            _ => Err(BudgetError::Busy { cap: self.cap() }),
+        if kib > self.share_kib {
+            return Err(BudgetError::OverShareSize {
+                share: self.share(),
+            });
         }
+        // The share is taken before the cap is waited for, so a client's
+        // waiting requests count against it too.
+        {
+            let mut g = self.held.lock();
+            let h = g.entry(client.to_string()).or_insert(0);
+            if *h + kib > self.share_kib {
+                if *h == 0 {
+                    g.remove(client);
+                }
+                return Err(BudgetError::OverShare {
+                    share: self.share(),
+                });
+            }
+            *h += kib;
+        }
+        let held = Room {
+            _permit: match tokio::time::timeout(
+                wait,
+                self.sem.clone().acquire_many_owned(kib as u32),
+            )
+            .await
+            {
+                Ok(Ok(p)) => p,
+                _ => {
+                    // Given back: not held.
+                    let mut g = self.held.lock();
+                    if let Some(h) = g.get_mut(client) {
+                        *h = h.saturating_sub(kib);
+                        if *h == 0 {
+                            g.remove(client);
+                        }
+                    }
+                    return Err(BudgetError::Busy { cap: self.cap() });
+                }
+            },
+            client: client.to_string(),
+            kib,
+            held: self.held.clone(),
+        };
+        Ok(held)
     }
 }
 
@@ -216,25 +305,51 @@ mod tests {
 
     #[tokio::test]
     async fn the_budget_caps_bytes_held_at_once() {
-        let b = BodyBudget::new(2 << 20);
+        let b = BodyBudget::new(2 << 20, 2 << 20);
         assert_eq!(b.cap(), 2 << 20);
-        let p = b
-            .reserve(1536 << 10, Duration::from_millis(10))
-            .await
-            .unwrap();
+        let wait = Duration::from_millis(10);
+        let p = b.reserve(1536 << 10, wait, "a").await.unwrap();
         assert_eq!(
-            b.reserve(1 << 20, Duration::from_millis(10))
-                .await
-                .unwrap_err(),
+            b.reserve(1 << 20, wait, "b").await.unwrap_err(),
             BudgetError::Busy { cap: 2 << 20 }
         );
         assert_eq!(
-            b.reserve(3 << 20, Duration::from_millis(10))
-                .await
-                .unwrap_err(),
+            b.reserve(3 << 20, wait, "b").await.unwrap_err(),
             BudgetError::TooLarge { cap: 2 << 20 }
         );
         drop(p);
-        assert!(b.reserve(2 << 20, Duration::from_millis(10)).await.is_ok());
+        assert!(b.reserve(2 << 20, wait, "b").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_client_holds_at_most_its_share_and_others_still_get_room() {
+        let b = BodyBudget::new(4 << 20, 1 << 20);
+        let wait = Duration::from_millis(10);
+        let first = b.reserve(768 << 10, wait, "greedy").await.unwrap();
+        assert_eq!(
+            b.reserve(512 << 10, wait, "greedy").await.unwrap_err(),
+            BudgetError::OverShare { share: 1 << 20 }
+        );
+        assert_eq!(
+            b.reserve(2 << 20, wait, "greedy").await.unwrap_err(),
+            BudgetError::OverShareSize { share: 1 << 20 }
+        );
+        // Another client is not held back by the first one's share...
+        let other = b.reserve(1 << 20, wait, "other").await.unwrap();
+        // ...and a refused or finished request gives its share back.
+        drop(first);
+        let again = b.reserve(1 << 20, wait, "greedy").await.unwrap();
+        assert_eq!(b.available(), 2 << 20);
+        drop((other, again));
+        assert!(b.held.lock().is_empty(), "nothing held is kept");
+        // A wait that times out gives the share back too.
+        let b = BodyBudget::new(1 << 20, 1 << 20);
+        let all = b.reserve(1 << 20, wait, "a").await.unwrap();
+        assert_eq!(
+            b.reserve(1 << 20, wait, "b").await.unwrap_err(),
+            BudgetError::Busy { cap: 1 << 20 }
+        );
+        drop(all);
+        assert!(b.held.lock().is_empty());
     }
 }

@@ -367,17 +367,19 @@ impl Keys {
     /// header, if any) may do what `need` says in `bucket`: a valid token
     /// of the root key may do anything, one of another key what its
     /// permissions on the bucket allow; no token reads a public-read
-    /// bucket and nothing else. The same rules as [`KeyAccess`].
+    /// bucket and nothing else. The same rules as [`KeyAccess`]. Ok is the
+    /// key's id (empty for an anonymous read): the client whose share of
+    /// the node's buffers the request takes.
     pub async fn authorize_native(
         &self,
         authorization: Option<&[u8]>,
         bucket: &str,
         need: Permission,
-    ) -> Result<(), Refused> {
+    ) -> Result<String, Refused> {
         let unavailable = |_| Refused::Unavailable;
         let Some(header) = authorization else {
             if need == Permission::Read && self.is_public(bucket).await.map_err(unavailable)? {
-                return Ok(());
+                return Ok(String::new());
             }
             return Err(Refused::Unauthenticated(
                 "this bucket needs a key: send Authorization: Bearer TOKEN (`strata key token`)"
@@ -386,7 +388,7 @@ impl Keys {
         };
         let access = self.verify_token(header).await?;
         if self.is_root(&access) {
-            return Ok(());
+            return Ok(access);
         }
         let has = self
             .lookup(&access)
@@ -394,12 +396,12 @@ impl Keys {
             .map_err(unavailable)?
             .and_then(|k| k.buckets.get(bucket).copied());
         match has {
-            Some(p) if p >= need => Ok(()),
+            Some(p) if p >= need => Ok(access),
             // What anyone may do, a key may do too.
             _ if need == Permission::Read
                 && self.is_public(bucket).await.map_err(unavailable)? =>
             {
-                Ok(())
+                Ok(access)
             }
             _ => Err(Refused::Forbidden(format!(
                 "key {access} has no {} permission on bucket {bucket}",

@@ -279,11 +279,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for RequestId
         let (body, late) = if early.is_some() || hyper::body::Body::is_end_stream(&body) {
             (s3s::Body::from(body), None)
         } else {
-            let (b, late) = strata_http::deadline::Deadline::new(
-                body,
-                self.body_timeout,
-                declared.unwrap_or(0),
-            );
+            let (b, late) = strata_http::deadline::Deadline::new(body, self.body_timeout);
             (s3s::Body::http_body(b), Some(late))
         };
         let req = http::Request::from_parts(parts, body);

@@ -70,7 +70,10 @@ impl Gateway {
     /// `native`.
     pub(crate) fn new(limits: GatewayLimits, client: Arc<Client>, native: Arc<Native>) -> Gateway {
         Gateway {
-            budget: strata_http::guard::BodyBudget::new(limits.max_buffered_bytes),
+            budget: strata_http::guard::BodyBudget::new(
+                limits.max_buffered_bytes,
+                limits.max_buffered_bytes_per_key,
+            ),
             cookies: strata_http::guard::CookieLimiter::default(),
             limits,
             client,
@@ -81,13 +84,14 @@ impl Gateway {
     /// Ok if the request with `headers` may do what `need` says in
     /// `bucket`: 401 without a valid token (unless the bucket is
     /// public-read and `need` is a read), 403 for a key without the
-    /// permission, 503 when the keys cannot be fetched.
+    /// permission, 503 when the keys cannot be fetched. Ok is the key's id
+    /// (empty for an anonymous read).
     async fn authorize(
         &self,
         headers: &axum::http::HeaderMap,
         bucket: &str,
         need: Permission,
-    ) -> Result<(), Response> {
+    ) -> Result<String, Response> {
         let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
         match self
             .native
@@ -95,7 +99,7 @@ impl Gateway {
             .authorize_native(authorization, bucket, need)
             .await
         {
-            Ok(()) => Ok(()),
+            Ok(key) => Ok(key),
             Err(Refused::Unauthenticated(why)) => {
                 let mut r = reason(StatusCode::UNAUTHORIZED, why);
                 r.headers_mut().insert(
@@ -257,16 +261,29 @@ fn too_many_failures(wait: Duration) -> Response {
     r
 }
 
-/// 503 (or 413) when the buffered-bytes cap has no room for `bytes`.
-async fn reserve(gw: &Gateway, bytes: u64) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+/// 503 (or 413) when the buffered-bytes cap, or key `key`'s share of it,
+/// has no room for `bytes`.
+async fn reserve(
+    gw: &Gateway,
+    bytes: u64,
+    key: &str,
+) -> Result<strata_http::guard::Room, Response> {
     use strata_http::guard::BudgetError;
-    gw.budget.reserve(bytes, BUDGET_WAIT).await.map_err(|e| match e {
+    gw.budget.reserve(bytes, BUDGET_WAIT, key).await.map_err(|e| match e {
         BudgetError::TooLarge { cap } => reason(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("a body of {bytes} bytes is over this server's buffered-bytes cap of {cap} (--max-buffered-bytes)"),
         ),
         BudgetError::Busy { cap } => unavailable(format!(
             "the server holds its cap of {cap} request bytes (--max-buffered-bytes); retry"
+        )),
+        BudgetError::OverShareSize { share } => reason(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a body holding {bytes} bytes at once is over a key's share of {share} (--max-buffered-bytes-per-key; a PUT larger than a tract holds a few tracts)"),
+        ),
+        BudgetError::OverShare { share } => unavailable(format!(
+            "this key's requests in flight hold its share of {share} request bytes \
+             (--max-buffered-bytes-per-key); retry when they are done"
         )),
     })
 }
@@ -309,16 +326,17 @@ async fn object(
         Method::PUT | Method::DELETE => Permission::Write,
         _ => return method_not_allowed("GET, HEAD, PUT, DELETE"),
     };
-    if let Err(r) = gw.authorize(req.headers(), &bucket, need).await {
-        return r;
-    }
+    let key = match gw.authorize(req.headers(), &bucket, need).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
     match *req.method() {
         Method::GET | Method::HEAD => get(gw, &bucket, &name, req, ip).await,
         Method::PUT => {
             if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), true, ip).await {
                 return r;
             }
-            put(gw, &bucket, &name, req).await
+            put(gw, &bucket, &name, &key, req).await
         }
         _ => {
             if let Err(r) = owner_check(&gw, &bucket, &name, req.uri().query(), false, ip).await {
@@ -378,7 +396,7 @@ async fn owner_check(
     })
 }
 
-async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
+async fn put(gw: Gw, bucket: &str, name: &str, key: &str, req: Request) -> Response {
     let max = gw.limits.max_object_size;
     let len = match content_length(req.headers(), max) {
         Ok(n) => n,
@@ -389,7 +407,7 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
         Err(r) => return r,
     };
     // Room for what the PUT holds at once (the whole body when small).
-    let _room = match reserve(&gw, len.min(client.put_buffer_bytes())).await {
+    let _room = match reserve(&gw, len.min(client.put_buffer_bytes()), key).await {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -398,10 +416,12 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     // manifest that makes an object visible is written last).
     let idle = gw.limits.body_idle_timeout;
     let started = tokio::time::Instant::now();
-    // The whole body is due within the body timeout plus the time it takes
-    // at MIN_BODY_RATE: a client trickling bytes holds its connection no
-    // longer than that (slowloris), a large upload gets the time it needs.
-    let due = move |seen: u64| started + idle + Duration::from_secs(seen.max(len) / MIN_BODY_RATE);
+    // Past the body timeout, what has arrived must keep up with
+    // MIN_BODY_RATE (strata_http::deadline): a client trickling bytes holds
+    // its connection and its share of the budget no longer than the body
+    // timeout, whatever length it declared (issue 34, finding 5); an
+    // upload at the rate or faster gets the time it needs.
+    let due = move |seen: u64| started + idle + strata_http::deadline::rate_time(seen);
     let body = req.into_body().into_data_stream();
     let checked = stream::unfold(
         (body, 0u64, false),
@@ -465,9 +485,6 @@ async fn put(gw: Gw, bucket: &str, name: &str, req: Request) -> Response {
     }
 }
 
-/// Bytes per second a body must average once the body timeout has passed.
-const MIN_BODY_RATE: u64 = 64 << 10;
-
 /// Why a streamed body was abandoned.
 #[derive(Debug)]
 enum BodyFault {
@@ -486,9 +503,9 @@ impl std::fmt::Display for BodyFault {
             BodyFault::Idle(d) => write!(f, "no data for {} s", d.as_secs()),
             BodyFault::Slow(d) => write!(
                 f,
-                "no data for too long: the body was not sent within {} s and {} KiB/s",
-                d.as_secs(),
-                MIN_BODY_RATE >> 10
+                "no data for too long: the body fell behind {} KiB/s after its first {} s",
+                strata_http::deadline::MIN_BODY_RATE >> 10,
+                d.as_secs()
             ),
             BodyFault::Broken(e) => write!(f, "could not read the body: {e}"),
             BodyFault::Longer(n) => write!(f, "body longer than its Content-Length of {n}"),
@@ -640,18 +657,19 @@ async fn batch(State(gw): State<Gw>, Path(bucket): Path<String>, req: Request) -
             format!("bad bucket name {bucket:?}"),
         );
     }
-    if let Err(r) = gw
+    let key = match gw
         .authorize(req.headers(), &bucket, Permission::Write)
         .await
     {
-        return r;
-    }
+        Ok(k) => k,
+        Err(r) => return r,
+    };
     // Room for the whole body before reading it.
     let len = match content_length(req.headers(), gw.limits.max_batch_bytes) {
         Ok(n) => n,
         Err(r) => return r,
     };
-    let _room = match reserve(&gw, len).await {
+    let _room = match reserve(&gw, len, &key).await {
         Ok(p) => p,
         Err(r) => return r,
     };

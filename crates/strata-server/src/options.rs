@@ -231,6 +231,9 @@ pub struct GatewayLimits {
     /// (small PUT bodies, batch bodies, the tract a large PUT fills): past
     /// it a request waits up to a second, then gets 503 (docs/security.md).
     pub max_buffered_bytes: u64,
+    /// What one access key's requests may hold of it at once (past it a
+    /// request of that key gets 503 at once; others are not held back).
+    pub max_buffered_bytes_per_key: u64,
 }
 
 impl Default for GatewayLimits {
@@ -241,6 +244,7 @@ impl Default for GatewayLimits {
             body_idle_timeout: Duration::from_secs(30),
             require_cookies: false,
             max_buffered_bytes: 2 << 30,
+            max_buffered_bytes_per_key: 512 << 20,
         }
     }
 }

@@ -159,6 +159,12 @@ pub struct Args {
     /// fills); past it a request waits up to 1 s, then gets 503.
     #[arg(long, value_name = "SIZE", default_value = "2GiB")]
     max_buffered_bytes: String,
+    /// What the requests of one access key may hold of --max-buffered-bytes
+    /// at once (default: a quarter of it; at least 1 MiB): past it that
+    /// key's next request gets 503 at once, and the other keys' are not
+    /// held back. A batch POST larger than it gets 413.
+    #[arg(long, value_name = "SIZE")]
+    max_buffered_bytes_per_key: Option<String>,
     /// Seconds a keep-alive connection may stay without a request before
     /// it is closed. The node lets go of its own idle connections to its
     /// peers after half of it (at most 30 s), so that it never sends on one
@@ -468,10 +474,26 @@ fn options(
     // This node's clients (to its peers and the metadata service, which
     // close idle connections after the same --idle-timeout) let go first.
     strata_client::set_pool_idle(opts.http.idle_timeout / 2);
+    let max_buffered_bytes = parse_bytes(&a.max_buffered_bytes).context("--max-buffered-bytes")?;
+    let max_buffered_bytes_per_key = match &a.max_buffered_bytes_per_key {
+        None => max_buffered_bytes / 4,
+        Some(s) => {
+            let share = parse_bytes(s).context("--max-buffered-bytes-per-key")?;
+            if share > max_buffered_bytes {
+                bail!(
+                    "--max-buffered-bytes-per-key {s} is more than --max-buffered-bytes {}: \
+                     a key's share is part of the cap",
+                    a.max_buffered_bytes
+                );
+            }
+            share
+        }
+    };
     opts.gateway = strata_server::GatewayLimits {
         max_object_size: parse_bytes(&a.max_object_size).context("--max-object-size")?,
         require_cookies: a.require_cookies,
-        max_buffered_bytes: parse_bytes(&a.max_buffered_bytes).context("--max-buffered-bytes")?,
+        max_buffered_bytes,
+        max_buffered_bytes_per_key,
         body_idle_timeout: Duration::from_secs(a.body_timeout.max(1)),
         ..strata_server::GatewayLimits::default()
     };

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The cost of the cluster signature, version 2 (a BLAKE3 digest of every
-# body, one-use sequence numbers, the destination's Host: issue 34), on a
-# 3-node Strata cluster through its public API: two builds side by side in
-# one run, alternated (before, after, before, after) so that drift in the
-# machine shows as the spread between a build's two rounds.
+# The cost of authentication on a 3-node Strata cluster through its public
+# API (issue 34: the cluster signature's body digest, then the native API's
+# bearer tokens): two builds side by side in one run, alternated (before,
+# after, before, after) so that drift in the machine shows as the spread
+# between a build's two rounds. Every request carries a token of the root
+# key (bench/lib.sh); a build before tokens ignores it. BEFORE_LABEL and
+# AFTER_LABEL name the builds in the table.
 #
 #   bench/cluster_auth_cost.sh BEFORE_BINARY AFTER_BINARY
 #
@@ -74,7 +76,7 @@ def cells(build, op, size):
 
 print(open(os.path.join(res, "meta")).read().strip().replace("\n", "; "))
 print(f"\n{conc} connections, {dur} s per run, 3 nodes, three copies; each cell the rounds in order.\n")
-print("| op | size | before (v1 signature) | after (v2: body digest, one use, Host) | after / before (means) |")
+print("| op | size | before (%s) | after (%s) | after / before (means) |" % (os.environ.get("BEFORE_LABEL", "BEFORE"), os.environ.get("AFTER_LABEL", "AFTER")))
 print("| --- | --- | --- | --- | --- |")
 for size in sizes:
     for op in ("put", "get"):

@@ -55,7 +55,15 @@ pub struct Keys {
     cluster: Arc<Cluster>,
     admin_token: Option<String>,
     cache: Mutex<Option<(Instant, KeyMap)>>,
+    /// Tokens whose signature checked, with their key and expiry: a
+    /// client sends the same token with every request, and its HMAC is
+    /// computed once (a deleted key's tokens still fail: its permissions
+    /// are looked up on every request).
+    verified: Mutex<std::collections::HashMap<Box<str>, (Arc<str>, u64)>>,
 }
+
+/// Verified tokens remembered at most (past it the memory starts over).
+const VERIFIED_MAX: usize = 10_000;
 
 impl Keys {
     /// The root key (every permission) and, if `admin_token` is given, the
@@ -66,6 +74,7 @@ impl Keys {
             cluster,
             admin_token,
             cache: Mutex::new(None),
+            verified: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -375,11 +384,11 @@ impl Keys {
         authorization: Option<&[u8]>,
         bucket: &str,
         need: Permission,
-    ) -> Result<String, Refused> {
+    ) -> Result<Arc<str>, Refused> {
         let unavailable = |_| Refused::Unavailable;
         let Some(header) = authorization else {
             if need == Permission::Read && self.is_public(bucket).await.map_err(unavailable)? {
-                return Ok(String::new());
+                return Ok(Arc::from(""));
             }
             return Err(Refused::Unauthenticated(
                 "this bucket needs a key: send Authorization: Bearer TOKEN (`strata key token`)"
@@ -390,11 +399,12 @@ impl Keys {
         if self.is_root(&access) {
             return Ok(access);
         }
-        let has = self
-            .lookup(&access)
-            .await
-            .map_err(unavailable)?
-            .and_then(|k| k.buckets.get(bucket).copied());
+        let Some(record) = self.lookup(&access).await.map_err(unavailable)? else {
+            return Err(Refused::Unauthenticated(
+                "the token's access key does not exist".into(),
+            ));
+        };
+        let has = record.buckets.get(bucket).copied();
         match has {
             Some(p) if p >= need => Ok(access),
             // What anyone may do, a key may do too.
@@ -417,7 +427,7 @@ impl Keys {
     /// The key id a bearer `header` proves, if its token is well formed,
     /// unexpired, within [`TOKEN_MAX_LIFETIME`] and signed with the key's
     /// secret.
-    async fn verify_token(&self, header: &[u8]) -> Result<String, Refused> {
+    async fn verify_token(&self, header: &[u8]) -> Result<Arc<str>, Refused> {
         use hmac::Mac;
         let bad = |why: &str| Err(Refused::Unauthenticated(why.to_string()));
         let Some(token) = std::str::from_utf8(header)
@@ -427,10 +437,17 @@ impl Keys {
         else {
             return bad("the native API takes Authorization: Bearer TOKEN (`strata key token`); SigV4 signatures are for the S3 port");
         };
+        let now = unix_now();
+        if let Ok(g) = self.verified.lock() {
+            if let Some((access, expires)) = g.get(token) {
+                if *expires > now {
+                    return Ok(access.clone());
+                }
+            }
+        }
         let Some((access, expires, sig)) = token_parts(token) else {
             return bad("not a Strata token (strata1.ACCESS.EXPIRES.HMAC: `strata key token`)");
         };
-        let now = unix_now();
         if expires <= now {
             return bad("the token has expired: mint another (`strata key token`)");
         }
@@ -452,7 +469,14 @@ impl Keys {
         {
             return bad("the token's signature does not match its key");
         }
-        Ok(access.to_string())
+        let access: Arc<str> = Arc::from(access);
+        if let Ok(mut g) = self.verified.lock() {
+            if g.len() >= VERIFIED_MAX {
+                g.clear();
+            }
+            g.insert(token.into(), (access.clone(), expires));
+        }
+        Ok(access)
     }
 }
 

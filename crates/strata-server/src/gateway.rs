@@ -91,7 +91,7 @@ impl Gateway {
         headers: &axum::http::HeaderMap,
         bucket: &str,
         need: Permission,
-    ) -> Result<String, Response> {
+    ) -> Result<Arc<str>, Response> {
         let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
         match self
             .native

@@ -59,8 +59,11 @@ pub struct Keys {
     /// client sends the same token with every request, and its HMAC is
     /// computed once (a deleted key's tokens still fail: its permissions
     /// are looked up on every request).
-    verified: Mutex<std::collections::HashMap<Box<str>, (Arc<str>, u64)>>,
+    verified: Mutex<Verified>,
 }
+
+/// Verified tokens: the token, its key's id and its expiry (Unix seconds).
+type Verified = std::collections::HashMap<Box<str>, (Arc<str>, u64)>;
 
 /// Verified tokens remembered at most (past it the memory starts over).
 const VERIFIED_MAX: usize = 10_000;
@@ -74,7 +77,7 @@ impl Keys {
             cluster,
             admin_token,
             cache: Mutex::new(None),
-            verified: Mutex::new(std::collections::HashMap::new()),
+            verified: Mutex::new(Verified::new()),
         })
     }
 

@@ -626,6 +626,70 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
 
 const HEALTH: &str = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
 
+/// Issue 34, finding 2: one client's connections took every slot of a
+/// listener. Now one client network holds at most
+/// `--max-connections-per-client`: past it its idlest connection closes
+/// for the new one, or, none idle, the new one is refused with 503 while
+/// the listener still has room for others.
+#[test]
+fn one_client_holds_at_most_its_share_of_the_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        dir.path(),
+        &[
+            "--max-connections",
+            "16",
+            "--max-connections-per-client",
+            "3",
+            "--body-timeout",
+            "60",
+        ],
+    );
+    let a = s.addr.clone();
+    // Three busy connections of this client (loopback is one network):
+    // PUTs whose bodies stall in their handlers.
+    let mut busy: Vec<TcpStream> = (0..3)
+        .map(|i| {
+            open_with(
+                &a,
+                &format!(
+                    "PUT /b/stall{i} HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n0123456789"
+                ),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A fourth is refused at once, with the reason, though 13 slots are free.
+    let t0 = Instant::now();
+    let mut fourth = open_with(&a, "GET /b/x HTTP/1.1\r\nHost: t\r\n\r\n");
+    let (code, text) = read_response(&mut fourth, Duration::from_secs(5)).expect("an answer");
+    assert_eq!(code, 503, "{text}");
+    assert!(text.contains("--max-connections-per-client"), "{text}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert!(closed_within(&mut fourth, Duration::from_secs(2)));
+    // One busy connection gone: the client is served again.
+    drop(busy.pop());
+    std::thread::sleep(Duration::from_millis(500));
+    let mut fifth = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(
+        read_response(&mut fifth, Duration::from_secs(5)).map(|r| r.0),
+        Some(404)
+    );
+    // At its share again (two busy, one idle): the idle one closes for a
+    // new one, which is served.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut sixth = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(
+        read_response(&mut sixth, Duration::from_secs(5)).map(|r| r.0),
+        Some(404)
+    );
+    assert!(
+        closed_within(&mut fifth, Duration::from_secs(2)),
+        "the client's idle connection stayed open"
+    );
+    drop(busy);
+}
+
 #[test]
 fn connections_past_the_limit_drop_the_idle_first_and_keep_health_checks() {
     let dir = tempfile::tempdir().unwrap();

@@ -154,6 +154,13 @@ pub struct Args {
     /// rest wait in the accept queue.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     max_connections: usize,
+    /// Most of those connections one client network holds on each
+    /// listener (an IPv4 /24, all of loopback, an IPv6 /64; default a
+    /// quarter of --max-connections). Past it that client's idlest
+    /// connection is closed for a new one, or, when none is idle, the new
+    /// one gets 503 and is closed; other clients are not held back.
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
     /// Request bytes the object API holds in memory at once, all requests
     /// together (small PUT bodies, batch bodies, the tracts a large PUT
     /// fills); past it a request waits up to 1 s, then gets 503.
@@ -463,10 +470,20 @@ fn options(
     if a.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
+    let per_client = a
+        .max_connections_per_client
+        .unwrap_or((a.max_connections / 4).max(1));
+    if per_client == 0 || per_client > a.max_connections {
+        bail!(
+            "--max-connections-per-client {per_client}: give 1 to --max-connections ({})",
+            a.max_connections
+        );
+    }
     opts.http = strata_http::HttpLimits {
         header_timeout: Duration::from_secs(a.header_timeout.max(1)),
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),
         max_connections: a.max_connections,
+        max_connections_per_client: per_client,
         idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
         write_timeout: Duration::from_secs(a.write_timeout.max(1)),
         ..strata_http::HttpLimits::default()

@@ -298,6 +298,11 @@ def listed(bucket):
 /// A key with `perms` (BUCKET:PERM) from `strata key create`, and a token
 /// of it from `strata key token` (its secret in the environment only).
 fn key_token(c: &S3Cluster, perms: &[&str]) -> String {
+    key_and_token(c, perms).2
+}
+
+/// [`key_token`], with the key's access key id and secret.
+fn key_and_token(c: &S3Cluster, perms: &[&str]) -> (String, String, String) {
     let mut create = strata();
     create.args(["key", "create", "--meta", &c.meta]);
     for p in perms {
@@ -312,11 +317,12 @@ fn key_token(c: &S3Cluster, perms: &[&str]) -> String {
             .to_string()
     };
     let (access, secret) = (field("access key:"), field("secret key:"));
-    ok(strata()
+    let token = ok(strata()
         .args(["key", "token", "--access-key", &access, "--expires", "1h"])
         .env("STRATA_SECRET_KEY", &secret))
     .trim()
-    .to_string()
+    .to_string();
+    (access, secret, token)
 }
 
 /// Finding 1: with no credentials the native port read, overwrote and
@@ -329,7 +335,7 @@ fn key_token(c: &S3Cluster, perms: &[&str]) -> String {
 fn the_native_api_holds_s3s_keys_and_keeps_the_listing() {
     let c = S3Cluster::start();
     let root = ok(strata().args(["key", "token"])).trim().to_string();
-    let reader = key_token(&c, &["private:read"]);
+    let (reader_access, reader_secret, reader) = key_and_token(&c, &["private:read"]);
     let writer = key_token(&c, &["private:write"]);
     let out = c.python_env(
         &format!(
@@ -364,9 +370,18 @@ print(nat("PUT", "/open/p", root, b"public bytes")[0])
 time.sleep(1.2)
 print(nat("GET", "/open/p")[:2], nat("PUT", "/open/p", data=b"x")[0], nat("DELETE", "/open/p")[0],
       nat("GET", "/open/p", reader)[0], nat("PUT", "/open/p", reader, b"x")[0])
+signed = client(os.environ["RA"], os.environ["RS"])
+print(signed.get_object(Bucket="open", Key="p")["Body"].read(),
+      code(lambda: signed.put_object(Bucket="open", Key="p", Body=b"x")))
 "#
         ),
-        &[("ROOT", &root), ("READER", &reader), ("WRITER", &writer)],
+        &[
+            ("ROOT", &root),
+            ("READER", &reader),
+            ("WRITER", &writer),
+            ("RA", &reader_access),
+            ("RS", &reader_secret),
+        ],
     );
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
@@ -401,6 +416,10 @@ print(nat("GET", "/open/p")[:2], nat("PUT", "/open/p", data=b"x")[0], nat("DELET
     assert_eq!(
         lines[11], "(200, b'public bytes') 401 401 200 403",
         "public-read is read-only to anonymous and to keys without a grant: {out}"
+    );
+    assert_eq!(
+        lines[12], "b'public bytes' ('AccessDenied', 403)",
+        "and so it is over S3, signed by a key without a grant: {out}"
     );
 }
 
@@ -522,4 +541,69 @@ print(sorted(listed("fair")))
         "a trickle is dropped at the body timeout: {out}"
     );
     assert_eq!(lines[3], "['w2']", "{out}");
+}
+
+/// Finding 2's rest: 4,200 header-only POSTs from one client took every
+/// connection slot of the S3 listener, and every signed request answered
+/// 503 for ten minutes. Now one client network holds at most
+/// `--s3-max-connections-per-client` there: past it a new connection of
+/// that client is refused at once (503, closed) while the listener has
+/// room, and once one of its connections ends it is served again.
+#[test]
+fn one_client_holds_at_most_its_share_of_the_s3_connections() {
+    let c = S3Cluster::start_with(&[
+        "--max-connections",
+        "16",
+        "--s3-max-connections-per-client",
+        "3",
+        "--body-timeout",
+        "60",
+    ]);
+    let out = c.python(&format!(
+        "{PRELUDE}{}",
+        r#"
+import socket, time, urllib.parse
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+s3.create_bucket(Bucket="conns")
+host = urllib.parse.urlsplit(os.environ["ENDPOINT"]).netloc
+h, p = host.rsplit(":", 1)
+def stalled(key):
+    req = AWSRequest(method="PUT", url=os.environ["ENDPOINT"] + "/conns/" + key,
+        headers={"Content-Length": "1000", "x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    SigV4Auth(Credentials(os.environ["ACCESS"], os.environ["SECRET"]), "s3", "us-east-1").add_auth(req)
+    head = "PUT /conns/%s HTTP/1.1\r\nHost: %s\r\n" % (key, host)
+    for k, v in req.headers.items():
+        if k.lower() != "host":
+            head += "%s: %s\r\n" % (k, v)
+    s = socket.create_connection((h, int(p)))
+    s.sendall((head + "\r\n").encode() + b"0123456789")
+    return s
+# boto3's own pooled connection is one of the client's: close it first.
+s3._endpoint.http_session.close()
+busy = [stalled("k%d" % i) for i in range(3)]
+time.sleep(0.5)
+t = time.time()
+s = socket.create_connection((h, int(p)))
+s.settimeout(5)
+s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+got = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    got += c
+print(got.split(b"\r\n")[0].decode(), b"s3-max-connections-per-client" in got, round(time.time() - t))
+busy.pop().close()
+time.sleep(0.5)
+print([b["Name"] for b in s3.list_buckets()["Buckets"]])
+"#
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0], "HTTP/1.1 503 Service Unavailable True 0",
+        "a client past its share is refused at once: {out}"
+    );
+    assert_eq!(lines[1], "['conns']", "served again: {out}");
 }

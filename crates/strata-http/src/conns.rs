@@ -15,8 +15,9 @@
 //!
 //! One client — a network, as [`crate::guard::network_of`] draws it: an
 //! IPv4 /24, all of loopback, an IPv6 /64 — holds at most
-//! `max_connections_per_client` of them (issue 34, finding 2: one client's
-//! 4,200 header-only POSTs took every slot of the S3 listener). Past it
+//! `max_connections_per_client` of them, where the listener sets one (the
+//! S3 listener; issue 34, finding 2: one client's 4,200 header-only POSTs
+//! took every slot of it). Past it
 //! that client's idlest connection is closed for the new one, or, when
 //! none of its connections is idle, the new one is answered 503 (a plain
 //! listener; a TLS one drops it) and closed: other clients keep their
@@ -244,7 +245,7 @@ struct Tracked<S> {
 }
 
 /// The whole answer to a connection of a client past its share.
-const CLIENT_AT_LIMIT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 105\r\n\r\nthis client's network holds its share of this server's connections (--max-connections-per-client); retry\n";
+const CLIENT_AT_LIMIT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 110\r\n\r\nthis client's network holds its share of this listener's connections (--s3-max-connections-per-client); retry\n";
 
 /// A 503 for a health-only connection.
 fn at_limit() -> Response<Full<Bytes>> {

@@ -411,7 +411,14 @@ pub async fn serve_tls<S, B>(
     let reg = Arc::new(Registry::default());
     let epoch = Instant::now();
     let max = limits.max_connections.max(1);
-    let per_client = limits.max_connections_per_client.clamp(1, max);
+    // A share at or above the limit is none: every connection may be one
+    // client's, and the health slots stay reachable as before.
+    let per_client = limits.max_connections_per_client.max(1);
+    let per_client = if per_client >= max {
+        usize::MAX
+    } else {
+        per_client
+    };
     // Idle connections past the idle timeout are closed, and those whose
     // request head is late are dropped.
     let sweeper = {
@@ -477,12 +484,24 @@ pub async fn serve_tls<S, B>(
         {
             if tls.is_none() {
                 tokio::spawn(async move {
-                    use tokio::io::AsyncWriteExt;
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
                     let mut stream = stream;
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(1),
-                        stream.write_all(CLIENT_AT_LIMIT),
-                    )
+                    // The answer, then FIN, then what the client sent is
+                    // read away for a moment: a socket closed with unread
+                    // bytes resets, and the reset can destroy the answer.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                        stream.write_all(CLIENT_AT_LIMIT).await?;
+                        stream.shutdown().await?;
+                        let mut sink = [0u8; 4096];
+                        let mut left: usize = 64 << 10;
+                        while left > 0 {
+                            match stream.read(&mut sink).await? {
+                                0 => break,
+                                n => left = left.saturating_sub(n),
+                            }
+                        }
+                        Ok::<_, std::io::Error>(())
+                    })
                     .await;
                 });
             }
@@ -783,6 +802,10 @@ mod tests {
         assert_eq!(reg.count(a, false), 1);
         assert_eq!(reg.count(a, false), 0);
         assert_eq!(reg.of_client(a), 0);
-        assert_eq!(reg.per_client.lock().len(), 1, "a client at zero is forgotten");
+        assert_eq!(
+            reg.per_client.lock().len(),
+            1,
+            "a client at zero is forgotten"
+        );
     }
 }

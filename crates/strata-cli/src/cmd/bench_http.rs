@@ -11,28 +11,16 @@ use strata_bench::loadgen::{self, LoadReport, LoadSpec, Target};
 /// The `Authorization` of a run against a Strata node: `--token`, else
 /// STRATA_TOKEN, else a token of the root key from the environment.
 fn bearer(token: Option<String>, null_server: bool) -> anyhow::Result<Option<String>> {
-    use crate::cmd::server::{ROOT_ACCESS_ENV, ROOT_SECRET_ENV};
+    use crate::cmd::key::{root_key_from_env, token_valid_for, DEFAULT_TOKEN_LIFE};
     if null_server {
         return Ok(None);
     }
-    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    if let Some(t) = token.or_else(|| var("STRATA_TOKEN")) {
+    let given = token.or_else(|| std::env::var("STRATA_TOKEN").ok().filter(|t| !t.is_empty()));
+    if let Some(t) = given {
         return Ok(Some(format!("Bearer {t}")));
     }
-    Ok(match (var(ROOT_ACCESS_ENV), var(ROOT_SECRET_ENV)) {
-        (Some(access_key), Some(secret_key)) => {
-            let key = strata_s3::auth::Key {
-                access_key,
-                secret_key,
-            };
-            let expires = crate::cmd::key::unix_now() + crate::cmd::key::DEFAULT_TOKEN_SECS;
-            Some(format!(
-                "Bearer {}",
-                strata_s3::auth::mint_token(&key, expires)
-            ))
-        }
-        _ => None,
-    })
+    Ok(root_key_from_env()?
+        .map(|key| format!("Bearer {}", token_valid_for(&key, DEFAULT_TOKEN_LIFE))))
 }
 
 /// Drive a node over HTTP with a synthetic load and report throughput and

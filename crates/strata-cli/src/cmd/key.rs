@@ -72,20 +72,42 @@ fn token() -> anyhow::Result<String> {
     }
 }
 
-/// Seconds since the Unix epoch.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+/// The root key's access key id.
+pub const ROOT_ACCESS_ENV: &str = "STRATA_ROOT_ACCESS_KEY";
+/// The root key's secret.
+pub const ROOT_SECRET_ENV: &str = "STRATA_ROOT_SECRET_KEY";
+
+/// An environment variable, unless unset or empty.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The root key from the environment: Some when both variables are set,
+/// None when neither is; an error when only one is.
+pub fn root_key_from_env() -> anyhow::Result<Option<strata_s3::auth::Key>> {
+    match (var(ROOT_ACCESS_ENV), var(ROOT_SECRET_ENV)) {
+        (Some(access_key), Some(secret_key)) => Ok(Some(strata_s3::auth::Key {
+            access_key,
+            secret_key,
+        })),
+        (None, None) => Ok(None),
+        _ => bail!("set both {ROOT_ACCESS_ENV} and {ROOT_SECRET_ENV}, or neither"),
+    }
 }
 
 /// How long a token lives unless told (`--expires`).
-pub const DEFAULT_TOKEN_SECS: u64 = 24 * 3600;
+pub const DEFAULT_TOKEN_LIFE: Duration = Duration::from_secs(24 * 3600);
+
+/// A token of `key` valid for `life` from now.
+pub fn token_valid_for(key: &strata_s3::auth::Key, life: Duration) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    strata_s3::auth::mint_token(key, now + life.as_secs())
+}
 
 /// `strata key token`: the key from the environment, a token of it.
 fn mint(access_key: Option<String>, expires: &str) -> anyhow::Result<String> {
-    use crate::cmd::server::{ROOT_ACCESS_ENV, ROOT_SECRET_ENV};
-    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
     let key = match access_key {
         Some(id) => match var(SECRET_ENV) {
             Some(secret_key) => strata_s3::auth::Key {
@@ -94,12 +116,9 @@ fn mint(access_key: Option<String>, expires: &str) -> anyhow::Result<String> {
             },
             None => bail!("set {SECRET_ENV} to the secret of key {id}"),
         },
-        None => match (var(ROOT_ACCESS_ENV), var(ROOT_SECRET_ENV)) {
-            (Some(access_key), Some(secret_key)) => strata_s3::auth::Key {
-                access_key,
-                secret_key,
-            },
-            _ => bail!(
+        None => match root_key_from_env()? {
+            Some(key) => key,
+            None => bail!(
                 "give --access-key ID (its secret in {SECRET_ENV}), or set {ROOT_ACCESS_ENV} \
                  and {ROOT_SECRET_ENV} for a token of the root key"
             ),
@@ -109,10 +128,7 @@ fn mint(access_key: Option<String>, expires: &str) -> anyhow::Result<String> {
     if life.is_zero() || life > strata_s3::auth::TOKEN_MAX_LIFETIME {
         bail!("--expires {expires}: a token lives more than 0 s and at most 30 days");
     }
-    Ok(strata_s3::auth::mint_token(
-        &key,
-        unix_now() + life.as_secs(),
-    ))
+    Ok(token_valid_for(&key, life))
 }
 
 /// The secret of the key `strata key token --access-key` names.

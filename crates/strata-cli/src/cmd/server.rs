@@ -2,6 +2,7 @@
 //! ADDR`) or a cluster of one (its own embedded metadata service).
 
 use crate::cmd::devices::device_list;
+use crate::cmd::key::{ROOT_ACCESS_ENV, ROOT_SECRET_ENV};
 use crate::units::parse_bytes;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
@@ -329,19 +330,15 @@ fn admin_token(a: &Args) -> Option<String> {
 /// token of it. Without either, None: the native API then answers only
 /// the metadata service's keys and public-read buckets.
 fn root_key(dev: bool) -> anyhow::Result<Option<strata_s3::auth::Key>> {
-    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    match (var(ROOT_ACCESS_ENV), var(ROOT_SECRET_ENV)) {
-        (Some(access_key), Some(secret_key)) => Ok(Some(strata_s3::auth::Key {
-            access_key,
-            secret_key,
-        })),
-        (None, None) if dev => {
+    use crate::cmd::key::{root_key_from_env, token_valid_for, DEFAULT_TOKEN_LIFE};
+    match root_key_from_env()? {
+        Some(key) => Ok(Some(key)),
+        None if dev => {
             let token = strata_http::auth::generate();
             let key = strata_s3::auth::Key {
                 access_key: format!("SK{}", token[..18].to_uppercase()),
                 secret_key: strata_http::auth::generate(),
             };
-            let expires = crate::cmd::key::unix_now() + crate::cmd::key::DEFAULT_TOKEN_SECS;
             eprintln!(
                 "strata: root key for this run: access key {} secret key {} \
                  (export {ROOT_ACCESS_ENV} and {ROOT_SECRET_ENV} to choose one)\n\
@@ -349,25 +346,19 @@ fn root_key(dev: bool) -> anyhow::Result<Option<strata_s3::auth::Key>> {
                  (send it as Authorization: Bearer TOKEN): {}",
                 key.access_key,
                 key.secret_key,
-                strata_s3::auth::mint_token(&key, expires)
+                token_valid_for(&key, DEFAULT_TOKEN_LIFE)
             );
             Ok(Some(key))
         }
-        (None, None) => {
+        None => {
             eprintln!(
                 "strata: {ROOT_ACCESS_ENV} is not set: the object API answers only keys from \
                  `strata key create` and anonymous reads of public-read buckets (401 otherwise)"
             );
             Ok(None)
         }
-        _ => bail!("set both {ROOT_ACCESS_ENV} and {ROOT_SECRET_ENV}, or neither"),
     }
 }
-
-/// The root key's access key id.
-pub const ROOT_ACCESS_ENV: &str = "STRATA_ROOT_ACCESS_KEY";
-/// The root key's secret.
-pub const ROOT_SECRET_ENV: &str = "STRATA_ROOT_SECRET_KEY";
 
 /// The node's options from the arguments.
 fn options(

@@ -1029,7 +1029,7 @@ fn clients_that_never_read_their_answers_give_their_slots_back() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::start(
         dir.path(),
-        &["--max-connections", "4", "--write-timeout", "2"],
+        &["--max-connections", "4", "--write-timeout", "5"],
     );
     let a = s.addr.clone();
     let big = content(7, 32 << 20);
@@ -1037,14 +1037,17 @@ fn clients_that_never_read_their_answers_give_their_slots_back() {
     let mut stalled: Vec<TcpStream> = (0..4)
         .map(|_| open_with(&a, "GET /b/big HTTP/1.1\r\nHost: t\r\n\r\n"))
         .collect();
-    std::thread::sleep(Duration::from_millis(700));
+    // Time for the four to be in their handlers even on a loaded machine
+    // (a connection whose request has not reached its handler 200 ms
+    // after it opened counts as idle, and would be closed for the next).
+    std::thread::sleep(Duration::from_millis(2_000));
     // Every slot is writing an answer nobody reads: another client gets the
     // connection limit's 503.
     let mut other = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");
     let (code, text) = read_response(&mut other, Duration::from_secs(5)).expect("an answer");
     assert_eq!(code, 503, "{text}");
     // Past the write timeout those connections are dropped...
-    std::thread::sleep(Duration::from_secs(4));
+    std::thread::sleep(Duration::from_secs(6));
     let mut after = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(
         read_response(&mut after, Duration::from_secs(5)).map(|r| r.0),

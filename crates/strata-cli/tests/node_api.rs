@@ -287,14 +287,29 @@ fn a_get_out_of_the_page_cache_is_read_off_the_runtime_thread() {
     let body = content(11, 64 << 10);
     assert_eq!(put(a, "/pc/obj", &body).status, 201);
     assert_eq!(get(a, "/pc/obj").body, body);
-    let before = reads_not_cached(a);
-    assert!(drop_cached_segments(dir.path()) > 0, "no segment file");
     // Each GET reads the object whole; the count of hand-offs after it.
-    let read_back = |handed_off: f64, what: &str| {
+    let read_back = || {
         let r = get(a, "/pc/obj");
         assert_eq!((r.status, r.body == body), (200, true));
-        assert_eq!(reads_not_cached(a), before + handed_off, "{what}");
+        reads_not_cached(a)
     };
-    read_back(1.0, "the uncached read was not handed off");
-    read_back(1.0, "a cached read was handed off");
+    // Out of the cache, the read is handed off. Something else on a busy
+    // machine (the server's own background work, another test) may read
+    // the pages back in between the drop and the GET: tried a few times,
+    // it must be handed off at least once and never more than once a GET.
+    let mut handed_off = false;
+    for _ in 0..5 {
+        let before = reads_not_cached(a);
+        assert!(drop_cached_segments(dir.path()) > 0, "no segment file");
+        let after = read_back();
+        assert!(after - before <= 1.0, "{before} -> {after}");
+        if after == before + 1.0 {
+            handed_off = true;
+            break;
+        }
+    }
+    assert!(handed_off, "the uncached read was not handed off");
+    // Once read, the next GET is served from the cache.
+    let before = reads_not_cached(a);
+    assert_eq!(read_back(), before, "a cached read was handed off");
 }

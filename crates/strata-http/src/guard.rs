@@ -130,12 +130,19 @@ pub struct BodyBudget {
 #[derive(Debug)]
 pub struct Room {
     _permit: OwnedSemaphorePermit,
+    _share: Share,
+}
+
+/// KiB of a client's share taken by one request: given back when dropped
+/// (the request finished, or its wait for the cap timed out).
+#[derive(Debug)]
+struct Share {
     client: String,
     kib: u64,
     held: Arc<Mutex<HashMap<String, u64>>>,
 }
 
-impl Drop for Room {
+impl Drop for Share {
     fn drop(&mut self) {
         let mut g = self.held.lock();
         if let Some(h) = g.get_mut(&self.client) {
@@ -234,31 +241,19 @@ impl BodyBudget {
             }
             *h += kib;
         }
-        let held = Room {
-            _permit: match tokio::time::timeout(
-                wait,
-                self.sem.clone().acquire_many_owned(kib as u32),
-            )
-            .await
-            {
-                Ok(Ok(p)) => p,
-                _ => {
-                    // Given back: not held.
-                    let mut g = self.held.lock();
-                    if let Some(h) = g.get_mut(client) {
-                        *h = h.saturating_sub(kib);
-                        if *h == 0 {
-                            g.remove(client);
-                        }
-                    }
-                    return Err(BudgetError::Busy { cap: self.cap() });
-                }
-            },
+        let share = Share {
             client: client.to_string(),
             kib,
             held: self.held.clone(),
         };
-        Ok(held)
+        match tokio::time::timeout(wait, self.sem.clone().acquire_many_owned(kib as u32)).await {
+            Ok(Ok(permit)) => Ok(Room {
+                _permit: permit,
+                _share: share,
+            }),
+            // The share goes back with `share`.
+            _ => Err(BudgetError::Busy { cap: self.cap() }),
+        }
     }
 }
 

@@ -1034,8 +1034,25 @@ fn clients_that_never_read_their_answers_give_their_slots_back() {
     let a = s.addr.clone();
     let big = content(7, 32 << 20);
     assert_eq!(put(&a, "/b/big", &big).status, 201);
+    // Receive buffers kept small: with autotuning a loopback socket may grow
+    // its buffer to net.ipv4.tcp_rmem's maximum (32 MiB on some machines)
+    // and take the whole answer without the client reading a byte.
     let mut stalled: Vec<TcpStream> = (0..4)
-        .map(|_| open_with(&a, "GET /b/big HTTP/1.1\r\nHost: t\r\n\r\n"))
+        .map(|_| {
+            let addr: std::net::SocketAddr = a.parse().unwrap();
+            let sock = socket2::Socket::new(
+                socket2::Domain::for_address(addr),
+                socket2::Type::STREAM,
+                None,
+            )
+            .unwrap();
+            sock.set_recv_buffer_size(64 << 10).unwrap();
+            sock.connect(&addr.into()).unwrap();
+            let mut c: TcpStream = sock.into();
+            c.write_all(authed("GET /b/big HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+                .unwrap();
+            c
+        })
         .collect();
     // Time for the four to be in their handlers even on a loaded machine
     // (a connection whose request has not reached its handler 200 ms

@@ -1037,27 +1037,52 @@ fn clients_that_never_read_their_answers_give_their_slots_back() {
     // Receive buffers kept small: with autotuning a loopback socket may grow
     // its buffer to net.ipv4.tcp_rmem's maximum (32 MiB on some machines)
     // and take the whole answer without the client reading a byte.
-    let mut stalled: Vec<TcpStream> = (0..4)
-        .map(|_| {
-            let addr: std::net::SocketAddr = a.parse().unwrap();
-            let sock = socket2::Socket::new(
-                socket2::Domain::for_address(addr),
-                socket2::Type::STREAM,
-                None,
-            )
+    let open_stalled = || -> (TcpStream, u16) {
+        let addr: std::net::SocketAddr = a.parse().unwrap();
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )
+        .unwrap();
+        sock.set_recv_buffer_size(64 << 10).unwrap();
+        sock.connect(&addr.into()).unwrap();
+        let mut c: TcpStream = sock.into();
+        c.write_all(authed("GET /b/big HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
             .unwrap();
-            sock.set_recv_buffer_size(64 << 10).unwrap();
-            sock.connect(&addr.into()).unwrap();
-            let mut c: TcpStream = sock.into();
-            c.write_all(authed("GET /b/big HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
-                .unwrap();
-            c
-        })
-        .collect();
-    // Time for the four to be in their handlers even on a loaded machine
-    // (a connection whose request has not reached its handler 200 ms
-    // after it opened counts as idle, and would be closed for the next).
-    std::thread::sleep(Duration::from_millis(2_000));
+        // Only the head is read: the body stays unread.
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && c.read(&mut byte).unwrap_or(0) == 1 {
+            head.push(byte[0]);
+        }
+        let status = String::from_utf8_lossy(&head)
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (c, status)
+    };
+    // Each of the four is being answered before the next opens. One that
+    // finds the slots full is answered 503 on a health slot: the PUT's
+    // connection may not have been let go yet (the server drops it as it
+    // sees the close, and a connection idle under 200 ms is not closed for
+    // a new one), so it tries again.
+    let mut stalled = Vec::new();
+    while stalled.len() < 4 {
+        let mut tries = 0;
+        loop {
+            let (c, status) = open_stalled();
+            if status == 200 {
+                stalled.push(c);
+                break;
+            }
+            tries += 1;
+            assert!(tries < 10, "GET {} answered {status}", stalled.len());
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
     // Every slot is writing an answer nobody reads: another client gets the
     // connection limit's 503.
     let mut other = open_with(&a, "GET /b/absent HTTP/1.1\r\nHost: t\r\n\r\n");

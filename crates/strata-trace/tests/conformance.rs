@@ -237,6 +237,32 @@ fn strata_flipped_byte_is_detected() {
     }
 }
 
+/// A names frame naming a workload id past the name table's bound (a few
+/// bytes that would make the table hundreds of MB) is refused, naming the
+/// file and the record; the largest id allowed reads.
+#[test]
+fn a_workload_name_past_the_bound_is_refused_naming_the_record() {
+    let dir = tmp();
+    for (id, ok) in [((1u32 << 16) - 1, true), (1 << 16, false), (1 << 24, false)] {
+        let path = dir.path().join(format!("names-{id}.strace"));
+        let f = std::fs::File::create(&path).unwrap();
+        let mut w =
+            Writer::with_options(std::io::BufWriter::new(f), WriterOptions::default()).unwrap();
+        w.write(&sample(1)[0]).unwrap();
+        w.name_workload(id, "far").unwrap();
+        w.write(&sample(2)[1]).unwrap();
+        w.finish().unwrap();
+        let r = read_all(&path);
+        if ok {
+            assert_eq!(r.unwrap().len(), 2);
+        } else {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains(&format!("workload id {id}")), "{e}");
+            assert!(e.contains("names-") && e.contains("record 2"), "{e}");
+        }
+    }
+}
+
 /// Fixed-record formats cut mid-record report the truncated record.
 #[test]
 fn fixed_records_cut_mid_record() {

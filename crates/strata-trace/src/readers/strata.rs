@@ -16,6 +16,11 @@ pub(crate) const HEADER_LEN: usize = 32;
 pub(crate) const FRAME_LEN: usize = 16;
 /// Largest payload a frame may have.
 pub(crate) const MAX_PAYLOAD: usize = 64 << 20;
+/// Workload ids a names frame may name: the name table is indexed by id,
+/// so a frame of a few bytes naming id 2^24 would make it 400 MB (issue
+/// 34: a trace reader bounds what one record makes it allocate). Writers
+/// name the store's workloads, which a tier plan bounds far below this.
+pub(crate) const MAX_NAMED_WORKLOADS: usize = 1 << 16;
 
 /// Frame kinds.
 pub(crate) const FRAME_RECORDS: u8 = 1;
@@ -221,10 +226,12 @@ impl StrataReader {
                     self.buf.consume(FRAME_LEN + len);
                     for (id, s) in names {
                         if id >= self.names.len() {
-                            if id > 1 << 24 {
+                            if id >= MAX_NAMED_WORKLOADS {
                                 return Err(self.ctx.bad(
                                     next,
-                                    format!("workload id {id} is too large for a name table"),
+                                    format!(
+                                        "workload id {id} is past the {MAX_NAMED_WORKLOADS} a name table holds (corrupt frame)"
+                                    ),
                                 ));
                             }
                             self.names.resize(id + 1, String::new());

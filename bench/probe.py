@@ -449,6 +449,25 @@ def meta_mode(s):
     return held(mode & 0o077 == 0, f"mode {mode:o}")
 
 
+@probe("9", "S3 CreateBucket rewriting all metadata (1,000 buckets, then 100 more)")
+def bucket_rewrite(s):
+    if boto3 is None:
+        return "SKIPPED", "pip install boto3"
+    c = s3_client(s)
+    for i in range(1000):
+        c.create_bucket(Bucket=f"many-{i:05d}")
+    p = os.path.join(s.dir, "one", "meta", "meta.json")
+    rewrites, ino = 0, os.stat(p).st_ino
+    started = time.time()
+    for i in range(100):
+        c.create_bucket(Bucket=f"more-{i:05d}")
+        now = os.stat(p).st_ino
+        rewrites += now != ino
+        ino = now
+    rate = 100 / (time.time() - started)
+    return held(rewrites <= 2, f"meta.json replaced {rewrites} times in 100 creations; {rate:.0f} a second")
+
+
 @probe("9", "an S3 XML body declared at 21 MiB")
 def big_xml(s):
     head = (f"POST /private?delete HTTP/1.1\r\nHost: {s.s3}\r\nContent-Length: {21 << 20}\r\n"
@@ -480,7 +499,7 @@ def main():
     try:
         for p in (native_bypass, native_write, part_overwrite, native_listed, form_bound, stalled_body, sigv2, presigned_forever, unsigned,
                   replay, swapped, misdelivered, register_as_another, heartbeat_as_another,
-                  budget, trickle, never_read, metrics_token, meta_mode, big_xml, tier_plan):
+                  budget, trickle, never_read, metrics_token, meta_mode, bucket_rewrite, big_xml, tier_plan):
             p(s)
     finally:
         s.stop()

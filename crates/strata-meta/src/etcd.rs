@@ -3,7 +3,7 @@
 //!
 //! Why not a gRPC client crate: the maintained one (etcd-client) generates
 //! its protobuf code at build time and so needs `protoc` on the machine that
-//! builds Strata. The metadata service needs four calls (range, a guarded
+//! builds Strata. The metadata service needs three calls (range, a guarded
 //! transaction, status), which the gateway serves as JSON over the HTTP/1
 //! stack the service already uses; keys and values travel as base64 and
 //! 64-bit integers as decimal strings, as protobuf's JSON mapping says.
@@ -49,6 +49,17 @@ pub struct KeyValue {
     pub create_revision: i64,
 }
 
+/// What a range read found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Range {
+    /// Each key found, with its value, in key order.
+    pub kvs: Vec<(Vec<u8>, KeyValue)>,
+    /// Whether more keys are in the range past the limit.
+    pub more: bool,
+    /// The store's revision the read saw.
+    pub revision: i64,
+}
+
 /// A condition of a transaction.
 #[derive(Debug, Clone)]
 pub enum Compare {
@@ -63,6 +74,8 @@ pub enum Compare {
 pub enum Op {
     /// Sets a key.
     Put(String, Vec<u8>),
+    /// Deletes one key.
+    Delete(String),
     /// Deletes the keys in `[from, to)`.
     DeleteRange(String, String),
 }
@@ -96,31 +109,64 @@ impl EtcdClient {
 
     /// Reads one key.
     pub async fn get(&self, key: &str) -> Result<Option<KeyValue>, EtcdError> {
-        let v = self
-            .call("/v3/kv/range", json!({ "key": B64.encode(key) }))
-            .await?;
-        let Some(kv) = v
-            .get("kvs")
-            .and_then(|k| k.as_array())
-            .and_then(|a| a.first())
-        else {
-            return Ok(None);
-        };
-        let value = match kv.get("value").and_then(|x| x.as_str()) {
-            Some(s) => B64
-                .decode(s)
-                .map_err(|e| EtcdError::Decode(format!("value of {key}: {e}")))?,
-            None => Vec::new(),
-        };
-        Ok(Some(KeyValue {
-            value,
-            mod_revision: int(kv, "mod_revision")?,
-            create_revision: int(kv, "create_revision")?,
-        }))
+        let page = self.range(key.as_bytes(), None, 0, 1).await?;
+        Ok(page.kvs.into_iter().next().map(|(_, kv)| kv))
     }
 
-    /// Runs `ops` if every condition holds; returns whether it did.
-    pub async fn txn(&self, when: &[Compare], ops: &[Op]) -> Result<bool, EtcdError> {
+    /// Reads the keys in `[from, to)` (only `from` when `to` is None), at
+    /// most `limit` (0: no limit), as of `revision` (0: the latest).
+    pub async fn range(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        revision: i64,
+        limit: i64,
+    ) -> Result<Range, EtcdError> {
+        let mut req = json!({ "key": B64.encode(from) });
+        if let Some(to) = to {
+            req["range_end"] = json!(B64.encode(to));
+        }
+        if revision > 0 {
+            req["revision"] = json!(revision.to_string());
+        }
+        if limit > 0 {
+            req["limit"] = json!(limit.to_string());
+        }
+        let v = self.call("/v3/kv/range", req).await?;
+        let mut kvs = Vec::new();
+        for kv in v
+            .get("kvs")
+            .and_then(|k| k.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let field = |name: &str| -> Result<Vec<u8>, EtcdError> {
+                match kv.get(name).and_then(|x| x.as_str()) {
+                    Some(s) => B64
+                        .decode(s)
+                        .map_err(|e| EtcdError::Decode(format!("{name} of a key: {e}"))),
+                    None => Ok(Vec::new()),
+                }
+            };
+            kvs.push((
+                field("key")?,
+                KeyValue {
+                    value: field("value")?,
+                    mod_revision: int(kv, "mod_revision")?,
+                    create_revision: int(kv, "create_revision")?,
+                },
+            ));
+        }
+        Ok(Range {
+            kvs,
+            more: v.get("more").and_then(|m| m.as_bool()).unwrap_or(false),
+            revision: v.get("header").map_or(Ok(0), |h| int(h, "revision"))?,
+        })
+    }
+
+    /// Runs `ops` if every condition holds: the revision it made (None
+    /// when a condition failed).
+    pub async fn txn(&self, when: &[Compare], ops: &[Op]) -> Result<Option<i64>, EtcdError> {
         let compare: Vec<Value> = when
             .iter()
             .map(|c| match c {
@@ -140,6 +186,7 @@ impl EtcdClient {
                 Op::Put(k, v) => {
                     json!({ "request_put": { "key": B64.encode(k), "value": B64.encode(v) } })
                 }
+                Op::Delete(k) => json!({ "request_delete_range": { "key": B64.encode(k) } }),
                 Op::DeleteRange(from, to) => json!({
                     "request_delete_range": { "key": B64.encode(from), "range_end": B64.encode(to) }
                 }),
@@ -152,9 +199,14 @@ impl EtcdClient {
             )
             .await?;
         // Protobuf's JSON mapping leaves out false.
-        Ok(v.get("succeeded")
+        if !v
+            .get("succeeded")
             .and_then(|s| s.as_bool())
-            .unwrap_or(false))
+            .unwrap_or(false)
+        {
+            return Ok(None);
+        }
+        Ok(Some(v.get("header").map_or(Ok(0), |h| int(h, "revision"))?))
     }
 
     async fn call(&self, path: &str, body: Value) -> Result<Value, EtcdError> {

@@ -21,6 +21,7 @@ pub mod cluster_auth;
 mod error;
 pub mod etcd;
 pub mod http;
+pub mod journal;
 mod service;
 pub mod state;
 

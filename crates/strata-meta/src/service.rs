@@ -81,7 +81,7 @@ impl MetaService {
             Some(s) => s,
             None => {
                 let s = ClusterState::new(config);
-                backend.save(&s).await?;
+                backend.save(None, &s).await?;
                 s
             }
         };
@@ -110,7 +110,8 @@ impl MetaService {
         let mut next = g.state.clone();
         let out = f(&mut next)?;
         if next != g.state {
-            match g.backend.save(&next).await {
+            let g = &mut *g;
+            match g.backend.save(Some(&g.state), &next).await {
                 Ok(()) => g.state = next,
                 Err(MetaError::Conflict) => {
                     if let Ok(Some(s)) = g.backend.load().await {

@@ -17,7 +17,7 @@ use crate::api::{EcConfig, StripeRecord};
 use crate::MetaError;
 
 /// Version of the persisted state's layout (docs/placement.md).
-pub const STATE_FORMAT: u32 = 1;
+pub const STATE_FORMAT: u32 = 2;
 
 /// The most nodes that may wait as pending at once: a register past it is
 /// refused (a replayed or scripted register cannot grow the state without

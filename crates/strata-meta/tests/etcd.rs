@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use strata_meta::api::{DiskSpec, HeartbeatRequest, RegisterRequest, TierClass};
 use strata_meta::backend::{Backend, FileBackend};
-use strata_meta::state::{ClusterConfig, ClusterState};
+use strata_meta::state::{BucketRecord, ClusterConfig, ClusterState};
 use strata_meta::{HealthConfig, MetaError, MetaService};
 use strata_placement::NodeId;
 
@@ -140,19 +140,126 @@ async fn two_services_on_one_prefix_cannot_overwrite_each_other() {
     let mut b = Backend::etcd(&etcd.url, "/p").await.unwrap();
     assert!(a.load().await.unwrap().is_none());
     assert!(b.load().await.unwrap().is_none());
-    a.save(&ClusterState::new(config(3))).await.unwrap();
+    a.save(None, &ClusterState::new(config(3))).await.unwrap();
     // b read nothing before a wrote: its save must fail, not overwrite.
-    let err = b.save(&ClusterState::new(config(5))).await.unwrap_err();
+    let err = b
+        .save(None, &ClusterState::new(config(5)))
+        .await
+        .unwrap_err();
     assert!(matches!(err, MetaError::Conflict), "{err}");
     // After loading, b may write; then a's now stale save fails.
     let loaded = b.load().await.unwrap().unwrap();
     assert_eq!(loaded.config.initial_nodes, 3);
     let mut s2 = loaded.clone();
     s2.next_node = 42;
-    b.save(&s2).await.unwrap();
-    let err = a.save(&ClusterState::new(config(3))).await.unwrap_err();
+    b.save(Some(&loaded), &s2).await.unwrap();
+    let err = a
+        .save(None, &ClusterState::new(config(3)))
+        .await
+        .unwrap_err();
     assert!(matches!(err, MetaError::Conflict));
     assert_eq!(a.load().await.unwrap().unwrap().next_node, 42);
+}
+
+fn bucket(created_ms: u64) -> BucketRecord {
+    BucketRecord {
+        created_ms,
+        public_read: false,
+    }
+}
+
+/// Issue 34, finding 9: a bucket is its own key; creating one writes that
+/// key (and the save counter), not the state; a save of more changes
+/// than one etcd transaction takes goes in several, and everything reads
+/// back.
+#[tokio::test]
+async fn a_bucket_is_its_own_key_and_large_saves_are_split() {
+    let etcd = start_etcd().await;
+    let c = strata_meta::etcd::EtcdClient::connect(&etcd.url)
+        .await
+        .unwrap();
+    let mut a = Backend::etcd(&etcd.url, "/s").await.unwrap();
+    let s0 = ClusterState::new(config(3));
+    a.save(None, &s0).await.unwrap();
+    let state_rev = c.get("/s/state").await.unwrap().unwrap().mod_revision;
+    let mut s1 = s0.clone();
+    s1.buckets.insert("photos".into(), bucket(5));
+    a.save(Some(&s0), &s1).await.unwrap();
+    let entry = c.get("/s/e/bucket/photos").await.unwrap().unwrap();
+    assert_eq!(
+        serde_json::from_slice::<BucketRecord>(&entry.value).unwrap(),
+        bucket(5)
+    );
+    assert_eq!(
+        c.get("/s/state").await.unwrap().unwrap().mod_revision,
+        state_rev,
+        "a bucket creation rewrote the state"
+    );
+    // 450 buckets at once (etcd takes at most 128 operations a
+    // transaction), then 200 of them deleted.
+    let mut s2 = s1.clone();
+    for i in 0..450 {
+        s2.buckets.insert(format!("b{i:04}"), bucket(i));
+    }
+    s2.next_node = 9;
+    a.save(Some(&s1), &s2).await.unwrap();
+    let mut s3 = s2.clone();
+    for i in 0..200 {
+        s3.buckets.remove(&format!("b{i:04}"));
+    }
+    a.save(Some(&s2), &s3).await.unwrap();
+    let mut b = Backend::etcd(&etcd.url, "/s").await.unwrap();
+    assert_eq!(b.load().await.unwrap().unwrap(), s3);
+    // The other service's saves still guard each other.
+    let mut s4 = s3.clone();
+    s4.buckets.insert("late".into(), bucket(1));
+    a.save(Some(&s3), &s4).await.unwrap();
+    let err = b.save(Some(&s3), &s4).await.unwrap_err();
+    assert!(matches!(err, MetaError::Conflict), "{err}");
+}
+
+/// A prefix of format 1 (the whole state under `state`, as the last
+/// release wrote it) opens, and its first save moves the entries to their
+/// own keys.
+#[tokio::test]
+async fn a_format_1_prefix_opens_and_is_moved_to_format_2() {
+    let etcd = start_etcd().await;
+    let c = strata_meta::etcd::EtcdClient::connect(&etcd.url)
+        .await
+        .unwrap();
+    let mut old = ClusterState::new(config(3));
+    old.format = 1;
+    for i in 0..150 {
+        old.buckets.insert(format!("old{i:03}"), bucket(i));
+    }
+    let made = c
+        .txn(
+            &[],
+            &[strata_meta::etcd::Op::Put(
+                "/o/state".into(),
+                serde_json::to_vec(&old).unwrap(),
+            )],
+        )
+        .await
+        .unwrap();
+    assert!(made.is_some());
+    let backend = Backend::etcd(&etcd.url, "/o").await.unwrap();
+    let svc = MetaService::open(backend, config(3), HealthConfig::default())
+        .await
+        .unwrap();
+    let mut want = old.clone();
+    want.format = strata_meta::state::STATE_FORMAT;
+    assert_eq!(svc.state().await, want);
+    svc.register(reg("127.0.0.1:7100")).await.unwrap();
+    let after = svc.state().await;
+    drop(svc);
+    assert!(c.get("/o/e/bucket/old149").await.unwrap().is_some());
+    let core: ClusterState =
+        serde_json::from_slice(&c.get("/o/state").await.unwrap().unwrap().value).unwrap();
+    assert!(core.buckets.is_empty(), "the entries left the state key");
+    assert_eq!(core.format, 2);
+    let mut again = Backend::etcd(&etcd.url, "/o").await.unwrap();
+    assert_eq!(again.load().await.unwrap().unwrap(), after);
 }
 
 #[tokio::test]

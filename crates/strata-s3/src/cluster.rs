@@ -25,7 +25,7 @@ pub struct Cluster {
     /// reader that may wait asks for a fresh copy, the others take one at
     /// most [`BUCKETS_TTL`] old (no metadata read on the object path, and
     /// unsigned requests cannot flood the metadata service).
-    buckets: Mutex<Option<(Instant, Buckets)>>,
+    buckets: Mutex<Option<(Instant, Arc<Buckets>)>>,
 }
 
 impl Cluster {
@@ -57,7 +57,7 @@ impl Cluster {
             Err(_) => None,
         };
         match (self.buckets(true).await, stale) {
-            (Ok(mut b), _) => Ok(b.remove(name)),
+            (Ok(b), _) => Ok(b.get(name).cloned()),
             (Err(_), Some(old)) => {
                 // Tried again in a second, not by every request meanwhile.
                 if let Ok(mut g) = self.buckets.lock() {
@@ -71,8 +71,9 @@ impl Cluster {
         }
     }
 
-    /// The cluster's buckets, fetched again if `fresh` or the copy is old.
-    pub async fn buckets(&self, fresh: bool) -> Result<Buckets, ClientError> {
+    /// The cluster's buckets, fetched again if `fresh` or the copy is old
+    /// (shared, not copied: the list may hold many thousands).
+    pub async fn buckets(&self, fresh: bool) -> Result<Arc<Buckets>, ClientError> {
         if !fresh {
             if let Ok(g) = self.buckets.lock() {
                 if let Some((at, b)) = g.as_ref() {
@@ -82,11 +83,31 @@ impl Cluster {
                 }
             }
         }
-        let b = self.client.buckets().await?;
+        let b = Arc::new(self.client.buckets().await?);
         if let Ok(mut g) = self.buckets.lock() {
             *g = Some((Instant::now(), b.clone()));
         }
         Ok(b)
+    }
+
+    /// Records in the node's copy what this node just made the metadata
+    /// service do to bucket `name` (Some: created or changed, None:
+    /// deleted), so that its next requests see it without fetching the
+    /// whole list again; other nodes see it within [`BUCKETS_TTL`].
+    pub fn learned(&self, name: &str, record: Option<BucketRecord>) {
+        if let Ok(mut g) = self.buckets.lock() {
+            if let Some((_, b)) = g.as_mut() {
+                let b = Arc::make_mut(b);
+                match record {
+                    Some(r) => {
+                        b.insert(name.to_string(), r);
+                    }
+                    None => {
+                        b.remove(name);
+                    }
+                }
+            }
+        }
     }
 }
 

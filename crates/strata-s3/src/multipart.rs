@@ -635,7 +635,13 @@ impl StrataS3 {
         let now = crate::service::now_ms();
         let age = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
         let mut swept = Swept::default();
-        for bucket in self.buckets(&client, true).await?.into_keys() {
+        for bucket in self
+            .buckets(&client, true)
+            .await?
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+        {
             let entries = self.upload_entries(&client, &bucket, "", false).await?;
             // Open uploads, and whether each is abandoned.
             let open: std::collections::HashMap<&str, bool> = entries

@@ -29,7 +29,7 @@ use strata_proto::{entry_of, HeadInfo, ListQuery, ObjectMeta};
 use crate::list;
 use crate::meta::{self, Checks, Conditions};
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
-use strata_client::{Client, ClientError};
+use strata_client::{BucketRecord, Client, ClientError};
 
 use crate::cluster::{unavailable, Cluster};
 
@@ -134,14 +134,19 @@ impl StrataS3 {
 
     /// The cluster's buckets (the node's one copy: [`Cluster::buckets`]),
     /// fetched again if `fresh` or the copy is old.
-    pub(crate) async fn buckets(&self, _client: &Client, fresh: bool) -> S3Result<Buckets> {
+    pub(crate) async fn buckets(&self, _client: &Client, fresh: bool) -> S3Result<Arc<Buckets>> {
         self.cluster.buckets(fresh).await.map_err(unavailable)
     }
 
     /// The client, once `bucket` is known to exist (else NoSuchBucket).
     pub(crate) async fn bucket(&self, bucket: &str) -> S3Result<Arc<Client>> {
         let client = self.client();
-        if self.buckets(&client, false).await?.contains_key(bucket)
+        if self
+            .cluster
+            .bucket(bucket)
+            .await
+            .map_err(unavailable)?
+            .is_some()
             || self.buckets(&client, true).await?.contains_key(bucket)
         {
             return Ok(client);
@@ -494,7 +499,10 @@ impl StrataS3 {
         {
             return Err(s3_error!(NoSuchBucket));
         }
-        let _ = self.buckets(client, true).await;
+        if let Some(mut b) = self.cluster.bucket(bucket).await.ok().flatten() {
+            b.public_read = public;
+            self.cluster.learned(bucket, Some(b));
+        }
         Ok(())
     }
 }
@@ -1056,10 +1064,16 @@ impl S3 for StrataS3 {
         let name = input.bucket;
         match client.set_bucket(&name, true).await {
             Ok(true) => {
+                self.cluster.learned(
+                    &name,
+                    Some(BucketRecord {
+                        created_ms: now_ms(),
+                        public_read: false,
+                    }),
+                );
                 if public == Some(true) {
                     self.set_public(&client, &name, true).await?;
                 }
-                let _ = self.buckets(&client, true).await;
                 Ok(S3Response::new(CreateBucketOutput {
                     location: Some(format!("/{name}")),
                 }))
@@ -1094,7 +1108,7 @@ impl S3 for StrataS3 {
         if !client.set_bucket(&name, false).await.map_err(unavailable)? {
             return Err(s3_error!(NoSuchBucket));
         }
-        let _ = self.buckets(&client, true).await;
+        self.cluster.learned(&name, None);
         Ok(S3Response::new(DeleteBucketOutput::default()))
     }
 
@@ -1236,12 +1250,12 @@ impl S3 for StrataS3 {
         let mut buckets: Vec<Bucket> = self
             .buckets(&client, true)
             .await?
-            .into_iter()
-            .filter(|(name, _)| name.starts_with(&prefix) && *name > after)
-            .filter(|(name, _)| visible.as_ref().is_none_or(|v| v.contains(name)))
+            .iter()
+            .filter(|(name, _)| name.starts_with(&prefix) && **name > after)
+            .filter(|(name, _)| visible.as_ref().is_none_or(|v| v.contains(*name)))
             .take(max.saturating_add(1))
             .map(|(name, b)| Bucket {
-                name: Some(name),
+                name: Some(name.clone()),
                 creation_date: Some(timestamp(b.created_ms)),
                 bucket_region: None,
             })

@@ -542,3 +542,68 @@ print(sorted(listed("fair")))
     );
     assert_eq!(lines[3], "['w2']", "{out}");
 }
+
+/// Finding 2's rest: 4,200 header-only POSTs from one client took every
+/// connection slot of the S3 listener, and every signed request answered
+/// 503 for ten minutes. Now one client network holds at most
+/// `--s3-max-connections-per-client` there: past it a new connection of
+/// that client is refused at once (503, closed) while the listener has
+/// room, and once one of its connections ends it is served again.
+#[test]
+fn one_client_holds_at_most_its_share_of_the_s3_connections() {
+    let c = S3Cluster::start_with(&[
+        "--max-connections",
+        "16",
+        "--s3-max-connections-per-client",
+        "3",
+        "--body-timeout",
+        "60",
+    ]);
+    let out = c.python(&format!(
+        "{PRELUDE}{}",
+        r#"
+import socket, time, urllib.parse
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+s3.create_bucket(Bucket="conns")
+host = urllib.parse.urlsplit(os.environ["ENDPOINT"]).netloc
+h, p = host.rsplit(":", 1)
+def stalled(key):
+    req = AWSRequest(method="PUT", url=os.environ["ENDPOINT"] + "/conns/" + key,
+        headers={"Content-Length": "1000", "x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    SigV4Auth(Credentials(os.environ["ACCESS"], os.environ["SECRET"]), "s3", "us-east-1").add_auth(req)
+    head = "PUT /conns/%s HTTP/1.1\r\nHost: %s\r\n" % (key, host)
+    for k, v in req.headers.items():
+        if k.lower() != "host":
+            head += "%s: %s\r\n" % (k, v)
+    s = socket.create_connection((h, int(p)))
+    s.sendall((head + "\r\n").encode() + b"0123456789")
+    return s
+# boto3's own pooled connection is one of the client's: close it first.
+s3._endpoint.http_session.close()
+busy = [stalled("k%d" % i) for i in range(3)]
+time.sleep(0.5)
+t = time.time()
+s = socket.create_connection((h, int(p)))
+s.settimeout(5)
+s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+got = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    got += c
+print(got.split(b"\r\n")[0].decode(), b"s3-max-connections-per-client" in got, round(time.time() - t))
+busy.pop().close()
+time.sleep(0.5)
+print([b["Name"] for b in s3.list_buckets()["Buckets"]])
+"#
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0], "HTTP/1.1 503 Service Unavailable True 0",
+        "a client past its share is refused at once: {out}"
+    );
+    assert_eq!(lines[1], "['conns']", "served again: {out}");
+}

@@ -13,6 +13,16 @@
 //! the loop stops accepting and new connections wait in the kernel's
 //! accept queue until one ends.
 //!
+//! One client — a network, as [`crate::guard::network_of`] draws it: an
+//! IPv4 /24, all of loopback, an IPv6 /64 — holds at most
+//! `max_connections_per_client` of them, where the listener sets one (the
+//! S3 listener; issue 34, finding 2: one client's 4,200 header-only POSTs
+//! took every slot of it). Past it
+//! that client's idlest connection is closed for the new one, or, when
+//! none of its connections is idle, the new one is answered 503 (a plain
+//! listener; a TLS one drops it) and closed: other clients keep their
+//! slots and the health slots.
+//!
 //! A third deadline is on the answers: a connection whose client takes no
 //! byte of a response for the write timeout (nginx's `send_timeout`) is
 //! dropped, so that clients that ask and never read cannot hold every
@@ -29,7 +39,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -78,6 +88,8 @@ struct Conn {
     /// Set when the head came too late: the connection is dropped, not
     /// shut down gracefully (there is no request to finish).
     head_expired: AtomicBool,
+    /// Its client's network.
+    client: IpAddr,
 }
 
 /// [`Conn::head_since_ms`] when no head is on its way.
@@ -101,6 +113,8 @@ struct Registry {
     freed: Notify,
     /// Idle connections closed to make room or for idleness.
     dropped_idle: AtomicU64,
+    /// Full connections per client network (none kept at zero).
+    per_client: Mutex<HashMap<IpAddr, usize>>,
 }
 
 impl Registry {
@@ -144,9 +158,16 @@ impl Registry {
     /// Tells the connection idle longest (and at least `min_idle_ms`) to
     /// close; whether there was one.
     fn close_idlest(&self, now_ms: u64, min_idle_ms: u64) -> bool {
+        self.close_idlest_of(None, now_ms, min_idle_ms)
+    }
+
+    /// [`Registry::close_idlest`] among the connections of `client` only
+    /// (of any client with None).
+    fn close_idlest_of(&self, client: Option<IpAddr>, now_ms: u64, min_idle_ms: u64) -> bool {
         let g = self.conns.lock();
         let pick = g
             .values()
+            .filter(|c| client.is_none_or(|n| c.client == n))
             .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.closing.load(Ordering::Acquire))
             .map(|c| (c.idle_since_ms.load(Ordering::Acquire), c))
             .filter(|(since, _)| now_ms.saturating_sub(*since) >= min_idle_ms)
@@ -166,6 +187,27 @@ impl Registry {
     /// `min_idle_ms` to close, and drops every one whose request head has
     /// been arriving for `head_ms` or more (also one already told to close
     /// gracefully: a head that never ends would keep it open).
+    /// Counts one more (`up`) or one fewer full connection of `client`.
+    fn count(&self, client: IpAddr, up: bool) -> usize {
+        let mut g = self.per_client.lock();
+        let n = g.entry(client).or_insert(0);
+        if up {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+        }
+        let now = *n;
+        if now == 0 {
+            g.remove(&client);
+        }
+        now
+    }
+
+    /// Full connections of `client` now.
+    fn of_client(&self, client: IpAddr) -> usize {
+        self.per_client.lock().get(&client).copied().unwrap_or(0)
+    }
+
     fn sweep(&self, now_ms: u64, min_idle_ms: u64, head_ms: u64) {
         let g = self.conns.lock();
         for c in g.values() {
@@ -201,6 +243,9 @@ struct Tracked<S> {
     health_only: bool,
     epoch: Instant,
 }
+
+/// The whole answer to a connection of a client past its share.
+const CLIENT_AT_LIMIT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 110\r\n\r\nthis client's network holds its share of this listener's connections (--s3-max-connections-per-client); retry\n";
 
 /// A 503 for a health-only connection.
 fn at_limit() -> Response<Full<Bytes>> {
@@ -366,6 +411,14 @@ pub async fn serve_tls<S, B>(
     let reg = Arc::new(Registry::default());
     let epoch = Instant::now();
     let max = limits.max_connections.max(1);
+    // A share at or above the limit is none: every connection may be one
+    // client's, and the health slots stay reachable as before.
+    let per_client = limits.max_connections_per_client.max(1);
+    let per_client = if per_client >= max {
+        usize::MAX
+    } else {
+        per_client
+    };
     // Idle connections past the idle timeout are closed, and those whose
     // request head is late are dropped.
     let sweeper = {
@@ -419,6 +472,41 @@ pub async fn serve_tls<S, B>(
                 }
             },
         };
+        // A client at its share: its idlest connection closes for this one,
+        // or, none idle, this one is refused.
+        let client = crate::guard::network_of(peer.ip());
+        if reg.of_client(client) >= per_client
+            && !reg.close_idlest_of(
+                Some(client),
+                epoch.elapsed().as_millis() as u64,
+                MIN_IDLE_MS,
+            )
+        {
+            if tls.is_none() {
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut stream = stream;
+                    // The answer, then FIN, then what the client sent is
+                    // read away for a moment: a socket closed with unread
+                    // bytes resets, and the reset can destroy the answer.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                        stream.write_all(CLIENT_AT_LIMIT).await?;
+                        stream.shutdown().await?;
+                        let mut sink = [0u8; 4096];
+                        let mut left: usize = 64 << 10;
+                        while left > 0 {
+                            match stream.read(&mut sink).await? {
+                                0 => break,
+                                n => left = left.saturating_sub(n),
+                            }
+                        }
+                        Ok::<_, std::io::Error>(())
+                    })
+                    .await;
+                });
+            }
+            continue;
+        }
         // Served in full when under the limit or when the idlest connection
         // closes for it; else on a health slot.
         let health_only =
@@ -433,6 +521,7 @@ pub async fn serve_tls<S, B>(
             // The first head is due within the header timeout of opening.
             head_since_ms: AtomicU64::new(opened),
             head_expired: AtomicBool::new(false),
+            client,
         });
         let id = next_id;
         next_id += 1;
@@ -440,6 +529,7 @@ pub async fn serve_tls<S, B>(
             reg.health_only.fetch_add(1, Ordering::AcqRel);
         } else {
             reg.conns.lock().insert(id, conn.clone());
+            reg.count(client, true);
         }
         let tracked = Tracked {
             inner: svc.clone(),
@@ -505,6 +595,7 @@ pub async fn serve_tls<S, B>(
                 reg.health_only.fetch_sub(1, Ordering::AcqRel);
             } else {
                 reg.conns.lock().remove(&id);
+                reg.count(client, false);
             }
             reg.freed.notify_waiters();
         });
@@ -679,4 +770,42 @@ pub fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> Result<Tls
 /// An axum router as a per-connection service for [`serve`].
 pub fn router_service(app: axum::Router) -> hyper_util::service::TowerToHyperService<axum::Router> {
     hyper_util::service::TowerToHyperService::new(app)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_per_client_refusal_is_one_whole_answer() {
+        let text = std::str::from_utf8(CLIENT_AT_LIMIT).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(len, body.len());
+        assert!(head.starts_with("HTTP/1.1 503 "));
+    }
+
+    #[test]
+    fn connections_are_counted_per_client_network() {
+        let reg = Registry::default();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.1.1".parse().unwrap();
+        assert_eq!(reg.count(a, true), 1);
+        assert_eq!(reg.count(a, true), 2);
+        assert_eq!(reg.count(b, true), 1);
+        assert_eq!(reg.of_client(a), 2);
+        assert_eq!(reg.count(a, false), 1);
+        assert_eq!(reg.count(a, false), 0);
+        assert_eq!(reg.of_client(a), 0);
+        assert_eq!(
+            reg.per_client.lock().len(),
+            1,
+            "a client at zero is forgotten"
+        );
+    }
 }

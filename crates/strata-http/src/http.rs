@@ -38,6 +38,12 @@ pub struct HttpLimits {
     /// when none is idle, new ones get only health checks, then wait in the
     /// accept queue (crate::conns).
     pub max_connections: usize,
+    /// Most of them one client network holds (crate::conns); at
+    /// `max_connections` or more, no share. On by default only where no
+    /// cluster peer connects (the S3 listener): the node port and the
+    /// metadata service serve the cluster's own nodes, which may all sit
+    /// in one network.
+    pub max_connections_per_client: usize,
     /// A keep-alive connection with no request for this long is closed.
     pub idle_timeout: Duration,
     /// A connection whose answer the client stops reading (no byte of it
@@ -52,6 +58,7 @@ impl Default for HttpLimits {
             body_timeout: Duration::from_secs(30),
             max_batch_bytes: 256 << 20,
             max_connections: 4096,
+            max_connections_per_client: usize::MAX,
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(30),
         }

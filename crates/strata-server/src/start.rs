@@ -358,7 +358,11 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     let (stop_http, mut stop) = tokio::sync::watch::channel(false);
     let s3 = match node.opts.s3.clone() {
         None => None,
-        Some(S3Listen { options, tls }) => {
+        Some(S3Listen {
+            options,
+            tls,
+            max_connections_per_client,
+        }) => {
             let listen = options.listen.clone();
             let bad = |reason: String| ClusterError::S3 {
                 listen: listen.clone(),
@@ -375,7 +379,10 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             let mut stop = stop_http.subscribe();
             let served = tokio::spawn(strata_http::conns::serve_tls(
                 listener,
-                http,
+                strata_http::HttpLimits {
+                    max_connections_per_client,
+                    ..http
+                },
                 service,
                 tls,
                 async move {

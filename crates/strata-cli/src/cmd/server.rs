@@ -243,6 +243,15 @@ pub struct Args {
     /// and printed once). With --dev the default is 127.0.0.1:8490.
     #[arg(long, value_name = "ADDR")]
     s3_listen: Option<String>,
+    /// Most connections of one client network on the S3 listener (an IPv4
+    /// /24, all of loopback, an IPv6 /64; default a quarter of
+    /// --max-connections). Past it that client's idlest connection is
+    /// closed for a new one, or, when none is idle, the new one gets 503
+    /// and is closed; other clients keep their slots. (The node port has
+    /// no such share: the cluster's own nodes connect to it, and may all
+    /// sit in one network.)
+    #[arg(long, value_name = "N")]
+    s3_max_connections_per_client: Option<usize>,
     /// The domain of virtual-host-style S3 requests: a request for host
     /// BUCKET.DOMAIN (any port) addresses bucket BUCKET; any other host is
     /// path style (/BUCKET/KEY). Repeat for several domains.
@@ -544,6 +553,18 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     if a.s3_sigv2 && a.s3_listen.is_none() {
         bail!("--s3-sigv2 is about S3 signatures: it needs --s3-listen (or --dev)");
     }
+    if a.s3_max_connections_per_client.is_some() && a.s3_listen.is_none() {
+        bail!("--s3-max-connections-per-client is about the S3 listener: it needs --s3-listen (or --dev)");
+    }
+    let s3_per_client = a
+        .s3_max_connections_per_client
+        .unwrap_or((a.max_connections / 4).max(1));
+    if s3_per_client == 0 || s3_per_client > a.max_connections {
+        bail!(
+            "--s3-max-connections-per-client {s3_per_client}: give 1 to --max-connections ({})",
+            a.max_connections
+        );
+    }
     if let Some(r) = &a.s3_region {
         if a.s3_listen.is_none() {
             bail!("--s3-region is the S3 API's region: it needs --s3-listen (or --dev)");
@@ -655,6 +676,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 body_timeout: Duration::from_secs(a.body_timeout.max(1)),
             },
             tls,
+            max_connections_per_client: s3_per_client,
         });
     }
     let https = opts.s3.as_ref().is_some_and(|s| s.tls.is_some());

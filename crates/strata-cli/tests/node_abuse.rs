@@ -1109,3 +1109,82 @@ fn clients_that_never_read_their_answers_give_their_slots_back() {
     // A client that reads is served whole.
     assert_eq!(get(&a, "/b/big").body, big);
 }
+
+/// A socket to `addr` from source address `from` (any port).
+fn connect_from(from: &str, addr: &str) -> TcpStream {
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .unwrap();
+    let src: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    sock.bind(&src.into()).unwrap();
+    sock.connect(&addr.into()).unwrap();
+    sock.into()
+}
+
+/// Issue 34, finding 2 on the node port: one client network holds at most
+/// `--max-connections-per-client` of its connections. Past it a new
+/// connection of that network is refused at once (503 naming the option,
+/// closed) while the listener has room; the cluster's own addresses (here
+/// the node's, 127.0.0.1, in its map) are not counted; once one of the
+/// client's connections ends, it is served again.
+#[test]
+fn one_client_holds_at_most_its_share_of_the_node_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        dir.path(),
+        &[
+            "--max-connections",
+            "16",
+            "--max-connections-per-client",
+            "3",
+            "--body-timeout",
+            "60",
+        ],
+    );
+    let a = s.addr.clone();
+    assert_eq!(put(&a, "/b/o", b"x").status, 201);
+    // 127.0.0.2 is loopback but not the node's own address: a client.
+    let stalled = |key: &str| {
+        let mut c = connect_from("127.0.0.2", &a);
+        c.write_all(
+            authed(&format!(
+                "PUT /b/{key} HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n"
+            ))
+            .as_bytes(),
+        )
+        .unwrap();
+        c.write_all(b"0123456789").unwrap();
+        c
+    };
+    let mut busy: Vec<TcpStream> = (0..3).map(|i| stalled(&format!("k{i}"))).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut past = connect_from("127.0.0.2", &a);
+    past.write_all(authed("GET /b/o HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    let (code, text) = read_response(&mut past, Duration::from_secs(5)).expect("an answer");
+    assert_eq!(code, 503, "{text}");
+    assert!(text.contains("--max-connections-per-client"), "{text}");
+    // The node's own address is the cluster's: not held to the share.
+    let mut own = connect_from("127.0.0.1", &a);
+    own.write_all(authed("GET /b/o HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    assert_eq!(
+        read_response(&mut own, Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
+    // One of the three ends: the client is served again.
+    drop(busy.pop());
+    std::thread::sleep(Duration::from_millis(500));
+    let mut again = connect_from("127.0.0.2", &a);
+    again
+        .write_all(authed("GET /b/o HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    assert_eq!(
+        read_response(&mut again, Duration::from_secs(5)).map(|r| r.0),
+        Some(200)
+    );
+}

@@ -546,7 +546,7 @@ print(sorted(listed("fair")))
 /// Finding 2's rest: 4,200 header-only POSTs from one client took every
 /// connection slot of the S3 listener, and every signed request answered
 /// 503 for ten minutes. Now one client network holds at most
-/// `--s3-max-connections-per-client` there: past it a new connection of
+/// `--max-connections-per-client` there: past it a new connection of
 /// that client is refused at once (503, closed) while the listener has
 /// room, and once one of its connections ends it is served again.
 #[test]
@@ -554,7 +554,7 @@ fn one_client_holds_at_most_its_share_of_the_s3_connections() {
     let c = S3Cluster::start_with(&[
         "--max-connections",
         "16",
-        "--s3-max-connections-per-client",
+        "--max-connections-per-client",
         "3",
         "--body-timeout",
         "60",
@@ -594,7 +594,7 @@ while True:
     if not c:
         break
     got += c
-print(got.split(b"\r\n")[0].decode(), b"s3-max-connections-per-client" in got, round(time.time() - t))
+print(got.split(b"\r\n")[0].decode(), b"--max-connections-per-client" in got, round(time.time() - t))
 busy.pop().close()
 time.sleep(0.5)
 print([b["Name"] for b in s3.list_buckets()["Buckets"]])

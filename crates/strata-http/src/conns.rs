@@ -16,8 +16,9 @@
 //! One client — a network, as [`crate::guard::network_of`] draws it: an
 //! IPv4 /24, all of loopback, an IPv6 /64 — holds at most
 //! `max_connections_per_client` of them, where the listener sets one (the
-//! S3 listener; issue 34, finding 2: one client's 4,200 header-only POSTs
-//! took every slot of it). Past it
+//! node port and the S3 listener; issue 34, finding 2: one client's 4,200
+//! header-only POSTs took every slot of S3), addresses the listener
+//! exempts ([`Exempt`]: a node port's cluster peers) not counted. Past it
 //! that client's idlest connection is closed for the new one, or, when
 //! none of its connections is idle, the new one is answered 503 (a plain
 //! listener; a TLS one drops it) and closed: other clients keep their
@@ -90,6 +91,8 @@ struct Conn {
     head_expired: AtomicBool,
     /// Its client's network.
     client: IpAddr,
+    /// Whether it counts against that network's share.
+    counted: bool,
 }
 
 /// [`Conn::head_since_ms`] when no head is on its way.
@@ -167,7 +170,7 @@ impl Registry {
         let g = self.conns.lock();
         let pick = g
             .values()
-            .filter(|c| client.is_none_or(|n| c.client == n))
+            .filter(|c| client.is_none_or(|n| c.client == n && c.counted))
             .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.closing.load(Ordering::Acquire))
             .map(|c| (c.idle_since_ms.load(Ordering::Acquire), c))
             .filter(|(since, _)| now_ms.saturating_sub(*since) >= min_idle_ms)
@@ -245,7 +248,7 @@ struct Tracked<S> {
 }
 
 /// The whole answer to a connection of a client past its share.
-const CLIENT_AT_LIMIT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 110\r\n\r\nthis client's network holds its share of this listener's connections (--s3-max-connections-per-client); retry\n";
+const CLIENT_AT_LIMIT: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 107\r\n\r\nthis client's network holds its share of this listener's connections (--max-connections-per-client); retry\n";
 
 /// A 503 for a health-only connection.
 fn at_limit() -> Response<Full<Bytes>> {
@@ -388,8 +391,12 @@ pub async fn serve<S, B>(
     B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    serve_tls(listener, limits, svc, None, shutdown).await
+    serve_tls(listener, limits, svc, None, None, shutdown).await
 }
+
+/// Addresses whose connections hold no client share (a node port's
+/// cluster peers).
+pub type Exempt = Arc<dyn Fn(IpAddr) -> bool + Send + Sync>;
 
 /// [`serve`], speaking TLS on every connection when `tls` is given (the S3
 /// listener with `--s3-tls-cert`): the handshake has the request head's
@@ -400,6 +407,7 @@ pub async fn serve_tls<S, B>(
     limits: HttpLimits,
     svc: S,
     tls: Option<Tls>,
+    exempt: Option<Exempt>,
     shutdown: impl Future<Output = ()>,
 ) where
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
@@ -475,7 +483,10 @@ pub async fn serve_tls<S, B>(
         // A client at its share: its idlest connection closes for this one,
         // or, none idle, this one is refused.
         let client = crate::guard::network_of(peer.ip());
-        if reg.of_client(client) >= per_client
+        // Counted against its network's share (not an exempt peer's).
+        let counted = per_client != usize::MAX && !exempt.as_ref().is_some_and(|f| f(peer.ip()));
+        if counted
+            && reg.of_client(client) >= per_client
             && !reg.close_idlest_of(
                 Some(client),
                 epoch.elapsed().as_millis() as u64,
@@ -522,6 +533,7 @@ pub async fn serve_tls<S, B>(
             head_since_ms: AtomicU64::new(opened),
             head_expired: AtomicBool::new(false),
             client,
+            counted,
         });
         let id = next_id;
         next_id += 1;
@@ -529,7 +541,9 @@ pub async fn serve_tls<S, B>(
             reg.health_only.fetch_add(1, Ordering::AcqRel);
         } else {
             reg.conns.lock().insert(id, conn.clone());
-            reg.count(client, true);
+            if counted {
+                reg.count(client, true);
+            }
         }
         let tracked = Tracked {
             inner: svc.clone(),
@@ -595,7 +609,9 @@ pub async fn serve_tls<S, B>(
                 reg.health_only.fetch_sub(1, Ordering::AcqRel);
             } else {
                 reg.conns.lock().remove(&id);
-                reg.count(client, false);
+                if counted {
+                    reg.count(client, false);
+                }
             }
             reg.freed.notify_waiters();
         });

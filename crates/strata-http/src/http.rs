@@ -39,10 +39,10 @@ pub struct HttpLimits {
     /// accept queue (crate::conns).
     pub max_connections: usize,
     /// Most of them one client network holds (crate::conns); at
-    /// `max_connections` or more, no share. On by default only where no
-    /// cluster peer connects (the S3 listener): the node port and the
-    /// metadata service serve the cluster's own nodes, which may all sit
-    /// in one network.
+    /// `max_connections` or more, no share (the default: the metadata
+    /// service's listener, which only the cluster's nodes use; `strata
+    /// server` sets a quarter of `max_connections` on the node port, its
+    /// peers exempt, and on S3).
     pub max_connections_per_client: usize,
     /// A keep-alive connection with no request for this long is closed.
     pub idle_timeout: Duration,

@@ -135,9 +135,6 @@ pub struct S3Listen {
     pub options: strata_s3::S3Options,
     /// The TLS of the listener (none: plain HTTP).
     pub tls: Option<strata_http::conns::Tls>,
-    /// Most connections of one client network on it (the node's
-    /// connection limits otherwise).
-    pub max_connections_per_client: usize,
 }
 
 impl std::fmt::Debug for S3Listen {

@@ -5,6 +5,7 @@
 //! public API, the admin routes, the dashboard and (when asked) the S3
 //! API; [`Running::shutdown`] stops them in order.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -358,11 +359,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
     let (stop_http, mut stop) = tokio::sync::watch::channel(false);
     let s3 = match node.opts.s3.clone() {
         None => None,
-        Some(S3Listen {
-            options,
-            tls,
-            max_connections_per_client,
-        }) => {
+        Some(S3Listen { options, tls }) => {
             let listen = options.listen.clone();
             let bad = |reason: String| ClusterError::S3 {
                 listen: listen.clone(),
@@ -379,12 +376,10 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             let mut stop = stop_http.subscribe();
             let served = tokio::spawn(strata_http::conns::serve_tls(
                 listener,
-                strata_http::HttpLimits {
-                    max_connections_per_client,
-                    ..http
-                },
+                http,
                 service,
                 tls,
+                None,
                 async move {
                     let _ = stop.wait_for(|s| *s).await;
                 },
@@ -392,11 +387,22 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             Some((addr, served))
         }
     };
+    // The cluster's own nodes and its metadata service hold no client
+    // share of the node port (they may all sit in one network).
+    let peers = cluster_peers(node.clone());
     let served = tokio::spawn(async move {
         let stopped = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        strata_http::http::serve_router(app, listener, http, stopped).await;
+        strata_http::conns::serve_tls(
+            listener,
+            http,
+            strata_http::conns::router_service(app),
+            None,
+            Some(peers),
+            stopped,
+        )
+        .await;
     });
     let (s3_addr, s3_served) = match s3 {
         Some((a, h)) => (Some(a), Some(h)),
@@ -557,4 +563,42 @@ pub async fn embedded_meta(
         std::future::pending(),
     ));
     Ok(addr)
+}
+
+/// Whether an address is one of the cluster's: a node of the current map
+/// or the metadata service (addresses given as IP:PORT; a host name is not
+/// resolved here, and its connections count as a client's). The set is
+/// made again when the map changes.
+fn cluster_peers(node: Arc<ClusterNode>) -> strata_http::conns::Exempt {
+    type Seen = Option<(Arc<strata_client::Placement>, HashSet<std::net::IpAddr>)>;
+    let meta: Option<std::net::IpAddr> = node
+        .opts
+        .meta
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .map(|a| a.ip());
+    let seen: std::sync::Mutex<Seen> = std::sync::Mutex::new(None);
+    Arc::new(move |ip| {
+        if meta == Some(ip) {
+            return true;
+        }
+        let Some(map) = node.map() else {
+            return false;
+        };
+        let mut g = seen.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_ref() {
+            Some((m, set)) if Arc::ptr_eq(m, &map) => set.contains(&ip),
+            _ => {
+                let set: HashSet<std::net::IpAddr> = map
+                    .addr_of_disk
+                    .values()
+                    .filter_map(|a| a.parse::<std::net::SocketAddr>().ok())
+                    .map(|a| a.ip())
+                    .collect();
+                let hit = set.contains(&ip);
+                *g = Some((map, set));
+                hit
+            }
+        }
+    })
 }

@@ -155,6 +155,15 @@ pub struct Args {
     /// rest wait in the accept queue.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     max_connections: usize,
+    /// Most connections of one client network on each listener (an IPv4
+    /// /24, all of loopback, an IPv6 /64; default a quarter of
+    /// --max-connections). Past it that client's idlest connection is
+    /// closed for a new one, or, when none is idle, the new one gets 503
+    /// and is closed; other clients keep their slots. On the node port the
+    /// cluster's own nodes and its metadata service (their addresses in
+    /// the cluster map) are not counted: they may all sit in one network.
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
 
     /// Request bytes the object API holds in memory at once, all requests
     /// together (small PUT bodies, batch bodies, the tracts a large PUT
@@ -243,15 +252,6 @@ pub struct Args {
     /// and printed once). With --dev the default is 127.0.0.1:8490.
     #[arg(long, value_name = "ADDR")]
     s3_listen: Option<String>,
-    /// Most connections of one client network on the S3 listener (an IPv4
-    /// /24, all of loopback, an IPv6 /64; default a quarter of
-    /// --max-connections). Past it that client's idlest connection is
-    /// closed for a new one, or, when none is idle, the new one gets 503
-    /// and is closed; other clients keep their slots. (The node port has
-    /// no such share: the cluster's own nodes connect to it, and may all
-    /// sit in one network.)
-    #[arg(long, value_name = "N")]
-    s3_max_connections_per_client: Option<usize>,
     /// The domain of virtual-host-style S3 requests: a request for host
     /// BUCKET.DOMAIN (any port) addresses bucket BUCKET; any other host is
     /// path style (/BUCKET/KEY). Repeat for several domains.
@@ -464,11 +464,21 @@ fn options(
     if a.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
+    let per_client = a
+        .max_connections_per_client
+        .unwrap_or((a.max_connections / 4).max(1));
+    if per_client == 0 || per_client > a.max_connections {
+        bail!(
+            "--max-connections-per-client {per_client}: give 1 to --max-connections ({})",
+            a.max_connections
+        );
+    }
 
     opts.http = strata_http::HttpLimits {
         header_timeout: Duration::from_secs(a.header_timeout.max(1)),
         body_timeout: Duration::from_secs(a.body_timeout.max(1)),
         max_connections: a.max_connections,
+        max_connections_per_client: per_client,
         idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
         write_timeout: Duration::from_secs(a.write_timeout.max(1)),
         ..strata_http::HttpLimits::default()
@@ -552,18 +562,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     }
     if a.s3_sigv2 && a.s3_listen.is_none() {
         bail!("--s3-sigv2 is about S3 signatures: it needs --s3-listen (or --dev)");
-    }
-    if a.s3_max_connections_per_client.is_some() && a.s3_listen.is_none() {
-        bail!("--s3-max-connections-per-client is about the S3 listener: it needs --s3-listen (or --dev)");
-    }
-    let s3_per_client = a
-        .s3_max_connections_per_client
-        .unwrap_or((a.max_connections / 4).max(1));
-    if s3_per_client == 0 || s3_per_client > a.max_connections {
-        bail!(
-            "--s3-max-connections-per-client {s3_per_client}: give 1 to --max-connections ({})",
-            a.max_connections
-        );
     }
     if let Some(r) = &a.s3_region {
         if a.s3_listen.is_none() {
@@ -676,7 +674,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 body_timeout: Duration::from_secs(a.body_timeout.max(1)),
             },
             tls,
-            max_connections_per_client: s3_per_client,
         });
     }
     let https = opts.s3.as_ref().is_some_and(|s| s.tls.is_some());

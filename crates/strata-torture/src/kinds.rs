@@ -22,7 +22,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("flip-checkpoint", "single node: a bit flipped in an index checkpoint"),
     ("flip-superblock", "single node: a bit flipped in a segment's superblock"),
     ("disk-full", "single node on a 64 MiB tmpfs: written until 507, killed, restarted, half deleted, written again"),
-    ("slow-clients", "single node: 50-200 stalled and dribbling connections during a load, then kill -9"),
+    ("slow-clients", "single node: 50-200 stalled and dribbling connections and 2-5 GETs of 64 MiB never read during a load (dropped at --write-timeout), then kill -9"),
     ("cluster-kill", "cluster: kill -9 of a random node under load, restarted"),
     ("multipart", "cluster: objects striped in 64 KiB tracts, kill -9 of a node mid-upload"),
     ("node-loss", "cluster: a node killed for good under load; recovery re-replicates its rows"),

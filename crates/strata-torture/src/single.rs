@@ -509,12 +509,53 @@ pub fn slow_clients(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> 
     let mut s = start(
         ctx,
         &data,
-        &["--header-timeout", "2", "--body-timeout", "3"],
+        &[
+            "--header-timeout",
+            "2",
+            "--body-timeout",
+            "3",
+            "--write-timeout",
+            "2",
+        ],
         &log,
     )?;
     let model = Arc::new(Model::default());
     let tg = targets(&s);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Clients that ask for a large object and never read the answer (issue
+    // 34, finding 7): the server must drop them at --write-timeout. The
+    // object is larger than what the sockets' buffers can take (a loopback
+    // receive buffer may grow to 32 MiB).
+    let big = vec![0x5au8; 64 << 20];
+    let put_big = crate::http::request(
+        &s.addr,
+        "PUT",
+        "/torture-big/never-read",
+        &[],
+        &big,
+        Duration::from_secs(60),
+    );
+    if !matches!(put_big, Ok(ref r) if r.status == 201) {
+        t.fail(format!(
+            "the 64 MiB object for the never-reading clients was not stored: {:?}",
+            put_big.map(|r| r.status)
+        ));
+    }
+    let unread_since = Instant::now();
+    let mut unread: Vec<std::net::TcpStream> = (0..rng.random_range(2..6))
+        .filter_map(|_| {
+            let mut c = std::net::TcpStream::connect(&s.addr).ok()?;
+            c.write_all(
+                format!(
+                    "GET /torture-big/never-read HTTP/1.1\r\nHost: x\r\n{}\r\n",
+                    crate::http::authorization_line()
+                )
+                .as_bytes(),
+            )
+            .ok()?;
+            Some(c)
+        })
+        .collect();
     let n = rng.random_range(50..200);
     let mut slow = Vec::new();
     for i in 0..n {
@@ -544,6 +585,26 @@ pub fn slow_clients(ctx: &Ctx, t: &mut Trial, dir: &Path) -> anyhow::Result<()> 
             "no PUT acknowledged with {n} slow clients connected"
         ));
     }
+    // Past the write timeout, each never-reading client was dropped with
+    // only what the buffers took: read now, it ends short of the object.
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(unread_since.elapsed()));
+    let mut taken = Vec::new();
+    for c in unread.iter_mut() {
+        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut got = Vec::new();
+        let _ = std::io::Read::read_to_end(c, &mut got);
+        taken.push(got.len() >> 20);
+        if got.len() >= big.len() {
+            t.fail(format!(
+                "a client that read nothing for 3 s still got all of a 64 MiB answer ({} bytes): not dropped at --write-timeout 2",
+                got.len()
+            ));
+        }
+    }
+    t.note(format!(
+        "{} never-reading GETs of 64 MiB dropped after taking {taken:?} MiB",
+        unread.len()
+    ));
     s.kill9();
     l.finish();
     stop.store(true, Ordering::SeqCst);

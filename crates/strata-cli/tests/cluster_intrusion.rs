@@ -352,3 +352,71 @@ fn a_captured_cluster_request_is_admitted_once_where_it_was_sent() {
     assert_eq!(code, 403, "{answer}");
     assert!(answer.contains("v1 signs no body"), "{answer}");
 }
+
+/// A node keeps its copy of the bucket list across restarts
+/// (`DATA/buckets.json`): a node restarted, whose metadata service then
+/// goes away before the node fetched the list, still takes native writes
+/// into an S3 bucket from the copy (listed: S3 sees them), rather than
+/// answer 503 for want of the list.
+#[test]
+fn a_restarted_node_writes_from_its_kept_bucket_list_while_the_metadata_service_is_away() {
+    let dir = scratch();
+    let (mut meta, m) = start_meta_with(
+        &["--initial-nodes", "1", "--replication", "1"],
+        &dir.path().join("meta"),
+        &dir.path().join("meta.log"),
+    );
+    let data = dir.path().join("node");
+    let s3 = format!("127.0.0.1:{}", free_port());
+    let data_s = data.to_str().unwrap().to_string();
+    let (mut node, addr) = start_node_with(
+        &m,
+        &["--data", &data_s, "--s3-listen", &s3],
+        &dir.path().join("node.log"),
+    );
+    wait_for_table(&m, dir.path());
+    wait_until(Duration::from_secs(30), "the S3 listener", || {
+        std::net::TcpStream::connect(&s3).is_ok()
+    });
+    let py = |code: &str| {
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import boto3\ns3 = boto3.client('s3', endpoint_url='http://{s3}', aws_access_key_id='{TEST_ROOT_ACCESS}', aws_secret_access_key='{TEST_ROOT_SECRET}', region_name='us-east-1')\n{code}"
+            ))
+            .output()
+            .expect("python3 with boto3 (scripts/test's venv)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    // A listing fetches the list afresh, and the node keeps it.
+    py("s3.create_bucket(Bucket='kept'); s3.list_buckets()");
+    let copy = data.join("buckets.json");
+    wait_until(Duration::from_secs(10), "the kept bucket list", || {
+        std::fs::read_to_string(&copy).is_ok_and(|t| t.contains("\"kept\""))
+    });
+    node.kill();
+    let s3 = s3.clone();
+    let (mut node, addr2) = start_node_with(
+        &m,
+        &["--data", &data_s, "--s3-listen", &s3],
+        &dir.path().join("node2.log"),
+    );
+    let _ = addr;
+    wait_for_node_addr(&m, &addr2);
+    wait_until(Duration::from_secs(30), "the restarted S3 listener", || {
+        std::net::TcpStream::connect(&s3).is_ok()
+    });
+    meta.kill();
+    let head = format!("Authorization: Bearer {}\r\n", root_token());
+    let (code, text, _) = http_full(&addr2, "PUT", "/kept/while-away", None, &head, b"abc");
+    assert_eq!(code, 201, "{text}");
+    // Listed: S3 lists it with its size.
+    let listed = py("print([(o['Key'], o['Size']) for o in s3.list_objects_v2(Bucket='kept').get('Contents', [])])");
+    assert_eq!(listed.trim(), "[('while-away', 3)]", "{listed}");
+    node.kill();
+}

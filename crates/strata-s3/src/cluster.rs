@@ -26,6 +26,12 @@ pub struct Cluster {
     /// most [`BUCKETS_TTL`] old (no metadata read on the object path, and
     /// unsigned requests cannot flood the metadata service).
     buckets: Mutex<Option<(Instant, Arc<Buckets>)>>,
+    /// Where the last fetched list is kept across restarts (None: not
+    /// kept): a node started while the metadata service is away serves
+    /// from it rather than wait for the service on its first write.
+    copy: Option<std::path::PathBuf>,
+    /// The list as last written to (or read from) `copy`.
+    kept: Mutex<Option<Arc<Buckets>>>,
 }
 
 impl Cluster {
@@ -34,6 +40,44 @@ impl Cluster {
         Cluster {
             client,
             buckets: Mutex::new(None),
+            copy: None,
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// [`Cluster::new`], keeping the last fetched bucket list in `path`
+    /// (JSON, replaced atomically when the list changes) and starting from
+    /// the copy there, as a stale one: it is fetched again at first use,
+    /// and used only while the metadata service does not answer. A copy
+    /// that cannot be read is ignored (said on stderr).
+    pub fn with_copy(client: Arc<Client>, path: std::path::PathBuf) -> Cluster {
+        let old = match strata_fs::read_if_exists(&path) {
+            Ok(Some(bytes)) => match serde_json::from_slice::<Buckets>(&bytes) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    eprintln!(
+                        "strata s3: {}: not a bucket list ({e}); fetched again",
+                        path.display()
+                    );
+                    None
+                }
+            },
+            Ok(None) => None,
+            Err(e) => {
+                eprintln!("strata s3: {}: {e}; fetched again", path.display());
+                None
+            }
+        };
+        // Stale from the start: older than the copy's time to live.
+        let stale = Instant::now()
+            .checked_sub(BUCKETS_TTL * 2)
+            .unwrap_or_else(Instant::now);
+        let old = old.map(Arc::new);
+        Cluster {
+            client,
+            buckets: Mutex::new(old.clone().map(|b| (stale, b))),
+            copy: Some(path),
+            kept: Mutex::new(old),
         }
     }
 
@@ -86,6 +130,31 @@ impl Cluster {
         let b = Arc::new(self.client.buckets().await?);
         if let Ok(mut g) = self.buckets.lock() {
             *g = Some((Instant::now(), b.clone()));
+        }
+        // Written again only when it differs from what the file holds.
+        let changed = self.copy.is_some()
+            && match self.kept.lock() {
+                Ok(mut k) => {
+                    let changed = k.as_ref().is_none_or(|old| **old != *b);
+                    if changed {
+                        *k = Some(b.clone());
+                    }
+                    changed
+                }
+                Err(_) => false,
+            };
+        if let (true, Some(path)) = (changed, &self.copy) {
+            // Kept for the next start; a failure costs only that.
+            let (path, list) = (path.clone(), b.clone());
+            tokio::task::spawn_blocking(move || {
+                let bytes = serde_json::to_vec(&*list).unwrap_or_default();
+                if let Err(e) = strata_fs::write_atomic(&path, &bytes) {
+                    eprintln!(
+                        "strata s3: keeping the bucket list in {}: {e}",
+                        path.display()
+                    );
+                }
+            });
         }
         Ok(b)
     }

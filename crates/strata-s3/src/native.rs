@@ -88,15 +88,20 @@ impl Native {
     /// at most `max_object_size` bytes; `listing_index` off only for the
     /// benchmark of the index's cost. Also the write-intent resolver,
     /// which every node runs (an intent may be left by a native write as
-    /// by an S3 one).
+    /// by an S3 one). The node's copy of the bucket list is kept in
+    /// `bucket_copy` across restarts ([`Cluster::with_copy`]).
     pub fn new(
         coordinator: Arc<strata_client::Client>,
         root: Option<crate::auth::Key>,
         admin_token: Option<String>,
         max_object_size: u64,
         listing_index: bool,
+        bucket_copy: Option<std::path::PathBuf>,
     ) -> (Arc<Native>, Vec<Job>) {
-        let cluster = Arc::new(Cluster::new(coordinator));
+        let cluster = Arc::new(match bucket_copy {
+            Some(path) => Cluster::with_copy(coordinator, path),
+            None => Cluster::new(coordinator),
+        });
         let keys = Keys::new(root, cluster.clone(), admin_token.clone());
         let service = || {
             let mut s3 = StrataS3::new(cluster.clone(), max_object_size, admin_token.clone());

@@ -286,6 +286,7 @@ pub async fn start(opts: NodeOptions) -> Result<Running, ClusterError> {
             .s3
             .as_ref()
             .is_none_or(|s| s.options.listing_index),
+        Some(node.opts.data.join("buckets.json")),
     );
     for job in jobs {
         spawn_job(&node.workers, job);

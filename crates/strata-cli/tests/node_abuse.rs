@@ -1038,16 +1038,7 @@ fn clients_that_never_read_their_answers_give_their_slots_back() {
     // its buffer to net.ipv4.tcp_rmem's maximum (32 MiB on some machines)
     // and take the whole answer without the client reading a byte.
     let open_stalled = || -> (TcpStream, u16) {
-        let addr: std::net::SocketAddr = a.parse().unwrap();
-        let sock = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            None,
-        )
-        .unwrap();
-        sock.set_recv_buffer_size(64 << 10).unwrap();
-        sock.connect(&addr.into()).unwrap();
-        let mut c: TcpStream = sock.into();
+        let mut c = socket_to(&a, None, Some(64 << 10));
         c.write_all(authed("GET /b/big HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
             .unwrap();
         // Only the head is read: the body stays unread.
@@ -1110,8 +1101,10 @@ fn clients_that_never_read_their_answers_give_their_slots_back() {
     assert_eq!(get(&a, "/b/big").body, big);
 }
 
-/// A socket to `addr` from source address `from` (any port).
-fn connect_from(from: &str, addr: &str) -> TcpStream {
+/// A socket connected to `addr`, from source address `from` (any port)
+/// when given, with a receive buffer of `recv_buffer` bytes when given
+/// (set before connecting: it then stays that size).
+fn socket_to(addr: &str, from: Option<&str>, recv_buffer: Option<usize>) -> TcpStream {
     let addr: std::net::SocketAddr = addr.parse().unwrap();
     let sock = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -1119,10 +1112,20 @@ fn connect_from(from: &str, addr: &str) -> TcpStream {
         None,
     )
     .unwrap();
-    let src: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
-    sock.bind(&src.into()).unwrap();
+    if let Some(from) = from {
+        let src: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+        sock.bind(&src.into()).unwrap();
+    }
+    if let Some(n) = recv_buffer {
+        sock.set_recv_buffer_size(n).unwrap();
+    }
     sock.connect(&addr.into()).unwrap();
     sock.into()
+}
+
+/// A socket to `addr` from source address `from`.
+fn connect_from(from: &str, addr: &str) -> TcpStream {
+    socket_to(addr, Some(from), None)
 }
 
 /// Issue 34, finding 2 on the node port: one client network holds at most

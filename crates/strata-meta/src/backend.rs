@@ -216,25 +216,21 @@ impl FileBackend {
 }
 
 fn encode<T: serde::Serialize>(v: &T, path: &Path) -> Result<Vec<u8>, MetaError> {
-    serde_json::to_vec(v).map_err(|e| MetaError::Corrupt {
-        what: path.display().to_string(),
-        reason: e.to_string(),
-    })
+    serde_json::to_vec(v).map_err(|e| unencodable(path, e))
 }
 
-/// The snapshot's bytes for `state`, in this build's format.
-fn snapshot_bytes(state: &ClusterState, path: &Path) -> Result<Vec<u8>, MetaError> {
-    let mut bytes = if state.format == STATE_FORMAT {
-        serde_json::to_vec_pretty(state)
-    } else {
-        let mut s = state.clone();
-        s.format = STATE_FORMAT;
-        serde_json::to_vec_pretty(&s)
-    }
-    .map_err(|e| MetaError::Corrupt {
+fn unencodable(path: &Path, e: serde_json::Error) -> MetaError {
+    MetaError::Corrupt {
         what: path.display().to_string(),
         reason: e.to_string(),
-    })?;
+    }
+}
+
+/// The snapshot's bytes for `state` (of this build's format: a loaded
+/// state is given it at load, a new one has it).
+fn snapshot_bytes(state: &ClusterState, path: &Path) -> Result<Vec<u8>, MetaError> {
+    debug_assert_eq!(state.format, STATE_FORMAT);
+    let mut bytes = serde_json::to_vec_pretty(state).map_err(|e| unencodable(path, e))?;
     bytes.push(b'\n');
     Ok(bytes)
 }

@@ -29,9 +29,36 @@ pub struct Cluster {
     /// Where the last fetched list is kept across restarts (None: not
     /// kept): a node started while the metadata service is away serves
     /// from it rather than wait for the service on its first write.
-    copy: Option<std::path::PathBuf>,
-    /// The list as last written to (or read from) `copy`.
-    kept: Mutex<Option<Arc<Buckets>>>,
+    copy: Option<Arc<KeptCopy>>,
+}
+
+/// The file the bucket list is kept in, and the list it holds. Writes go
+/// one at a time under the lock (each compared with the last written):
+/// two at once would share the file's temporary name.
+struct KeptCopy {
+    path: std::path::PathBuf,
+    written: Mutex<Option<Arc<Buckets>>>,
+}
+
+impl KeptCopy {
+    /// Writes `list` unless the file holds it already; a failure costs
+    /// only the copy (said on stderr).
+    fn keep(&self, list: Arc<Buckets>) {
+        let Ok(mut written) = self.written.lock() else {
+            return;
+        };
+        if written.as_ref().is_some_and(|old| **old == *list) {
+            return;
+        }
+        let bytes = serde_json::to_vec(&*list).unwrap_or_default();
+        match strata_fs::write_atomic(&self.path, &bytes) {
+            Ok(()) => *written = Some(list),
+            Err(e) => eprintln!(
+                "strata s3: keeping the bucket list in {}: {e}",
+                self.path.display()
+            ),
+        }
+    }
 }
 
 impl Cluster {
@@ -41,7 +68,6 @@ impl Cluster {
             client,
             buckets: Mutex::new(None),
             copy: None,
-            kept: Mutex::new(None),
         }
     }
 
@@ -76,8 +102,10 @@ impl Cluster {
         Cluster {
             client,
             buckets: Mutex::new(old.clone().map(|b| (stale, b))),
-            copy: Some(path),
-            kept: Mutex::new(old),
+            copy: Some(Arc::new(KeptCopy {
+                path,
+                written: Mutex::new(old),
+            })),
         }
     }
 
@@ -131,30 +159,10 @@ impl Cluster {
         if let Ok(mut g) = self.buckets.lock() {
             *g = Some((Instant::now(), b.clone()));
         }
-        // Written again only when it differs from what the file holds.
-        let changed = self.copy.is_some()
-            && match self.kept.lock() {
-                Ok(mut k) => {
-                    let changed = k.as_ref().is_none_or(|old| **old != *b);
-                    if changed {
-                        *k = Some(b.clone());
-                    }
-                    changed
-                }
-                Err(_) => false,
-            };
-        if let (true, Some(path)) = (changed, &self.copy) {
-            // Kept for the next start; a failure costs only that.
-            let (path, list) = (path.clone(), b.clone());
-            tokio::task::spawn_blocking(move || {
-                let bytes = serde_json::to_vec(&*list).unwrap_or_default();
-                if let Err(e) = strata_fs::write_atomic(&path, &bytes) {
-                    eprintln!(
-                        "strata s3: keeping the bucket list in {}: {e}",
-                        path.display()
-                    );
-                }
-            });
+        if let Some(copy) = &self.copy {
+            // Compared and written off the request path.
+            let (copy, list) = (copy.clone(), b.clone());
+            tokio::task::spawn_blocking(move || copy.keep(list));
         }
         Ok(b)
     }
